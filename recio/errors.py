@@ -1,0 +1,52 @@
+"""recio's exceptions.
+
+Every data problem is a ``ValueError`` subclass that names where it happened:
+the file, the byte offset and, when known, the record number. Storage problems
+stay the builtin ``OSError`` family, as in fsspec.
+"""
+
+from __future__ import annotations
+
+
+class RecordIOError(ValueError):
+    """A RecordIO file (or its .idx / .lst) does not hold what it should."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        offset: int | None = None,
+        record_index: int | None = None,
+    ) -> None:
+        self.path = path
+        self.offset = offset
+        self.record_index = record_index
+        where = []
+        if offset is not None:
+            where.append(f"at byte {offset}")
+        if path:
+            where.append(f"of {path}")
+        if record_index is not None:
+            where.append(f"(record {record_index})")
+        super().__init__(" ".join([message, *where]))
+
+
+class CorruptRecordError(RecordIOError):
+    """Bad magic, a broken continuation sequence, or an offset that is no record start."""
+
+
+class TruncatedRecordError(RecordIOError):
+    """The file ends inside a length word or a payload."""
+
+
+class IndexMismatchError(RecordIOError):
+    """The .idx names offsets that are not record starts or lie past the end."""
+
+
+class DecodeError(ValueError):
+    """An image of a batch could not be decoded."""
+
+    def __init__(self, message: str, *, item: int | None = None) -> None:
+        self.item = item
+        super().__init__(message if item is None else f"image {item} of the batch: {message}")

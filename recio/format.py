@@ -1,0 +1,318 @@
+"""RecordIO framing, IRHeader, and the .idx / .lst text files, byte-exact with MXNet 1.9.1.
+
+The dmlc-core format: each record is one or more frames of
+
+    magic (u32 LE 0xced7230a) | lrec (u32 LE: cflag << 29 | length) | payload | zero pad to 4
+
+A payload that holds the magic at a 4-byte-aligned position is split there: the
+writer drops the magic and starts a new frame (cflag 1 = first, 2 = middle,
+3 = last); the reader puts the magic back. This module works on bytes-like
+buffers and text; it knows nothing of files or storage.
+"""
+
+from __future__ import annotations
+
+import io
+import numbers
+import struct
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+import numpy as np
+
+from .errors import CorruptRecordError, RecordIOError, TruncatedRecordError
+
+MAGIC = 0xCED7230A
+MAGIC_BYTES = struct.pack("<I", MAGIC)
+_FRAME_HEADER = struct.Struct("<II")
+FRAME_HEADER_SIZE = _FRAME_HEADER.size
+#: Payloads (and frames) are limited by the 29-bit length field.
+MAX_PAYLOAD = (1 << 29) - 1
+_LENGTH_MASK = (1 << 29) - 1
+
+CFLAG_WHOLE, CFLAG_FIRST, CFLAG_MIDDLE, CFLAG_LAST = 0, 1, 2, 3
+
+
+def _pad(length: int) -> int:
+    return -length & 3
+
+
+def encode_record(payload: bytes | bytearray | memoryview) -> bytes:
+    """Frame one payload exactly as dmlc's RecordIOWriter::WriteRecord does."""
+    data = bytes(payload)
+    size = len(data)
+    if size > MAX_PAYLOAD:
+        raise RecordIOError(
+            f"payload of {size} bytes is too large: RecordIO lengths are 29-bit "
+            f"(at most {MAX_PAYLOAD} bytes)"
+        )
+    parts = []
+    start = 0  # start of the current frame's data in `data`
+    pos = data.find(MAGIC_BYTES)
+    # Only magics at 4-byte-aligned positions split; the scan stops before the
+    # last partial word, as dmlc's loop over `lower_align` does.
+    lower_align = size & ~3
+    while 0 <= pos < lower_align:
+        if pos & 3 == 0:
+            cflag = CFLAG_FIRST if start == 0 else CFLAG_MIDDLE
+            parts.append(_FRAME_HEADER.pack(MAGIC, cflag << 29 | (pos - start)))
+            parts.append(data[start:pos])
+            start = pos + 4
+            pos = data.find(MAGIC_BYTES, start)
+        else:
+            pos = data.find(MAGIC_BYTES, pos + 1)
+    cflag = CFLAG_LAST if start else CFLAG_WHOLE
+    parts.append(_FRAME_HEADER.pack(MAGIC, cflag << 29 | (size - start)))
+    parts.append(data[start:])
+    parts.append(b"\0" * _pad(size))
+    return b"".join(parts)
+
+
+def read_record(
+    buf: memoryview,
+    offset: int,
+    *,
+    path: str | None = None,
+    record_index: int | None = None,
+    base: int = 0,
+) -> tuple[memoryview | bytes, int]:
+    """Parse the record that starts at ``offset`` of ``buf``.
+
+    Returns ``(payload, next_offset)``. A one-frame record comes back as a
+    zero-copy memoryview slice of ``buf``; a multi-frame record as new bytes
+    with the magics put back. Raises ``TruncatedRecordError`` when the buffer
+    ends inside the record and ``CorruptRecordError`` for a bad magic, a bad
+    continuation sequence, or an offset that is not a record start. ``base``
+    is the file offset of ``buf[0]``, for messages about a window of a file.
+    """
+    end = len(buf)
+    pieces: list[memoryview] = []
+    frame_offset = offset
+    while True:
+        if frame_offset + FRAME_HEADER_SIZE > end:
+            what = "length word" if frame_offset + 4 <= end else "frame header"
+            raise TruncatedRecordError(
+                f"file ends inside a {what} ({end - frame_offset} of 8 bytes)",
+                path=path,
+                offset=base + frame_offset,
+                record_index=record_index,
+            )
+        magic, lrec = _FRAME_HEADER.unpack_from(buf, frame_offset)
+        if magic != MAGIC:
+            raise CorruptRecordError(
+                f"bad magic 0x{magic:08x} (expected 0x{MAGIC:08x}): not a record start",
+                path=path,
+                offset=base + frame_offset,
+                record_index=record_index,
+            )
+        cflag = lrec >> 29
+        length = lrec & _LENGTH_MASK
+        first = frame_offset == offset
+        if cflag > CFLAG_LAST:
+            raise CorruptRecordError(
+                f"invalid continuation flag {cflag} in length word 0x{lrec:08x}",
+                path=path,
+                offset=base + frame_offset,
+                record_index=record_index,
+            )
+        if first and cflag in (CFLAG_MIDDLE, CFLAG_LAST):
+            raise CorruptRecordError(
+                f"continuation frame (cflag {cflag}) where a record should start",
+                path=path,
+                offset=base + frame_offset,
+                record_index=record_index,
+            )
+        if not first and cflag not in (CFLAG_MIDDLE, CFLAG_LAST):
+            raise CorruptRecordError(
+                f"broken continuation: frame with cflag {cflag} inside a multi-part record "
+                f"that started at byte {base + offset}",
+                path=path,
+                offset=base + frame_offset,
+                record_index=record_index,
+            )
+        data_start = frame_offset + FRAME_HEADER_SIZE
+        data_end = data_start + length
+        if data_end > end:
+            raise TruncatedRecordError(
+                f"file ends inside a payload ({end - data_start} of {length} bytes present)",
+                path=path,
+                offset=base + frame_offset,
+                record_index=record_index,
+            )
+        frame_offset = data_end + _pad(length)
+        if cflag == CFLAG_WHOLE:
+            return buf[data_start:data_end], min(frame_offset, end)
+        pieces.append(buf[data_start:data_end])
+        if cflag == CFLAG_LAST:
+            return MAGIC_BYTES.join(pieces), min(frame_offset, end)
+
+
+def iter_records(
+    buf: memoryview, start: int = 0, *, path: str | None = None
+) -> Iterator[tuple[int, memoryview | bytes]]:
+    """Yield ``(offset, payload)`` for every record of ``buf`` from ``start`` on."""
+    offset = start
+    end = len(buf)
+    index = 0
+    while offset < end:
+        payload, next_offset = read_record(buf, offset, path=path, record_index=index)
+        yield offset, payload
+        offset = next_offset
+        index += 1
+
+
+def scan_offsets(buf: memoryview, *, path: str | None = None) -> list[int]:
+    """Start offsets of every record, walking frame headers only (to rebuild an .idx).
+
+    Checks each frame as ``read_record`` does, without touching payloads; on any
+    problem it re-reads the record with ``read_record`` for the precise error.
+    """
+    unpack_from = _FRAME_HEADER.unpack_from
+    end = len(buf)
+    offsets: list[int] = []
+    offset = 0
+    in_record = False  # inside a multi-frame record
+    while offset < end:
+        record_start = offsets[-1] if in_record else offset
+        ok = offset + FRAME_HEADER_SIZE <= end
+        if ok:
+            magic, lrec = unpack_from(buf, offset)
+            cflag = lrec >> 29
+            length = lrec & _LENGTH_MASK
+            data_end = offset + FRAME_HEADER_SIZE + length
+            continuation = cflag in (CFLAG_MIDDLE, CFLAG_LAST)
+            ok = magic == MAGIC and cflag <= CFLAG_LAST and in_record == continuation
+            ok = ok and data_end <= end
+        if not ok:
+            read_record(buf, record_start, path=path, record_index=len(offsets) - in_record)
+            raise AssertionError("read_record accepted a frame that the scan refused")
+        if not in_record:
+            offsets.append(offset)
+        in_record = cflag in (CFLAG_FIRST, CFLAG_MIDDLE)
+        offset = data_end + (-length & 3)
+    if in_record:
+        read_record(buf, offsets[-1], path=path, record_index=len(offsets) - 1)
+    return offsets
+
+
+# --- IRHeader: the image record header MXNet puts before the image bytes -------------
+
+_IR_FORMAT = struct.Struct("<IfQQ")
+IR_HEADER_SIZE = _IR_FORMAT.size
+
+
+class IRHeader(NamedTuple):
+    """MXNet's image record header.
+
+    ``flag`` > 0 means ``flag`` float32 labels follow the header (and ``label``
+    is then unused on disk); ``id`` and ``id2`` are 64-bit record ids.
+    """
+
+    flag: int
+    label: float | np.ndarray
+    id: int
+    id2: int
+
+
+def pack(header: IRHeader | tuple, s: bytes | bytearray | memoryview) -> bytes:
+    """Pack a header and payload bytes as MXNet's ``recordio.pack`` does (numpy-2 safe)."""
+    header = IRHeader(*header)
+    if isinstance(header.label, numbers.Number):
+        header = header._replace(flag=0)
+        prefix = b""
+    else:
+        label = np.asarray(header.label, dtype=np.float32)
+        header = header._replace(flag=label.size, label=0)
+        prefix = label.tobytes()
+    return _IR_FORMAT.pack(*header) + prefix + bytes(s)
+
+
+def unpack(s: bytes | bytearray | memoryview) -> tuple[IRHeader, bytes | memoryview]:
+    """Split a record payload into its IRHeader and the remaining bytes (e.g. an image).
+
+    Multi-label headers (flag > 0) come back with ``label`` as a float32 array.
+    The remainder keeps the input's type, so a memoryview stays zero-copy.
+    """
+    if len(s) < IR_HEADER_SIZE:
+        raise RecordIOError(
+            f"record of {len(s)} bytes is shorter than an IRHeader ({IR_HEADER_SIZE} bytes)"
+        )
+    header = IRHeader(*_IR_FORMAT.unpack_from(s, 0))
+    rest = s[IR_HEADER_SIZE:]
+    if header.flag > 0:
+        nbytes = header.flag * 4
+        if len(rest) < nbytes:
+            raise RecordIOError(
+                f"IRHeader says {header.flag} labels but only {len(rest)} bytes follow"
+            )
+        header = header._replace(label=np.frombuffer(rest, np.float32, header.flag).copy())
+        rest = rest[nbytes:]
+    return header, rest
+
+
+def unpack_labels(s: bytes | memoryview, label_width: int = 1) -> tuple[np.ndarray, int, int]:
+    """Labels (float32, ``label_width`` wide), id and image offset of a packed record."""
+    flag, label, rid, _ = _IR_FORMAT.unpack_from(s, 0)
+    if flag == 0:
+        labels = np.full(label_width, label, dtype=np.float32)
+        return labels, rid, IR_HEADER_SIZE
+    values = np.frombuffer(s, np.float32, flag, IR_HEADER_SIZE)
+    labels = np.zeros(label_width, dtype=np.float32)
+    labels[: min(flag, label_width)] = values[:label_width]
+    return labels, rid, IR_HEADER_SIZE + 4 * flag
+
+
+# --- .idx and .lst text files -----------------------------------------------------
+
+
+def format_idx_line(key: object, offset: int) -> str:
+    return f"{key}\t{offset}\n"
+
+
+def parse_idx(text: str, *, path: str | None = None, key_type: type = int) -> list[tuple]:
+    """Parse ``key\\toffset`` lines into (key, offset) pairs, in file order."""
+    entries = []
+    for lineno, line in enumerate(io.StringIO(text), 1):
+        line = line.strip()
+        if not line:
+            continue
+        fields = line.split("\t")
+        try:
+            entries.append((key_type(fields[0]), int(fields[1])))
+        except (ValueError, IndexError):
+            raise RecordIOError(
+                f"bad .idx line {lineno}: {line[:80]!r} (expected key<TAB>offset)", path=path
+            ) from None
+    return entries
+
+
+class ListEntry(NamedTuple):
+    """One line of an im2rec .lst file: ``index\\tlabel[\\tlabel...]\\tpath``."""
+
+    index: int
+    labels: tuple[float, ...]
+    path: str
+
+
+def format_lst_line(entry: ListEntry) -> str:
+    """Format as MXNet's im2rec ``write_list`` does (labels as ``%f``)."""
+    labels = "".join(f"{label:f}\t" for label in entry.labels)
+    return f"{entry.index}\t{labels}{entry.path}\n"
+
+
+def parse_lst(lines: Iterable[str], *, path: str | None = None) -> Iterator[ListEntry]:
+    """Parse .lst lines; malformed lines raise RecordIOError naming the line."""
+    for lineno, line in enumerate(lines, 1):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.split("\t")]
+        try:
+            if len(fields) < 3:
+                raise ValueError
+            yield ListEntry(int(fields[0]), tuple(float(x) for x in fields[1:-1]), fields[-1])
+        except ValueError:
+            raise RecordIOError(
+                f"bad .lst line {lineno}: {line[:80]!r} (expected index<TAB>label...<TAB>path)",
+                path=path,
+            ) from None
