@@ -10,6 +10,7 @@ scan), zero-copy reads from local files, ranged reads from remote ones.
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -155,10 +156,8 @@ class MXRecordIO:
             self.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
     def __getstate__(self) -> dict:
         if self.writable and self.is_open:
@@ -354,7 +353,8 @@ class RecordFile:
         try:
             payload, _ = self._cursor.read_at(offset, i) if self._is_local else self._read_remote(i)
         except CorruptRecordError as exc:
-            raise _not_a_record_start(self.idx_url or self.url, int(self.keys[i]), offset, exc)
+            key = int(self.keys[i])
+            raise _not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
         return payload
 
     @property
@@ -376,7 +376,7 @@ class RecordFile:
         ranges = [(int(self.offsets[i]), int(self.lengths[i])) for i in indices]
         datas = self.source.read_ranges(ranges)
         out = []
-        for i, data in zip(indices, datas):
+        for i, data in zip(indices, datas, strict=False):
             try:
                 out.append(self._parse_extent(int(i), data)[0])
             except CorruptRecordError as exc:

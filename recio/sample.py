@@ -53,7 +53,7 @@ def make_sample_folder(
     quality: int = 90,
     seed: int = 0,
 ) -> str:
-    """Write ``num_images`` JPEGs into ``root/class_K/img_NNNNN.jpg`` (im2rec --recursive layout)."""
+    """Write ``num_images`` JPEGs as ``root/class_K/img_NNNNN.jpg`` (im2rec --recursive layout)."""
     rng = np.random.default_rng(seed)
     for i in range(num_images):
         label = i % num_classes

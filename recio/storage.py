@@ -9,6 +9,7 @@ only on ``commit()``; ``abort()`` leaves nothing that looks whole.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import tempfile
@@ -186,10 +187,8 @@ class AtomicOutput:
                 self._file.close()
         else:
             self._file.close()
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._tmp)
-            except FileNotFoundError:
-                pass
 
 
 def _umask() -> int:
