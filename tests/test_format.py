@@ -1,0 +1,265 @@
+"""RecordIO framing and headers: MXNet 1.9.1's golden files, round trips, and bad input."""
+
+import hashlib
+import json
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recio.errors import CorruptRecordError, RecordIOError, TruncatedRecordError
+from recio.format import (
+    MAGIC_BYTES,
+    IRHeader,
+    ListEntry,
+    encode_record,
+    format_idx_line,
+    format_lst_line,
+    iter_records,
+    pack,
+    parse_idx,
+    parse_lst,
+    read_record,
+    scan_offsets,
+    unpack,
+    unpack_labels,
+)
+
+from ._paths import GOLDEN
+
+pytestmark = pytest.mark.skipif(not GOLDEN.is_dir(), reason="shared/golden is not beside the repo")
+
+
+def golden():
+    return json.loads((GOLDEN / "golden.json").read_text())
+
+
+def sha(data) -> str:
+    return hashlib.sha256(bytes(data)).hexdigest()
+
+
+RAW_FILES = ["bytes5", "magic_edges"]
+ALL_FILES = ["bytes5", "magic_edges", "images3", "subset20", "multilabel"]
+
+
+def idx_offsets(name: str) -> list[int]:
+    return [o for _, o in parse_idx(golden()[name]["idx_text"])]
+
+
+@pytest.mark.parametrize("name", ALL_FILES)
+def test_golden_records_read_exactly(name):
+    spec = golden()[name]
+    data = (GOLDEN / spec["rec"]).read_bytes()
+    if "rec_sha256" in spec:
+        assert sha(data) == spec["rec_sha256"]
+    records = list(iter_records(memoryview(data)))
+    expected = spec["records"]
+    assert [o for o, _ in records] == idx_offsets(name)
+    assert len(records) == len(expected)
+    for (_, payload), want in zip(records, expected, strict=True):
+        if "sha256" in want or "record_sha256" in want:
+            assert sha(payload) == (want.get("sha256") or want.get("record_sha256"))
+        if want.get("payload_hex") is not None:
+            assert bytes(payload).hex() == want["payload_hex"]
+    assert scan_offsets(memoryview(data)) == idx_offsets(name)
+
+
+@pytest.mark.parametrize("name", ALL_FILES)
+def test_golden_idx_text(name):
+    """The .idx on disk is what golden.json says, and parses to keys in file order."""
+    spec = golden()[name]
+    text = (GOLDEN / spec["idx"]).read_text()
+    assert text == spec["idx_text"]
+    assert [k for k, _ in parse_idx(text)] == [r["key"] for r in spec["records"]]
+    assert "".join(format_idx_line(k, o) for k, o in parse_idx(text)) == text
+
+
+@pytest.mark.parametrize("name", ALL_FILES)
+def test_writer_reproduces_golden_bytes(name):
+    """Re-framing the payloads MXNet wrote gives the identical .rec (and .idx) bytes."""
+    data = (GOLDEN / f"{name}.rec").read_bytes()
+    payloads = [bytes(p) for _, p in iter_records(memoryview(data))]
+    assert b"".join(encode_record(p) for p in payloads) == data
+
+
+@pytest.mark.parametrize("name", RAW_FILES)
+def test_golden_frames(name):
+    """Frame by frame: cflag, length and padding as dmlc-core wrote them."""
+    spec = golden()[name]
+    data = (GOLDEN / f"{name}.rec").read_bytes()
+    for frame in spec["frames"]:
+        magic, lrec = struct.unpack_from("<II", data, frame["offset"])
+        assert magic == 0xCED7230A
+        assert lrec >> 29 == frame["cflag"]
+        assert lrec & ((1 << 29) - 1) == frame["length"]
+
+
+def test_golden_headers_and_labels():
+    for name in ("images3", "multilabel", "subset20"):
+        spec = golden()[name]
+        data = memoryview((GOLDEN / spec["rec"]).read_bytes())
+        for (_, payload), want in zip(iter_records(data), spec["records"], strict=True):
+            header, image = unpack(payload)
+            raw = want.get("raw_header", want)
+            assert header.flag == raw["flag"]
+            assert header.id == raw["id"]
+            assert header.id2 == raw["id2"]
+            np.testing.assert_allclose(np.asarray(header.label, np.float32), want["label"])
+            assert len(image) == want["image_bytes_length"]
+            assert sha(image) == want["image_bytes_sha256"]
+            if "header_hex" in want:
+                assert bytes(payload[:24]).hex() == want["header_hex"]
+
+
+def test_pack_reproduces_golden_headers():
+    spec = golden()["images3"]
+    data = memoryview((GOLDEN / "images3.rec").read_bytes())
+    for (_, payload), want in zip(iter_records(data), spec["records"], strict=True):
+        _, image = unpack(payload)
+        h = want["input_header"]
+        assert pack(IRHeader(h["flag"], h["label"], h["id"], h["id2"]), image) == bytes(payload)
+
+
+# --- property-based round trips ----------------------------------------------------
+
+aligned_magic_payloads = st.lists(
+    st.one_of(st.binary(max_size=12), st.just(MAGIC_BYTES)), max_size=8
+).map(b"".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=70), aligned_magic_payloads), max_size=12))
+def test_round_trip(payloads):
+    data = b"".join(encode_record(p) for p in payloads)
+    assert len(data) % 4 == 0
+    records = list(iter_records(memoryview(data)))
+    assert [bytes(p) for _, p in records] == payloads
+    assert scan_offsets(memoryview(data)) == [o for o, _ in records]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 40), st.integers(0, 9), st.binary(max_size=9))
+def test_magic_at_every_offset(prefix_len, suffix_len, filler):
+    """Split only at 4-byte-aligned magics; the reader restores every byte."""
+    payload = bytes(prefix_len) + MAGIC_BYTES + bytes(suffix_len) + filler
+    framed = encode_record(payload)
+    n_frames = framed.count(MAGIC_BYTES) - payload.count(MAGIC_BYTES) + (prefix_len % 4 == 0)
+    assert read_record(memoryview(framed), 0)[0] == payload
+    assert n_frames >= 1
+    if prefix_len % 4 == 0:
+        # aligned: the payload's magic is dropped into a frame boundary
+        assert struct.unpack_from("<I", framed, 4)[0] >> 29 == 1
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 4, 5, 7, 8, 9])
+def test_sizes_around_alignment(size):
+    payload = bytes(range(size))
+    framed = encode_record(payload)
+    assert len(framed) == 8 + size + (-size % 4)
+    assert framed[8 + size :] == b"\0" * (-size % 4)
+    assert bytes(read_record(memoryview(framed), 0)[0]) == payload
+
+
+def test_too_large_payload_is_refused():
+    with pytest.raises(RecordIOError, match="29-bit"):
+        encode_record(memoryview(bytearray(1 << 29)))
+
+
+# --- bad input --------------------------------------------------------------------
+
+
+def two_records() -> bytes:
+    return encode_record(b"first record") + encode_record(b"abcd" + MAGIC_BYTES + b"efgh")
+
+
+def test_bad_magic_names_file_offset_record():
+    data = bytearray(two_records())
+    data[20:24] = b"XXXX"  # magic of the second record
+    with pytest.raises(CorruptRecordError) as info:
+        list(iter_records(memoryview(data), path="x.rec"))
+    err = info.value
+    assert (err.path, err.offset, err.record_index) == ("x.rec", 20, 1)
+    assert "x.rec" in str(err) and "20" in str(err) and "record 1" in str(err)
+    with pytest.raises(CorruptRecordError):
+        scan_offsets(memoryview(data), path="x.rec")
+
+
+@pytest.mark.parametrize("cut", [1, 4, 7, 9, 19, 22, 30, 35])
+def test_truncation_is_reported_never_returned(cut):
+    data = two_records()
+    truncated = memoryview(data[: len(data) - cut])
+    with pytest.raises(TruncatedRecordError) as info:
+        list(iter_records(truncated, path="t.rec"))
+    assert info.value.path == "t.rec"
+    with pytest.raises(TruncatedRecordError):
+        scan_offsets(truncated)
+
+
+def test_broken_continuation():
+    first = encode_record(b"abcd" + MAGIC_BYTES + b"efgh")  # frames cflag 1, 3
+    # cut off the last frame and append a whole record: cflag 1 then 0
+    broken = first[:12] + encode_record(b"zz")
+    with pytest.raises(CorruptRecordError, match="continuation"):
+        read_record(memoryview(broken), 0)
+    with pytest.raises(CorruptRecordError, match="continuation"):
+        scan_offsets(memoryview(broken))
+    # a record that starts with a continuation frame
+    with pytest.raises(CorruptRecordError, match="record should start"):
+        read_record(memoryview(first), 12)
+
+
+def test_invalid_cflag():
+    data = bytearray(encode_record(b"abcd"))
+    data[7] |= 0x80  # cflag 4
+    with pytest.raises(CorruptRecordError, match="continuation flag"):
+        read_record(memoryview(data), 0)
+    with pytest.raises(CorruptRecordError):
+        scan_offsets(memoryview(data))
+
+
+# --- headers, .idx, .lst ----------------------------------------------------------
+
+
+def test_pack_unpack_scalar_and_multilabel():
+    s = pack(IRHeader(0, 3.0, 7, 9), b"img")
+    header, rest = unpack(s)
+    assert header == IRHeader(0, 3.0, 7, 9) and rest == b"img"
+    s = pack(IRHeader(0, [1, 2.5, -3], 2**40 + 5, 1), b"jpg")
+    header, rest = unpack(s)
+    assert header.flag == 3 and header.id == 2**40 + 5 and rest == b"jpg"
+    np.testing.assert_array_equal(header.label, np.array([1, 2.5, -3], np.float32))
+    labels, rid, image_offset = unpack_labels(s, 2)
+    np.testing.assert_array_equal(labels, [1, 2.5])
+    assert rid == 2**40 + 5 and s[image_offset:] == b"jpg"
+
+
+def test_pack_numpy_labels_numpy2_safe():
+    s = pack((0, np.arange(4, dtype=np.float64), 1, 0), memoryview(b"x"))
+    assert unpack(s)[0].flag == 4
+
+
+def test_unpack_short_record():
+    with pytest.raises(RecordIOError, match="shorter than an IRHeader"):
+        unpack(b"short")
+
+
+def test_lst_round_trip_and_golden():
+    text = (GOLDEN / "subset20.lst").read_text()
+    entries = list(parse_lst(text.splitlines(True)))
+    assert len(entries) == 20
+    assert "".join(format_lst_line(e) for e in entries) == text
+    multi = (GOLDEN / "multilabel.lst").read_text()
+    entries = list(parse_lst(multi.splitlines(True)))
+    assert all(len(e.labels) == 3 for e in entries)
+    assert "".join(format_lst_line(e) for e in entries) == multi
+
+
+def test_bad_lst_and_idx_lines():
+    with pytest.raises(RecordIOError, match="line 2"):
+        list(parse_lst(["0\t1.0\ta.jpg\n", "garbage\n"], path="l.lst"))
+    with pytest.raises(RecordIOError, match="line 1"):
+        parse_idx("zero\tten\n", path="x.idx")
+    line = format_lst_line(ListEntry(3, (1.0, 2.0), "a/b.jpg"))
+    assert line == "3\t1.000000\t2.000000\ta/b.jpg\n"
