@@ -1,0 +1,175 @@
+"""Which records each rank reads, in which order, batch by batch — as pure integer math.
+
+An epoch's order is a permutation drawn from ``(seed, epoch)``, the same on
+every rank. It is cut into *global steps* of ``num_parts × batch_size``
+positions; rank ``r`` takes positions ``r, r + num_parts, r + 2·num_parts, …``
+of each step. Every rank therefore gets the same number of batches, the ranks'
+real samples are disjoint, and together they cover the epoch. The last-batch
+policy says what happens to an incomplete final step:
+
+- ``pad``: the step is completed by wrapping to the start of the epoch's
+  order; those positions are marked as padding (``Batch.pad``).
+- ``discard``: the incomplete step is dropped.
+- ``rollover``: the leftover samples start the next epoch (MXNet's
+  ``round_batch=False``): the epochs are one endless stream, and epoch ``e``
+  owns the steps that end inside it.
+
+The state needed to resume is ``(epoch, step)``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class LastBatch(str, enum.Enum):
+    PAD = "pad"
+    DISCARD = "discard"
+    ROLLOVER = "rollover"
+
+
+class Shuffle(str, enum.Enum):
+    NONE = "none"
+    GLOBAL = "global"  # an exact permutation of all records
+    BLOCK = "block"  # blocks of consecutive records, shuffled, then shuffled within a window
+
+
+def epoch_order(
+    n: int,
+    seed: int,
+    epoch: int,
+    shuffle: Shuffle | str = Shuffle.GLOBAL,
+    *,
+    block_size: int = 64,
+    window: int = 16,
+) -> np.ndarray:
+    """The order of record positions ``0..n-1`` for ``epoch`` (int64 array).
+
+    ``block`` shuffle keeps runs of ``block_size`` consecutive records together
+    (so remote reads stay large), shuffles the blocks globally, then shuffles
+    records within windows of ``window`` blocks.
+    """
+    shuffle = Shuffle(shuffle)
+    if shuffle is Shuffle.NONE:
+        return np.arange(n, dtype=np.int64)
+    rng = np.random.default_rng([seed, epoch])
+    if shuffle is Shuffle.GLOBAL:
+        return rng.permutation(n).astype(np.int64)
+    starts = rng.permutation(np.arange(0, n, block_size))
+    blocks = [np.arange(s, min(s + block_size, n)) for s in starts]
+    span = block_size * window
+    order = np.concatenate(blocks) if blocks else np.arange(0, dtype=np.int64)
+    for lo in range(0, n, span):
+        rng.shuffle(order[lo : lo + span])
+    return order.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """One batch of one rank: record positions, and how many trailing ones are padding."""
+
+    epoch: int
+    step: int
+    positions: np.ndarray  # int64, batch_size record positions (into the file's index)
+    pad: int
+
+
+class Sampler:
+    """Batches of record positions for one rank, epoch after epoch.
+
+    Parameters are plain integers, so two ranks built with the same ``seed``
+    agree on everything; tests need no processes.
+    """
+
+    def __init__(
+        self,
+        num_records: int,
+        batch_size: int,
+        *,
+        part_index: int = 0,
+        num_parts: int = 1,
+        shuffle: Shuffle | str | bool = Shuffle.NONE,
+        seed: int = 0,
+        last_batch: LastBatch | str = LastBatch.PAD,
+        block_size: int = 64,
+    ) -> None:
+        if num_records <= 0:
+            raise ValueError("the dataset has no records")
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, not {batch_size}")
+        if not 0 <= part_index < num_parts:
+            raise ValueError(f"part_index {part_index} is outside 0..num_parts-1 ({num_parts})")
+        if isinstance(shuffle, bool):
+            shuffle = Shuffle.GLOBAL if shuffle else Shuffle.NONE
+        self.num_records = num_records
+        self.batch_size = batch_size
+        self.part_index = part_index
+        self.num_parts = num_parts
+        self.shuffle = Shuffle(shuffle)
+        self.seed = seed
+        self.last_batch = LastBatch(last_batch)
+        self.block_size = block_size
+        self.global_batch = batch_size * num_parts
+        if self.last_batch is LastBatch.DISCARD and num_records < self.global_batch:
+            raise ValueError(
+                f"last_batch='discard' with {num_records} records and {num_parts} part(s) of "
+                f"batch {batch_size} leaves no batch at all"
+            )
+        self._order_cache: dict[int, np.ndarray] = {}
+
+    def order(self, epoch: int) -> np.ndarray:
+        if epoch not in self._order_cache:
+            if len(self._order_cache) > 2:
+                self._order_cache.clear()
+            self._order_cache[epoch] = epoch_order(
+                self.num_records, self.seed, epoch, self.shuffle, block_size=self.block_size
+            )
+        return self._order_cache[epoch]
+
+    def _step_range(self, epoch: int) -> tuple[int, int]:
+        """Global step numbers [first, end) of ``epoch`` (rollover: in the endless stream)."""
+        n, g = self.num_records, self.global_batch
+        if self.last_batch is LastBatch.ROLLOVER:
+            return epoch * n // g, (epoch + 1) * n // g
+        steps = n // g if self.last_batch is LastBatch.DISCARD else -(-n // g)
+        return 0, steps
+
+    def steps_in_epoch(self, epoch: int = 0) -> int:
+        first, end = self._step_range(epoch)
+        return end - first
+
+    def __len__(self) -> int:
+        """Batches per epoch (for rollover, of epoch 0; later ones differ by at most one)."""
+        return self.steps_in_epoch(0)
+
+    def plan(self, epoch: int, step: int) -> StepPlan:
+        """The ``step``-th batch (0-based within the epoch) of this rank."""
+        first, end = self._step_range(epoch)
+        if not 0 <= step < end - first:
+            raise IndexError(f"epoch {epoch} has {end - first} steps, not step {step}")
+        n = self.num_records
+        stream = (first + step) * self.global_batch + self.part_index
+        stream_positions = stream + self.num_parts * np.arange(self.batch_size, dtype=np.int64)
+        if self.last_batch is LastBatch.ROLLOVER:
+            # positions in the endless stream of epoch orders
+            epochs = stream_positions // n
+            positions = np.empty(self.batch_size, dtype=np.int64)
+            for e in np.unique(epochs):
+                mask = epochs == e
+                positions[mask] = self.order(int(e))[stream_positions[mask] % n]
+            return StepPlan(epoch, step, positions, 0)
+        order = self.order(epoch)
+        positions = order[stream_positions % n]
+        pad = int(np.count_nonzero(stream_positions >= n))
+        # Padding is always at the end of a batch: strided positions only grow.
+        return StepPlan(epoch, step, positions, pad)
+
+    def shard_positions(self, epoch: int) -> np.ndarray:
+        """All real (non-pad) record positions this rank reads in ``epoch``, in order."""
+        plans = [self.plan(epoch, s) for s in range(self.steps_in_epoch(epoch))]
+        if not plans:
+            return np.empty(0, dtype=np.int64)
+        return np.concatenate([p.positions[: self.batch_size - p.pad] for p in plans])

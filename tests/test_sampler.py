@@ -1,0 +1,121 @@
+"""Order, sharding and the last-batch policies: pure integer math, tested without processes."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recio.dist import discover
+from recio.sampler import LastBatch, Sampler, epoch_order
+
+
+def ranks(n, batch, parts, policy, seed=3, shuffle=True):
+    return [
+        Sampler(
+            n, batch, part_index=r, num_parts=parts, shuffle=shuffle, seed=seed, last_batch=policy
+        )
+        for r in range(parts)
+    ]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(1, 300),
+    batch=st.integers(1, 17),
+    parts=st.integers(1, 6),
+    policy=st.sampled_from(["pad", "discard", "rollover"]),
+)
+def test_equal_batches_disjoint_and_complete(n, batch, parts, policy):
+    if policy == "discard" and n < batch * parts:
+        with pytest.raises(ValueError, match="no batch"):
+            Sampler(n, batch, num_parts=parts, last_batch=policy)
+        return
+    samplers = ranks(n, batch, parts, policy)
+    for epoch in range(3):
+        counts = {s.steps_in_epoch(epoch) for s in samplers}
+        assert len(counts) == 1  # every rank gets the same number of batches
+        shards = [s.shard_positions(epoch) for s in samplers]
+        real = np.concatenate(shards)
+        if policy != "rollover":  # rollover steps may straddle two epochs' orders
+            assert len(real) == len(set(real.tolist()))  # disjoint
+        if policy == "pad":
+            assert sorted(real.tolist()) == list(range(n))  # complete
+        if policy == "discard":
+            assert len(real) == (n // (batch * parts)) * batch * parts
+        for s in samplers:
+            for step in range(s.steps_in_epoch(epoch)):
+                plan = s.plan(epoch, step)
+                assert len(plan.positions) == batch and 0 <= plan.pad <= batch
+                assert ((plan.positions >= 0) & (plan.positions < n)).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 200), batch=st.integers(1, 9), parts=st.integers(1, 4))
+def test_rollover_covers_every_record_once_per_pass(n, batch, parts):
+    """Over many epochs, the stream visits each epoch's order in full, nothing twice."""
+    samplers = ranks(n, batch, parts, "rollover")
+    epochs = 4
+    seen = []
+    for epoch in range(epochs):
+        for step in range(samplers[0].steps_in_epoch(epoch)):
+            # interleave ranks as they sit in the global step
+            plans = [s.plan(epoch, step).positions for s in samplers]
+            seen.extend(np.stack(plans, 1).reshape(-1).tolist())
+    total_steps = epochs * n // (batch * parts)
+    assert len(seen) == total_steps * batch * parts
+    for e in range(epochs):
+        chunk = seen[e * n : (e + 1) * n]
+        if len(chunk) == n:
+            assert sorted(chunk) == list(range(n))
+
+
+def test_shuffle_differs_per_epoch_same_per_seed():
+    a, b = epoch_order(1000, 7, 0), epoch_order(1000, 7, 1)
+    assert not np.array_equal(a, b)
+    assert np.array_equal(a, epoch_order(1000, 7, 0))
+    assert not np.array_equal(a, epoch_order(1000, 8, 0))
+    assert sorted(a.tolist()) == list(range(1000))
+    assert np.array_equal(epoch_order(10, 7, 0, "none"), np.arange(10))
+
+
+def test_block_shuffle_keeps_runs_and_is_a_permutation():
+    order = epoch_order(1000, 1, 0, "block", block_size=50, window=1)
+    assert sorted(order.tolist()) == list(range(1000))
+    # with window=1 each span of 50 holds exactly one block's records
+    for lo in range(0, 1000, 50):
+        span = order[lo : lo + 50]
+        assert span.max() - span.min() == 49
+    assert not np.array_equal(order, np.arange(1000))
+
+
+def test_pad_marks_padding_at_the_end():
+    s = Sampler(10, 4, num_parts=1, last_batch=LastBatch.PAD)
+    assert len(s) == 3
+    last = s.plan(0, 2)
+    assert last.pad == 2 and last.positions[:2].tolist() == [8, 9]
+
+
+def test_argument_checks():
+    with pytest.raises(ValueError, match="part_index"):
+        Sampler(10, 2, part_index=2, num_parts=2)
+    with pytest.raises(ValueError, match="batch_size"):
+        Sampler(10, 0)
+    with pytest.raises(ValueError, match="last_batch|'x'"):
+        Sampler(10, 2, last_batch="x")
+
+
+class KV:
+    rank, num_workers = 1, 4
+
+
+def test_discover_order():
+    env = {"RANK": "2", "WORLD_SIZE": "8", "SLURM_PROCID": "5", "SLURM_NTASKS": "6"}
+    assert discover(KV(), 0, 2, env)[:2] == (1, 4)
+    assert discover(None, 1, 2, env)[:2] == (1, 2)
+    assert discover(None, None, None, env) == (2, 8, "torchrun environment")
+    assert discover(None, None, None, {"SLURM_PROCID": "5", "SLURM_NTASKS": "6"})[:2] == (5, 6)
+    mpi = {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "3"}
+    assert discover(None, None, None, mpi)[:2] == (0, 3)
+    assert discover(None, None, None, {}).source == "single process"
+    with pytest.raises(ValueError, match="outside"):
+        discover(None, 3, 2, {})
