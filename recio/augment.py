@@ -1,0 +1,111 @@
+"""What to do to each image: crop windows and flips, drawn from a seeded RNG.
+
+Pure numpy over a whole batch. The decoder does the pixel work; this module
+only decides, in source pixels, which window of each image becomes the output.
+Draws come from ``(seed, epoch, step, part)``, so a resumed run repeats them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_ATTEMPTS = 10  # torchvision's RandomResizedCrop tries 10 windows before its fallback
+
+
+@dataclass(frozen=True)
+class CropSpec:
+    """How windows are chosen; the MXNet ImageRecordIter names map onto it."""
+
+    out_height: int
+    out_width: int
+    resize: int = -1  # shorter side is scaled to this before cropping (<= 0: no resize)
+    rand_crop: bool = False  # random position instead of the centre
+    random_resized_crop: bool = False  # torchvision's RandomResizedCrop
+    min_area: float = 0.08
+    max_area: float = 1.0
+    min_aspect: float = 3 / 4
+    max_aspect: float = 4 / 3
+    rand_mirror: bool = False
+
+
+def batch_rng(seed: int, epoch: int, step: int, part: int) -> np.random.Generator:
+    return np.random.default_rng([seed, epoch, step, part])
+
+
+def draw(
+    spec: CropSpec, sizes: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Crop windows (int32 N×4: x, y, w, h) and flips (bool N) for images of ``sizes`` (N×2: w, h).
+
+    The number and order of draws does not depend on the sizes, so a batch's
+    draws are fixed by its RNG alone.
+    """
+    n = len(sizes)
+    uniform = rng.random((n, _ATTEMPTS, 4))
+    flips = rng.random(n) < 0.5 if spec.rand_mirror else np.zeros(n, dtype=bool)
+    width = np.maximum(sizes[:, 0], 1).astype(np.float64)
+    height = np.maximum(sizes[:, 1], 1).astype(np.float64)
+    if spec.random_resized_crop:
+        windows = _random_resized(spec, width, height, uniform)
+    else:
+        windows = _fixed_size(spec, width, height, uniform[:, 0, 2:])
+    return windows, flips
+
+
+def _fixed_size(spec: CropSpec, width, height, position) -> np.ndarray:
+    """Centre (or random-position) crop of the output size, after the optional shorter-side resize.
+
+    Without ``resize``, an image smaller than the output gives its largest
+    window of the output's aspect ratio (then scaled up by the decoder).
+    """
+    out_w, out_h = float(spec.out_width), float(spec.out_height)
+    # source pixels per output pixel
+    scale = np.minimum(width, height) / spec.resize if spec.resize > 0 else np.ones_like(width)
+    scale = np.minimum(scale, np.minimum(width / out_w, height / out_h))
+    w = np.maximum(np.round(out_w * scale), 1)
+    h = np.maximum(np.round(out_h * scale), 1)
+    fx = position[:, 0] if spec.rand_crop else 0.5
+    fy = position[:, 1] if spec.rand_crop else 0.5
+    x = np.floor((width - w + (1 if spec.rand_crop else 0)) * fx)
+    y = np.floor((height - h + (1 if spec.rand_crop else 0)) * fy)
+    x = np.clip(x, 0, width - w)
+    y = np.clip(y, 0, height - h)
+    return np.stack([x, y, w, h], 1).astype(np.int32)
+
+
+def _random_resized(spec: CropSpec, width, height, uniform) -> np.ndarray:
+    """torchvision's RandomResizedCrop window, vectorised over the batch."""
+    area = (width * height)[:, None]
+    scale = spec.min_area + (spec.max_area - spec.min_area) * uniform[..., 0]
+    log_lo, log_hi = np.log(spec.min_aspect), np.log(spec.max_aspect)
+    aspect = np.exp(log_lo + (log_hi - log_lo) * uniform[..., 1])
+    w = np.round(np.sqrt(area * scale * aspect))
+    h = np.round(np.sqrt(area * scale / aspect))
+    fits = (w > 0) & (h > 0) & (w <= width[:, None]) & (h <= height[:, None])
+    first = np.argmax(fits, axis=1)
+    rows = np.arange(len(width))
+    ok = fits[rows, first]
+    w, h = w[rows, first], h[rows, first]
+    x = np.floor((width - w + 1) * uniform[rows, first, 2])
+    y = np.floor((height - h + 1) * uniform[rows, first, 3])
+    # Fallback (no attempt fits): the centre window, aspect clamped to the range.
+    ratio = width / height
+    fw = np.where(
+        ratio < spec.min_aspect,
+        width,
+        np.where(ratio > spec.max_aspect, np.round(height * spec.max_aspect), width),
+    )
+    fh = np.where(
+        ratio < spec.min_aspect,
+        np.round(width / spec.min_aspect),
+        np.where(ratio > spec.max_aspect, height, height),
+    )
+    w = np.where(ok, w, fw)
+    h = np.where(ok, h, fh)
+    x = np.where(ok, x, np.floor((width - fw) / 2))
+    y = np.where(ok, y, np.floor((height - fh) / 2))
+    x = np.clip(x, 0, np.maximum(width - w, 0))
+    y = np.clip(y, 0, np.maximum(height - h, 0))
+    return np.stack([x, y, np.maximum(w, 1), np.maximum(h, 1)], 1).astype(np.int32)

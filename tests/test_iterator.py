@@ -1,0 +1,314 @@
+"""ImageRecordIter: batches, sharding, shuffle, exact resume, bad data, threads and memory."""
+
+import gc
+import io
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from recio.errors import DecodeError, RecordIOError
+from recio.format import IRHeader, pack
+from recio.iterator import ImageRecordIter
+from recio.recordio import MXIndexedRecordIO
+
+N_RECORDS = 37
+
+
+def jpeg(rng, width, height, quality=90) -> bytes:
+    yy, xx = np.mgrid[0:height, 0:width]
+    base = np.stack([xx * 255 // width, yy * 255 // height, (xx + yy) % 256], -1)
+    noise = rng.integers(0, 20, (height, width, 3))
+    img = np.clip(base + noise, 0, 255).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(img).save(out, format="JPEG", quality=quality)
+    return out.getvalue()
+
+
+def make_rec(path, n=N_RECORDS, corrupt=(), seed=0):
+    """n records, id = 1000 + key, label = key % 5, images of varying size."""
+    rng = np.random.default_rng(seed)
+    rec, idx = str(path / "data.rec"), str(path / "data.idx")
+    with MXIndexedRecordIO(idx, rec, "w") as w:
+        for key in range(n):
+            body = jpeg(rng, int(rng.integers(40, 120)), int(rng.integers(40, 120)))
+            if key in corrupt:
+                body = body[: len(body) // 3]  # truncated JPEG
+            w.write_idx(key, pack(IRHeader(0, float(key % 5), 1000 + key, 0), body))
+    return rec
+
+
+@pytest.fixture(scope="module")
+def rec(tmp_path_factory):
+    return make_rec(tmp_path_factory.mktemp("iter"))
+
+
+def make_iter(rec, **kw):
+    args = dict(data_shape=(3, 32, 32), batch_size=8, preprocess_threads=2)
+    args.update(kw)
+    return ImageRecordIter(rec, **args)
+
+
+def recio_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("recio-")]
+
+
+def test_batches_shapes_labels_ids(rec):
+    with make_iter(rec, dtype="uint8", layout="NHWC") as it:
+        batches = list(it)
+    assert len(batches) == len(it) == 5  # ceil(37 / 8), padded
+    for b in batches:
+        assert b.data.shape == (8, 32, 32, 3) and b.data.dtype == np.uint8
+        assert b.label.shape == (8,) and b.label.dtype == np.float32
+    ids = np.concatenate([b.index[: 8 - b.pad] for b in batches])
+    assert ids.tolist() == [1000 + k for k in range(N_RECORDS)]
+    labels = np.concatenate([b.label[: 8 - b.pad] for b in batches])
+    assert labels.tolist() == [k % 5 for k in range(N_RECORDS)]
+    assert batches[-1].pad == 3 and sum(b.pad for b in batches) == 3
+    assert batches[0].data.std() > 5  # real pixels, not zeros
+
+
+def test_nchw_float_normalised(rec):
+    kw = dict(mean_r=100.0, mean_g=100.0, mean_b=100.0, std_r=50.0, std_g=50.0, std_b=50.0)
+    with make_iter(rec, dtype="float32", **kw) as it:
+        b = next(iter(it))
+    with make_iter(rec, dtype="uint8") as it:
+        raw = next(iter(it))
+    assert b.data.shape == (8, 3, 32, 32) and b.data.dtype == np.float32
+    np.testing.assert_allclose(b.data, (raw.data.astype(np.float32) - 100) / 50, atol=0.05)
+
+
+def test_epochs_shuffle_and_seed(rec):
+    def epoch_ids(it):
+        return np.concatenate([b.index[: 8 - b.pad] for b in it]).tolist()
+
+    with make_iter(rec, shuffle=True, seed=5) as a, make_iter(rec, shuffle=True, seed=5) as b:
+        a0, a1 = epoch_ids(a), epoch_ids(a)  # iterating again starts the next epoch
+        b0 = epoch_ids(b)
+        b.reset()  # MXNet style
+        b1 = epoch_ids(b)
+    assert sorted(a0) == sorted(a1) == list(range(1000, 1000 + N_RECORDS))
+    assert a0 != a1 and a0 == b0 and a1 == b1
+    with make_iter(rec, shuffle=True, seed=6) as c:
+        assert epoch_ids(c) != a0
+
+
+@pytest.mark.parametrize("last_batch", ["pad", "discard", "rollover"])
+def test_sharding_equal_counts_disjoint(rec, last_batch):
+    shards = []
+    for part in range(3):
+        with make_iter(
+            rec, part_index=part, num_parts=3, shuffle=True, last_batch=last_batch, batch_size=4
+        ) as it:
+            batches = list(it)
+            shards.append(batches)
+    assert len({len(s) for s in shards}) == 1  # equal number of batches on every rank
+    ids = [i for s in shards for b in s for i in b.index[: 4 - b.pad].tolist()]
+    if last_batch != "rollover":
+        assert len(ids) == len(set(ids))
+    if last_batch == "pad":
+        assert sorted(ids) == list(range(1000, 1000 + N_RECORDS))
+
+
+class KV:
+    rank, num_workers = 1, 2
+
+
+def test_kv_and_environment_sharding(rec, monkeypatch):
+    with make_iter(rec, kv=KV()) as it:
+        assert (it.part_index, it.num_parts) == (1, 2)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    with make_iter(rec) as it:
+        assert (it.part_index, it.num_parts) == (1, 3)
+
+
+def test_exact_resume_mid_epoch(rec):
+    kw = dict(shuffle=True, seed=11, random_resized_crop=True, rand_mirror=True, dtype="uint8")
+    with make_iter(rec, **kw) as it:
+        full = [(b.index.copy(), b.data.copy()) for _ in range(2) for b in it]
+    with make_iter(rec, **kw) as it:
+        first = []
+        for b in it:
+            first.append((b.index.copy(), b.data.copy()))
+            if len(first) == 3:
+                break
+        state = it.state_dict()
+    assert state["epoch"] == 0 and state["step"] == 3
+    with make_iter(rec, **kw) as resumed:
+        resumed.load_state_dict(state)
+        rest = [(b.index.copy(), b.data.copy()) for b in resumed]
+        rest += [(b.index.copy(), b.data.copy()) for b in resumed]
+    got = first + rest
+    assert len(got) == len(full)
+    for (ids_a, data_a), (ids_b, data_b) in zip(full, got, strict=True):
+        np.testing.assert_array_equal(ids_a, ids_b)
+        np.testing.assert_array_equal(data_a, data_b)
+
+
+def test_state_from_another_config_is_refused(rec):
+    with make_iter(rec) as it:
+        state = it.state_dict()
+    with make_iter(rec, batch_size=4) as it, pytest.raises(ValueError, match="batch_size"):
+        it.load_state_dict(state)
+
+
+@pytest.fixture(scope="module")
+def bad_rec(tmp_path_factory):
+    return make_rec(tmp_path_factory.mktemp("bad"), n=20, corrupt=(3, 9))
+
+
+def test_on_error_skip_keeps_batches_full(bad_rec):
+    with make_iter(bad_rec, on_error="skip") as it:
+        batches = list(it)
+        stats = it.stats
+    assert stats.skipped == 2 and set(stats.bad_records) == {1003, 1009}
+    ids = [i for b in batches for i in b.index[: 8 - b.pad].tolist()]
+    assert 1003 not in ids and 1009 not in ids and len(ids) == 20
+    # replaced by the next valid image of the batch
+    assert batches[0].index[3] == 1004 and batches[1].index[1] == 1010
+    np.testing.assert_array_equal(batches[0].data[3], batches[0].data[4])
+
+
+def test_on_error_replace_zero_fills(bad_rec):
+    with make_iter(bad_rec, on_error="replace", dtype="uint8") as it:
+        b = next(iter(it))
+        assert it.stats.replaced == 1
+    assert b.index[3] == 1003 and not b.data[3].any() and b.data[4].any()
+
+
+def test_on_error_raise_names_file_offset_id(bad_rec):
+    with make_iter(bad_rec, on_error="raise") as it, pytest.raises(DecodeError) as info:
+        list(it)
+    message = str(info.value)
+    assert "1003" in message and bad_rec in message and "at byte" in message
+    assert not recio_threads()
+
+
+def test_truncated_rec_raises_in_training_loop(tmp_path):
+    rec = make_rec(tmp_path, n=12)
+    data = open(rec, "rb").read()
+    open(rec, "wb").write(data[:-100])
+    with make_iter(rec) as it, pytest.raises(RecordIOError, match="ends inside"):
+        for _ in it:
+            pass
+
+
+def test_threads_stop_on_close_and_when_dropped(rec):
+    it = make_iter(rec)
+    next(iter(it))
+    assert recio_threads()
+    it.close()
+    assert not recio_threads()
+    it = make_iter(rec)
+    next(iter(it))
+    del it
+    gc.collect()
+    deadline = time.time() + 5
+    while recio_threads() and time.time() < deadline:
+        time.sleep(0.05)
+    assert not recio_threads()
+
+
+def test_kept_batches_are_never_overwritten(rec):
+    with make_iter(rec, dtype="uint8", prefetch_buffer=1) as it:
+        kept = list(it)
+        copies = [b.data.copy() for b in kept]
+        for _ in it:  # another epoch while the first one's batches are held
+            pass
+    for b, c in zip(kept, copies, strict=True):
+        np.testing.assert_array_equal(b.data, c)
+
+
+@pytest.mark.slow
+def test_no_memory_growth_over_50_epochs(tmp_path):
+    code = textwrap.dedent(
+        f"""
+        import resource, sys
+        from recio.iterator import ImageRecordIter
+        it = ImageRecordIter({make_rec(tmp_path, n=16)!r}, (3, 24, 24), 4, shuffle=True,
+                             rand_mirror=True, preprocess_threads=2)
+        def rss(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        for epoch in range(50):
+            for b in it: pass
+            if epoch == 9: base = rss()
+        growth = rss() - base
+        print("growth_kb", growth)
+        sys.exit(0 if growth < 8000 else 1)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ctrl_c_stops_promptly(tmp_path):
+    rec = make_rec(tmp_path, n=64)
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from recio.iterator import ImageRecordIter
+        it = ImageRecordIter({rec!r}, (3, 64, 64), 4, preprocess_threads=2, prefetch_buffer=2)
+        print("ready", flush=True)
+        try:
+            while True:
+                for b in it: pass
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            raise
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("iterator did not stop within 10 s of Ctrl-C")
+    assert "interrupted" in out and proc.returncode != 0
+
+
+def test_argument_checks(rec):
+    with pytest.raises(ValueError, match="data_shape"):
+        make_iter(rec, data_shape=(32, 32))
+    with pytest.raises(ValueError, match="dtype"):
+        make_iter(rec, dtype="int32")
+    with pytest.raises(ValueError, match="on_error"):
+        make_iter(rec, on_error="ignore")
+    with pytest.raises(ValueError, match="uint8"):
+        make_iter(rec, dtype="uint8", mean_r=1.0)
+    with pytest.raises(TypeError, match="unsupported"):
+        make_iter(rec, path_imglist="x.lst")
+    with pytest.raises(FileNotFoundError):
+        make_iter(os.path.join(os.path.dirname(rec), "missing.rec"))
+
+
+def test_torch_zero_copy_and_dataloader(rec):
+    torch = pytest.importorskip("torch")
+    with make_iter(rec, dtype="float32") as it:
+        b = next(iter(it))
+        t = torch.from_numpy(b.data)
+        assert t.data_ptr() == b.data.ctypes.data
+        t2 = torch.from_dlpack(b.data)
+        assert t2.data_ptr() == b.data.ctypes.data
+
+    class Batches(torch.utils.data.IterableDataset):
+        def __init__(self, it):
+            self.it = it
+
+        def __iter__(self):
+            for b in self.it:
+                yield b.data, b.label
+
+    with make_iter(rec) as it:
+        loader = torch.utils.data.DataLoader(Batches(it), batch_size=None, num_workers=0)
+        shapes = [tuple(x.shape) for x, _ in loader]
+    assert shapes == [(8, 3, 32, 32)] * 5
