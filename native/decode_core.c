@@ -137,13 +137,13 @@ static double box_filter(double x) {
 static int precompute(rc_worker *w, rc_coeffs *c, int in_size, double in0, double in1, int out_size,
                       int interp) {
   double scale = (in1 - in0) / out_size;
-  if (interp == RC_INTERP_NEAREST) { /* Pillow's affine nearest: one tap at floor(centre) */
+  if (interp == RC_INTERP_NEAREST) { /* Pillow's affine nearest: one tap */
     c->ksize = 1;
     if (grow((void **)&c->bounds, &c->bounds_cap, sizeof(int) * 2 * out_size) ||
         grow((void **)&c->kk, &c->kk_cap, sizeof(int32_t) * out_size))
       return -1;
-    for (int xx = 0; xx < out_size; xx++) {
-      double v = in0 + (xx + 0.5) * scale;
+    double v = in0 + scale * 0.5; /* accumulated like Pillow's affine_scale */
+    for (int xx = 0; xx < out_size; xx++, v += scale) {
       int x = v < 0.0 ? 0 : (int)v;
       if (x > in_size - 1) x = in_size - 1;
       c->bounds[2 * xx] = x;
@@ -404,9 +404,15 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
   jpeg_start_decompress(ci);
   JDIMENSION xoff = 0, xw = ci->output_width;
   if (o->roi && rw < SW) {
-    xoff = (JDIMENSION)rx0;
-    xw = (JDIMENSION)rw;
-    jpeg_crop_scanline(ci, &xoff, &xw); /* widens to whole iMCU columns */
+    /* Chroma upsampling treats the cropped row's ends as image edges: keep one iMCU of margin
+     * on both sides so the columns we use are the same as in a full decode. */
+    int margin = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
+    int a = rx0 - margin > 0 ? rx0 - margin : 0, b = rx1 + margin < SW ? rx1 + margin : SW;
+    if (b - a < SW) {
+      xoff = (JDIMENSION)a;
+      xw = (JDIMENSION)(b - a);
+      jpeg_crop_scanline(ci, &xoff, &xw); /* widens to whole iMCU columns */
+    }
   }
   if (grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch) ||
       (nch == 4 && grow((void **)&w->rgb, &w->rgb_cap, (size_t)ci->output_width * 3)))
