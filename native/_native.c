@@ -1,9 +1,383 @@
-/* Python binding of recio's native decode pool (placeholder until the decoder lands). */
+/* Python binding of recio's native decode pool.
+ *
+ * Pool.decode_batch holds a buffer view of every input and of the output for the whole batch,
+ * releases the GIL once while the pool decodes, and turns the per-image C statuses and
+ * messages into Python objects only after the GIL is back. Argument checking with readable
+ * messages lives in recio/decode.py; this layer re-checks sizes so it is memory-safe alone.
+ */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-static struct PyModuleDef native_module = {
-    PyModuleDef_HEAD_INIT, "recio._native", "recio's native JPEG decode pool.", -1, NULL,
+#include <jconfig.h>
+#include <unistd.h>
+
+#include "decode_core.h"
+#include "pool.h"
+
+typedef struct {
+  PyObject_HEAD
+  rc_pool *pool;
+  pid_t pid;
+} PoolObject;
+
+typedef struct {
+  const Py_buffer *views;
+  const int32_t *crops; /* [n][4] or NULL */
+  const uint8_t *flips; /* [n] or NULL */
+  int32_t *status;
+  char *errors; /* [n][RC_ERRLEN] */
+  uint8_t *out;
+  size_t out_stride; /* bytes per image */
+  rc_opts opts;
+} batch_ctx;
+
+typedef struct {
+  const Py_buffer *views;
+  int32_t *sizes; /* [n][2] */
+} sizes_ctx;
+
+static void *worker_new(void) {
+  return rc_worker_new();
+}
+static void worker_free(void *w) {
+  rc_worker_free(w);
+}
+
+static void decode_task(void *vctx, void *state, size_t i) {
+  batch_ctx *c = vctx;
+  c->status[i] = rc_decode(state, c->views[i].buf, (size_t)c->views[i].len,
+                           c->crops ? c->crops + 4 * i : NULL, c->flips ? c->flips[i] != 0 : 0,
+                           &c->opts, c->out + i * c->out_stride, c->errors + i * RC_ERRLEN);
+}
+
+static void sizes_task(void *vctx, void *state, size_t i) {
+  sizes_ctx *c = vctx;
+  char err[RC_ERRLEN];
+  int w = -1, h = -1;
+  int st = rc_image_size(state, c->views[i].buf, (size_t)c->views[i].len, &w, &h, err);
+  c->sizes[2 * i] = st == RC_OK ? w : st == RC_UNSUPPORTED ? -2 : -1;
+  c->sizes[2 * i + 1] = st == RC_OK ? h : st == RC_UNSUPPORTED ? -2 : -1;
+}
+
+static int Pool_init(PoolObject *self, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"num_threads", NULL};
+  int n;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "i", kwlist, &n)) return -1;
+  if (n < 1 || n > 1024) {
+    PyErr_Format(PyExc_ValueError, "num_threads must be in 1..1024, got %d", n);
+    return -1;
+  }
+  if (self->pool) {
+    PyErr_SetString(PyExc_RuntimeError, "Pool already initialised");
+    return -1;
+  }
+  rc_pool *p;
+  Py_BEGIN_ALLOW_THREADS
+  p = rc_pool_new(n, worker_new, worker_free);
+  Py_END_ALLOW_THREADS
+  if (!p) {
+    PyErr_SetString(PyExc_RuntimeError, "could not start the decode threads");
+    return -1;
+  }
+  self->pool = p;
+  self->pid = getpid();
+  return 0;
+}
+
+static void pool_close(PoolObject *self) {
+  rc_pool *p = self->pool;
+  if (!p) return;
+  self->pool = NULL;
+  if (self->pid != getpid()) {
+    rc_pool_forget(p); /* forked child: the threads are the parent's */
+  } else {
+    Py_BEGIN_ALLOW_THREADS
+    rc_pool_shutdown(p);
+    Py_END_ALLOW_THREADS
+  }
+  rc_pool_free(p);
+}
+
+static void Pool_dealloc(PoolObject *self) {
+  pool_close(self);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Pool_close(PoolObject *self, PyObject *unused) {
+  pool_close(self);
+  Py_RETURN_NONE;
+}
+
+static int check_open(PoolObject *self) {
+  if (!self->pool) {
+    PyErr_SetString(PyExc_ValueError, "decode pool is closed");
+    return -1;
+  }
+  if (self->pid != getpid()) {
+    PyErr_SetString(PyExc_RuntimeError, "decode pool was created in another process (fork)");
+    return -1;
+  }
+  return 0;
+}
+
+/* Acquires a read view of every item; on failure releases what it took. */
+static Py_buffer *get_views(PyObject *seq, Py_ssize_t n) {
+  Py_buffer *views = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Py_buffer));
+  if (!views) return (Py_buffer *)PyErr_NoMemory();
+  for (Py_ssize_t i = 0; i < n; i++) {
+    if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), &views[i], PyBUF_SIMPLE) < 0) {
+      PyObject *type, *value, *tb;
+      PyErr_Fetch(&type, &value, &tb);
+      PyErr_Format(PyExc_TypeError, "buffers[%zd] is not a contiguous bytes-like object", i);
+      Py_XDECREF(type);
+      Py_XDECREF(value);
+      Py_XDECREF(tb);
+      for (Py_ssize_t j = 0; j < i; j++) PyBuffer_Release(&views[j]);
+      PyMem_Free(views);
+      return NULL;
+    }
+  }
+  return views;
+}
+
+static void release_views(Py_buffer *views, Py_ssize_t n) {
+  for (Py_ssize_t i = 0; i < n; i++) PyBuffer_Release(&views[i]);
+  PyMem_Free(views);
+}
+
+/* Gets an optional buffer of at least `need` bytes; None gives buf = NULL. */
+static int get_param(PyObject *obj, Py_buffer *view, Py_ssize_t need, int writable,
+                     const char *name) {
+  view->obj = NULL;
+  view->buf = NULL;
+  if (obj == Py_None) return 0;
+  int flags = (writable ? PyBUF_WRITABLE : 0) | PyBUF_C_CONTIGUOUS;
+  if (PyObject_GetBuffer(obj, view, flags) < 0) return -1;
+  if (view->len < need) {
+    PyErr_Format(PyExc_ValueError, "%s has %zd bytes, needs %zd", name, view->len, need);
+    PyBuffer_Release(view);
+    view->obj = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+static void release_param(Py_buffer *view) {
+  if (view->obj) PyBuffer_Release(view);
+}
+
+PyDoc_STRVAR(decode_batch_doc,
+             "decode_batch(buffers, out, status, out_h, out_w, layout, itemsize, crops, flips, "
+             "lut, interp, bgr, dct_mode, roi, max_pixels) -> list[str | None]\n\n"
+             "Decodes every JPEG in buffers into out[i] (C-contiguous, writable) and its status "
+             "into status[i] (int32). crops: int32 [n][4] buffer or None; flips: uint8 [n] or "
+             "None; lut: [3][256] values of itemsize bytes for float outputs, else None. "
+             "Returns the error text per image (None where status is 0). Use "
+             "recio.decode.DecodePool, which checks the arguments.");
+
+static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args) {
+  PyObject *buffers, *out_obj, *status_obj, *crops_obj, *flips_obj, *lut_obj;
+  int out_h, out_w, layout, itemsize, interp, bgr, dct_mode, roi;
+  unsigned long long max_pixels;
+  if (!PyArg_ParseTuple(args, "OOOiiiiOOOiiiiK:decode_batch", &buffers, &out_obj, &status_obj,
+                        &out_h, &out_w, &layout, &itemsize, &crops_obj, &flips_obj, &lut_obj,
+                        &interp, &bgr, &dct_mode, &roi, &max_pixels))
+    return NULL;
+  if (check_open(self) < 0) return NULL;
+  if (out_h < 1 || out_w < 1 || (itemsize != 1 && itemsize != 2 && itemsize != 4) ||
+      (layout != RC_LAYOUT_NHWC && layout != RC_LAYOUT_NCHW) || interp < 0 ||
+      interp > RC_INTERP_NEAREST || dct_mode < 0 || dct_mode > RC_DCT_ALL) {
+    PyErr_SetString(PyExc_ValueError, "bad decode parameters");
+    return NULL;
+  }
+  if (itemsize != 1 && lut_obj == Py_None) {
+    PyErr_SetString(PyExc_ValueError, "float outputs need a lookup table");
+    return NULL;
+  }
+  PyObject *seq = PySequence_Fast(buffers, "buffers must be a sequence");
+  if (!seq) return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject *result = NULL;
+  char *errors = NULL;
+  Py_buffer out = {0}, status = {0}, crops = {0}, flips = {0}, lut = {0};
+  Py_buffer *views = get_views(seq, n);
+  if (!views) goto done_seq;
+  size_t stride = (size_t)out_h * out_w * 3 * itemsize;
+  if (get_param(out_obj, &out, (Py_ssize_t)(stride * n), 1, "out") < 0 ||
+      get_param(status_obj, &status, n * 4, 1, "status") < 0 ||
+      get_param(crops_obj, &crops, n * 16, 0, "crops") < 0 ||
+      get_param(flips_obj, &flips, n, 0, "flips") < 0 ||
+      get_param(itemsize == 1 ? Py_None : lut_obj, &lut, 3 * 256 * itemsize, 0, "lut") < 0)
+    goto done;
+  if (!out.buf || !status.buf) {
+    PyErr_SetString(PyExc_ValueError, "out and status are required");
+    goto done;
+  }
+  errors = PyMem_Calloc(n ? (size_t)n : 1, RC_ERRLEN);
+  if (!errors) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  batch_ctx ctx = {
+      .views = views,
+      .crops = crops.buf,
+      .flips = flips.buf,
+      .status = status.buf,
+      .errors = errors,
+      .out = out.buf,
+      .out_stride = stride,
+      .opts = {.out_w = out_w,
+               .out_h = out_h,
+               .layout = layout,
+               .itemsize = itemsize,
+               .lut = lut.buf,
+               .interp = interp,
+               .bgr = bgr,
+               .dct_mode = dct_mode,
+               .roi = roi,
+               .max_pixels = max_pixels},
+  };
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = rc_pool_run(self->pool, decode_task, &ctx, (size_t)n);
+  Py_END_ALLOW_THREADS
+  if (rc < 0) {
+    PyErr_SetString(PyExc_ValueError, "decode pool is closed");
+    goto done;
+  }
+  result = PyList_New(n);
+  if (!result) goto done;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *msg;
+    if (((int32_t *)status.buf)[i] == RC_OK) {
+      msg = Py_NewRef(Py_None);
+    } else {
+      msg = PyUnicode_DecodeUTF8(errors + i * RC_ERRLEN, strlen(errors + i * RC_ERRLEN), "replace");
+      if (!msg) {
+        Py_CLEAR(result);
+        goto done;
+      }
+    }
+    PyList_SET_ITEM(result, i, msg);
+  }
+done:
+  PyMem_Free(errors);
+  release_param(&out);
+  release_param(&status);
+  release_param(&crops);
+  release_param(&flips);
+  release_param(&lut);
+  release_views(views, n);
+done_seq:
+  Py_DECREF(seq);
+  return result;
+}
+
+PyDoc_STRVAR(image_sizes_doc,
+             "image_sizes(buffers, sizes) -> None\n\n"
+             "Writes [width, height] of every JPEG header into sizes (int32 [n][2]): -1 where "
+             "unreadable, -2 where the buffer is not a JPEG.");
+
+static PyObject *Pool_image_sizes(PoolObject *self, PyObject *args) {
+  PyObject *buffers, *sizes_obj;
+  if (!PyArg_ParseTuple(args, "OO:image_sizes", &buffers, &sizes_obj)) return NULL;
+  if (check_open(self) < 0) return NULL;
+  PyObject *seq = PySequence_Fast(buffers, "buffers must be a sequence");
+  if (!seq) return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject *result = NULL;
+  Py_buffer sizes = {0};
+  Py_buffer *views = get_views(seq, n);
+  if (!views) goto done_seq;
+  if (get_param(sizes_obj, &sizes, n * 8, 1, "sizes") < 0) goto done;
+  if (!sizes.buf) {
+    PyErr_SetString(PyExc_ValueError, "sizes is required");
+    goto done;
+  }
+  sizes_ctx ctx = {.views = views, .sizes = sizes.buf};
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = rc_pool_run(self->pool, sizes_task, &ctx, (size_t)n);
+  Py_END_ALLOW_THREADS
+  if (rc < 0) {
+    PyErr_SetString(PyExc_ValueError, "decode pool is closed");
+    goto done;
+  }
+  result = Py_NewRef(Py_None);
+done:
+  release_param(&sizes);
+  release_views(views, n);
+done_seq:
+  Py_DECREF(seq);
+  return result;
+}
+
+static PyObject *Pool_get_num_threads(PoolObject *self, void *closure) {
+  return PyLong_FromLong(self->pool ? rc_pool_size(self->pool) : 0);
+}
+
+static PyObject *Pool_get_closed(PoolObject *self, void *closure) {
+  return PyBool_FromLong(self->pool == NULL);
+}
+
+static PyMethodDef Pool_methods[] = {
+    {"decode_batch", (PyCFunction)Pool_decode_batch, METH_VARARGS, decode_batch_doc},
+    {"image_sizes", (PyCFunction)Pool_image_sizes, METH_VARARGS, image_sizes_doc},
+    {"close", (PyCFunction)Pool_close, METH_NOARGS, "Stops and joins the threads."},
+    {NULL},
 };
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&native_module); }
+static PyGetSetDef Pool_getset[] = {
+    {"num_threads", (getter)Pool_get_num_threads, NULL, "number of decode threads", NULL},
+    {"closed", (getter)Pool_get_closed, NULL, "whether close() was called", NULL},
+    {NULL},
+};
+
+static PyTypeObject PoolType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "recio._native.Pool",
+    .tp_doc = PyDoc_STR("Pool(num_threads): persistent libjpeg-turbo decode threads."),
+    .tp_basicsize = sizeof(PoolObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Pool_init,
+    .tp_dealloc = (destructor)Pool_dealloc,
+    .tp_methods = Pool_methods,
+    .tp_getset = Pool_getset,
+};
+
+static PyObject *dct_scale_num(PyObject *mod, PyObject *args) {
+  int cw, ch, ow, oh, mode;
+  if (!PyArg_ParseTuple(args, "iiiii:dct_scale_num", &cw, &ch, &ow, &oh, &mode)) return NULL;
+  return PyLong_FromLong(rc_dct_scale_num(cw, ch, ow, oh, mode));
+}
+
+static PyMethodDef module_methods[] = {
+    {"dct_scale_num", dct_scale_num, METH_VARARGS,
+     "dct_scale_num(crop_w, crop_h, out_w, out_h, dct_mode) -> the libjpeg scale numerator "
+     "(over 8) the decoder uses for that crop and output size."},
+    {NULL},
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT, .m_name = "recio._native",   .m_doc = "recio's native JPEG decode pool.",
+    .m_size = -1,          .m_methods = module_methods,
+};
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+PyMODINIT_FUNC PyInit__native(void) {
+  if (PyType_Ready(&PoolType) < 0) return NULL;
+  PyObject *m = PyModule_Create(&native_module);
+  if (!m) return NULL;
+#ifdef Py_GIL_DISABLED
+  PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED);
+#endif
+  if (PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) < 0 ||
+      PyModule_AddStringConstant(m, "LIBJPEG_TURBO_VERSION", STR(LIBJPEG_TURBO_VERSION)) < 0 ||
+      PyModule_AddIntConstant(m, "ERRLEN", RC_ERRLEN) < 0) {
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}

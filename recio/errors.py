@@ -45,8 +45,14 @@ class IndexMismatchError(RecordIOError):
 
 
 class DecodeError(ValueError):
-    """An image of a batch could not be decoded."""
+    """An image of a batch could not be decoded.
 
-    def __init__(self, message: str, *, item: int | None = None) -> None:
-        self.item = item
-        super().__init__(message if item is None else f"image {item} of the batch: {message}")
+    Attributes:
+        index: position of the image in the batch (None when not about one image).
+        status: the decoder's status code (see ``recio.decode.STATUS_NAMES``), if any.
+    """
+
+    def __init__(self, message: str, *, index: int | None = None, status: int | None = None):
+        super().__init__(message if index is None else f"image {index} of the batch: {message}")
+        self.index = index
+        self.status = status

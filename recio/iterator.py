@@ -504,6 +504,7 @@ class _Pipeline:
     def _handle_errors(self, raw: _RawBatch, out: np.ndarray, status: np.ndarray, stats):
         errors = self.pool.last_errors()
         bad = np.flatnonzero(status)
+        real_bad = int(np.count_nonzero(bad < len(status) - raw.pad))  # padding repeats records
         for j in bad:
             stats.bad_records[int(raw.ids[j])] = errors[j] or f"decode status {status[j]}"
         if self.on_error == "raise":
@@ -512,11 +513,12 @@ class _Pipeline:
             raise DecodeError(
                 f"cannot decode record id {int(raw.ids[j])} (record {position}, at byte "
                 f"{int(self.records.offsets[position])} of {self.records.url}): {errors[j]}",
-                item=j,
+                index=j,
+                status=int(status[j]),
             )
         if self.on_error == "replace":
             out[bad] = 0
-            stats.replaced += len(bad)
+            stats.replaced += real_bad
             return raw.labels, raw.ids
         good = np.flatnonzero(status == 0)
         if len(good) == 0:
@@ -531,7 +533,7 @@ class _Pipeline:
             k = good[np.searchsorted(good, j) % len(good)]
             out[j] = out[k]
             labels[j], ids[j] = labels[k], ids[k]
-        stats.skipped += len(bad)
+        stats.skipped += real_bad
         return labels, ids
 
     def _free_slot(self) -> np.ndarray:

@@ -1,0 +1,449 @@
+/* recio decode core: libjpeg-turbo decode, crop, Pillow-compatible resample, flip, cast.
+ *
+ * One pass per image: read the header, pick a DCT-domain scale (num/8) that keeps the crop at
+ * least as large as the output, decode only the columns (jpeg_crop_scanline) and rows
+ * (jpeg_skip_scanlines) the crop needs, resample each decoded row horizontally as it arrives,
+ * then resample vertically and store each output row flipped, reordered and cast.
+ *
+ * The resampler reproduces Pillow's Resample.c (BILINEAR and BOX filters, support scaled by the
+ * downscale factor, 22-bit fixed point, horizontal pass first, uint8 intermediate), so that
+ * without DCT scaling the output equals Pillow's crop().resize() bit for bit.
+ */
+#include "decode_core.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+#include <jerror.h>
+
+#define PRECISION_BITS (32 - 8 - 2)
+#define MAX_SCANS 1000 /* progressive JPEGs with more scans are refused (decode-time bombs) */
+
+typedef struct {
+  struct jpeg_error_mgr pub;
+  jmp_buf jb;
+  int eof_warning;
+  char msg[JMSG_LENGTH_MAX];
+} rc_errmgr;
+
+typedef struct {
+  int ksize;
+  int *bounds; /* [out][2]: first input index, number of taps */
+  int32_t *kk; /* [out][ksize] fixed-point weights */
+  size_t bounds_cap, kk_cap;
+} rc_coeffs;
+
+struct rc_worker {
+  struct jpeg_decompress_struct cinfo;
+  struct jpeg_progress_mgr progress;
+  rc_errmgr err;
+  uint8_t *row, *rgb, *tmp, *line;
+  int32_t *acc;
+  double *prekk;
+  size_t row_cap, rgb_cap, tmp_cap, line_cap, acc_cap, prekk_cap;
+  rc_coeffs ch, cv;
+};
+
+/* ---- libjpeg error handling: never exit, never print ---- */
+
+static void rc_error_exit(j_common_ptr ci) {
+  rc_errmgr *e = (rc_errmgr *)ci->err;
+  ci->err->format_message(ci, e->msg);
+  longjmp(e->jb, 1);
+}
+
+static void rc_output_message(j_common_ptr ci) {
+  (void)ci;
+}
+
+static void rc_emit_message(j_common_ptr ci, int level) {
+  if (level < 0) { /* warnings: remember truncation, print nothing */
+    if (ci->err->msg_code == JWRN_JPEG_EOF) ((rc_errmgr *)ci->err)->eof_warning = 1;
+    ci->err->num_warnings++;
+  }
+}
+
+static void rc_progress(j_common_ptr ci) {
+  j_decompress_ptr d = (j_decompress_ptr)ci;
+  if (d->input_scan_number > MAX_SCANS) {
+    rc_errmgr *e = (rc_errmgr *)ci->err;
+    snprintf(e->msg, sizeof e->msg, "more than %d progressive scans", MAX_SCANS);
+    longjmp(e->jb, 1);
+  }
+}
+
+static int grow(void **p, size_t *cap, size_t need) {
+  if (need <= *cap) return 0;
+  size_t n = need + need / 2;
+  void *q = realloc(*p, n);
+  if (!q) return -1;
+  *p = q;
+  *cap = n;
+  return 0;
+}
+
+static int create_decompressor(rc_worker *w) {
+  w->cinfo.err = jpeg_std_error(&w->err.pub);
+  w->err.pub.error_exit = rc_error_exit;
+  w->err.pub.output_message = rc_output_message;
+  w->err.pub.emit_message = rc_emit_message;
+  if (setjmp(w->err.jb)) return -1;
+  jpeg_create_decompress(&w->cinfo);
+  w->progress.progress_monitor = rc_progress;
+  w->cinfo.progress = &w->progress;
+  return 0;
+}
+
+rc_worker *rc_worker_new(void) {
+  rc_worker *w = calloc(1, sizeof *w);
+  if (w && create_decompressor(w)) {
+    free(w);
+    return NULL;
+  }
+  return w;
+}
+
+void rc_worker_free(rc_worker *w) {
+  if (!w) return;
+  jpeg_destroy_decompress(&w->cinfo);
+  free(w->row);
+  free(w->rgb);
+  free(w->tmp);
+  free(w->line);
+  free(w->acc);
+  free(w->prekk);
+  free(w->ch.bounds);
+  free(w->ch.kk);
+  free(w->cv.bounds);
+  free(w->cv.kk);
+  free(w);
+}
+
+/* ---- resampling coefficients (Pillow's precompute_coeffs + normalize_coeffs_8bpc) ---- */
+
+static double bilinear_filter(double x) {
+  if (x < 0.0) x = -x;
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+static double box_filter(double x) {
+  return (x > -0.5 && x <= 0.5) ? 1.0 : 0.0;
+}
+
+static int precompute(rc_worker *w, rc_coeffs *c, int in_size, double in0, double in1, int out_size,
+                      int interp) {
+  double scale = (in1 - in0) / out_size;
+  if (interp == RC_INTERP_NEAREST) { /* Pillow's affine nearest: one tap */
+    c->ksize = 1;
+    if (grow((void **)&c->bounds, &c->bounds_cap, sizeof(int) * 2 * out_size) ||
+        grow((void **)&c->kk, &c->kk_cap, sizeof(int32_t) * out_size))
+      return -1;
+    double v = in0 + scale * 0.5; /* accumulated like Pillow's affine_scale */
+    for (int xx = 0; xx < out_size; xx++, v += scale) {
+      int x = v < 0.0 ? 0 : (int)v;
+      if (x > in_size - 1) x = in_size - 1;
+      c->bounds[2 * xx] = x;
+      c->bounds[2 * xx + 1] = 1;
+      c->kk[xx] = 1 << PRECISION_BITS;
+    }
+    return 0;
+  }
+  double (*filter)(double) = interp == RC_INTERP_AREA ? box_filter : bilinear_filter;
+  double support = interp == RC_INTERP_AREA ? 0.5 : 1.0;
+  double filterscale = scale < 1.0 ? 1.0 : scale;
+  support *= filterscale;
+  int ksize = (int)ceil(support) * 2 + 1;
+  c->ksize = ksize;
+  size_t n = (size_t)out_size * ksize;
+  if (grow((void **)&c->bounds, &c->bounds_cap, sizeof(int) * 2 * out_size) ||
+      grow((void **)&c->kk, &c->kk_cap, sizeof(int32_t) * n) ||
+      grow((void **)&w->prekk, &w->prekk_cap, sizeof(double) * ksize))
+    return -1;
+  double ss = 1.0 / filterscale;
+  for (int xx = 0; xx < out_size; xx++) {
+    double center = in0 + (xx + 0.5) * scale;
+    int xmin = (int)(center - support + 0.5);
+    if (xmin < 0) xmin = 0;
+    int xmax = (int)(center + support + 0.5);
+    if (xmax > in_size) xmax = in_size;
+    xmax -= xmin;
+    if (xmax < 0) xmax = 0;
+    double ww = 0.0, *k = w->prekk;
+    for (int x = 0; x < xmax; x++) {
+      k[x] = filter((x + xmin - center + 0.5) * ss);
+      ww += k[x];
+    }
+    int32_t *kk = c->kk + (size_t)xx * ksize;
+    for (int x = 0; x < ksize; x++) {
+      double v = x < xmax && ww != 0.0 ? k[x] / ww : 0.0;
+      kk[x] = (int32_t)(v < 0 ? -0.5 + v * (1 << PRECISION_BITS) : 0.5 + v * (1 << PRECISION_BITS));
+    }
+    c->bounds[2 * xx] = xmin;
+    c->bounds[2 * xx + 1] = xmax;
+  }
+  return 0;
+}
+
+static inline uint8_t clip8(int32_t in) {
+  if (in >= (1 << PRECISION_BITS << 8)) return 255;
+  if (in <= 0) return 0;
+  return (uint8_t)(in >> PRECISION_BITS);
+}
+
+static void hpass(const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c) {
+  for (int xx = 0; xx < out_w; xx++) {
+    int xmin = c->bounds[2 * xx], xmax = c->bounds[2 * xx + 1];
+    const int32_t *k = c->kk + (size_t)xx * c->ksize;
+    const uint8_t *p = in + (size_t)xmin * 3;
+    int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+    for (int x = 0; x < xmax; x++) {
+      s0 += p[3 * x] * k[x];
+      s1 += p[3 * x + 1] * k[x];
+      s2 += p[3 * x + 2] * k[x];
+    }
+    out[3 * xx] = clip8(s0);
+    out[3 * xx + 1] = clip8(s1);
+    out[3 * xx + 2] = clip8(s2);
+  }
+}
+
+static void vpass(const uint8_t *tmp, size_t stride, int ymin, int ymax, const int32_t *k,
+                  int32_t *acc, uint8_t *line) {
+  for (size_t i = 0; i < stride; i++) acc[i] = 1 << (PRECISION_BITS - 1);
+  for (int y = 0; y < ymax; y++) {
+    const uint8_t *p = tmp + (size_t)(ymin + y) * stride;
+    int32_t kv = k[y];
+    for (size_t i = 0; i < stride; i++) acc[i] += p[i] * kv;
+  }
+  for (size_t i = 0; i < stride; i++) line[i] = clip8(acc[i]);
+}
+
+/* Pillow's CMYK -> RGB (Convert.c cmyk2rgb); Adobe JPEGs store inverted CMYK ("CMYK;I"). */
+static void cmyk_to_rgb(const uint8_t *in, uint8_t *out, int n, int inverted) {
+  for (int x = 0; x < n; x++, in += 4, out += 3) {
+    int c = in[0], m = in[1], y = in[2], k = in[3];
+    if (inverted) c = 255 - c, m = 255 - m, y = 255 - y, k = 255 - k;
+    int nk = 255 - k, t;
+    t = c * nk + 128, out[0] = (uint8_t)(nk - (((t >> 8) + t) >> 8));
+    t = m * nk + 128, out[1] = (uint8_t)(nk - (((t >> 8) + t) >> 8));
+    t = y * nk + 128, out[2] = (uint8_t)(nk - (((t >> 8) + t) >> 8));
+  }
+}
+
+/* Stores one RGB output row: flip, channel order, layout, dtype (via the lookup table). */
+#define STORE_ROW(T, CONV)                                                                 \
+  do {                                                                                     \
+    T *base = (T *)out;                                                                    \
+    if (o->layout == RC_LAYOUT_NHWC) {                                                     \
+      T *d = base + (size_t)yy * W * 3;                                                    \
+      for (int x = 0; x < W; x++) {                                                        \
+        const uint8_t *s = line + (size_t)(flip ? W - 1 - x : x) * 3;                      \
+        d[3 * x] = CONV(0, s[c0]);                                                         \
+        d[3 * x + 1] = CONV(1, s[1]);                                                      \
+        d[3 * x + 2] = CONV(2, s[c2]);                                                     \
+      }                                                                                    \
+    } else {                                                                               \
+      for (int c = 0; c < 3; c++) {                                                        \
+        T *d = base + ((size_t)c * H + yy) * W;                                            \
+        int sc = c == 0 ? c0 : c == 2 ? c2 : 1;                                            \
+        for (int x = 0; x < W; x++) d[x] = CONV(c, line[(flip ? W - 1 - x : x) * 3 + sc]); \
+      }                                                                                    \
+    }                                                                                      \
+  } while (0)
+
+#define CONV_U8(c, v) (v)
+#define CONV_LUT(c, v) (lut[(c)*256 + (v)])
+
+static void store_row(const rc_opts *o, const uint8_t *line, int flip, void *out, int yy) {
+  int W = o->out_w, H = o->out_h;
+  int c0 = o->bgr ? 2 : 0, c2 = o->bgr ? 0 : 2;
+  if (o->itemsize == 1) {
+    if (!flip && !o->bgr && o->layout == RC_LAYOUT_NHWC) {
+      memcpy((uint8_t *)out + (size_t)yy * W * 3, line, (size_t)W * 3);
+      return;
+    }
+    STORE_ROW(uint8_t, CONV_U8);
+  } else if (o->itemsize == 2) {
+    const uint16_t *lut = o->lut;
+    STORE_ROW(uint16_t, CONV_LUT);
+  } else {
+    const uint32_t *lut = o->lut;
+    STORE_ROW(uint32_t, CONV_LUT);
+  }
+}
+
+int rc_dct_scale_num(int cw, int ch, int ow, int oh, int dct_mode) {
+  if (dct_mode == RC_DCT_OFF) return 8;
+  for (int num = 1; num < 8; num++) {
+    if (dct_mode == RC_DCT_POW2 && (num & (num - 1))) continue;
+    if ((int64_t)cw * num >= (int64_t)ow * 8 && (int64_t)ch * num >= (int64_t)oh * 8) return num;
+  }
+  return 8;
+}
+
+static int is_jpeg(const uint8_t *data, size_t len) {
+  return len >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
+}
+
+int rc_image_size(rc_worker *w, const uint8_t *data, size_t len, int *width, int *height,
+                  char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  if (len == 0) return snprintf(err, RC_ERRLEN, "empty buffer"), RC_EMPTY;
+  if (!is_jpeg(data, len)) return snprintf(err, RC_ERRLEN, "not a JPEG"), RC_UNSUPPORTED;
+  w->err.msg[0] = 0;
+  if (setjmp(w->err.jb)) {
+    jpeg_abort_decompress(ci);
+    snprintf(err, RC_ERRLEN, "JPEG header: %s", w->err.msg);
+    return RC_CORRUPT;
+  }
+  jpeg_mem_src(ci, data, (unsigned long)len);
+  jpeg_read_header(ci, TRUE);
+  *width = (int)ci->image_width;
+  *height = (int)ci->image_height;
+  jpeg_abort_decompress(ci);
+  return RC_OK;
+}
+
+static int fail(struct jpeg_decompress_struct *ci, char *err, int status, const char *msg) {
+  jpeg_abort_decompress(ci);
+  snprintf(err, RC_ERRLEN, "%s", msg);
+  return status;
+}
+
+int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
+              const rc_opts *o, void *out, char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  err[0] = 0;
+  if (len == 0) return snprintf(err, RC_ERRLEN, "empty buffer"), RC_EMPTY;
+  if (!is_jpeg(data, len)) return snprintf(err, RC_ERRLEN, "not a JPEG"), RC_UNSUPPORTED;
+  if (o->out_w <= 0 || o->out_h <= 0)
+    return snprintf(err, RC_ERRLEN, "output size must be positive"), RC_BAD_PARAM;
+  w->err.eof_warning = 0;
+  w->err.msg[0] = 0;
+  if (setjmp(w->err.jb)) { /* only w and err are used here: both unchanged since setjmp */
+    jpeg_abort_decompress(ci);
+    snprintf(err, RC_ERRLEN, "JPEG: %s", w->err.msg[0] ? w->err.msg : "decode error");
+    return RC_CORRUPT;
+  }
+  jpeg_mem_src(ci, data, (unsigned long)len);
+  jpeg_read_header(ci, TRUE);
+  const int W = (int)ci->image_width, H = (int)ci->image_height;
+  if ((uint64_t)W * (uint64_t)H > o->max_pixels) {
+    char msg[RC_ERRLEN];
+    snprintf(msg, sizeof msg, "%dx%d image is over the limit of %llu pixels", W, H,
+             (unsigned long long)o->max_pixels);
+    return fail(ci, err, RC_TOO_LARGE, msg);
+  }
+  int nch;
+  switch (ci->jpeg_color_space) {
+    case JCS_GRAYSCALE:
+    case JCS_YCbCr:
+    case JCS_RGB:
+      ci->out_color_space = JCS_RGB; /* libjpeg-turbo expands grayscale itself */
+      nch = 3;
+      break;
+    case JCS_CMYK:
+    case JCS_YCCK: /* libjpeg cannot give RGB from these: take CMYK and convert */
+      ci->out_color_space = JCS_CMYK;
+      nch = 4;
+      break;
+    default:
+      return fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
+  }
+
+  /* Crop window: intersected with the image. */
+  int64_t x0 = 0, y0 = 0, x1 = W, y1 = H;
+  if (crop) {
+    x0 = crop[0] > 0 ? crop[0] : 0;
+    y0 = crop[1] > 0 ? crop[1] : 0;
+    x1 = (int64_t)crop[0] + crop[2] < W ? (int64_t)crop[0] + crop[2] : W;
+    y1 = (int64_t)crop[1] + crop[3] < H ? (int64_t)crop[1] + crop[3] : H;
+    if (x1 <= x0 || y1 <= y0) return fail(ci, err, RC_BAD_PARAM, "crop window misses the image");
+  }
+  const int num = rc_dct_scale_num((int)(x1 - x0), (int)(y1 - y0), o->out_w, o->out_h, o->dct_mode);
+  ci->scale_num = (unsigned)num;
+  ci->scale_denom = 8;
+  jpeg_calc_output_dimensions(ci);
+  const int SW = (int)ci->output_width, SH = (int)ci->output_height;
+
+  /* The crop in scaled pixels, and the whole pixels that cover it. */
+  const double fx = (double)SW / W, fy = (double)SH / H;
+  const double bx0 = x0 * fx, bx1 = x1 * fx, by0 = y0 * fy, by1 = y1 * fy;
+  int rx0 = (int)floor(bx0), rx1 = (int)ceil(bx1), ry0 = (int)floor(by0), ry1 = (int)ceil(by1);
+  if (rx0 > SW - 1) rx0 = SW - 1;
+  if (ry0 > SH - 1) ry0 = SH - 1;
+  if (rx1 > SW) rx1 = SW;
+  if (ry1 > SH) ry1 = SH;
+  if (rx1 <= rx0) rx1 = rx0 + 1;
+  if (ry1 <= ry0) ry1 = ry0 + 1;
+  const int rw = rx1 - rx0, rh = ry1 - ry0;
+  if (precompute(w, &w->ch, rw, bx0 - rx0, bx1 - rx0, o->out_w, o->interp) ||
+      precompute(w, &w->cv, rh, by0 - ry0, by1 - ry0, o->out_h, o->interp))
+    return fail(ci, err, RC_NOMEM, "out of memory (coefficients)");
+  /* Only the rows the vertical filter touches are decoded. */
+  int first = rh, last = 0;
+  for (int yy = 0; yy < o->out_h; yy++) {
+    int a = w->cv.bounds[2 * yy], b = a + w->cv.bounds[2 * yy + 1];
+    if (w->cv.bounds[2 * yy + 1] == 0) continue;
+    if (a < first) first = a;
+    if (b > last) last = b;
+  }
+  if (last <= first) first = 0, last = 1;
+  for (int yy = 0; yy < o->out_h; yy++) w->cv.bounds[2 * yy] -= first;
+  const int R0 = ry0 + first, R1 = ry0 + last, nrows = last - first;
+  const size_t stride = (size_t)o->out_w * 3;
+  if (grow((void **)&w->tmp, &w->tmp_cap, stride * nrows) ||
+      grow((void **)&w->line, &w->line_cap, stride) ||
+      grow((void **)&w->acc, &w->acc_cap, stride * sizeof(int32_t)))
+    return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
+
+  jpeg_start_decompress(ci);
+  JDIMENSION xoff = 0, xw = ci->output_width;
+  if (o->roi && rw < SW) {
+    /* Chroma upsampling treats the cropped row's ends as image edges: keep one iMCU of margin
+     * on both sides so the columns we use are the same as in a full decode. */
+    int margin = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
+    int a = rx0 - margin > 0 ? rx0 - margin : 0, b = rx1 + margin < SW ? rx1 + margin : SW;
+    if (b - a < SW) {
+      xoff = (JDIMENSION)a;
+      xw = (JDIMENSION)(b - a);
+      jpeg_crop_scanline(ci, &xoff, &xw); /* widens to whole iMCU columns */
+    }
+  }
+  if (grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch) ||
+      (nch == 4 && grow((void **)&w->rgb, &w->rgb_cap, (size_t)ci->output_width * 3)))
+    return fail(ci, err, RC_NOMEM, "out of memory (row buffer)");
+  if (o->roi && R0 > 0) jpeg_skip_scanlines(ci, (JDIMENSION)R0);
+  const int inverted = nch == 4 && ci->saw_Adobe_marker;
+  JSAMPROW rowp = w->row;
+  const int end = o->roi ? R1 : SH; /* without roi the whole image is decoded (for measuring) */
+  while ((int)ci->output_scanline < end) {
+    int r = (int)ci->output_scanline;
+    if (jpeg_read_scanlines(ci, &rowp, 1) != 1) return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
+    if (r < R0 || r >= R1) continue;
+    const uint8_t *src = w->row;
+    if (nch == 4) {
+      cmyk_to_rgb(w->row, w->rgb, (int)ci->output_width, inverted);
+      src = w->rgb;
+    }
+    hpass(src + (size_t)(rx0 - (int)xoff) * 3, w->tmp + (size_t)(r - R0) * stride, o->out_w,
+          &w->ch);
+  }
+  jpeg_abort_decompress(ci); /* the rows below the crop are never decoded */
+  (void)nrows;
+
+  for (int yy = 0; yy < o->out_h; yy++) {
+    vpass(w->tmp, stride, w->cv.bounds[2 * yy], w->cv.bounds[2 * yy + 1],
+          w->cv.kk + (size_t)yy * w->cv.ksize, w->acc, w->line);
+    store_row(o, w->line, flip, out, yy);
+  }
+  if (w->err.eof_warning) {
+    snprintf(err, RC_ERRLEN, "JPEG: premature end of data (image incomplete)");
+    return RC_TRUNCATED;
+  }
+  return RC_OK;
+}

@@ -1,0 +1,62 @@
+/* recio decode core: one JPEG -> crop -> resample -> flip -> cast, written in place.
+ *
+ * No Python here: the binding (_native.c) owns buffers and errors, the pool (pool.c) owns
+ * threads. One rc_worker per thread holds a reusable libjpeg decompressor and scratch memory.
+ */
+#ifndef RECIO_DECODE_CORE_H
+#define RECIO_DECODE_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Per-image status codes, mirrored in recio/decode.py. */
+enum {
+  RC_OK = 0,
+  RC_EMPTY = 1,       /* zero-length buffer */
+  RC_UNSUPPORTED = 2, /* not a JPEG (or a JPEG colour space we leave to the fallback) */
+  RC_CORRUPT = 3,     /* libjpeg reported an error */
+  RC_TRUNCATED = 4,   /* data ended early; pixels were written but are incomplete */
+  RC_TOO_LARGE = 5,   /* width * height above the pixel limit: refused, nothing allocated */
+  RC_NOMEM = 6,
+  RC_BAD_PARAM = 7,
+};
+
+enum { RC_INTERP_BILINEAR = 0, RC_INTERP_AREA = 1, RC_INTERP_NEAREST = 2 };
+enum { RC_LAYOUT_NHWC = 0, RC_LAYOUT_NCHW = 1 };
+/* Which libjpeg DCT-domain scale factors (num/8) may be used. */
+enum { RC_DCT_OFF = 0, RC_DCT_POW2 = 1, RC_DCT_ALL = 2 };
+
+#define RC_ERRLEN 256 /* > JMSG_LENGTH_MAX plus a prefix */
+
+/* Options shared by every image of a batch. */
+typedef struct {
+  int out_w, out_h;
+  int layout;      /* RC_LAYOUT_* */
+  int itemsize;    /* 1: uint8 direct; 2 or 4: looked up in lut */
+  const void *lut; /* [3][256] items of itemsize (value -> normalised float), or NULL */
+  int interp;      /* RC_INTERP_* */
+  int bgr;         /* swap to BGR channel order */
+  int dct_mode;    /* RC_DCT_* */
+  int roi;         /* decode only the rows/columns the crop needs */
+  uint64_t max_pixels;
+} rc_opts;
+
+typedef struct rc_worker rc_worker;
+
+rc_worker *rc_worker_new(void);
+void rc_worker_free(rc_worker *w);
+
+/* Decodes one image into `out` (this image's slot: out_h*out_w*3 items).
+ * crop: {x, y, w, h} in source pixels or NULL for the whole image; clamped to the image.
+ * Returns an RC_* status; on failure a message is written to err (RC_ERRLEN bytes). */
+int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
+              const rc_opts *o, void *out, char *err);
+
+/* Reads the header only. Returns RC_OK and sets width/height, or a status. */
+int rc_image_size(rc_worker *w, const uint8_t *data, size_t len, int *width, int *height,
+                  char *err);
+
+/* The DCT scale numerator (over 8) chosen for a crop of cw x ch going to ow x oh. */
+int rc_dct_scale_num(int cw, int ch, int ow, int oh, int dct_mode);
+
+#endif

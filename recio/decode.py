@@ -1,0 +1,464 @@
+"""Decode stage: encoded images plus per-image crop and flip become pixels in a batch buffer.
+
+Python decides *what* to do (crop windows and flips, from the sampler's seeded RNG); the
+native pool (``recio._native``, libjpeg-turbo on persistent pthreads, GIL released once per
+batch) does it, writing straight into a preallocated ``out`` array. PNG and every other format
+Pillow reads go through a Pillow path with the same parameters and the same output. Without the
+extension, or with ``RECIO_DECODER=python``, the whole decoder runs on that path (slower; a
+warning says so once).
+
+Semantics shared by both backends:
+
+* ``crops[i] = [x, y, w, h]`` in source pixels is intersected with the image (clamped); a
+  window that misses the image gives status ``STATUS_BAD_PARAM``.
+* The result equals Pillow's ``convert("RGB").crop(box).resize(size, filter)`` then a
+  horizontal flip. Without DCT scaling the native path matches it exactly; when it decodes at
+  a reduced DCT scale (``dct_scaling``) pixels differ by a level or two on average.
+* Grayscale and CMYK images come out as RGB; ``channel_order="BGR"`` swaps.
+* A failed image gets a non-zero status, its text in :meth:`DecodePool.last_errors`, and a
+  zeroed slot in ``out``; the rest of the batch completes.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import warnings
+import weakref
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+try:
+    from recio import _native
+except ImportError:  # extension not built: the Python fallback takes over, visibly
+    _native = None
+
+STATUS_OK = 0
+STATUS_EMPTY = 1
+STATUS_UNSUPPORTED = 2
+STATUS_CORRUPT = 3
+STATUS_TRUNCATED = 4
+STATUS_TOO_LARGE = 5
+STATUS_NOMEM = 6
+STATUS_BAD_PARAM = 7
+STATUS_NAMES = {
+    STATUS_OK: "ok",
+    STATUS_EMPTY: "empty",
+    STATUS_UNSUPPORTED: "unsupported",
+    STATUS_CORRUPT: "corrupt",
+    STATUS_TRUNCATED: "truncated",
+    STATUS_TOO_LARGE: "too large",
+    STATUS_NOMEM: "out of memory",
+    STATUS_BAD_PARAM: "bad parameter",
+}
+
+_INTERP = {"bilinear": 0, "area": 1, "nearest": 2}
+_LAYOUTS = {"NHWC": 0, "NCHW": 1}
+_DCT = {"off": 0, "pow2": 1, "all": 2}
+_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float16))
+
+_warned_slow = False
+_warn_lock = threading.Lock()
+
+
+def native_available() -> bool:
+    """Whether the C extension is importable."""
+    return _native is not None
+
+
+def default_backend() -> str:
+    """The backend an automatic ``DecodePool`` uses: ``RECIO_DECODER`` if set, else native."""
+    env = os.environ.get("RECIO_DECODER", "").strip().lower()
+    if env in ("native", "python"):
+        return env
+    if env not in ("", "auto"):
+        raise ValueError(f"RECIO_DECODER must be 'native', 'python' or 'auto', got {env!r}")
+    return "native" if _native is not None else "python"
+
+
+def features() -> dict[str, Any]:
+    """What this build can do, for ``recio info`` and bench reports."""
+    return {
+        "native": _native is not None,
+        "default_backend": default_backend(),
+        "libjpeg_turbo": getattr(_native, "LIBJPEG_TURBO_VERSION", None),
+        "interpolations": sorted(_INTERP),
+        "dtypes": [str(d) for d in _DTYPES],
+    }
+
+
+def _warn_slow_once(reason: str) -> None:
+    global _warned_slow
+    with _warn_lock:
+        if _warned_slow:
+            return
+        _warned_slow = True
+    warnings.warn(
+        f"recio decodes on the slow Python fallback (Pillow): {reason}",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def _default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class DecodePool:
+    """A persistent pool that decodes batches of encoded images into preallocated arrays.
+
+    Args:
+        num_threads: decode threads; default: the cores this process may run on.
+        backend: ``"native"``, ``"python"`` or None (``RECIO_DECODER``, else native if built).
+        max_pixels: images with more pixels are refused (status ``STATUS_TOO_LARGE``)
+            before anything is allocated for them.
+        dct_scaling: which libjpeg DCT-domain scales the native path may use when the crop is
+            at least that much larger than the output: ``"all"`` (N/8), ``"pow2"`` (1/2, 1/4,
+            1/8) or ``"off"``.
+        roi_decode: decode only the rows and columns a crop needs (native path).
+
+    The pool is shut down by :meth:`close`, on leaving a ``with`` block, and at interpreter
+    exit.
+    """
+
+    def __init__(
+        self,
+        num_threads: int | None = None,
+        *,
+        backend: str | None = None,
+        max_pixels: int = 128_000_000,
+        dct_scaling: str = "all",
+        roi_decode: bool = True,
+    ) -> None:
+        if num_threads is None:
+            num_threads = _default_threads()
+        if not isinstance(num_threads, int) or not 1 <= num_threads <= 1024:
+            raise ValueError(f"num_threads must be an int in 1..1024, got {num_threads!r}")
+        if max_pixels < 1:
+            raise ValueError(f"max_pixels must be positive, got {max_pixels}")
+        if dct_scaling not in _DCT:
+            raise ValueError(f"dct_scaling must be one of {sorted(_DCT)}, got {dct_scaling!r}")
+        if backend is None:
+            backend = default_backend()
+            if backend == "python":
+                _warn_slow_once(
+                    "RECIO_DECODER=python" if _native is not None else "recio._native not built"
+                )
+        elif backend not in ("native", "python"):
+            raise ValueError(f"backend must be 'native' or 'python', got {backend!r}")
+        if backend == "native" and _native is None:
+            raise ImportError("backend='native' but the extension recio._native is not built")
+        self.backend: str = backend
+        self.num_threads: int = num_threads
+        self.max_pixels = int(max_pixels)
+        self._dct_mode = _DCT[dct_scaling]
+        self._roi = int(bool(roi_decode))
+        self._last_errors: list[str | None] = []
+        self._native: Any = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+        self._start()
+
+    def _start(self) -> None:
+        self._pid = os.getpid()
+        if self.backend == "native":
+            self._native = _native.Pool(self.num_threads)
+            self._finalizer = weakref.finalize(self, self._native.close)
+        else:
+            self._executor = ThreadPoolExecutor(self.num_threads, thread_name_prefix="recio-dec")
+            self._finalizer = weakref.finalize(self, self._executor.shutdown, wait=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("DecodePool is closed")
+        if os.getpid() != self._pid:  # forked child: the parent's threads do not exist here
+            self._finalizer.detach()
+            self._start()
+
+    def close(self) -> None:
+        """Stops and joins the decode threads. Idempotent."""
+        self._closed = True
+        self._finalizer()
+
+    def __enter__(self) -> DecodePool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"DecodePool(backend={self.backend!r}, num_threads={self.num_threads}, {state})"
+
+    def last_errors(self) -> list[str | None]:
+        """Error text per image of the last batch (None where the status was 0)."""
+        return list(self._last_errors)
+
+    def image_sizes(self, buffers: Sequence[Any]) -> np.ndarray:
+        """Image sizes from the headers only: int32 (N, 2) [width, height], -1 if unreadable."""
+        self._check_open()
+        n = len(buffers)
+        sizes = np.full((n, 2), -2, dtype=np.int32)
+        if self.backend == "native":
+            self._native.image_sizes(buffers, sizes)
+        todo = [i for i in range(n) if sizes[i, 0] == -2]
+        if todo:
+            pool = self._executor
+            found = (
+                pool.map(_pil_size, [buffers[i] for i in todo])
+                if pool
+                else map(_pil_size, [buffers[i] for i in todo])
+            )
+            for i, wh in zip(todo, found, strict=True):
+                sizes[i] = wh
+        return sizes
+
+    def decode_batch(
+        self,
+        buffers: Sequence[Any],
+        out: np.ndarray,
+        *,
+        crops: np.ndarray | None = None,
+        flips: np.ndarray | None = None,
+        interpolation: str = "bilinear",
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+        layout: str = "NHWC",
+        channel_order: str = "RGB",
+    ) -> np.ndarray:
+        """Decodes ``buffers`` into ``out[:len(buffers)]`` and returns an int32 status per image.
+
+        Args:
+            buffers: encoded images, any contiguous buffer-protocol objects (bytes, memoryview
+                slices of an mmap); they are read in place.
+            out: C-contiguous uint8, float32 or float16 array, (N, H, W, 3) for NHWC or
+                (N, 3, H, W) for NCHW, N >= len(buffers).
+            crops: int32 (N, 4) [x, y, w, h] in source pixels, clamped to the image; None for
+                the whole image.
+            flips: bool/uint8 (N,), flip horizontally where true.
+            interpolation: "bilinear", "area" (Pillow BOX) or "nearest".
+            mean, std: per output channel on the 0..255 scale; float outputs only:
+                ``out = (pixel - mean) / std``.
+            layout: "NHWC" or "NCHW".
+            channel_order: "RGB" or "BGR".
+
+        Returns:
+            int32 (len(buffers),) statuses; 0 is success (see ``STATUS_NAMES``).
+
+        Raises:
+            ValueError: bad ``out`` shape, dtype, contiguity or other arguments (before any
+                work is done).
+        """
+        self._check_open()
+        n = len(buffers)
+        job = _Job.build(n, out, crops, flips, interpolation, mean, std, layout, channel_order)
+        status = np.zeros(n, dtype=np.int32)
+        errors: list[str | None] = [None] * n
+        if self.backend == "native" and n:
+            errors = self._native.decode_batch(
+                buffers,
+                job.out,
+                status,
+                job.height,
+                job.width,
+                _LAYOUTS[layout],
+                job.out.itemsize,
+                job.crops,
+                job.flips,
+                job.lut,
+                _INTERP[interpolation],
+                int(job.bgr),
+                self._dct_mode,
+                self._roi,
+                self.max_pixels,
+            )
+            todo = [i for i in range(n) if status[i] == STATUS_UNSUPPORTED]
+        else:
+            todo = list(range(n))
+        if todo:  # PNG & co. on the native backend (usually few), everything on the fallback
+
+            def run(i: int) -> tuple[int, str | None]:
+                return job.decode_pil(i, buffers[i], self.max_pixels)
+
+            results = self._executor.map(run, todo) if self._executor else map(run, todo)
+            for i, (st, err) in zip(todo, results, strict=True):
+                status[i], errors[i] = st, err
+        for i in np.flatnonzero(status):
+            job.out[i] = 0  # failed slots are zeroed so that the batch is deterministic
+        self._last_errors = errors
+        return status
+
+
+def raise_on_error(status: np.ndarray, errors: Sequence[str | None]) -> None:
+    """Raises :class:`recio.errors.DecodeError` for the first failed image of a batch."""
+    from recio.errors import DecodeError
+
+    for i in np.flatnonzero(status):
+        st = int(status[i])
+        raise DecodeError(errors[i] or STATUS_NAMES.get(st, "error"), index=int(i), status=st)
+
+
+class _Job:
+    """The checked, normalised arguments of one decode_batch call."""
+
+    out: np.ndarray
+    crops: np.ndarray | None
+    flips: np.ndarray | None
+    lut: np.ndarray | None
+    height: int
+    width: int
+    layout: str
+    bgr: bool
+    resample: int
+
+    @classmethod
+    def build(
+        cls,
+        n: int,
+        out: np.ndarray,
+        crops: Any,
+        flips: Any,
+        interpolation: str,
+        mean: Sequence[float] | None,
+        std: Sequence[float] | None,
+        layout: str,
+        channel_order: str,
+    ) -> _Job:
+        job = cls()
+        if not isinstance(out, np.ndarray):
+            raise ValueError(f"out must be a numpy array, got {type(out).__name__}")
+        if out.dtype not in _DTYPES:
+            raise ValueError(f"out.dtype must be uint8, float32 or float16, got {out.dtype}")
+        if not out.flags.c_contiguous or not out.flags.writeable:
+            raise ValueError("out must be a writeable C-contiguous array")
+        if layout not in _LAYOUTS:
+            raise ValueError(f"layout must be 'NHWC' or 'NCHW', got {layout!r}")
+        if channel_order not in ("RGB", "BGR"):
+            raise ValueError(f"channel_order must be 'RGB' or 'BGR', got {channel_order!r}")
+        if interpolation not in _INTERP:
+            allowed = sorted(_INTERP)
+            raise ValueError(f"interpolation must be one of {allowed}, got {interpolation!r}")
+        channel_axis = 3 if layout == "NHWC" else 1
+        if out.ndim != 4 or out.shape[channel_axis] != 3:
+            want = "(N, H, W, 3)" if layout == "NHWC" else "(N, 3, H, W)"
+            raise ValueError(f"out.shape must be {want} for {layout}, got {out.shape}")
+        if out.shape[0] < n:
+            raise ValueError(f"out holds {out.shape[0]} images, the batch has {n}")
+        job.height, job.width = out.shape[1:3] if layout == "NHWC" else out.shape[2:4]
+        if job.height < 1 or job.width < 1:
+            raise ValueError(f"out has an empty image shape {out.shape}")
+        job.out = out[:n]
+        job.layout = layout
+        job.bgr = channel_order == "BGR"
+        job.resample = _pil_filters()[interpolation]
+        job.crops = None
+        if crops is not None:
+            c = np.ascontiguousarray(crops, dtype=np.int32)
+            if c.shape != (n, 4):
+                raise ValueError(f"crops must have shape ({n}, 4), got {c.shape}")
+            if n and (c[:, 2:] <= 0).any():
+                raise ValueError("crop widths and heights must be positive")
+            job.crops = c
+        job.flips = None
+        if flips is not None:
+            f = np.ascontiguousarray(flips).astype(np.uint8, copy=False)
+            if f.shape != (n,):
+                raise ValueError(f"flips must have shape ({n},), got {f.shape}")
+            job.flips = f
+        job.lut = None
+        if out.dtype == np.uint8:
+            if mean is not None or std is not None:
+                raise ValueError("mean/std need a float32 or float16 out")
+        else:  # a per-channel lookup table: exact, and the same on both backends
+            m = np.zeros(3) if mean is None else np.asarray(mean, dtype=np.float64)
+            s = np.ones(3) if std is None else np.asarray(std, dtype=np.float64)
+            if m.shape != (3,) or s.shape != (3,):
+                raise ValueError("mean and std must have 3 values (one per output channel)")
+            if not (np.isfinite(m).all() and np.isfinite(s).all()) or (s == 0).any():
+                raise ValueError(f"mean/std must be finite and std non-zero, got {m}, {s}")
+            levels = np.arange(256, dtype=np.float64)
+            job.lut = ((levels[None, :] - m[:, None]) / s[:, None]).astype(out.dtype)
+        return job
+
+    def decode_pil(self, i: int, buf: Any, max_pixels: int) -> tuple[int, str | None]:
+        """Decodes image i with Pillow into its slot; returns (status, error)."""
+        crop = None if self.crops is None else self.crops[i]
+        flip = bool(self.flips[i]) if self.flips is not None else False
+        status, err, pixels = _pil_decode(
+            buf, crop, flip, self.width, self.height, self.resample, max_pixels
+        )
+        if pixels is not None:
+            if self.bgr:
+                pixels = pixels[..., ::-1]
+            if self.lut is not None:
+                pixels = self.lut[np.arange(3), pixels]
+            self.out[i] = pixels.transpose(2, 0, 1) if self.layout == "NCHW" else pixels
+        return status, err
+
+
+def _pil_filters() -> dict[str, int]:
+    from PIL import Image
+
+    return {
+        "bilinear": Image.Resampling.BILINEAR,
+        "area": Image.Resampling.BOX,
+        "nearest": Image.Resampling.NEAREST,
+    }
+
+
+def _pil_size(buf: Any) -> tuple[int, int]:
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(buf)) as im:
+            return im.size
+    except Exception:  # any unreadable header is reported as (-1, -1), never raised
+        return (-1, -1)
+
+
+def _pil_decode(
+    buf: Any,
+    crop: np.ndarray | None,
+    flip: bool,
+    width: int,
+    height: int,
+    resample: int,
+    max_pixels: int,
+) -> tuple[int, str | None, np.ndarray | None]:
+    from PIL import Image, UnidentifiedImageError
+
+    if len(memoryview(buf)) == 0:
+        return STATUS_EMPTY, "empty buffer", None
+    try:
+        with Image.open(io.BytesIO(buf)) as im:
+            w, h = im.size
+            if w * h > max_pixels:
+                msg = f"{w}x{h} image is over the limit of {max_pixels} pixels"
+                return STATUS_TOO_LARGE, msg, None
+            x0, y0, x1, y1 = 0, 0, w, h
+            if crop is not None:  # the same clamping as the native path
+                x, y, cw, ch = (int(v) for v in crop)
+                x0, y0, x1, y1 = max(x, 0), max(y, 0), min(x + cw, w), min(y + ch, h)
+                if x1 <= x0 or y1 <= y0:
+                    return STATUS_BAD_PARAM, "crop window misses the image", None
+            rgb = im.convert("RGB")
+    except UnidentifiedImageError:
+        return STATUS_UNSUPPORTED, "not an image format Pillow reads", None
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+        status = STATUS_TRUNCATED if "truncated" in str(e) else STATUS_CORRUPT
+        return status, f"{type(e).__name__}: {e}", None
+    except MemoryError:
+        return STATUS_NOMEM, "out of memory", None
+    if (x0, y0, x1, y1) != (0, 0, w, h):
+        rgb = rgb.crop((x0, y0, x1, y1))
+    if rgb.size != (width, height):
+        rgb = rgb.resize((width, height), resample)
+    pixels = np.asarray(rgb)
+    return STATUS_OK, None, pixels[:, ::-1] if flip else pixels

@@ -1,0 +1,408 @@
+"""Decode stage: pixels against a Pillow reference, statuses, argument checks, pool lifetime.
+
+Tolerance against Pillow: mean absolute difference <= 2 levels and max <= 16 per image. With
+DCT scaling off the native path must match Pillow exactly (same libjpeg-turbo IDCT, same
+fixed-point resampler).
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+from conftest import encode, make_pixels
+from PIL import Image
+
+from recio import decode
+from recio.errors import DecodeError
+
+FILTERS = {
+    "bilinear": Image.Resampling.BILINEAR,
+    "area": Image.Resampling.BOX,
+    "nearest": Image.Resampling.NEAREST,
+}
+native_only = pytest.mark.skipif(not decode.native_available(), reason="extension not built")
+
+
+def reference(buf: bytes, crop, flip: bool, size: tuple[int, int], interp: str) -> np.ndarray:
+    """Pillow: decode, RGB, crop, resize with the same filter, flip (HWC uint8)."""
+    im = Image.open(io.BytesIO(buf)).convert("RGB")
+    if crop is not None:
+        x, y, w, h = crop
+        im = im.crop((max(x, 0), max(y, 0), min(x + w, im.width), min(y + h, im.height)))
+    im = im.resize(size, FILTERS[interp])
+    arr = np.asarray(im)
+    return arr[:, ::-1] if flip else arr
+
+
+def assert_close(got: np.ndarray, want: np.ndarray, exact: bool = False) -> None:
+    diff = np.abs(got.astype(np.int32) - want.astype(np.int32))
+    if exact:
+        assert diff.max() == 0, f"max diff {diff.max()}"
+    assert diff.mean() <= 2.0 and diff.max() <= 16, f"MAD {diff.mean():.3f}, max {diff.max()}"
+
+
+def to_hwc(out: np.ndarray, layout: str) -> np.ndarray:
+    return out.transpose(1, 2, 0) if layout == "NCHW" else out
+
+
+CASES = [  # (image w, h), crop, flip, (out w, h)
+    ((320, 240), None, False, (320, 240)),
+    ((320, 240), None, True, (224, 224)),
+    ((320, 240), (37, 21, 200, 150), False, (96, 80)),
+    ((320, 240), (37, 21, 200, 150), True, (300, 260)),  # upscale
+    ((333, 257), (-10, 100, 500, 500), True, (64, 64)),  # clamped at three edges
+    ((640, 480), (100, 50, 400, 300), False, (224, 224)),
+]
+
+
+@pytest.mark.parametrize("interp", ["bilinear", "area"])
+@pytest.mark.parametrize("case", CASES)
+def test_matches_pillow(pool: decode.DecodePool, case, interp: str) -> None:
+    (w, h), crop, flip, (ow, oh) = case
+    buf = encode(w, h, seed=w)
+    out = np.zeros((1, oh, ow, 3), np.uint8)
+    status = pool.decode_batch(
+        [buf],
+        out,
+        crops=None if crop is None else [crop],
+        flips=[flip],
+        interpolation=interp,
+    )
+    assert status.tolist() == [0], pool.last_errors()
+    assert_close(out[0], reference(buf, crop, flip, (ow, oh), interp))
+
+
+@native_only
+@pytest.mark.parametrize("interp", ["bilinear", "area", "nearest"])
+@pytest.mark.parametrize("case", CASES)
+def test_native_exact_without_dct_scaling(case, interp: str) -> None:
+    (w, h), crop, flip, (ow, oh) = case
+    buf = encode(w, h, seed=w)
+    out = np.zeros((1, oh, ow, 3), np.uint8)
+    with decode.DecodePool(1, backend="native", dct_scaling="off") as p:
+        status = p.decode_batch(
+            [buf], out, crops=None if crop is None else [crop], flips=[flip], interpolation=interp
+        )
+    assert status.tolist() == [0]
+    assert_close(out[0], reference(buf, crop, flip, (ow, oh), interp), exact=True)
+
+
+@native_only
+@pytest.mark.parametrize("roi", [True, False])
+@pytest.mark.parametrize("mode", ["pow2", "all"])
+@pytest.mark.parametrize("num", range(1, 9))
+def test_each_dct_scale(num: int, mode: str, roi: bool) -> None:
+    """Outputs chosen so that the decoder picks scale num/8; compared with full-size Pillow."""
+    if mode == "pow2" and num & (num - 1):
+        pytest.skip("not a power-of-two scale")
+    w, h = 640, 512
+    crop = (40, 24, 560, 480)
+    ow, oh = crop[2] * num // 8, crop[3] * num // 8
+    assert decode._native.dct_scale_num(crop[2], crop[3], ow, oh, decode._DCT[mode]) == num
+    buf = encode(w, h, seed=num)
+    with decode.DecodePool(1, backend="native", dct_scaling=mode, roi_decode=roi) as p:
+        for interp in ("bilinear", "area"):
+            out = np.zeros((1, oh, ow, 3), np.uint8)
+            assert p.decode_batch([buf], out, crops=[crop], interpolation=interp).tolist() == [0]
+            assert_close(out[0], reference(buf, crop, False, (ow, oh), interp))
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float16])
+@pytest.mark.parametrize("order", ["RGB", "BGR"])
+def test_layouts_dtypes_normalisation(pool: decode.DecodePool, layout, dtype, order) -> None:
+    bufs = [encode(200, 150, seed=s) for s in range(3)]
+    crops = np.array([[0, 0, 200, 150], [10, 20, 100, 90], [50, 0, 150, 150]], np.int32)
+    flips = np.array([0, 1, 1], bool)
+    shape = (3, 64, 48, 3) if layout == "NHWC" else (3, 3, 64, 48)
+    mean = std = None
+    if dtype != np.uint8:
+        mean, std = (123.7, 116.3, 103.5), (58.4, 57.1, 57.4)
+    out = np.zeros(shape, dtype)
+    status = pool.decode_batch(
+        bufs,
+        out,
+        crops=crops,
+        flips=flips,
+        mean=mean,
+        std=std,
+        layout=layout,
+        channel_order=order,
+    )
+    assert status.tolist() == [0, 0, 0]
+    for i, buf in enumerate(bufs):
+        want = reference(buf, tuple(crops[i]), bool(flips[i]), (48, 64), "bilinear")
+        if order == "BGR":
+            want = want[..., ::-1]
+        got = to_hwc(out[i], layout)
+        if dtype == np.uint8:
+            assert_close(got, want)
+        else:  # undo the normalisation, then compare levels
+            levels = got.astype(np.float64) * np.array(std) + np.array(mean)
+            assert_close(np.rint(levels), want)
+
+
+def test_float_output_is_normalised_uint8(pool: decode.DecodePool) -> None:
+    """The float path is exactly (uint8 result - mean) / std, cast."""
+    bufs = [encode(180, 120, seed=s) for s in range(2)]
+    u8 = np.zeros((2, 32, 32, 3), np.uint8)
+    f32 = np.zeros((2, 32, 32, 3), np.float32)
+    mean, std = (1.0, 2.0, 3.0), (4.0, 5.0, 6.0)
+    assert pool.decode_batch(bufs, u8).tolist() == [0, 0]
+    assert pool.decode_batch(bufs, f32, mean=mean, std=std).tolist() == [0, 0]
+    want = ((u8.astype(np.float64) - mean) / std).astype(np.float32)
+    np.testing.assert_array_equal(f32, want)
+
+
+@pytest.mark.parametrize("mode", ["L", "CMYK"])
+def test_grayscale_and_cmyk_come_out_rgb(pool: decode.DecodePool, mode: str) -> None:
+    buf = encode(160, 120, mode=mode)
+    out = np.zeros((1, 60, 80, 3), np.uint8)
+    assert pool.decode_batch([buf], out, crops=[(10, 10, 120, 100)]).tolist() == [0]
+    assert_close(out[0], reference(buf, (10, 10, 120, 100), False, (80, 60), "bilinear"))
+    if mode == "L":
+        assert (out[0, ..., 0] == out[0, ..., 1]).all()
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA", "P", "L"])
+def test_png_goes_through_pillow(pool: decode.DecodePool, mode: str) -> None:
+    buf = encode(120, 90, mode=mode, fmt="PNG")
+    jpg = encode(120, 90)
+    out = np.zeros((2, 40, 50, 3), np.uint8)
+    status = pool.decode_batch([buf, jpg], out, crops=[(5, 5, 100, 80)] * 2, flips=[1, 0])
+    assert status.tolist() == [0, 0]
+    assert_close(out[0], reference(buf, (5, 5, 100, 80), True, (50, 40), "bilinear"), exact=True)
+
+
+def test_bad_inputs_get_statuses(pool: decode.DecodePool) -> None:
+    good = encode(128, 96)
+    flipped = bytearray(good)
+    for k in range(300, len(flipped), 97):
+        flipped[k] ^= 0x5A
+    bufs = [
+        good,
+        b"",
+        good[: len(good) // 2],
+        bytes(flipped),
+        b"\xff\xd8\xff" + os.urandom(100),
+        b"definitely not an image",
+        good,
+    ]
+    out = np.full((len(bufs), 32, 32, 3), 7, np.uint8)
+    status = pool.decode_batch(bufs, out)
+    errors = pool.last_errors()
+    assert status[0] == 0 and status[-1] == 0
+    assert status[1] == decode.STATUS_EMPTY
+    assert status[2] in (decode.STATUS_TRUNCATED, decode.STATUS_CORRUPT)
+    assert status[3] != 0 or (out[3] != 0).any()  # a bit-flipped JPEG may still decode
+    assert status[4] in (decode.STATUS_CORRUPT, decode.STATUS_TRUNCATED, decode.STATUS_UNSUPPORTED)
+    assert status[5] == decode.STATUS_UNSUPPORTED
+    for i in np.flatnonzero(status):
+        assert isinstance(errors[i], str) and errors[i], i
+        assert (out[i] == 0).all()  # failed slots are zeroed
+    assert errors[0] is None
+    np.testing.assert_array_equal(out[0], out[-1])
+    with pytest.raises(DecodeError) as exc:
+        decode.raise_on_error(status, errors)
+    assert exc.value.index == 1 and exc.value.status == decode.STATUS_EMPTY
+
+
+def test_crop_outside_image(pool: decode.DecodePool) -> None:
+    buf = encode(100, 80)
+    out = np.zeros((2, 16, 16, 3), np.uint8)
+    status = pool.decode_batch([buf, buf], out, crops=[(200, 0, 10, 10), (90, 70, 50, 50)])
+    assert status.tolist() == [decode.STATUS_BAD_PARAM, 0]
+    assert_close(out[1], reference(buf, (90, 70, 50, 50), False, (16, 16), "bilinear"))
+
+
+def test_pixel_limit(backend: str) -> None:
+    buf = encode(200, 100)
+    with decode.DecodePool(1, backend=backend, max_pixels=200 * 100 - 1) as p:
+        out = np.zeros((1, 8, 8, 3), np.uint8)
+        assert p.decode_batch([buf], out).tolist() == [decode.STATUS_TOO_LARGE]
+        assert "limit" in p.last_errors()[0]
+
+
+@pytest.mark.parametrize(
+    ("out", "kwargs"),
+    [
+        (np.zeros((2, 8, 8, 3), np.int16), {}),
+        (np.zeros((2, 8, 8, 4), np.uint8), {}),
+        (np.zeros((2, 8, 8, 3), np.uint8), {"layout": "NCHW"}),
+        (np.zeros((2, 8, 3), np.uint8), {}),
+        (np.zeros((1, 8, 8, 3), np.uint8), {}),
+        (np.zeros((2, 8, 16, 3), np.uint8)[:, :, ::2], {}),
+        (np.zeros((2, 8, 8, 3), np.uint8), {"mean": (0, 0, 0), "std": (1, 1, 1)}),
+        (np.zeros((2, 8, 8, 3), np.float32), {"mean": (0, 0), "std": (1, 1)}),
+        (np.zeros((2, 8, 8, 3), np.float32), {"mean": (0, 0, 0), "std": (1, 0, 1)}),
+        (np.zeros((2, 8, 8, 3), np.uint8), {"crops": np.zeros((2, 3), np.int32)}),
+        (np.zeros((2, 8, 8, 3), np.uint8), {"crops": [(0, 0, 0, 5), (0, 0, 5, 5)]}),
+        (np.zeros((2, 8, 8, 3), np.uint8), {"flips": [1]}),
+        (np.zeros((2, 8, 8, 3), np.uint8), {"interpolation": "bicubic"}),
+        (np.zeros((2, 8, 8, 3), np.uint8), {"channel_order": "RGBA"}),
+        (np.zeros((2, 8, 8, 3), np.uint8), {"layout": "HWC"}),
+    ],
+)
+def test_bad_arguments_raise_before_work(pool: decode.DecodePool, out, kwargs) -> None:
+    with pytest.raises(ValueError):
+        pool.decode_batch([encode(16, 16)] * 2, out, **kwargs)
+
+
+def test_read_only_out_raises(pool: decode.DecodePool) -> None:
+    out = np.zeros((1, 8, 8, 3), np.uint8)
+    out.flags.writeable = False
+    with pytest.raises(ValueError):
+        pool.decode_batch([encode(16, 16)], out)
+
+
+def test_ring_slot_and_mmap_buffers(pool: decode.DecodePool, tmp_path) -> None:
+    """out may be a slot of a larger ring; inputs may be memoryview slices of an mmap."""
+    bufs = [encode(90 + 10 * s, 70, seed=s) for s in range(4)]
+    path = tmp_path / "blob.bin"
+    path.write_bytes(b"".join(bufs))
+    ring = np.full((3, 6, 24, 24, 3), 99, np.uint8)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        view, views, at = memoryview(mm), [], 0
+        for b in bufs:
+            views.append(view[at : at + len(b)])
+            at += len(b)
+        status = pool.decode_batch(views, ring[1])
+        del views, view
+    assert status.tolist() == [0] * 4
+    assert (ring[0] == 99).all() and (ring[2] == 99).all() and (ring[1, 4:] == 99).all()
+    direct = np.zeros((4, 24, 24, 3), np.uint8)
+    assert pool.decode_batch(bufs, direct).tolist() == [0] * 4
+    np.testing.assert_array_equal(ring[1, :4], direct)
+
+
+def test_image_sizes(pool: decode.DecodePool) -> None:
+    bufs = [encode(123, 45), encode(30, 20, fmt="PNG"), b"", b"junk", encode(64, 48, mode="CMYK")]
+    sizes = pool.image_sizes(bufs)
+    assert sizes.dtype == np.int32
+    assert sizes.tolist() == [[123, 45], [30, 20], [-1, -1], [-1, -1], [64, 48]]
+
+
+def test_empty_batch(pool: decode.DecodePool) -> None:
+    out = np.zeros((4, 8, 8, 3), np.uint8)
+    assert pool.decode_batch([], out).shape == (0,)
+
+
+@pytest.mark.parametrize("backend_", ["native", "python"])
+def test_same_result_for_1_2_8_threads(backend_: str) -> None:
+    if backend_ == "native" and not decode.native_available():
+        pytest.skip("extension not built")
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(40, 300, (40, 2))
+    bufs = [encode(int(w), int(h), seed=s) for s, (w, h) in enumerate(sizes)]
+    bufs[7] = bufs[7][:200]
+    crops = np.array([[rng.integers(0, 20), rng.integers(0, 20), 30, 30] for _ in bufs], np.int32)
+    flips = rng.integers(0, 2, len(bufs)).astype(bool)
+    results = []
+    for n in (1, 2, 8):
+        with decode.DecodePool(n, backend=backend_) as p:
+            out = np.zeros((len(bufs), 3, 20, 28), np.float16)
+            st = p.decode_batch(bufs, out, crops=crops, flips=flips, layout="NCHW")
+            results.append((st, out))
+    for st, out in results[1:]:
+        np.testing.assert_array_equal(st, results[0][0])
+        np.testing.assert_array_equal(out, results[0][1])
+
+
+def _task_count() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
+def test_pools_leave_no_threads(backend: str) -> None:
+    before_tasks, before_py = _task_count(), threading.active_count()
+    buf = encode(32, 32)
+    for i in range(30):
+        p = decode.DecodePool(4, backend=backend)
+        p.decode_batch([buf] * 8, np.zeros((8, 8, 8, 3), np.uint8))
+        if i % 3 == 0:
+            with p:
+                pass
+        elif i % 3 == 1:
+            p.close()
+            p.close()  # idempotent
+        else:
+            del p  # the finalizer closes it
+    assert _task_count() == before_tasks
+    assert threading.active_count() == before_py
+
+
+def test_closed_pool_refuses(pool: decode.DecodePool) -> None:
+    pool.close()
+    with pytest.raises(ValueError, match="closed"):
+        pool.decode_batch([b""], np.zeros((1, 8, 8, 3), np.uint8))
+
+
+def test_env_forces_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECIO_DECODER", "python")
+    monkeypatch.setattr(decode, "_warned_slow", False)
+    with pytest.warns(RuntimeWarning, match="slow"), decode.DecodePool(1) as p:
+        assert p.backend == "python"
+    monkeypatch.setenv("RECIO_DECODER", "bogus")
+    with pytest.raises(ValueError, match="RECIO_DECODER"):
+        decode.DecodePool(1)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/statm")
+def test_no_memory_growth(backend: str) -> None:
+    """RSS stays bounded over 10,000 small batches (in a subprocess, tiny images)."""
+    script = textwrap.dedent(
+        f"""
+        import io, os, numpy as np
+        from PIL import Image
+        from recio import decode
+
+        def rss():
+            return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+        def enc(fmt, **kw):
+            b = io.BytesIO()
+            Image.fromarray(np.full((12, 16, 3), 90, np.uint8)).save(b, fmt, **kw)
+            return b.getvalue()
+
+        bufs = [enc("JPEG"), enc("JPEG")[:60], b"", enc("PNG"), b"junk"]
+        out = np.zeros((len(bufs), 3, 8, 8), np.float32)
+        crops = np.array([[1, 1, 9, 9]] * len(bufs), np.int32)
+        n = {2000 if backend == "python" else 10000}
+        with decode.DecodePool(2, backend={backend!r}) as p:
+            for i in range(n):
+                if i == n // 5:
+                    base = rss()
+                p.decode_batch(bufs, out, crops=crops, flips=[1, 0, 1, 0, 1], layout="NCHW",
+                               mean=(1, 2, 3), std=(2, 2, 2))
+                p.image_sizes(bufs)
+        print(rss() - base)
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    res = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    growth = int(res.stdout.split()[-1])
+    assert growth < 4 * 2**20, f"RSS grew by {growth} bytes"
+
+
+def test_progressive_and_subsampling(pool: decode.DecodePool) -> None:
+    for kwargs in ({"progressive": True}, {"subsampling": 0}, {"subsampling": 1}):
+        buf = encode(250, 190, **kwargs)
+        out = np.zeros((1, 50, 70, 3), np.uint8)
+        crop = (13, 17, 200, 150)
+        assert pool.decode_batch([buf], out, crops=[crop], flips=[1]).tolist() == [0]
+        assert_close(out[0], reference(buf, crop, True, (70, 50), "bilinear"))
+
+
+def test_make_pixels_is_deterministic() -> None:
+    np.testing.assert_array_equal(make_pixels(10, 10, 3), make_pixels(10, 10, 3))
