@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import encode, make_pixels
+from .conftest import encode, make_pixels
 from PIL import Image
 
 from recio import decode
