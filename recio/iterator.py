@@ -35,6 +35,7 @@ from .errors import DecodeError, RecordIOError
 from .format import IR_HEADER_SIZE, unpack_labels
 from .recordio import RecordFile
 from .sampler import LastBatch, Sampler, Shuffle
+from .trace import Tracer, maybe_span
 
 log = logging.getLogger("recio")
 
@@ -78,7 +79,8 @@ class ImageRecordIter:
     ``last_batch`` ("pad" | "discard" | "rollover"; default from ``round_batch``),
     ``on_error`` ("skip" | "raise" | "replace"), ``kv`` (any object with ``.rank``
     and ``.num_workers``), ``storage_options`` (fsspec), ``shuffle_mode``
-    ("global" | "block"), ``interpolation``, ``channel_order``.
+    ("global" | "block"), ``interpolation``, ``channel_order``, ``tracer`` (a
+    ``recio.trace.Tracer`` that records read / decode / wait spans per thread).
 
     Iterating yields one epoch; iterating again (or ``reset()``) starts the next.
     ``state_dict()``/``load_state_dict()`` resume mid-epoch exactly: same record
@@ -123,6 +125,7 @@ class ImageRecordIter:
         shuffle_mode: str = "global",
         interpolation: str = "bilinear",
         channel_order: str = "RGB",
+        tracer: Tracer | None = None,
         **unsupported: Any,
     ) -> None:
         if unsupported:
@@ -199,6 +202,7 @@ class ImageRecordIter:
         self.std = std if normalize else None
         self.pool = DecodePool(preprocess_threads)
         self.stats = IterStats()
+        self.tracer = tracer
         # Image sizes never change: cache them so only the first epoch reads headers.
         self._sizes = np.full((len(self.records), 2), -1, dtype=np.int32)
         self._epoch = 0
@@ -249,7 +253,8 @@ class ImageRecordIter:
             raise StopIteration
         if self._pipeline is None:
             self._start_pipeline()
-        item = self._pipeline.get()
+        with maybe_span(self.tracer, "consumer wait"):
+            item = self._pipeline.get()
         if isinstance(item, _Failure):
             self._stop_pipeline()
             raise item.error
@@ -376,6 +381,7 @@ class _Pipeline:
         self.on_error = it.on_error
         self.seed = it.seed
         self.part = it.part_index
+        self.tracer = it.tracer
         self.decode_kwargs = {
             "interpolation": it.interpolation,
             "mean": it.mean,
@@ -457,7 +463,8 @@ class _Pipeline:
     def _read(self) -> None:
         for step in range(self.first_step, self.end_step):
             plan = self.sampler.plan(self.epoch, step)
-            payloads = self.records.read_many(plan.positions)
+            with maybe_span(self.tracer, "read", step=step):
+                payloads = self.records.read_many(plan.positions)
             n = len(payloads)
             labels = np.zeros((n, self.label_width), dtype=np.float32)
             ids = np.zeros(n, dtype=np.int64)
@@ -475,31 +482,36 @@ class _Pipeline:
             sizes = self.sizes[plan.positions]
             unknown = np.flatnonzero(sizes[:, 0] < 0)
             if len(unknown):
-                found = self.pool.image_sizes([images[j] for j in unknown])
+                with maybe_span(self.tracer, "read image headers"):
+                    found = self.pool.image_sizes([images[j] for j in unknown])
                 sizes[unknown] = found
                 self.sizes[plan.positions[unknown]] = found
             raw = _RawBatch(self.epoch, step, plan.positions, plan.pad, images, labels, ids, sizes)
-            self._put(self.read_q, raw)
+            with maybe_span(self.tracer, "queue wait (read queue full)"):
+                self._put(self.read_q, raw)
 
     def _decode(self) -> None:
         for _ in range(self.first_step, self.end_step):
-            raw = self._get(self.read_q)
+            with maybe_span(self.tracer, "queue wait (for reader)"):
+                raw = self._get(self.read_q)
             if isinstance(raw, _Failure):
                 self._put(self.ready_q, raw)
                 return
             out = self._free_slot()
             rng = batch_rng(self.seed, raw.epoch, raw.step, self.part)
             windows, flips = draw(self.crop, np.maximum(raw.sizes, 1), rng)
-            status = self.pool.decode_batch(
-                raw.images, out, crops=windows, flips=flips, **self.decode_kwargs
-            )
+            with maybe_span(self.tracer, "decode+augment", step=raw.step):
+                status = self.pool.decode_batch(
+                    raw.images, out, crops=windows, flips=flips, **self.decode_kwargs
+                )
             stats = IterStats(decoded=int(np.count_nonzero(status == 0)))
             labels, ids = raw.labels, raw.ids
             if status.any():
                 labels, ids = self._handle_errors(raw, out, status, stats)
             label = labels[:, 0] if self.label_width == 1 else labels
             batch = Batch(out, label, ids, raw.pad, raw.epoch, raw.step)
-            self._put(self.ready_q, (batch, stats))
+            with maybe_span(self.tracer, "queue wait (prefetch queue full)"):
+                self._put(self.ready_q, (batch, stats))
 
     def _handle_errors(self, raw: _RawBatch, out: np.ndarray, status: np.ndarray, stats):
         errors = self.pool.last_errors()

@@ -21,5 +21,5 @@ extras=${1:-}
 spec="."
 [ -n "$extras" ] && spec=".[$extras]"
 python3 -m pip install -q --disable-pip-version-check -e "$spec"
-python3 -c "import recio, recio.decode as d; print('recio', recio.__version__, 'decoder:', d.DecodePool.default_backend())" 2>/dev/null \
+python3 -c "import recio, recio.decode as d; print('recio', recio.__version__, 'decoder:', d.default_backend())" \
   || python3 -c "import recio; print('recio', recio.__version__, 'installed')"

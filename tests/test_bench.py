@@ -1,0 +1,106 @@
+"""recio bench: figures, JSON, trace, plot, verdict, and a run on the built-in sample."""
+
+import json
+
+import pytest
+
+from recio.bench import BASELINE, build_sample_rec, run_bench, save_plot
+from recio.cli import main as cli
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("bench")
+    rec = build_sample_rec(str(workdir), num_images=48)
+    trace = workdir / "trace.json"
+    res = run_bench(
+        rec,
+        threads=2,
+        batch_size=8,
+        shape=(3, 64, 64),
+        seconds=0.3,
+        repeats=2,
+        trace_path=str(trace),
+        log=lambda _: None,
+    )
+    res["_trace"] = trace
+    res["_workdir"] = workdir
+    return res
+
+
+def test_figures_positive_and_schema(result):
+    for key in ("data", "config", "machine", "stages", "skipped", "bound_by", "verdict"):
+        assert key in result
+    for name in (
+        "read",
+        "decode (libjpeg-turbo, full size)",
+        "decode+augment (native pool)",
+        "iterator end to end",
+        BASELINE,
+    ):
+        stage = result["stages"][name]
+        ips = stage["images_per_s"]
+        assert 0 < ips["min"] <= ips["median"] <= ips["max"]
+        assert stage["MB_per_s"]["median"] > 0
+        assert stage["ratio_to_baseline"] > 0
+    assert result["stages"][BASELINE]["ratio_to_baseline"] == pytest.approx(1.0)
+    assert result["machine"]["cores"] >= 1 and "numpy" in result["machine"]["versions"]
+    json.dumps({k: v for k, v in result.items() if not k.startswith("_")})
+
+
+def test_end_to_end_not_faster_than_its_slowest_stage(result):
+    stages = result["stages"]
+    slowest = min(
+        stages[s]["images_per_s"]["max"] for s in ("read", "decode+augment (native pool)")
+    )
+    # the pipeline cannot beat its slowest stage; allow for noise on a shared machine
+    assert stages["iterator end to end"]["images_per_s"]["median"] <= 1.5 * slowest
+    assert result["bound_by"] in stages and "images/s per core" in result["verdict"]
+
+
+def test_trace_is_chrome_json_with_every_thread(result):
+    trace = json.loads(result["_trace"].read_text())
+    events = trace["traceEvents"]
+    tracks = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M"}
+    spans = [e for e in events if e["ph"] == "X"]
+    assert all({"name", "ts", "dur", "pid", "tid"} <= e.keys() for e in spans)
+    by_thread = {}
+    for e in spans:
+        by_thread.setdefault(tracks[e["tid"]], set()).add(e["name"])
+    assert "read" in by_thread["recio-reader"]
+    assert "decode+augment" in by_thread["recio-decoder"]
+    assert "consumer wait" in by_thread["MainThread"]
+
+
+def test_plot_is_png(result):
+    pytest.importorskip("matplotlib")
+    path = result["_workdir"] / "bench.png"
+    save_plot(result, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_default_sample(tmp_path, capsys):
+    out = tmp_path / "b.json"
+    assert (
+        cli(
+            [
+                "bench",
+                "--num-images",
+                "24",
+                "--batch-size",
+                "8",
+                "--shape",
+                "3,48,48",
+                "--seconds",
+                "0.1",
+                "--repeats",
+                "1",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "built the sample dataset" in text and "verdict:" in text
+    assert json.loads(out.read_text())["data"]["records"] == 24
