@@ -464,7 +464,7 @@ def open_source(
             raise translate_error(exc, url) from exc
     try:
         source = FsspecSource(url, storage_options, fetch=fetch)
-    except (OSError, ValueError):
+    except (OSError, ValueError, ImportError):
         raise
     except Exception as exc:  # deep client errors (botocore) become builtin OSErrors
         new = translate_error(exc, url)
