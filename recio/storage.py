@@ -588,6 +588,9 @@ class AtomicOutput:
             discard = getattr(self._file, "discard", None)
             if discard is not None:
                 discard()
+                # s3fs's discard leaves the file "open": its __del__ would flush a None buffer.
+                with contextlib.suppress(Exception):
+                    self._file.closed = True
                 return
             # No way to abort: leave the half-written object? Never; remove it after close.
             with contextlib.suppress(Exception):
