@@ -439,6 +439,8 @@ def _with_client_defaults(url: str, storage_options: dict[str, Any] | None) -> d
         config.setdefault("connect_timeout", 5)
         config.setdefault("read_timeout", 30)
         config.setdefault("retries", {"max_attempts": 2, "mode": "standard"})
+        # botocore's default pool of 10 connections caps concurrent range requests.
+        config.setdefault("max_pool_connections", 64)
         options["config_kwargs"] = config
     return options
 
