@@ -272,3 +272,15 @@ def test_prefetcher_bounds_jobs_and_reraises(memfs):
     with pytest.raises(OSError, match="boom"):
         for _ in it:
             pass
+
+
+def test_record_file_takes_fetch_options_and_cache_dir_and_pickles(memfs, tmp_path):
+    write_rec("memory://r/d.rec", n=10, size=100)
+    opts = storage.FetchOptions(gap=0, concurrency=2)
+    rf = RecordFile("memory://r/d.rec", fetch=opts)
+    assert rf.source.fetch == opts
+    copy = pickle.loads(pickle.dumps(rf))
+    assert copy.source.fetch == opts and ids_of(copy.read_many([3, 1])) == [3, 1]
+    cached = RecordFile("memory://r/d.rec", cache_dir=str(tmp_path))
+    assert isinstance(cached.source, storage.MappedSource)
+    assert ids_of(cached.read_many([9, 0])) == [9, 0]
