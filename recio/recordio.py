@@ -321,10 +321,15 @@ class RecordFile:
         idx_url: str | None = None,
         *,
         storage_options: dict[str, Any] | None = None,
+        fetch: storage.FetchOptions | None = None,
+        cache_dir: str | None = None,
     ) -> None:
         self.url = str(url)
         self.storage_options = storage_options
-        self.source = storage.open_source(self.url, storage_options)
+        self.fetch, self.cache_dir = fetch, cache_dir
+        self.source = storage.open_source(
+            self.url, storage_options, fetch=fetch, cache_dir=cache_dir
+        )
         self._cursor = _RecordCursor(self.source)
         if idx_url is None:
             candidate = default_idx_path(self.url)
@@ -394,10 +399,22 @@ class RecordFile:
         self.close()
 
     def __getstate__(self) -> dict:
-        return {"url": self.url, "idx_url": self.idx_url, "storage_options": self.storage_options}
+        return {
+            "url": self.url,
+            "idx_url": self.idx_url,
+            "storage_options": self.storage_options,
+            "fetch": self.fetch,
+            "cache_dir": self.cache_dir,
+        }
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["url"], state["idx_url"], storage_options=state["storage_options"])
+        self.__init__(
+            state["url"],
+            state["idx_url"],
+            storage_options=state["storage_options"],
+            fetch=state.get("fetch"),
+            cache_dir=state.get("cache_dir"),
+        )
 
 
 def default_idx_path(rec_url: str) -> str:

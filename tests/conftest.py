@@ -1,56 +1,152 @@
-"""Shared fixtures: small images made on the fly, and the decode backend under test."""
+"""Fixtures: the decode backend under test, in-memory fsspec storage, and the real S3 /
+HDFS test servers.
+
+The servers are reached at ``RECIO_S3_ENDPOINT`` (default http://127.0.0.1:8333, key
+and secret from ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``, default
+testing/testing, bucket ``RECIO_S3_BUCKET`` = test) and ``RECIO_HDFS_URL`` (default
+hdfs://127.0.0.1:9000) / ``RECIO_WEBHDFS_URL`` (default webhdfs://127.0.0.1:9870).
+When one does not answer, the fixture starts it with ``tools/s3_server.sh start`` or
+``tools/hdfs_server.sh start``. If that fails the tests marked ``s3`` / ``hdfs`` skip
+with the reason, except under CI (env ``CI`` set), where they fail.
+"""
 
 from __future__ import annotations
 
-import io
+import os
+import socket
+import subprocess
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from recio import decode
 
+from .images import backends
 
-def make_pixels(width: int, height: int, seed: int = 0, noise: float = 3.0) -> np.ndarray:
-    """Smooth colour gradients plus mild noise: realistic for JPEG, easy to compare."""
-    rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[0:height, 0:width].astype(np.float64)
-    img = np.stack(
-        [
-            128 + 100 * np.sin(xx / (width / 3.0) + seed),
-            255 * yy / max(height - 1, 1),
-            128 + 90 * np.cos((xx + yy) / (width / 2.0)),
-        ],
-        axis=-1,
-    )
-    img += rng.normal(0, noise, img.shape)
-    return np.clip(img, 0, 255).astype(np.uint8)
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
+S3_ENDPOINT = os.environ.get("RECIO_S3_ENDPOINT", "http://127.0.0.1:8333")
+S3_BUCKET = os.environ.get("RECIO_S3_BUCKET", "test")
+S3_KEY = os.environ.get("AWS_ACCESS_KEY_ID", "testing")
+S3_SECRET = os.environ.get("AWS_SECRET_ACCESS_KEY", "testing")
+HDFS_URL = os.environ.get("RECIO_HDFS_URL", "hdfs://127.0.0.1:9000")
+WEBHDFS_URL = os.environ.get("RECIO_WEBHDFS_URL", "webhdfs://127.0.0.1:9870")
 
 
-def encode(
-    width: int,
-    height: int,
-    *,
-    mode: str = "RGB",
-    fmt: str = "JPEG",
-    seed: int = 0,
-    **save_args: object,
-) -> bytes:
-    """An encoded test image of the given size and Pillow mode (RGB, L, CMYK)."""
-    img = Image.fromarray(make_pixels(width, height, seed)).convert(mode)
-    buf = io.BytesIO()
-    if fmt == "JPEG":
-        save_args.setdefault("quality", 90)
-    img.save(buf, fmt, **save_args)
-    return buf.getvalue()
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
 
 
-def backends() -> list[object]:
-    native = pytest.param(
-        "native",
-        marks=pytest.mark.skipif(not decode.native_available(), reason="extension not built"),
-    )
-    return [native, "python"]
+def _unavailable(what: str, why: str) -> None:
+    message = f"{what} test server unavailable: {why}"
+    if _in_ci():
+        pytest.fail(message + " (CI is set: storage tests must run, not skip)", pytrace=False)
+    pytest.skip("!!! " + message + " -- start it with tools/ci_services.sh start !!!")
+
+
+def _port_open(url: str) -> bool:
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _start(script: str, timeout: float) -> str:
+    try:
+        done = subprocess.run(
+            [str(TOOLS / script), "start"], capture_output=True, text=True, timeout=timeout
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{script} start: {exc}"
+    return "" if done.returncode == 0 else f"{script} start failed: {done.stdout[-800:]}"
+
+
+def s3_options(endpoint: str = S3_ENDPOINT, **extra) -> dict:
+    return {
+        "endpoint_url": endpoint,
+        "key": S3_KEY,
+        "secret": S3_SECRET,
+        "skip_instance_cache": True,
+        "config_kwargs": {"connect_timeout": 2, "read_timeout": 10},
+        **extra,
+    }
+
+
+def _s3_ready() -> str:
+    if not _port_open(S3_ENDPOINT):
+        return f"nothing listens at {S3_ENDPOINT}"
+    try:
+        import s3fs
+    except ImportError:
+        return "s3fs is not installed (pip install 'recio[s3]')"
+    try:
+        s3fs.S3FileSystem(**s3_options()).ls(S3_BUCKET)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> dict:
+    """Options for the running S3 server (started if needed)."""
+    why = _s3_ready()
+    if why and S3_ENDPOINT == "http://127.0.0.1:8333":
+        why = _start("s3_server.sh", 120) or _s3_ready()
+    if why:
+        _unavailable("S3", why)
+    return s3_options()
+
+
+@pytest.fixture
+def s3_prefix(s3_server) -> str:
+    """A fresh s3:// folder for one test."""
+    return f"s3://{S3_BUCKET}/pytest-{uuid.uuid4().hex[:10]}"
+
+
+def _hdfs_ready() -> str:
+    if not _port_open(HDFS_URL) or not _port_open(WEBHDFS_URL.replace("webhdfs", "http")):
+        return f"nothing listens at {HDFS_URL} / {WEBHDFS_URL}"
+    try:
+        import hdfs_native.fsspec  # noqa: F401
+    except ImportError:
+        return "hdfs-native is not installed (pip install 'recio[hdfs]')"
+    return ""
+
+
+@pytest.fixture(scope="session")
+def hdfs_server() -> str:
+    """hdfs:// URL of the running HDFS NameNode (started if needed)."""
+    why = _hdfs_ready()
+    if why and HDFS_URL == "hdfs://127.0.0.1:9000":
+        why = _start("hdfs_server.sh", 240) or _hdfs_ready()
+    if why:
+        _unavailable("HDFS", why)
+    return HDFS_URL
+
+
+@pytest.fixture
+def hdfs_prefix(hdfs_server) -> str:
+    return f"{hdfs_server}/pytest-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def webhdfs_prefix(hdfs_server) -> str:
+    return f"{WEBHDFS_URL}/pytest-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def memfs():
+    """fsspec's memory file system, emptied after the test."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    yield fs
+    fs.store.clear()
+    fs.pseudo_dirs.clear()
+    fs.pseudo_dirs.append("")
 
 
 @pytest.fixture(params=backends())

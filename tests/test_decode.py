@@ -17,11 +17,12 @@ import threading
 
 import numpy as np
 import pytest
-from .conftest import encode, make_pixels
 from PIL import Image
 
 from recio import decode
 from recio.errors import DecodeError
+
+from .images import encode, make_pixels
 
 FILTERS = {
     "bilinear": Image.Resampling.BILINEAR,
@@ -335,8 +336,10 @@ def test_pools_leave_no_threads(backend: str) -> None:
             p.close()  # idempotent
         else:
             del p  # the finalizer closes it
-    assert _task_count() == before_tasks
-    assert threading.active_count() == before_py
+    # Slack of 2: libraries loaded by other suites may start a helper thread of their own
+    # meanwhile; 30 pools of 4 threads each leaking would add up to 120.
+    assert _task_count() <= before_tasks + 2
+    assert threading.active_count() <= before_py, [t.name for t in threading.enumerate()]
 
 
 def test_closed_pool_refuses(pool: decode.DecodePool) -> None:

@@ -1,0 +1,115 @@
+"""Fetching the raw bytes of upcoming batches ahead of the decoder, with bounded memory.
+
+``Prefetcher(records, batches)`` yields ``(indices, payloads)`` for each batch in
+order. Behind it, consecutive batches are grouped into one fetch job of about
+``group_bytes`` (so the ranges of several batches coalesce into large requests),
+and at most ``depth`` jobs are in flight. Memory is bounded by about
+``depth * group_bytes`` (plus the small gaps coalescing reads and drops).
+The iterator's reader thread owns one; ``close()`` stops it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Protocol
+
+import numpy as np
+
+__all__ = ["Prefetcher"]
+
+
+class _Records(Protocol):
+    lengths: np.ndarray
+
+    def read_many(self, indices: Sequence[int]) -> list[Any]: ...
+
+
+class Prefetcher:
+    """Iterate ``(indices, payloads)`` of ``batches`` while later batches are fetched.
+
+    Args:
+        records: a ``RecordFile`` (anything with ``lengths`` and ``read_many``).
+        batches: index arrays, one per batch, in the order they will be consumed.
+        depth: fetch jobs in flight (each job runs its requests concurrently as well).
+        group_bytes: batches are grouped until a job holds this many record bytes;
+            0 makes every batch its own job.
+    """
+
+    def __init__(
+        self,
+        records: _Records,
+        batches: Iterable[Sequence[int]],
+        *,
+        depth: int = 2,
+        group_bytes: int = 32 << 20,
+    ) -> None:
+        if depth < 1:
+            raise ValueError(f"depth must be >= 1, not {depth}")
+        if group_bytes < 0:
+            raise ValueError(f"group_bytes must be >= 0, not {group_bytes}")
+        self.records = records
+        self.depth = depth
+        self.group_bytes = group_bytes
+        self._batches = iter(batches)
+        self._jobs: deque[tuple[list[np.ndarray], Future]] = deque()
+        self._pool = ThreadPoolExecutor(depth, thread_name_prefix="recio-prefetch")
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def _next_group(self) -> list[np.ndarray]:
+        group: list[np.ndarray] = []
+        nbytes = 0
+        for batch in self._batches:
+            indices = np.asarray(batch, dtype=np.int64)
+            group.append(indices)
+            nbytes += int(self.records.lengths[indices].sum())
+            if nbytes >= self.group_bytes:
+                break
+        return group
+
+    def _fetch(self, group: list[np.ndarray]) -> list[Any]:
+        return self.records.read_many(np.concatenate(group))
+
+    def _fill(self) -> None:
+        while len(self._jobs) < self.depth:
+            group = self._next_group()
+            if not group:
+                return
+            self._jobs.append((group, self._pool.submit(self._fetch, group)))
+
+    def __iter__(self) -> Iterator[tuple[np.ndarray, list[Any]]]:
+        try:
+            while True:
+                if self._closed:
+                    return
+                self._fill()
+                if not self._jobs:
+                    return
+                group, future = self._jobs.popleft()
+                payloads = future.result()  # re-raises the fetch error here, in the consumer
+                self._fill()  # start the next job before handing this one out
+                start = 0
+                for indices in group:
+                    yield indices, payloads[start : start + len(indices)]
+                    start += len(indices)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop fetching; jobs already running finish in the background and are dropped."""
+        if self._closed:
+            return
+        self._closed = True
+        for _, future in self._jobs:
+            future.cancel()
+        self._jobs.clear()
+        self._pool.shutdown(wait=False)
+
+    def __enter__(self) -> Prefetcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

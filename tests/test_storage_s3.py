@@ -1,0 +1,164 @@
+"""recio against a real S3 server (SeaweedFS, tools/s3_server.sh), with injected faults."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from recio import storage
+from recio.prefetch import Prefetcher
+from recio.recordio import MXIndexedRecordIO, MXRecordIO, RecordFile
+from recio.sampler_block import block_shuffle
+
+from .conftest import S3_BUCKET, TOOLS, s3_options
+from .faultproxy import FaultProxy
+from .storage_helpers import ids_of, write_rec
+
+pytestmark = pytest.mark.s3
+
+FAST = storage.FetchOptions(backoff=0.02, max_backoff=0.2, retries=6, gap=0, max_request=1 << 20)
+
+
+@pytest.fixture
+def s3_rec(s3_server, s3_prefix):
+    url = f"{s3_prefix}/d.rec"
+    write_rec(url, n=120, size=20_000, storage_options=s3_server)
+    return url
+
+
+def test_write_then_read_everything(s3_server, s3_rec):
+    rf = RecordFile(s3_rec, storage_options=s3_server)
+    assert len(rf) == 120 and isinstance(rf.source, storage.FsspecSource)
+    order = np.random.default_rng(0).permutation(120)
+    assert ids_of(rf.read_many(order)) == order.tolist()
+    assert ids_of([rf.read(7)]) == [7]
+    with MXRecordIO(s3_rec, "r", storage_options=s3_server) as r:
+        assert ids_of(list(r)) == list(range(120))
+
+
+def test_coalesced_reads_are_few_and_large(s3_server, s3_rec):
+    rf = RecordFile(s3_rec, storage_options=s3_server)
+    rf.source.fetch = storage.FetchOptions(max_request=1 << 20)
+    assert ids_of(rf.read_many(range(120))) == list(range(120))
+    total = int(rf.lengths.sum())
+    assert rf.source.stats["requests"] <= total // (1 << 20) + 2
+    assert rf.source.stats["bytes"] == total
+
+
+def test_block_shuffled_prefetch_reads_little_extra(s3_server, s3_rec):
+    rf = RecordFile(s3_rec, storage_options=s3_server)
+    rf.source.fetch = storage.FetchOptions(gap=0)
+    order = block_shuffle(len(rf), 3, 0, block_size=16, window=2)
+    batches = [order[i : i + 8] for i in range(0, len(order), 8)]
+    seen = []
+    # one window = 32 records = 4 batches of ~22 KB records: a group holds one window
+    for indices, payloads in Prefetcher(rf, batches, group_bytes=32 * 20_000):
+        assert ids_of(payloads) == indices.tolist()
+        seen += indices.tolist()
+    assert seen == order.tolist()
+    assert rf.source.stats["bytes"] == int(rf.lengths.sum())
+    assert rf.source.stats["requests"] <= 2 * 120 // 16 + 4  # about one request per block
+
+
+def test_aborted_multipart_write_leaves_no_object(s3_server, s3_prefix):
+    import s3fs
+
+    opts = dict(s3_server, default_block_size=5 << 20)
+    rec = f"{s3_prefix}/big.rec"
+    with (
+        pytest.raises(KeyboardInterrupt),
+        MXIndexedRecordIO(rec[:-4] + ".idx", rec, "w", storage_options=opts) as w,
+    ):
+        for i in range(14):  # 14 MB: two 5 MB parts uploaded before the interruption
+            w.write_idx(i, b"\0" * (1 << 20))
+        raise KeyboardInterrupt
+    fs = s3fs.S3FileSystem(**s3_server)
+    assert not fs.exists(rec) and not fs.exists(rec[:-4] + ".idx")
+    # the same writer, finished, publishes both (a multipart upload)
+    with MXIndexedRecordIO(rec[:-4] + ".idx", rec, "w", storage_options=opts) as w:
+        for i in range(14):
+            w.write_idx(i, b"\1" * (1 << 20))
+    assert fs.size(rec) > 14 << 20 and len(RecordFile(rec, storage_options=s3_server)) == 14
+
+
+def test_clear_errors_for_credentials_buckets_and_keys(s3_server, s3_rec):
+    bad = dict(s3_server, secret="wrong-secret")
+    with pytest.raises(PermissionError, match=s3_rec):
+        storage.open_source(s3_rec, bad)
+    with pytest.raises(FileNotFoundError, match="no-such-bucket-recio"):
+        RecordFile("s3://no-such-bucket-recio/x.rec", storage_options=s3_server)
+    with pytest.raises(FileNotFoundError, match="missing.rec"):
+        storage.open_source(f"s3://{S3_BUCKET}/missing.rec", s3_server)
+
+
+def test_cache_dir_makes_a_local_copy(s3_server, s3_rec, tmp_path):
+    src = storage.open_source(s3_rec, s3_server, cache_dir=str(tmp_path))
+    assert isinstance(src, storage.MappedSource)
+    rf = RecordFile(s3_rec, storage_options=s3_server)
+    assert bytes(src.read(0, src.size)) == bytes(rf.source.read(0, rf.source.size))
+
+
+@pytest.fixture
+def proxy(s3_server):
+    port = int(s3_server["endpoint_url"].rsplit(":", 1)[1])
+    p = FaultProxy(port)
+    yield p
+    p.close()
+
+
+@pytest.mark.parametrize("fault", ["reset", "503", "cut", "delay"])
+def test_faults_are_retried_without_lost_or_repeated_records(s3_server, s3_rec, proxy, fault):
+    rf = RecordFile(s3_rec, storage_options=s3_options(proxy.endpoint))
+    rf.source.fetch = FAST
+    proxy.delay_s = 0.3
+    proxy.inject(*[fault] * 3)
+    order = np.random.default_rng(1).permutation(120)
+    got = []
+    for indices, payloads in Prefetcher(rf, np.array_split(order, 12), group_bytes=0):
+        assert ids_of(payloads) == indices.tolist()
+        got += indices.tolist()
+    assert got == order.tolist()
+    assert proxy.injected == [fault] * 3
+
+
+def test_persistent_faults_end_in_one_clear_error(s3_server, s3_rec, proxy):
+    rf = RecordFile(s3_rec, storage_options=s3_options(proxy.endpoint))
+    rf.source.fetch = storage.FetchOptions(backoff=0.01, max_backoff=0.05, retries=2)
+    proxy.inject(*["reset"] * 1000)
+    t0 = time.monotonic()
+    with pytest.raises(storage.RemoteReadError, match=rf"bytes \d+-\d+ of {s3_rec}"):
+        rf.read_many([5, 6, 7])
+    assert time.monotonic() - t0 < 60
+
+
+def _script(action: str) -> None:
+    subprocess.run(
+        [str(TOOLS / "s3_server.sh"), action], check=True, capture_output=True, timeout=90
+    )
+
+
+def test_server_restart_mid_read(s3_server, s3_rec):
+    if s3_server["endpoint_url"] != "http://127.0.0.1:8333":
+        pytest.skip("restart test needs the server this project's script runs")
+    rf = RecordFile(s3_rec, storage_options=s3_server)
+    rf.source.fetch = storage.FetchOptions(backoff=0.5, max_backoff=3, retries=10, gap=0,
+                                           max_request=200_000)  # fmt: skip
+    order = block_shuffle(120, 0, 0, 10, 1)
+    got = []
+    restarter = None
+    for n, (indices, payloads) in enumerate(
+        Prefetcher(rf, np.array_split(order, 20), depth=1, group_bytes=0)
+    ):
+        assert ids_of(payloads) == indices.tolist()
+        got += indices.tolist()
+        if n == 2:
+            _script("stop")
+            restarter = threading.Thread(target=lambda: (time.sleep(1.5), _script("start")))
+            restarter.start()
+    restarter.join()
+    assert got == order.tolist()
+    assert rf.source.stats["retries"] > 0
