@@ -95,6 +95,7 @@ class Sampler:
         seed: int = 0,
         last_batch: LastBatch | str = LastBatch.PAD,
         block_size: int = 64,
+        window: int = 16,
     ) -> None:
         if num_records <= 0:
             raise ValueError("the dataset has no records")
@@ -112,6 +113,7 @@ class Sampler:
         self.seed = seed
         self.last_batch = LastBatch(last_batch)
         self.block_size = block_size
+        self.window = window
         self.global_batch = batch_size * num_parts
         if self.last_batch is LastBatch.DISCARD and num_records < self.global_batch:
             raise ValueError(
@@ -125,7 +127,12 @@ class Sampler:
             if len(self._order_cache) > 2:
                 self._order_cache.clear()
             self._order_cache[epoch] = epoch_order(
-                self.num_records, self.seed, epoch, self.shuffle, block_size=self.block_size
+                self.num_records,
+                self.seed,
+                epoch,
+                self.shuffle,
+                block_size=self.block_size,
+                window=self.window,
             )
         return self._order_cache[epoch]
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from recio import storage
 from recio.prefetch import Prefetcher
 from recio.recordio import MXIndexedRecordIO, RecordFile
-from recio.sampler_block import block_shuffle
+from recio.sampler import epoch_order
 
 from .storage_helpers import ids_of, write_rec
 
@@ -221,17 +221,17 @@ def test_cache_dir_copies_once_then_maps(memfs, tmp_path):
 
 @given(st.integers(0, 700), st.integers(1, 100), st.integers(1, 5), st.integers(0, 3))
 def test_block_shuffle_is_a_permutation(n, block, window, epoch):
-    order = block_shuffle(n, 7, epoch, block, window)
+    order = epoch_order(n, 7, epoch, "block", block_size=block, window=window)
     assert order.dtype == np.int64 and sorted(order.tolist()) == list(range(n))
-    assert np.array_equal(order, block_shuffle(n, 7, epoch, block, window))
+    assert np.array_equal(order, epoch_order(n, 7, epoch, "block", block_size=block, window=window))
 
 
 def test_block_shuffle_keeps_windows_contiguous_and_varies_by_epoch():
-    order = block_shuffle(1000, 1, 0, block_size=50, window=2)
+    order = epoch_order(1000, 1, 0, "block", block_size=50, window=2)
     for w in range(0, 1000, 100):
         blocks = set((order[w : w + 100] // 50).tolist())
         assert len(blocks) == 2
-    assert not np.array_equal(order, block_shuffle(1000, 1, 1, 50, 2))
+    assert not np.array_equal(order, epoch_order(1000, 1, 1, "block", block_size=50, window=2))
     assert not np.array_equal(order, np.arange(1000))
 
 
@@ -242,7 +242,7 @@ def test_block_shuffle_keeps_windows_contiguous_and_varies_by_epoch():
 def test_prefetcher_yields_every_batch_in_order(memfs, group_bytes):
     write_rec("memory://q/d.rec", n=100, size=1000)
     rf = RecordFile("memory://q/d.rec")
-    order = block_shuffle(100, 0, 0, 16, 2)
+    order = epoch_order(100, 0, 0, "block", block_size=16, window=2)
     batches = [order[i : i + 7] for i in range(0, 100, 7)]
     seen = []
     with Prefetcher(rf, batches, depth=3, group_bytes=group_bytes) as pf:

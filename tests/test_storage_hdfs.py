@@ -8,7 +8,7 @@ import pytest
 from recio import storage
 from recio.prefetch import Prefetcher
 from recio.recordio import MXIndexedRecordIO, RecordFile
-from recio.sampler_block import block_shuffle
+from recio.sampler import epoch_order
 
 from .storage_helpers import ids_of, write_rec
 
@@ -21,7 +21,7 @@ def test_hdfs_write_then_read(hdfs_prefix):
     write_rec(rec, n=80, size=30_000)
     rf = RecordFile(rec)
     assert len(rf) == 80 and isinstance(rf.source, storage.FsspecSource)
-    order = block_shuffle(80, 0, 1, 8, 2)
+    order = epoch_order(80, 0, 1, "block", block_size=8, window=2)
     got = []
     for indices, payloads in Prefetcher(rf, np.array_split(order, 10), group_bytes=500_000):
         assert ids_of(payloads) == indices.tolist()

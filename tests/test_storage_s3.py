@@ -12,7 +12,7 @@ import pytest
 from recio import storage
 from recio.prefetch import Prefetcher
 from recio.recordio import MXIndexedRecordIO, MXRecordIO, RecordFile
-from recio.sampler_block import block_shuffle
+from recio.sampler import epoch_order
 
 from .conftest import S3_BUCKET, TOOLS, s3_options
 from .faultproxy import FaultProxy
@@ -52,7 +52,7 @@ def test_coalesced_reads_are_few_and_large(s3_server, s3_rec):
 def test_block_shuffled_prefetch_reads_little_extra(s3_server, s3_rec):
     rf = RecordFile(s3_rec, storage_options=s3_server)
     rf.source.fetch = storage.FetchOptions(gap=0)
-    order = block_shuffle(len(rf), 3, 0, block_size=16, window=2)
+    order = epoch_order(len(rf), 3, 0, "block", block_size=16, window=2)
     batches = [order[i : i + 8] for i in range(0, len(order), 8)]
     seen = []
     # one window = 32 records = 4 batches of ~22 KB records: a group holds one window
@@ -147,7 +147,7 @@ def test_server_restart_mid_read(s3_server, s3_rec):
     rf = RecordFile(s3_rec, storage_options=s3_server)
     rf.source.fetch = storage.FetchOptions(backoff=0.5, max_backoff=3, retries=10, gap=0,
                                            max_request=200_000)  # fmt: skip
-    order = block_shuffle(120, 0, 0, 10, 1)
+    order = epoch_order(120, 0, 0, "block", block_size=10, window=1)
     got = []
     restarter = None
     for n, (indices, payloads) in enumerate(

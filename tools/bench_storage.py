@@ -10,7 +10,7 @@ payload byte, and per image) and CPU seconds per second of wall time.
     python tools/bench_storage.py data/corpus.rec --upload \\
         --s3 s3://test/bench/corpus.rec --hdfs hdfs://127.0.0.1:9000/bench/corpus.rec
 
-Orders: seq (index order), block (block_shuffle), shuffle (global permutation).
+Orders: seq (index order), block (block shuffle), shuffle (global permutation).
 S3 options default to the test server (http://127.0.0.1:8333, AWS_* env or testing/testing).
 """
 
@@ -30,15 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 from recio import storage  # noqa: E402
 from recio.prefetch import Prefetcher  # noqa: E402
 from recio.recordio import RecordFile, default_idx_path  # noqa: E402
-from recio.sampler_block import block_shuffle  # noqa: E402
+from recio.sampler import epoch_order  # noqa: E402
 
 
-def epoch_order(kind: str, n: int, seed: int, block_size: int, window: int) -> np.ndarray:
-    if kind == "seq":
-        return np.arange(n, dtype=np.int64)
-    if kind == "block":
-        return block_shuffle(n, seed, 0, block_size, window)
-    return np.random.default_rng(seed).permutation(n).astype(np.int64)
+def read_order(kind: str, n: int, seed: int, block_size: int, window: int) -> np.ndarray:
+    shuffle = {"seq": "none", "block": "block", "shuffle": "global"}[kind]
+    return epoch_order(n, seed, 0, shuffle, block_size=block_size, window=window)
 
 
 def run(url: str, options: dict | None, kind: str, args) -> dict:
@@ -47,7 +44,7 @@ def run(url: str, options: dict | None, kind: str, args) -> dict:
         rf.source.fetch = storage.FetchOptions(
             gap=args.gap, max_request=args.max_request, concurrency=args.concurrency
         )
-    order = epoch_order(kind, len(rf), args.seed, args.block_size, args.window)
+    order = read_order(kind, len(rf), args.seed, args.block_size, args.window)
     batches = [order[i : i + args.batch] for i in range(0, len(order), args.batch)]
     # Global shuffle: coalescing cannot help, so each batch is its own job, more in flight.
     group = 0 if kind == "shuffle" else args.group_bytes
