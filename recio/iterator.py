@@ -28,11 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from . import dist
+from . import dist, storage
 from .augment import CropSpec, batch_rng, draw
 from .decode import DecodePool
 from .errors import DecodeError, RecordIOError
 from .format import IR_HEADER_SIZE, unpack_labels
+from .prefetch import Prefetcher
 from .recordio import RecordFile
 from .sampler import LastBatch, Sampler, Shuffle
 from .trace import Tracer, maybe_span
@@ -461,10 +462,22 @@ class _Pipeline:
                 self._put(out_q, _Failure(exc))
 
     def _read(self) -> None:
-        for step in range(self.first_step, self.end_step):
-            plan = self.sampler.plan(self.epoch, step)
-            with maybe_span(self.tracer, "read", step=step):
-                payloads = self.records.read_many(plan.positions)
+        plans = [self.sampler.plan(self.epoch, s) for s in range(self.first_step, self.end_step)]
+        if isinstance(self.records.source, storage.MappedSource):
+            # Local: zero-copy slices of the mmap, nothing to fetch ahead.
+            fetched = ((p.positions, self.records.read_many(p.positions)) for p in plans)
+            self._read_batches(plans, fetched)
+            return
+        # Remote: several batches' byte ranges coalesced and fetched concurrently, ahead.
+        prefetcher = Prefetcher(self.records, [p.positions for p in plans])
+        try:
+            self._read_batches(plans, prefetcher)
+        finally:
+            prefetcher.close()
+
+    def _read_batches(self, plans, fetched) -> None:
+        for plan, (_, payloads) in zip(plans, _traced(self.tracer, "read", fetched), strict=False):
+            step = plan.step
             n = len(payloads)
             labels = np.zeros((n, self.label_width), dtype=np.float32)
             ids = np.zeros(n, dtype=np.int64)
@@ -565,6 +578,17 @@ class _Pipeline:
         if len(self.slots) > self.ready_q.maxsize + 3:
             self.slots.pop(0)  # held by the consumer: forget it, it is theirs now
         return slot
+
+
+def _traced(tracer: Tracer | None, name: str, items):
+    """Yield from ``items``, recording the time each one took to arrive as a span."""
+    items = iter(items)
+    while True:
+        with maybe_span(tracer, name):
+            item = next(items, None)
+        if item is None:
+            return
+        yield item
 
 
 def _drain(q: queue.Queue) -> None:

@@ -104,3 +104,26 @@ def test_cli_default_sample(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "built the sample dataset" in text and "verdict:" in text
     assert json.loads(out.read_text())["data"]["records"] == 24
+
+
+@pytest.mark.s3
+def test_bench_on_s3_url(result, s3_server, s3_prefix):
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(s3_prefix, **s3_server)
+    rec = result["data"]["url"]
+    fs.put_file(rec, f"{path}/sample.rec")
+    fs.put_file(rec[:-4] + ".idx", f"{path}/sample.idx")
+    remote = run_bench(
+        f"{s3_prefix}/sample.rec",
+        storage_options=s3_server,
+        threads=2,
+        batch_size=8,
+        shape=(3, 64, 64),
+        seconds=0.2,
+        repeats=1,
+        log=lambda _: None,
+    )
+    assert remote["data"]["records"] == result["data"]["records"]
+    assert remote["stages"]["iterator end to end"]["images_per_s"]["median"] > 0
+    assert remote["stages"]["read"]["MB_per_s"]["median"] > 0

@@ -312,3 +312,38 @@ def test_torch_zero_copy_and_dataloader(rec):
         loader = torch.utils.data.DataLoader(Batches(it), batch_size=None, num_workers=0)
         shapes = [tuple(x.shape) for x, _ in loader]
     assert shapes == [(8, 3, 32, 32)] * 5
+
+
+def _upload(rec: str, url: str, options: dict) -> str:
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(url, **options)
+    fs.put_file(rec, path)
+    fs.put_file(rec[:-4] + ".idx", path[:-4] + ".idx")
+    return url
+
+
+def _ids_and_pixels(it):
+    return [(b.index.copy(), b.data.copy()) for b in it]
+
+
+@pytest.mark.s3
+def test_iterator_from_s3_matches_local(rec, s3_server, s3_prefix):
+    url = _upload(rec, f"{s3_prefix}/data.rec", s3_server)
+    kw = dict(shuffle=True, seed=2, random_resized_crop=True, rand_mirror=True, dtype="uint8")
+    with make_iter(rec, **kw) as local, make_iter(url, storage_options=s3_server, **kw) as remote:
+        want, got = _ids_and_pixels(local), _ids_and_pixels(remote)
+        state_remote = remote.state_dict()
+    assert state_remote["epoch"] == 1
+    for (ids_a, px_a), (ids_b, px_b) in zip(want, got, strict=True):
+        np.testing.assert_array_equal(ids_a, ids_b)
+        np.testing.assert_array_equal(px_a, px_b)
+
+
+@pytest.mark.hdfs
+def test_iterator_from_hdfs_matches_local(rec, hdfs_prefix):
+    url = _upload(rec, f"{hdfs_prefix}/data.rec", {})
+    with make_iter(rec, shuffle=True, seed=1) as local, make_iter(url, shuffle=True, seed=1) as r:
+        for a, b in zip(_ids_and_pixels(local), _ids_and_pixels(r), strict=True):
+            np.testing.assert_array_equal(a[0], b[0])
+            np.testing.assert_array_equal(a[1], b[1])
