@@ -7,6 +7,7 @@ fixed-point resampler, 14-bit weights instead of Pillow's 22: at most one level 
 
 from __future__ import annotations
 
+import gc
 import io
 import mmap
 import os
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -335,7 +337,11 @@ def test_pools_leave_no_threads(backend: str) -> None:
             p.close()  # idempotent
         else:
             del p  # the finalizer closes it
-    assert _task_count() <= before_tasks  # others may end meanwhile; none may be added
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while _task_count() > before_tasks and time.monotonic() < deadline:
+        time.sleep(0.05)  # threads from earlier tests may still be on their way out
+    assert _task_count() <= before_tasks, threading.enumerate()
     assert threading.active_count() <= before_py
 
 
