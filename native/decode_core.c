@@ -6,8 +6,9 @@
  * then resample vertically and store each output row flipped, reordered and cast.
  *
  * The resampler reproduces Pillow's Resample.c (BILINEAR and BOX filters, support scaled by the
- * downscale factor, 22-bit fixed point, horizontal pass first, uint8 intermediate), so that
- * without DCT scaling the output equals Pillow's crop().resize() bit for bit.
+ * downscale factor, fixed point, horizontal pass first, uint8 intermediate), so that without DCT
+ * scaling the output equals Pillow's crop().resize() to within one level (14-bit weights for
+ * SSE2 pmaddwd instead of Pillow's 22 bits).
  */
 #include "decode_core.h"
 
@@ -20,7 +21,14 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
-#define PRECISION_BITS (32 - 8 - 2)
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+/* 14-bit weights fit int16, so SSE2 pmaddwd does two taps of four channels at once (the
+ * Pillow-SIMD approach); Pillow itself uses 22 bits, so results may differ by one level. */
+#define PRECISION_BITS 14
+#define RC_SLACK 16    /* padding after row buffers: the SIMD passes read/write a little past */
 #define MAX_SCANS 1000 /* progressive JPEGs with more scans are refused (decode-time bombs) */
 
 typedef struct {
@@ -33,7 +41,7 @@ typedef struct {
 typedef struct {
   int ksize;
   int *bounds; /* [out][2]: first input index, number of taps */
-  int32_t *kk; /* [out][ksize] fixed-point weights */
+  int16_t *kk; /* [out][ksize] fixed-point weights, ksize even, zero padded */
   size_t bounds_cap, kk_cap;
 } rc_coeffs;
 
@@ -42,9 +50,8 @@ struct rc_worker {
   struct jpeg_progress_mgr progress;
   rc_errmgr err;
   uint8_t *row, *rgb, *tmp, *line;
-  int32_t *acc;
   double *prekk;
-  size_t row_cap, rgb_cap, tmp_cap, line_cap, acc_cap, prekk_cap;
+  size_t row_cap, rgb_cap, tmp_cap, line_cap, prekk_cap;
   rc_coeffs ch, cv;
 };
 
@@ -114,7 +121,6 @@ void rc_worker_free(rc_worker *w) {
   free(w->rgb);
   free(w->tmp);
   free(w->line);
-  free(w->acc);
   free(w->prekk);
   free(w->ch.bounds);
   free(w->ch.kk);
@@ -138,9 +144,9 @@ static int precompute(rc_worker *w, rc_coeffs *c, int in_size, double in0, doubl
                       int interp) {
   double scale = (in1 - in0) / out_size;
   if (interp == RC_INTERP_NEAREST) { /* Pillow's affine nearest: one tap */
-    c->ksize = 1;
+    c->ksize = 2;
     if (grow((void **)&c->bounds, &c->bounds_cap, sizeof(int) * 2 * out_size) ||
-        grow((void **)&c->kk, &c->kk_cap, sizeof(int32_t) * out_size))
+        grow((void **)&c->kk, &c->kk_cap, sizeof(int16_t) * 2 * out_size))
       return -1;
     double v = in0 + scale * 0.5; /* accumulated like Pillow's affine_scale */
     for (int xx = 0; xx < out_size; xx++, v += scale) {
@@ -148,7 +154,8 @@ static int precompute(rc_worker *w, rc_coeffs *c, int in_size, double in0, doubl
       if (x > in_size - 1) x = in_size - 1;
       c->bounds[2 * xx] = x;
       c->bounds[2 * xx + 1] = 1;
-      c->kk[xx] = 1 << PRECISION_BITS;
+      c->kk[2 * xx] = 1 << PRECISION_BITS;
+      c->kk[2 * xx + 1] = 0;
     }
     return 0;
   }
@@ -156,11 +163,11 @@ static int precompute(rc_worker *w, rc_coeffs *c, int in_size, double in0, doubl
   double support = interp == RC_INTERP_AREA ? 0.5 : 1.0;
   double filterscale = scale < 1.0 ? 1.0 : scale;
   support *= filterscale;
-  int ksize = (int)ceil(support) * 2 + 1;
+  int ksize = (int)ceil(support) * 2 + 2; /* Pillow's + 1, rounded up to even */
   c->ksize = ksize;
   size_t n = (size_t)out_size * ksize;
   if (grow((void **)&c->bounds, &c->bounds_cap, sizeof(int) * 2 * out_size) ||
-      grow((void **)&c->kk, &c->kk_cap, sizeof(int32_t) * n) ||
+      grow((void **)&c->kk, &c->kk_cap, sizeof(int16_t) * n) ||
       grow((void **)&w->prekk, &w->prekk_cap, sizeof(double) * ksize))
     return -1;
   double ss = 1.0 / filterscale;
@@ -177,10 +184,10 @@ static int precompute(rc_worker *w, rc_coeffs *c, int in_size, double in0, doubl
       k[x] = filter((x + xmin - center + 0.5) * ss);
       ww += k[x];
     }
-    int32_t *kk = c->kk + (size_t)xx * ksize;
-    for (int x = 0; x < ksize; x++) {
+    int16_t *kk = c->kk + (size_t)xx * ksize;
+    for (int x = 0; x < ksize; x++) { /* bilinear and box weights are in [0, 1] */
       double v = x < xmax && ww != 0.0 ? k[x] / ww : 0.0;
-      kk[x] = (int32_t)(v < 0 ? -0.5 + v * (1 << PRECISION_BITS) : 0.5 + v * (1 << PRECISION_BITS));
+      kk[x] = (int16_t)(0.5 + v * (1 << PRECISION_BITS));
     }
     c->bounds[2 * xx] = xmin;
     c->bounds[2 * xx + 1] = xmax;
@@ -188,16 +195,47 @@ static int precompute(rc_worker *w, rc_coeffs *c, int in_size, double in0, doubl
   return 0;
 }
 
-static inline uint8_t clip8(int32_t in) {
+static inline __attribute__((unused)) uint8_t clip8(int32_t in) {
   if (in >= (1 << PRECISION_BITS << 8)) return 255;
   if (in <= 0) return 0;
   return (uint8_t)(in >> PRECISION_BITS);
 }
 
+/* Horizontal pass over one row of 3-channel pixels. Reads one byte past the last pixel used:
+ * source rows carry RC_SLACK bytes of padding. Writes one byte past the row likewise. */
 static void hpass(const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c) {
+#ifdef __SSE2__
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
   for (int xx = 0; xx < out_w; xx++) {
     int xmin = c->bounds[2 * xx], xmax = c->bounds[2 * xx + 1];
-    const int32_t *k = c->kk + (size_t)xx * c->ksize;
+    const int16_t *k = c->kk + (size_t)xx * c->ksize;
+    const uint8_t *p = in + (size_t)xmin * 3;
+    __m128i acc = half;
+    int x = 0;
+    for (; x + 1 < xmax; x += 2) { /* [r0 r1 g0 g1 b0 b1 _ _] . [k0 k1 ...] */
+      int32_t a, b, kp;
+      memcpy(&a, p + 3 * x, 4);
+      memcpy(&b, p + 3 * x + 3, 4);
+      memcpy(&kp, k + x, 4);
+      __m128i pix = _mm_unpacklo_epi8(_mm_cvtsi32_si128(a), _mm_cvtsi32_si128(b));
+      pix = _mm_unpacklo_epi8(pix, zero);
+      acc = _mm_add_epi32(acc, _mm_madd_epi16(pix, _mm_set1_epi32(kp)));
+    }
+    if (x < xmax) {
+      int32_t a;
+      memcpy(&a, p + 3 * x, 4);
+      __m128i pix = _mm_unpacklo_epi8(_mm_unpacklo_epi8(_mm_cvtsi32_si128(a), zero), zero);
+      acc = _mm_add_epi32(acc, _mm_madd_epi16(pix, _mm_set1_epi32((uint16_t)k[x])));
+    }
+    acc = _mm_srai_epi32(acc, PRECISION_BITS);
+    int32_t v = _mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(acc, acc), zero));
+    memcpy(out + 3 * xx, &v, 4);
+  }
+#else
+  for (int xx = 0; xx < out_w; xx++) {
+    int xmin = c->bounds[2 * xx], xmax = c->bounds[2 * xx + 1];
+    const int16_t *k = c->kk + (size_t)xx * c->ksize;
     const uint8_t *p = in + (size_t)xmin * 3;
     int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
     for (int x = 0; x < xmax; x++) {
@@ -209,17 +247,45 @@ static void hpass(const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c
     out[3 * xx + 1] = clip8(s1);
     out[3 * xx + 2] = clip8(s2);
   }
+#endif
 }
 
-static void vpass(const uint8_t *tmp, size_t stride, int ymin, int ymax, const int32_t *k,
-                  int32_t *acc, uint8_t *line) {
-  for (size_t i = 0; i < stride; i++) acc[i] = 1 << (PRECISION_BITS - 1);
-  for (int y = 0; y < ymax; y++) {
-    const uint8_t *p = tmp + (size_t)(ymin + y) * stride;
-    int32_t kv = k[y];
-    for (size_t i = 0; i < stride; i++) acc[i] += p[i] * kv;
+/* Vertical pass: one output row from ymax rows of tmp starting at ymin. */
+static void vpass(const uint8_t *tmp, size_t stride, int ymin, int ymax, const int16_t *k,
+                  uint8_t *line) {
+  size_t i = 0;
+  const uint8_t *base = tmp + (size_t)ymin * stride;
+#ifdef __SSE2__
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
+  for (; i + 16 <= stride; i += 16) {
+    __m128i a0 = half, a1 = half, a2 = half, a3 = half;
+    for (int y = 0; y < ymax; y += 2) { /* ksize is even: k[ymax] exists (zero) */
+      const uint8_t *p = base + (size_t)y * stride + i;
+      __m128i r0 = _mm_loadu_si128((const __m128i *)p);
+      __m128i r1 = y + 1 < ymax ? _mm_loadu_si128((const __m128i *)(p + stride)) : zero;
+      int32_t kp;
+      memcpy(&kp, k + y, 4);
+      __m128i kv = _mm_set1_epi32(y + 1 < ymax ? kp : (uint16_t)k[y]);
+      __m128i lo = _mm_unpacklo_epi8(r0, r1), hi = _mm_unpackhi_epi8(r0, r1);
+      a0 = _mm_add_epi32(a0, _mm_madd_epi16(_mm_unpacklo_epi8(lo, zero), kv));
+      a1 = _mm_add_epi32(a1, _mm_madd_epi16(_mm_unpackhi_epi8(lo, zero), kv));
+      a2 = _mm_add_epi32(a2, _mm_madd_epi16(_mm_unpacklo_epi8(hi, zero), kv));
+      a3 = _mm_add_epi32(a3, _mm_madd_epi16(_mm_unpackhi_epi8(hi, zero), kv));
+    }
+    a0 = _mm_srai_epi32(a0, PRECISION_BITS);
+    a1 = _mm_srai_epi32(a1, PRECISION_BITS);
+    a2 = _mm_srai_epi32(a2, PRECISION_BITS);
+    a3 = _mm_srai_epi32(a3, PRECISION_BITS);
+    __m128i v = _mm_packus_epi16(_mm_packs_epi32(a0, a1), _mm_packs_epi32(a2, a3));
+    _mm_storeu_si128((__m128i *)(line + i), v);
   }
-  for (size_t i = 0; i < stride; i++) line[i] = clip8(acc[i]);
+#endif
+  for (; i < stride; i++) {
+    int32_t s = 1 << (PRECISION_BITS - 1);
+    for (int y = 0; y < ymax; y++) s += base[(size_t)y * stride + i] * k[y];
+    line[i] = clip8(s);
+  }
 }
 
 /* Pillow's CMYK -> RGB (Convert.c cmyk2rgb); Adobe JPEGs store inverted CMYK ("CMYK;I"). */
@@ -396,9 +462,8 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
   for (int yy = 0; yy < o->out_h; yy++) w->cv.bounds[2 * yy] -= first;
   const int R0 = ry0 + first, R1 = ry0 + last, nrows = last - first;
   const size_t stride = (size_t)o->out_w * 3;
-  if (grow((void **)&w->tmp, &w->tmp_cap, stride * nrows) ||
-      grow((void **)&w->line, &w->line_cap, stride) ||
-      grow((void **)&w->acc, &w->acc_cap, stride * sizeof(int32_t)))
+  if (grow((void **)&w->tmp, &w->tmp_cap, stride * nrows + RC_SLACK) ||
+      grow((void **)&w->line, &w->line_cap, stride + RC_SLACK))
     return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
 
   jpeg_start_decompress(ci);
@@ -414,8 +479,8 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
       jpeg_crop_scanline(ci, &xoff, &xw); /* widens to whole iMCU columns */
     }
   }
-  if (grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch) ||
-      (nch == 4 && grow((void **)&w->rgb, &w->rgb_cap, (size_t)ci->output_width * 3)))
+  if (grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch + RC_SLACK) ||
+      (nch == 4 && grow((void **)&w->rgb, &w->rgb_cap, (size_t)ci->output_width * 3 + RC_SLACK)))
     return fail(ci, err, RC_NOMEM, "out of memory (row buffer)");
   if (o->roi && R0 > 0) jpeg_skip_scanlines(ci, (JDIMENSION)R0);
   const int inverted = nch == 4 && ci->saw_Adobe_marker;
@@ -438,7 +503,7 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
 
   for (int yy = 0; yy < o->out_h; yy++) {
     vpass(w->tmp, stride, w->cv.bounds[2 * yy], w->cv.bounds[2 * yy + 1],
-          w->cv.kk + (size_t)yy * w->cv.ksize, w->acc, w->line);
+          w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
     store_row(o, w->line, flip, out, yy);
   }
   if (w->err.eof_warning) {

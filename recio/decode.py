@@ -12,7 +12,8 @@ Semantics shared by both backends:
 * ``crops[i] = [x, y, w, h]`` in source pixels is intersected with the image (clamped); a
   window that misses the image gives status ``STATUS_BAD_PARAM``.
 * The result equals Pillow's ``convert("RGB").crop(box).resize(size, filter)`` then a
-  horizontal flip. Without DCT scaling the native path matches it exactly; when it decodes at
+  horizontal flip. Without DCT scaling the native path matches it to within one level (its
+  resampler is Pillow's with 14-bit instead of 22-bit weights, for SIMD); when it decodes at
   a reduced DCT scale (``dct_scaling``) pixels differ by a level or two on average.
 * Grayscale and CMYK images come out as RGB; ``channel_order="BGR"`` swaps.
 * A failed image gets a non-zero status, its text in :meth:`DecodePool.last_errors`, and a
@@ -120,8 +121,9 @@ class DecodePool:
         max_pixels: images with more pixels are refused (status ``STATUS_TOO_LARGE``)
             before anything is allocated for them.
         dct_scaling: which libjpeg DCT-domain scales the native path may use when the crop is
-            at least that much larger than the output: ``"all"`` (N/8), ``"pow2"`` (1/2, 1/4,
-            1/8) or ``"off"``.
+            at least that much larger than the output: ``"pow2"`` (1/2, 1/4, 1/8; SIMD IDCT),
+            ``"all"`` (every N/8: slower, non-SIMD IDCT, and further from Pillow on detailed
+            photos) or ``"off"``.
         roi_decode: decode only the rows and columns a crop needs (native path).
 
     The pool is shut down by :meth:`close`, on leaving a ``with`` block, and at interpreter
@@ -134,7 +136,7 @@ class DecodePool:
         *,
         backend: str | None = None,
         max_pixels: int = 128_000_000,
-        dct_scaling: str = "all",
+        dct_scaling: str = "pow2",
         roi_decode: bool = True,
     ) -> None:
         if num_threads is None:

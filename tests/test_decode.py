@@ -1,12 +1,13 @@
 """Decode stage: pixels against a Pillow reference, statuses, argument checks, pool lifetime.
 
 Tolerance against Pillow: mean absolute difference <= 2 levels and max <= 16 per image. With
-DCT scaling off the native path must match Pillow exactly (same libjpeg-turbo IDCT, same
-fixed-point resampler).
+DCT scaling off the native path must match Pillow to one level (same libjpeg-turbo IDCT, same
+fixed-point resampler, 14-bit weights instead of Pillow's 22: at most one level apart).
 """
 
 from __future__ import annotations
 
+import gc
 import io
 import mmap
 import os
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -46,7 +48,7 @@ def reference(buf: bytes, crop, flip: bool, size: tuple[int, int], interp: str) 
 def assert_close(got: np.ndarray, want: np.ndarray, exact: bool = False) -> None:
     diff = np.abs(got.astype(np.int32) - want.astype(np.int32))
     if exact:
-        assert diff.max() == 0, f"max diff {diff.max()}"
+        assert diff.max() <= 1, f"max diff {diff.max()}"
     assert diff.mean() <= 2.0 and diff.max() <= 16, f"MAD {diff.mean():.3f}, max {diff.max()}"
 
 
@@ -336,10 +338,14 @@ def test_pools_leave_no_threads(backend: str) -> None:
             p.close()  # idempotent
         else:
             del p  # the finalizer closes it
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while _task_count() > before_tasks + 2 and time.monotonic() < deadline:
+        time.sleep(0.05)  # threads from earlier tests may still be on their way out
     # Slack of 2: libraries loaded by other suites may start a helper thread of their own
     # meanwhile; 30 pools of 4 threads each leaking would add up to 120.
-    assert _task_count() <= before_tasks + 2
-    assert threading.active_count() <= before_py, [t.name for t in threading.enumerate()]
+    assert _task_count() <= before_tasks + 2, threading.enumerate()
+    assert threading.active_count() <= before_py, threading.enumerate()
 
 
 def test_closed_pool_refuses(pool: decode.DecodePool) -> None:
@@ -361,6 +367,8 @@ def test_env_forces_python(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/statm")
 def test_no_memory_growth(backend: str) -> None:
     """RSS stays bounded over 10,000 small batches (in a subprocess, tiny images)."""
+    if "asan" in os.environ.get("LD_PRELOAD", ""):
+        pytest.skip("ASan's quarantine holds freed memory: RSS says nothing there")
     script = textwrap.dedent(
         f"""
         import io, os, numpy as np
