@@ -21,6 +21,7 @@ import io
 import json
 import logging
 import math
+import multiprocessing
 import os
 import random
 import signal
@@ -31,7 +32,7 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -565,38 +566,71 @@ def read_list(url: str, storage_options: dict[str, Any] | None = None):
     return entries, bad
 
 
-def _record_stream(
-    entries: Sequence[ListEntry], root: str, opts: EncodeOptions, num_thread: int
-) -> Iterable[tuple[ListEntry, bytes | None, str | None]]:
-    """Records in ``entries`` order, made by ``num_thread`` threads (see NOTE [output order]).
-
-    At most ``4 * num_thread`` images are in flight or waiting to be written, so
-    memory does not grow with the dataset.
-    """
-
-    def task(entry: ListEntry):
+def _make_records(
+    entries: Sequence[ListEntry], root: str, opts: EncodeOptions
+) -> list[tuple[bytes | None, str | None]]:
+    """``(payload, None)`` or ``(None, reason)`` per entry; runs in the pool's workers."""
+    out: list[tuple[bytes | None, str | None]] = []
+    for entry in entries:
         try:
-            return entry, make_record(entry, root, opts), None
+            out.append((make_record(entry, root, opts), None))
         except SkipImage as exc:
-            return entry, None, str(exc)
+            out.append((None, str(exc)))
         except Exception as exc:  # one bad image never ends the run; it is reported
-            return entry, None, f"{type(exc).__name__}: {exc}"
+            out.append((None, f"{type(exc).__name__}: {exc}"))
+    return out
 
+
+def _ignore_sigint() -> None:
+    # Ctrl-C is the parent's to handle: it cancels the work and aborts the writers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _make_pool(kind: str, workers: int):
+    if kind == "thread":
+        return ThreadPoolExecutor(workers, thread_name_prefix="im2rec")
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    return ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_sigint)
+
+
+def _paired(entries: Sequence[ListEntry], results: list) -> Iterable[tuple]:
+    return ((e, payload, reason) for e, (payload, reason) in zip(entries, results, strict=True))
+
+
+def _record_stream(
+    entries: Sequence[ListEntry],
+    root: str,
+    opts: EncodeOptions,
+    num_thread: int,
+    pool: str = "process",
+) -> Iterable[tuple[ListEntry, bytes | None, str | None]]:
+    """Records in ``entries`` order, made by ``num_thread`` workers (NOTE [output order]).
+
+    Work goes out in small batches; at most ``4 * num_thread`` batches are in flight
+    or waiting to be written, so memory does not grow with the dataset.
+    """
     if num_thread <= 1:
-        yield from map(task, entries)
+        yield from _paired(entries, _make_records(entries, root, opts))
         return
+    # Processes do not share a GIL, which matters most on a busy machine; batches
+    # amortise the pickling. Threads suit pass-through, which barely computes.
+    batch = 8 if pool == "process" else 1
     window = max(4, 4 * num_thread)
-    with ThreadPoolExecutor(num_thread, thread_name_prefix="im2rec") as pool:
-        pending: deque[Future] = deque()
+    batches = (entries[i : i + batch] for i in range(0, len(entries), batch))
+    with _make_pool(pool, num_thread) as executor:
+        pending: deque[tuple[Sequence[ListEntry], Future]] = deque()
         try:
-            for entry in entries:
-                pending.append(pool.submit(task, entry))
+            for chunk in batches:
+                pending.append((chunk, executor.submit(_make_records, chunk, root, opts)))
                 if len(pending) >= window:
-                    yield pending.popleft().result()
+                    chunk, future = pending.popleft()
+                    yield from _paired(chunk, future.result())
             while pending:
-                yield pending.popleft().result()
-        finally:  # on error or Ctrl-C: drop queued work; running images finish quickly
-            for future in pending:
+                chunk, future = pending.popleft()
+                yield from _paired(chunk, future.result())
+        finally:  # on error or Ctrl-C: drop queued work; running batches finish quickly
+            for _, future in pending:
                 future.cancel()
 
 
@@ -607,6 +641,7 @@ def pack_list(
     *,
     out_stem: str | None = None,
     num_thread: int = 1,
+    pool: str | None = None,
     shards: int = 1,
     max_errors: int | None = None,
     storage_options: dict[str, Any] | None = None,
@@ -620,6 +655,7 @@ def pack_list(
     skipped and listed in the report; past ``max_errors`` skips, TooManyErrors is raised.
     On any exception (Ctrl-C too) every writer is aborted, so no output looks whole,
     and ``report.status`` says why (pass ``report`` to read it after an exception).
+    ``pool`` is "process" or "thread" (default: threads for pass-through, else processes).
     """
     if shards < 1:
         raise ValueError(f"shards must be >= 1, not {shards}")
@@ -653,7 +689,8 @@ def pack_list(
         with warnings.catch_warnings():
             # libjpeg-turbo warns on recoverable damage (as OpenCV accepts it); keep quiet
             warnings.filterwarnings("ignore", module="turbojpeg")
-            for entry, payload, reason in _record_stream(entries, root, opts, num_thread):
+            kind = pool or ("thread" if opts.pass_through else "process")
+            for entry, payload, reason in _record_stream(entries, root, opts, num_thread, kind):
                 if payload is None:
                     report.skipped.append(
                         {"index": entry.index, "path": entry.path, "reason": reason}
@@ -737,7 +774,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--num-thread",
         type=int,
         default=os.cpu_count() or 1,
-        help="threads that decode/resize/encode; output order never changes",
+        help="workers that decode/resize/encode (see --pool); output order never changes",
+    )
+    r.add_argument(
+        "--pool",
+        choices=["process", "thread"],
+        default=None,
+        help="worker kind; default: processes when re-encoding, threads for --pass-through",
     )
     r.add_argument(
         "--color",
@@ -867,6 +910,7 @@ def run(args: argparse.Namespace) -> int:
                     opts,
                     out_stem=stem,
                     num_thread=args.num_thread,
+                    pool=args.pool,
                     shards=args.shards,
                     max_errors=args.max_errors,
                     storage_options=options,

@@ -283,13 +283,13 @@ def test_shards_are_balanced_and_complete(tmp_path, images):
 
 def test_same_input_and_seed_give_identical_bytes(tmp_path, images):
     outs = []
-    for threads, name in ((1, "a"), (3, "b")):
+    for workers, pool, name in ((1, "thread", "a"), (3, "process", "b"), (2, "thread", "c")):
         folder = tmp_path / name
         folder.mkdir()
         prefix = make_list(folder, images, "data", "--seed", 7)
-        assert run("--num-thread", threads, "--resize", 50, prefix, images) == 0
+        assert run("--num-thread", workers, "--pool", pool, "--resize", 50, prefix, images) == 0
         outs.append([(folder / f"data.{ext}").read_bytes() for ext in ("lst", "rec", "idx")])
-    assert outs[0] == outs[1]
+    assert outs[0] == outs[1] == outs[2]
     make_list(tmp_path, images, "default")
     assert (tmp_path / "default.lst").read_bytes() != outs[0][0]  # seed 100 differs
 
