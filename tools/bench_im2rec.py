@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""recio im2rec against MXNet's tools/im2rec.py, side by side on one image folder.
+
+    python tools/bench_im2rec.py CORPUS --mxnet-python /path/to/venv/bin/python
+
+Both tools pack the same ``.lst`` (made once by recio, ``--list --recursive``), in
+alternating runs, each in a fresh output folder; the files are read once first so
+both find them in the page cache. Reported per configuration: the median of
+``--repeat`` runs in images/s, from the wall time of the whole command (start-up
+included, as a user sees it) and without the interpreter/import start-up (measured
+alone), the ratio recio / MXNet, and the CPU time per image of all of each
+tool's processes (steadier than wall time when other work shares the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RECIO_IM2REC = os.path.join(HERE, "im2rec.py")
+
+CONFIGS = {
+    "resize256": ["--resize", "256", "--quality", "90", "--num-thread", "2"],
+    "pass-through": ["--pass-through", "--num-thread", "2"],
+}
+
+
+def mxnet_script(python: str) -> str:
+    code = "import os, mxnet; print(os.path.join(os.path.dirname(mxnet.__file__), 'tools'))"
+    folder = subprocess.run([python, "-c", code], check=True, capture_output=True, text=True)
+    return os.path.join(folder.stdout.strip().splitlines()[-1], "im2rec.py")
+
+
+def timed(cmd: list[str]) -> float:
+    """Wall seconds of ``cmd``; its CPU seconds (all processes) go to ``timed.cpu``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    timed.cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if done.returncode not in (0, 1):  # recio exits 1 when it skipped files
+        sys.exit(f"failed ({done.returncode}): {' '.join(cmd)}\n{done.stderr[-2000:]}")
+    return elapsed
+
+
+def count_records(idx: str) -> int:
+    with open(idx) as f:
+        return sum(1 for line in f if line.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("corpus", help="image folder with one sub-folder per class")
+    parser.add_argument("--mxnet-python", required=True, help="python that can import mxnet")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per tool and configuration")
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--json", metavar="PATH", help="also write the results here")
+    parser.add_argument("--workdir", help="scratch folder (default: a temporary one)")
+    args = parser.parse_args(argv)
+
+    corpus = os.path.abspath(args.corpus)
+    work = args.workdir or tempfile.mkdtemp(prefix="bench_im2rec.")
+    os.makedirs(work, exist_ok=True)
+    mx_script = mxnet_script(args.mxnet_python)
+    tools = {
+        "mxnet": [args.mxnet_python, mx_script],
+        "recio": [sys.executable, RECIO_IM2REC],
+    }
+    # Start-up alone: interpreter plus each tool's imports.
+    startup_cmds = {
+        "mxnet": [args.mxnet_python, "-c", "import mxnet, cv2"],
+        "recio": [sys.executable, RECIO_IM2REC, "--help"],
+    }
+    lst_dir = os.path.join(work, "list")
+    os.makedirs(lst_dir, exist_ok=True)
+    lst_prefix = os.path.join(lst_dir, "bench")
+    subprocess.run(
+        tools["recio"] + ["--list", "--recursive", "--quiet", lst_prefix, corpus], check=True
+    )
+    with open(lst_prefix + ".lst") as f:
+        n_images = sum(1 for line in f if line.strip())
+    for dirpath, _, files in os.walk(corpus):  # warm the page cache
+        for name in files:
+            with open(os.path.join(dirpath, name), "rb") as f:
+                while f.read(1 << 20):
+                    pass
+
+    startup = {
+        name: statistics.median(timed(cmd) for _ in range(3)) for name, cmd in startup_cmds.items()
+    }
+    results: dict = {
+        "corpus": corpus,
+        "images": n_images,
+        "cpus": os.cpu_count(),
+        "repeat": args.repeat,
+        "startup_s": {k: round(v, 3) for k, v in startup.items()},
+        "configs": {},
+    }
+    for config in args.configs:
+        times: dict[str, list[float]] = {"mxnet": [], "recio": []}
+        cpus: dict[str, list[float]] = {"mxnet": [], "recio": []}
+        records: dict[str, int] = {}
+        for rep in range(args.repeat):
+            for name in ("mxnet", "recio") if rep % 2 == 0 else ("recio", "mxnet"):
+                out = os.path.join(work, f"{config}-{name}")
+                shutil.rmtree(out, ignore_errors=True)
+                os.makedirs(out)
+                shutil.copy(lst_prefix + ".lst", os.path.join(out, "bench.lst"))
+                cmd = [*tools[name], *CONFIGS[config], os.path.join(out, "bench"), corpus]
+                times[name].append(timed(cmd))
+                cpus[name].append(timed.cpu)
+                records[name] = count_records(os.path.join(out, "bench.idx"))
+                shutil.rmtree(out)
+        row: dict = {"args": " ".join(CONFIGS[config]), "records": records}
+        for name, ts in times.items():
+            wall = statistics.median(ts)
+            row[name] = {
+                "runs_s": [round(t, 3) for t in ts],
+                "median_s": round(wall, 3),
+                "images_per_s": round(n_images / wall, 1),
+                "images_per_s_without_startup": round(n_images / (wall - startup[name]), 1),
+                # CPU time of all its processes: steadier than wall time on a shared machine
+                "cpu_ms_per_image": round(1e3 * statistics.median(cpus[name]) / n_images, 3),
+            }
+        row["ratio"] = round(row["recio"]["images_per_s"] / row["mxnet"]["images_per_s"], 2)
+        row["ratio_without_startup"] = round(
+            row["recio"]["images_per_s_without_startup"]
+            / row["mxnet"]["images_per_s_without_startup"],
+            2,
+        )
+        results["configs"][config] = row
+        print(
+            f"{config:13s} mxnet {row['mxnet']['images_per_s']:7.1f} img/s   "
+            f"recio {row['recio']['images_per_s']:7.1f} img/s   ratio {row['ratio']:.2f}x   "
+            f"(without start-up: {row['mxnet']['images_per_s_without_startup']:.0f} vs "
+            f"{row['recio']['images_per_s_without_startup']:.0f}, "
+            f"{row['ratio_without_startup']:.2f}x)   CPU ms/image "
+            f"{row['mxnet']['cpu_ms_per_image']:.2f} vs {row['recio']['cpu_ms_per_image']:.2f}   "
+            f"records {records}",
+            flush=True,
+        )
+    print(f"start-up: {results['startup_s']}; {n_images} images, {os.cpu_count()} CPUs")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
