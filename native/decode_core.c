@@ -40,7 +40,8 @@ typedef struct {
 
 typedef struct {
   int ksize;
-  int *bounds; /* [out][2]: first input index, number of taps */
+  int identity; /* every output sample is one input sample: a plain copy does */
+  int *bounds;  /* [out][2]: first input index, number of taps */
   int16_t *kk; /* [out][ksize] fixed-point weights, ksize even, zero padded */
   size_t bounds_cap, kk_cap;
 } rc_coeffs;
@@ -49,9 +50,9 @@ struct rc_worker {
   struct jpeg_decompress_struct cinfo;
   struct jpeg_progress_mgr progress;
   rc_errmgr err;
-  uint8_t *row, *rgb, *tmp, *line;
+  uint8_t *row, *rgb, *tmp, *line, *hline;
   double *prekk;
-  size_t row_cap, rgb_cap, tmp_cap, line_cap, prekk_cap;
+  size_t row_cap, rgb_cap, tmp_cap, line_cap, hline_cap, prekk_cap;
   rc_coeffs ch, cv;
 };
 
@@ -121,6 +122,7 @@ void rc_worker_free(rc_worker *w) {
   free(w->rgb);
   free(w->tmp);
   free(w->line);
+  free(w->hline);
   free(w->prekk);
   free(w->ch.bounds);
   free(w->ch.kk);
@@ -143,6 +145,7 @@ static double box_filter(double x) {
 static int precompute(rc_worker *w, rc_coeffs *c, int in_size, double in0, double in1, int out_size,
                       int interp) {
   double scale = (in1 - in0) / out_size;
+  c->identity = scale == 1.0 && in0 == floor(in0);
   if (interp == RC_INTERP_NEAREST) { /* Pillow's affine nearest: one tap */
     c->ksize = 2;
     if (grow((void **)&c->bounds, &c->bounds_cap, sizeof(int) * 2 * out_size) ||
@@ -461,9 +464,12 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
   if (last <= first) first = 0, last = 1;
   for (int yy = 0; yy < o->out_h; yy++) w->cv.bounds[2 * yy] -= first;
   const int R0 = ry0 + first, R1 = ry0 + last, nrows = last - first;
-  const size_t stride = (size_t)o->out_w * 3;
-  if (grow((void **)&w->tmp, &w->tmp_cap, stride * nrows + RC_SLACK) ||
-      grow((void **)&w->line, &w->line_cap, stride + RC_SLACK))
+  /* Rows are decoded into tmp at the crop's width; the vertical pass runs first (over whole
+   * rows, SIMD-friendly) so the costlier per-pixel horizontal pass sees only out_h rows. */
+  const size_t in_stride = (size_t)rw * 3, out_stride = (size_t)o->out_w * 3;
+  if (grow((void **)&w->tmp, &w->tmp_cap, in_stride * nrows + RC_SLACK) ||
+      grow((void **)&w->line, &w->line_cap, in_stride + RC_SLACK) ||
+      grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK))
     return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
 
   jpeg_start_decompress(ci);
@@ -495,16 +501,23 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
       cmyk_to_rgb(w->row, w->rgb, (int)ci->output_width, inverted);
       src = w->rgb;
     }
-    hpass(src + (size_t)(rx0 - (int)xoff) * 3, w->tmp + (size_t)(r - R0) * stride, o->out_w,
-          &w->ch);
+    memcpy(w->tmp + (size_t)(r - R0) * in_stride, src + (size_t)(rx0 - (int)xoff) * 3, in_stride);
   }
   jpeg_abort_decompress(ci); /* the rows below the crop are never decoded */
-  (void)nrows;
 
   for (int yy = 0; yy < o->out_h; yy++) {
-    vpass(w->tmp, stride, w->cv.bounds[2 * yy], w->cv.bounds[2 * yy + 1],
-          w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
-    store_row(o, w->line, flip, out, yy);
+    const int ymin = w->cv.bounds[2 * yy], ytaps = w->cv.bounds[2 * yy + 1];
+    const uint8_t *vrow = w->line;
+    if (w->cv.identity)
+      vrow = w->tmp + (size_t)ymin * in_stride;
+    else
+      vpass(w->tmp, in_stride, ymin, ytaps, w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
+    const uint8_t *hrow = vrow + (size_t)w->ch.bounds[0] * 3;
+    if (!w->ch.identity) {
+      hpass(vrow, w->hline, o->out_w, &w->ch);
+      hrow = w->hline;
+    }
+    store_row(o, hrow, flip, out, yy);
   }
   if (w->err.eof_warning) {
     snprintf(err, RC_ERRLEN, "JPEG: premature end of data (image incomplete)");
