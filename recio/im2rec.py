@@ -357,10 +357,47 @@ def encode_image(data: bytes, opts: EncodeOptions) -> bytes:
     if _sniff(data) == "jpeg" and opts.encoding == ".jpg":
         header = jpeg_header(data)
         if header.orientation == 1:
-            fast = _encode_jpeg_yuv(data, header, opts)
+            fast = _encode_jpeg_native(data, header, opts)
+            if fast is None:
+                fast = _encode_jpeg_yuv(data, header, opts)
             if fast is not None:
                 return fast
     return _encode_pillow(data, opts)
+
+
+_worker = threading.local()
+
+
+def _native_pool():
+    """This worker's one-thread native decode pool, or None without the extension."""
+    pool = getattr(_worker, "pool", False)
+    if pool is False:
+        from .decode import DecodePool, native_available
+
+        pool = _worker.pool = DecodePool(1, backend="native") if native_available() else None
+    return pool
+
+
+def _encode_jpeg_native(data: bytes, header: JpegHeader, opts: EncodeOptions) -> bytes | None:
+    """JPEG → RGB → JPEG through recio's native decoder (crop, DCT scaling and resize in one pass).
+
+    Colour output only (grayscale output goes the plane way); None when it does not apply.
+    """
+    subsamp = _subsampling(header.sampling)
+    if opts.color == 0 or (opts.color == -1 and subsamp == _TJSAMP_GRAY):
+        return None
+    pool = _native_pool()
+    if pool is None:
+        return None
+    x0, y0, x1, y1 = crop_box(header.width, header.height, opts.center_crop)
+    out_w, out_h = output_size(x1 - x0, y1 - y0, opts.resize)
+    out = np.empty((1, out_h, out_w, 3), np.uint8)
+    crop = np.array([[x0, y0, x1 - x0, y1 - y0]], np.int32)
+    if pool.decode_batch([data], out, crops=crop)[0] != 0:
+        return None  # let the other paths decide (and report) what is wrong with it
+    return _turbojpeg().encode(
+        out[0], quality=opts.quality, pixel_format=_TJPF_RGB, jpeg_subsample=_TJSAMP_420
+    )
 
 
 def _resize_plane(plane: np.ndarray, size: tuple[int, int], box) -> np.ndarray:
