@@ -101,6 +101,9 @@ def resolve_device(device: str = "auto") -> str:
 
 _SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 _STANDALONE = {0x01, *range(0xD0, 0xD8)}
+# Segments libjpeg reads: frames it decodes, DHT, DAC, SOS, DQT, DNL, DRI, APPn, COM.
+_KNOWN = {*_SOF - {0xC5, 0xC6, 0xC7, 0xCD, 0xCE, 0xCF}, 0xC4, 0xCC, *range(0xDA, 0xDE)}
+_KNOWN |= {*range(0xE0, 0xF0), 0xFE}
 
 
 def jpeg_structure_problem(buf: Any) -> str | None:
@@ -138,6 +141,8 @@ def jpeg_structure_problem(buf: Any) -> str | None:
             return None if have_scan else "corrupt: end-of-image before any scan"
         if m in _STANDALONE:
             continue
+        if m not in _KNOWN:  # libjpeg and DALI's parser both refuse unknown markers
+            return f"corrupt: unknown marker 0xFF{m:02X} at byte {pos - 2}"
         if pos + 2 > n:
             return f"truncated: ends at byte {n} inside marker 0xFF{m:02X}"
         length = (int(a[pos]) << 8) | int(a[pos + 1])
