@@ -322,6 +322,7 @@ class RecioSource:
         self._pool: DecodePool | None = None
         # Sizes never change: cache them, so later epochs skip the header parse.
         self._sizes = np.full((len(records), 2), -1, dtype=np.int32)
+        self._valid = np.zeros(len(records), dtype=bool)  # passed the check once
 
     @property
     def num_outputs(self) -> int:
@@ -394,17 +395,20 @@ class RecioSource:
                     if bytes(images[j][:2]) == b"\xff\xd8" or len(images[j]) == 0:
                         problems[int(j)] = "corrupt: libjpeg cannot read the header"
         if self.validate in ("structure", "decode"):
-            for j, img in enumerate(images):
-                if j not in problems:
-                    reason = image_problem(img, self.validate)
-                    if reason:
-                        problems[j] = reason
-        if self.validate == "decode":
-            self._decode_check(images, problems)
+            # A record's bytes never change: check each once (~0.3 ms), not every epoch.
+            todo = [j for j in np.flatnonzero(~self._valid[positions]) if j not in problems]
+            for j in todo:
+                reason = image_problem(images[j], self.validate)
+                if reason:
+                    problems[int(j)] = reason
+            if self.validate == "decode":
+                self._decode_check(images, problems, todo)
+            ok = [j for j in todo if j not in problems]
+            self._valid[positions[ok]] = True
         return sizes, problems
 
-    def _decode_check(self, images: list, problems: dict[int, str]) -> None:
-        todo = [j for j in range(len(images)) if j not in problems]
+    def _decode_check(self, images: list, problems: dict[int, str], todo: list) -> None:
+        todo = [j for j in todo if j not in problems]
         tiny = np.empty((len(todo), 8, 8, 3), dtype=np.uint8)  # decodes at 1/8 scale
         pool = self._header_pool()
         status = pool.decode_batch([images[j] for j in todo], tiny)
