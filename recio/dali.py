@@ -1,0 +1,1005 @@
+"""DALI stage: recio reads, shards, shuffles and checks the bytes; DALI decodes and augments.
+
+    RecordFile ─▶ Sampler plan ─▶ RecioSource (fn.external_source, batch mode) ─▶
+        fn.decoders.image[_slice](device="mixed" | "cpu") ─▶ resize / random_resized_crop ─▶
+        fn.crop_mirror_normalize ─▶ DALIImageRecordIter (torch on the GPU, numpy on the CPU)
+
+recio keeps what DALI's ``fn.readers.mxnet`` lacks: any fsspec URL, equal-count sharding,
+the global seeded shuffle, exact resume from ``(epoch, step)``, and skip-and-count of bad
+records. The source is a picklable function of DALI's ``BatchInfo``, so it also runs in
+DALI's parallel external source workers.
+
+NOTE [bad images]: DALI stops the whole pipeline on one image it cannot decode, and its
+decoders treat libjpeg *warnings* such as "Premature end of JPEG data" as errors. The source
+therefore checks every image before feeding it (see :func:`image_problem`): libjpeg's header
+parse (tables, frame, scan headers) plus a walk of the marker structure that needs an
+end-of-image marker after the last scan, which is what catches truncation. Bit flips inside
+the entropy-coded data decode (to wrong pixels) in both libjpeg and DALI and pass, as they
+do in the CPU iterator. ``validate="decode"`` adds a full libjpeg decode at 1/8 scale.
+
+Without a GPU (``nvidia.dali.backend.GetCUDADeviceCount() == 0``) the same graph runs as a
+DALI CPU pipeline (``device_id=None``), which is how CI tests it. DALI is imported only here.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import dist
+from .augment import CropSpec, batch_rng, draw
+from .decode import STATUS_CORRUPT, STATUS_EMPTY, STATUS_NAMES, STATUS_TRUNCATED, DecodePool
+from .errors import DecodeError, RecordIOError
+from .format import IR_HEADER_SIZE, unpack_labels
+from .iterator import Batch, IterStats
+from .recordio import RecordFile
+from .sampler import LastBatch, Sampler, Shuffle
+
+log = logging.getLogger("recio")
+
+INSTALL_HINT = "pip install 'recio[dali]' (the nvidia-dali-cuda130 wheel)"
+_META = 6  # per-sample int64 metadata: id, epoch, step, pad, bad record id, bad status
+_VALIDATE = ("none", "header", "structure", "decode")
+
+
+class DeviceUnavailableError(RuntimeError):
+    """The GPU was asked for, but DALI sees no CUDA device."""
+
+
+def _dali():
+    try:
+        import nvidia.dali as dali
+    except ImportError as exc:
+        raise ImportError(f"recio.dali needs NVIDIA DALI: {INSTALL_HINT}") from exc
+    return dali
+
+
+def gpu_count() -> int:
+    """CUDA devices DALI can use; 0 (never an exception) where there is no driver or GPU."""
+    from nvidia.dali import backend
+
+    try:
+        return int(backend.GetCUDADeviceCount())
+    except Exception:  # noqa: BLE001 - any failure to query the driver means "no GPU"
+        return 0
+
+
+def resolve_device(device: str = "auto") -> str:
+    """``"gpu"`` or ``"cpu"``; ``"auto"`` picks the GPU when DALI sees one.
+
+    Raises:
+        DeviceUnavailableError: ``device="gpu"`` and no CUDA device is visible; the message
+            says what to install and which fallback to use (instead of DALI's raw
+            ``dlopen libcuda.so failed`` at pipeline build).
+    """
+    _dali()
+    if device not in ("auto", "gpu", "cpu"):
+        raise ValueError(f"device must be 'auto', 'gpu' or 'cpu', not {device!r}")
+    if device == "cpu":
+        return "cpu"
+    if gpu_count() > 0:
+        return "gpu"
+    if device == "auto":
+        return "cpu"
+    raise DeviceUnavailableError(
+        "recio.dali: device='gpu' but DALI finds no CUDA device "
+        "(nvidia.dali.backend.GetCUDADeviceCount() is 0: no NVIDIA driver / libcuda.so, or "
+        "CUDA_VISIBLE_DEVICES hides the GPUs). On a GPU machine install the NVIDIA driver and "
+        f"{INSTALL_HINT}. Without a GPU use device='cpu' (the same DALI graph on the CPU) or "
+        "recio.iterator.ImageRecordIter (recio's native CPU decoder, usually faster there)."
+    )
+
+
+# --- checking images before DALI sees them -------------------------------------------------
+
+_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+_STANDALONE = {0x01, *range(0xD0, 0xD8)}
+# Segments libjpeg reads: frames it decodes, DHT, DAC, SOS, DQT, DNL, DRI, APPn, COM.
+_KNOWN = {*_SOF - {0xC5, 0xC6, 0xC7, 0xCD, 0xCE, 0xCF}, 0xC4, 0xCC, *range(0xDA, 0xDE)}
+_KNOWN |= {*range(0xE0, 0xF0), 0xFE}
+
+
+def jpeg_structure_problem(buf: Any) -> str | None:
+    """Why the marker structure of a JPEG is broken, or None if it is whole.
+
+    Walks SOI, the marker segments and every scan up to EOI, using one vectorised search
+    for the markers inside entropy-coded data. A buffer cut anywhere loses its EOI (or a
+    segment) and is reported; this is the truncation DALI's decoders stop the pipeline on.
+    """
+    a = np.frombuffer(buf, dtype=np.uint8)
+    n = len(a)
+    if n < 4 or a[0] != 0xFF or a[1] != 0xD8:
+        return "not a JPEG (no start-of-image marker)"
+    # Real markers: 0xFF followed by neither a stuffed 0x00, a restart marker, nor fill 0xFF.
+    ff = np.flatnonzero(a[:-1] == 0xFF)
+    nxt = a[ff + 1]
+    markers = ff[(nxt != 0) & ((nxt < 0xD0) | (nxt > 0xD7)) & (nxt != 0xFF)]
+    pos, have_scan = 2, False
+    frame: dict[int, int] = {}  # component id -> quantisation table
+    progressive = False
+    qtables: set[int] = set()
+    htables: set[tuple[int, int]] = set()  # (0 DC | 1 AC, table)
+    while True:
+        if pos >= n:
+            return f"truncated: ends at byte {n} before the end-of-image marker"
+        if a[pos] != 0xFF:
+            return f"corrupt: no marker at byte {pos}"
+        while pos < n and a[pos] == 0xFF:  # fill bytes
+            pos += 1
+        if pos >= n:
+            return f"truncated: ends at byte {n} inside a marker"
+        m = int(a[pos])
+        pos += 1
+        if m == 0xD9:
+            return None if have_scan else "corrupt: end-of-image before any scan"
+        if m in _STANDALONE:
+            continue
+        if m not in _KNOWN:  # libjpeg and DALI's parser both refuse unknown markers
+            return f"corrupt: unknown marker 0xFF{m:02X} at byte {pos - 2}"
+        if pos + 2 > n:
+            return f"truncated: ends at byte {n} inside marker 0xFF{m:02X}"
+        length = (int(a[pos]) << 8) | int(a[pos + 1])
+        if length < 2:
+            return f"corrupt: marker 0xFF{m:02X} at byte {pos - 2} has length {length}"
+        end = pos + length
+        if end > n:
+            return f"truncated: marker 0xFF{m:02X} segment runs past the end ({end} > {n})"
+        if m in _SOF:
+            if length < 8:
+                return f"corrupt: frame header of {length} bytes"
+            height = (int(a[pos + 3]) << 8) | int(a[pos + 4])
+            width = (int(a[pos + 5]) << 8) | int(a[pos + 6])
+            if width == 0 or height == 0:
+                return f"corrupt: frame header gives {width}x{height}"
+            count = int(a[pos + 7])
+            if count == 0 or length != 8 + 3 * count:
+                return f"corrupt: frame header of {length} bytes for {count} components"
+            sampling = a[pos + 9 : pos + 8 + 3 * count : 3]
+            hs, vs = (sampling >> 4).astype(int), (sampling & 0x0F).astype(int)
+            if hs.min() < 1 or vs.min() < 1 or hs.max() > 4 or vs.max() > 4:
+                return "corrupt: bad sampling factors in the frame header"
+            if (hs.max() % hs).any() or (vs.max() % vs).any():
+                return "corrupt: fractional sampling factors (libjpeg refuses them)"
+            for c in range(count):
+                frame[int(a[pos + 8 + 3 * c])] = int(a[pos + 10 + 3 * c])
+            if not set(frame.values()) <= qtables:
+                return "corrupt: frame uses an undefined quantisation table"
+            progressive = m in (0xC2, 0xC6, 0xCA, 0xCE)
+        elif m == 0xDB:
+            q = pos + 2
+            while q < end:  # one or more tables: Pq/Tq byte, then 64 or 128 bytes
+                qtables.add(int(a[q]) & 0x0F)
+                q += 1 + (128 if a[q] >> 4 else 64)
+            if q != end:
+                return "corrupt: quantisation table segment has the wrong length"
+        elif m == 0xC4:
+            q = pos + 2
+            while q + 17 <= end:  # Tc/Th byte, 16 code counts, then the symbols
+                kind, counts = int(a[q]) >> 4, a[q + 1 : q + 17].astype(np.int64)
+                if _bogus_huffman(kind, counts, a[q + 17 : q + 17 + int(counts.sum())]):
+                    return "corrupt: bogus Huffman table definition"
+                htables.add((kind, int(a[q]) & 0x0F))
+                q += 17 + int(counts.sum())
+            if q != end:
+                return "corrupt: Huffman table segment has the wrong length"
+        if m == 0xDA:
+            if not frame:
+                return "corrupt: scan before the frame header"
+            count = int(a[pos + 2]) if length > 2 else 0
+            if count == 0 or length != 6 + 2 * count:
+                return f"corrupt: scan header of {length} bytes for {count} components"
+            ss = int(a[pos + 3 + 2 * count])
+            for c in range(count):
+                cid, tables = int(a[pos + 3 + 2 * c]), int(a[pos + 4 + 2 * c])
+                if cid not in frame:
+                    return f"corrupt: scan names component {cid}, which the frame lacks"
+                # Progressive scans use only DC tables (Ss = 0) or only AC ones.
+                need = [(1, tables & 0x0F)] if progressive and ss else [(0, tables >> 4)]
+                if not progressive:
+                    need.append((1, tables & 0x0F))
+                if not set(need) <= htables:
+                    return f"corrupt: scan uses an undefined Huffman table for component {cid}"
+            have_scan = True
+            k = np.searchsorted(markers, end)
+            if k == len(markers):
+                return f"truncated: scan data runs to byte {n} with no end-of-image marker"
+            end = int(markers[k])
+        pos = end
+
+
+def _bogus_huffman(kind: int, counts: np.ndarray, symbols: np.ndarray) -> bool:
+    """libjpeg's own table checks (jdhuff.c), which it runs only when decoding starts."""
+    code = 0
+    for length in range(1, 17):
+        code += int(counts[length - 1])
+        if code >= 1 << length:  # more codes than fit, or an all-ones code
+            return True
+        code <<= 1
+    return kind == 0 and bool((symbols > 15).any())  # DC symbols are bit counts 0..15
+
+
+def _pil_problem(buf: Any) -> str | None:
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(buf)) as img:
+            img.verify()
+    except Exception as exc:  # noqa: BLE001 - any Pillow failure means "bad image"
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def image_problem(buf: Any, validate: str = "structure") -> str | None:
+    """Why DALI would fail on ``buf`` (one encoded image), or None (header and structure only).
+
+    JPEGs get :func:`jpeg_structure_problem`; other formats Pillow's ``verify()``. The
+    libjpeg header parse and the ``"decode"`` level run batched in :class:`RecioSource`.
+    """
+    if validate == "none":
+        return None
+    if len(buf) == 0:
+        return "empty image"
+    if bytes(buf[:2]) == b"\xff\xd8":
+        return jpeg_structure_problem(buf) if validate != "header" else None
+    return _pil_problem(buf)
+
+
+def _status_of(reason: str) -> int:
+    if reason.startswith("truncated"):
+        return STATUS_TRUNCATED
+    if reason.startswith("empty"):
+        return STATUS_EMPTY
+    return STATUS_CORRUPT
+
+
+# --- the source ----------------------------------------------------------------------------
+
+_BLACK_JPEG: bytes | None = None
+
+
+def _black_jpeg() -> bytes:
+    """A tiny valid JPEG that stands in for a bad image under on_error='replace'."""
+    global _BLACK_JPEG
+    if _BLACK_JPEG is None:
+        from PIL import Image
+
+        out = io.BytesIO()
+        Image.new("RGB", (16, 16)).save(out, format="JPEG")
+        _BLACK_JPEG = out.getvalue()
+    return _BLACK_JPEG
+
+
+class RecioSource:
+    """``fn.external_source`` callable (batch mode, ``batch_info=True``): batch → encoded bytes.
+
+    A pure function of ``BatchInfo(iteration, epoch_idx)`` and the start point
+    ``(start_epoch, start_step)``: DALI epoch ``k`` is recio epoch ``start_epoch + k``, and the
+    first one starts at ``start_step``. It raises StopIteration at the end of each epoch.
+    Picklable (the file reopens and the header pool restarts in the worker), so it suits
+    ``fn.external_source(parallel=True)``.
+
+    Outputs per sample: encoded image (uint8), label (float32, label_width), meta (int64:
+    id, epoch, step, pad, bad record id or -1, bad status), with ``windows`` the window
+    ``crop`` draws (int32 x, y, w, h) and flip (int32), and with on_error="replace" a keep
+    mask (float32, 0 for a bad image).
+    """
+
+    def __init__(
+        self,
+        records: RecordFile,
+        sampler: Sampler,
+        *,
+        label_width: int = 1,
+        on_error: str = "skip",
+        validate: str = "structure",
+        crop: CropSpec | None = None,
+        windows: bool = True,
+        seed: int = 0,
+        start_epoch: int = 0,
+        start_step: int = 0,
+    ) -> None:
+        if on_error not in ("skip", "raise", "replace"):
+            raise ValueError(f"on_error must be 'skip', 'raise' or 'replace', not {on_error!r}")
+        if validate not in _VALIDATE:
+            raise ValueError(f"validate must be one of {_VALIDATE}, not {validate!r}")
+        self.records = records
+        self.sampler = sampler
+        self.label_width = label_width
+        self.on_error = on_error
+        self.validate = validate
+        self.crop = crop
+        self.windows = windows and crop is not None
+        self.seed = seed
+        self.start_epoch = start_epoch
+        self.start_step = start_step
+        self._pool: DecodePool | None = None
+        # Sizes never change: cache them, so later epochs skip the header parse.
+        self._sizes = np.full((len(records), 2), -1, dtype=np.int32)
+        self._valid = np.zeros(len(records), dtype=bool)  # passed the check once
+
+    @property
+    def num_outputs(self) -> int:
+        return 3 + (2 if self.windows else 0) + (self.on_error == "replace")
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_pool"] = None  # threads do not travel; the worker starts its own
+        return state
+
+    def _header_pool(self) -> DecodePool:
+        if self._pool is None:
+            self._pool = DecodePool(1)
+        return self._pool
+
+    def __call__(self, info: Any) -> tuple:
+        epoch = self.start_epoch + int(info.epoch_idx)
+        step = int(info.iteration) + (self.start_step if info.epoch_idx == 0 else 0)
+        if step >= self.sampler.steps_in_epoch(epoch):
+            raise StopIteration
+        return self.batch(epoch, step)
+
+    def batch(self, epoch: int, step: int) -> tuple:
+        """The outputs for batch ``step`` of ``epoch`` (see the class docstring)."""
+        plan = self.sampler.plan(epoch, step)
+        payloads = self.records.read_many(plan.positions)
+        n = len(payloads)
+        labels = np.zeros((n, self.label_width), dtype=np.float32)
+        meta = np.zeros((n, _META), dtype=np.int64)
+        meta[:, 1:4] = epoch, step, plan.pad
+        meta[:, 4] = -1
+        images = []
+        for j, payload in enumerate(payloads):
+            if len(payload) < IR_HEADER_SIZE:
+                raise RecordIOError(
+                    f"record of {len(payload)} bytes has no image header",
+                    path=self.records.url,
+                    offset=int(self.records.offsets[plan.positions[j]]),
+                    record_index=int(plan.positions[j]),
+                )
+            labels[j], meta[j, 0], start = unpack_labels(payload, self.label_width)
+            images.append(np.frombuffer(payload, dtype=np.uint8, offset=start))
+        sizes, problems = self._check(plan.positions, images)
+        keep = np.ones(n, dtype=np.float32)
+        if problems:
+            self._handle_bad(plan, images, labels, meta, sizes, keep, problems)
+        out = [images, labels, meta]
+        if self.windows:
+            rng = batch_rng(self.seed, epoch, step, self.sampler.part_index)
+            windows, flips = draw(self.crop, np.maximum(sizes, 1), rng)
+            out += [windows, flips.astype(np.int32)]
+        if self.on_error == "replace":
+            out.append(keep)
+        return tuple(out)
+
+    def _check(self, positions: np.ndarray, images: list) -> tuple[np.ndarray, dict[int, str]]:
+        """Image sizes (from the headers) and {slot: reason} for the images DALI would reject."""
+        sizes = self._sizes[positions]
+        problems: dict[int, str] = {}
+        if self.validate == "none" and not self.windows:
+            return sizes, problems
+        unknown = np.flatnonzero(sizes[:, 0] < 0)
+        if len(unknown):
+            found = self._header_pool().image_sizes([images[j] for j in unknown])
+            sizes[unknown] = found
+            good = found[:, 0] > 0
+            self._sizes[positions[unknown[good]]] = found[good]
+            if self.validate != "none":
+                for j in unknown[~good]:
+                    if bytes(images[j][:2]) == b"\xff\xd8" or len(images[j]) == 0:
+                        problems[int(j)] = "corrupt: libjpeg cannot read the header"
+        if self.validate in ("structure", "decode"):
+            # A record's bytes never change: check each once (~0.3 ms), not every epoch.
+            todo = [j for j in np.flatnonzero(~self._valid[positions]) if j not in problems]
+            for j in todo:
+                reason = image_problem(images[j], self.validate)
+                if reason:
+                    problems[int(j)] = reason
+            if self.validate == "decode":
+                self._decode_check(images, problems, todo)
+            ok = [j for j in todo if j not in problems]
+            self._valid[positions[ok]] = True
+        return sizes, problems
+
+    def _decode_check(self, images: list, problems: dict[int, str], todo: list) -> None:
+        todo = [j for j in todo if j not in problems]
+        tiny = np.empty((len(todo), 8, 8, 3), dtype=np.uint8)  # decodes at 1/8 scale
+        pool = self._header_pool()
+        status = pool.decode_batch([images[j] for j in todo], tiny)
+        errors = pool.last_errors()
+        for k in np.flatnonzero(status):
+            problems[todo[k]] = errors[k] or STATUS_NAMES.get(int(status[k]), "bad image")
+
+    def _handle_bad(self, plan, images, labels, meta, sizes, keep, problems) -> None:
+        bad = sorted(problems)
+        if self.on_error == "raise":
+            j = bad[0]
+            position = int(plan.positions[j])
+            raise DecodeError(
+                f"bad image in record id {int(meta[j, 0])} (record {position}, at byte "
+                f"{int(self.records.offsets[position])} of {self.records.url}): {problems[j]}",
+                index=j,
+                status=_status_of(problems[j]),
+            )
+        for j in bad:
+            meta[j, 4], meta[j, 5] = meta[j, 0], _status_of(problems[j])
+        if self.on_error == "replace":
+            black = np.frombuffer(_black_jpeg(), dtype=np.uint8)
+            for j in bad:
+                images[j] = black
+                sizes[j] = (16, 16)
+                keep[j] = 0.0
+            return
+        good = [j for j in range(len(images)) if j not in problems]
+        if not good:
+            raise DecodeError(
+                f"no image of batch {plan.step} (epoch {plan.epoch}) of {self.records.url} "
+                f"is valid; first problem: {problems[bad[0]]}"
+            )
+        # As in ImageRecordIter: each bad slot takes the next valid image after it (wrapping).
+        for j in bad:
+            k = good[np.searchsorted(good, j) % len(good)]
+            images[j], sizes[j], labels[j], meta[j, 0] = images[k], sizes[k], labels[k], meta[k, 0]
+
+
+# --- the pipeline --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Normalize:
+    """``fn.crop_mirror_normalize`` settings: mean/std on the 0..255 scale, layout, dtype."""
+
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    dtype: str = "float32"
+    layout: str = "NCHW"
+
+
+def _dali_crop(fn, images, crop: CropSpec, dev: str, seed: int):
+    """The resize/crop DALI draws itself (``crop_source="dali"``), before crop_mirror_normalize."""
+    if crop.random_resized_crop:
+        return fn.random_resized_crop(
+            images,
+            device=dev,
+            size=(crop.out_height, crop.out_width),
+            random_area=[crop.min_area, crop.max_area],
+            random_aspect_ratio=[crop.min_aspect, crop.max_aspect],
+            seed=seed,
+        )
+    if crop.resize > 0:
+        return fn.resize(images, device=dev, resize_shorter=crop.resize)
+    return images
+
+
+def build_pipeline(
+    source: RecioSource,
+    *,
+    batch_size: int,
+    device: str = "cpu",
+    device_id: int | None = 0,
+    num_threads: int = 2,
+    prefetch_queue_depth: int = 2,
+    seed: int = 0,
+    normalize: Normalize = Normalize(),  # noqa: B008 - frozen dataclass, immutable
+    channel_order: str = "RGB",
+    interpolation: str = "bilinear",
+    parallel: bool = False,
+    py_num_workers: int = 1,
+    **pipeline_kwargs: Any,
+):
+    """A DALI pipeline fed by ``source``: decode, crop, resize, flip, normalise.
+
+    Args:
+        source: the :class:`RecioSource`; its ``crop`` spec gives the output size. With
+            ``source.windows`` the windows and flips recio draws (ImageRecordIter's, so a
+            resumed run repeats them) go to ``fn.decoders.image_slice`` + ``fn.resize``;
+            without, DALI draws them (``fn.random_resized_crop``, ``fn.random.coin_flip``,
+            seeded by ``seed``).
+        device: ``"gpu"`` (mixed decode, nvJPEG, GPU operators) or ``"cpu"``.
+        parallel: run the source in DALI's parallel external source worker processes.
+        pipeline_kwargs: passed to the DALI ``Pipeline`` (override anything here).
+
+    Returns:
+        The built ``nvidia.dali.Pipeline``; outputs ``(images, labels, meta)``.
+    """
+    dali = _dali()
+    fn, types = dali.fn, dali.types
+    crop = source.crop
+    if crop is None:
+        raise ValueError("the source needs a CropSpec: it gives the output size")
+    crop_source = "recio" if source.windows else "dali"
+    interp = {"bilinear": types.INTERP_LINEAR, "nearest": types.INTERP_NN}.get(interpolation)
+    if interp is None:
+        raise ValueError(f"interpolation must be 'bilinear' or 'nearest', not {interpolation!r}")
+    output_type = {"RGB": types.RGB, "BGR": types.BGR}[channel_order]
+    dtype = {"float32": types.FLOAT, "float16": types.FLOAT16, "uint8": types.UINT8}[
+        normalize.dtype
+    ]
+    gpu = device == "gpu"
+    dev, decode_dev = ("gpu", "mixed") if gpu else ("cpu", "cpu")
+    h, w = crop.out_height, crop.out_width
+
+    @dali.pipeline_def
+    def graph():
+        outs = fn.external_source(
+            source=source,
+            num_outputs=source.num_outputs,
+            batch=True,
+            batch_info=True,
+            parallel=parallel,
+            dtype=[types.UINT8, types.FLOAT, types.INT64]
+            + ([types.INT32, types.INT32] if crop_source == "recio" else [])
+            + ([types.FLOAT] if source.on_error == "replace" else []),
+        )
+        jpegs, labels, meta = outs[0], outs[1], outs[2]
+        if crop_source == "recio":
+            windows, flips = outs[3], outs[4]
+            anchor = fn.slice(windows, 0, 2, axes=[0])
+            shape = fn.slice(windows, 2, 2, axes=[0])
+            images = fn.decoders.image_slice(
+                jpegs,
+                anchor,
+                shape,
+                device=decode_dev,
+                output_type=output_type,
+                axis_names="WH",
+            )
+            images = fn.resize(
+                images, device=dev, resize_x=w, resize_y=h, interp_type=interp, antialias=True
+            )
+            mirror = flips
+        else:
+            images = fn.decoders.image(jpegs, device=decode_dev, output_type=output_type)
+            images = _dali_crop(fn, images, crop, dev, seed)
+            mirror = fn.random.coin_flip(seed=seed + 1) if crop.rand_mirror else 0
+        if not crop.random_resized_crop and crop_source == "dali":
+            crop_args = {"crop": (h, w)}
+            if crop.rand_crop:
+                crop_args["crop_pos_x"] = fn.random.uniform(range=(0.0, 1.0), seed=seed + 2)
+                crop_args["crop_pos_y"] = fn.random.uniform(range=(0.0, 1.0), seed=seed + 3)
+        else:
+            crop_args = {}
+        images = fn.crop_mirror_normalize(
+            images,
+            device=dev,
+            dtype=dtype,
+            output_layout="CHW" if normalize.layout == "NCHW" else "HWC",
+            mean=list(normalize.mean),
+            std=list(normalize.std),
+            mirror=mirror,
+            **crop_args,
+        )
+        if source.on_error == "replace":
+            keep = outs[-1].gpu() if gpu else outs[-1]
+            images = fn.cast(images * keep, dtype=dtype)
+        return images, labels, meta
+
+    kwargs: dict[str, Any] = {
+        "batch_size": batch_size,
+        "num_threads": num_threads,
+        "device_id": device_id if gpu else None,
+        "seed": seed,
+        "prefetch_queue_depth": prefetch_queue_depth,
+    }
+    if parallel:
+        kwargs.update(py_num_workers=py_num_workers, py_start_method="spawn")
+    kwargs.update(pipeline_kwargs)
+    pipe = graph(**kwargs)
+    pipe.build()
+    return pipe
+
+
+# --- the iterator --------------------------------------------------------------------------
+
+
+class DALIImageRecordIter:
+    """``ImageRecordIter``'s interface over a DALI pipeline fed by recio.
+
+    Takes the iterator's parameter names where they overlap (``path_imgrec``, ``data_shape``,
+    ``batch_size``, ``shuffle``, ``seed``, ``rand_crop``, ``random_resized_crop``,
+    ``rand_mirror``, ``resize``, ``mean_*``/``std_*``, ``dtype``, ``layout``, ``part_index``/
+    ``num_parts`` (or DALI's ``shard_id``/``num_shards``), ``last_batch``, ``on_error``, ``kv``,
+    ``storage_options``, ...), and gives the same record ids per rank and step, and the same
+    ``state_dict()``. ``preprocess_threads`` is DALI's ``num_threads``; ``prefetch_buffer`` its
+    ``prefetch_queue_depth``.
+
+    Yields :class:`recio.iterator.Batch` whose ``data`` is a torch tensor on the GPU
+    (``device="gpu"``; copied out of DALI's buffer, so it stays valid) or a numpy array
+    (``device="cpu"``). ``device="auto"`` picks the GPU when DALI sees one.
+    ``crop_source="recio"`` (default) crops the windows ImageRecordIter would draw, so
+    augmentation repeats exactly after a resume; ``"dali"`` uses DALI's own random operators.
+    """
+
+    def __init__(
+        self,
+        path_imgrec: str,
+        data_shape: Sequence[int],
+        batch_size: int,
+        path_imgidx: str | None = None,
+        shuffle: bool = False,
+        seed: int = 0,
+        rand_crop: bool = False,
+        random_resized_crop: bool = False,
+        min_random_area: float = 0.08,
+        max_random_area: float = 1.0,
+        min_aspect_ratio: float = 3 / 4,
+        max_aspect_ratio: float = 4 / 3,
+        rand_mirror: bool = False,
+        resize: int = -1,
+        mean_r: float = 0.0,
+        mean_g: float = 0.0,
+        mean_b: float = 0.0,
+        std_r: float = 1.0,
+        std_g: float = 1.0,
+        std_b: float = 1.0,
+        dtype: str = "float32",
+        layout: str = "NCHW",
+        label_width: int = 1,
+        preprocess_threads: int = 2,
+        prefetch_buffer: int = 2,
+        part_index: int | None = None,
+        num_parts: int | None = None,
+        round_batch: bool = True,
+        *,
+        last_batch: str | None = None,
+        on_error: str = "skip",
+        kv: Any = None,
+        storage_options: dict[str, Any] | None = None,
+        shuffle_mode: str = "global",
+        interpolation: str = "bilinear",
+        channel_order: str = "RGB",
+        shard_id: int | None = None,
+        num_shards: int | None = None,
+        device: str = "auto",
+        device_id: int = 0,
+        crop_source: str = "recio",
+        validate: str = "structure",
+        parallel: bool = False,
+        py_num_workers: int = 1,
+    ) -> None:
+        self.device = resolve_device(device)  # first: a missing GPU is the clearest error
+        shape = tuple(int(v) for v in data_shape)
+        if len(shape) != 3 or shape[0] != 3 or min(shape) <= 0:
+            raise ValueError(f"data_shape must be (3, height, width), not {data_shape}")
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, not {batch_size}")
+        if dtype not in ("float32", "float16", "uint8"):
+            raise ValueError(f"dtype must be float32, float16 or uint8, not {dtype!r}")
+        if layout not in ("NCHW", "NHWC"):
+            raise ValueError(f"layout must be NCHW or NHWC, not {layout!r}")
+        mean, std = (mean_r, mean_g, mean_b), (std_r, std_g, std_b)
+        if min(std) <= 0:
+            raise ValueError(f"std_r/g/b must be positive, not {std}")
+        if dtype == "uint8" and (mean != (0.0, 0.0, 0.0) or std != (1.0, 1.0, 1.0)):
+            raise ValueError("mean/std normalisation needs dtype float32 or float16, not uint8")
+        if shard_id is not None or num_shards is not None:
+            part_index = shard_id if part_index is None else part_index
+            num_parts = num_shards if num_parts is None else num_parts
+        if last_batch is None:
+            last_batch = "pad" if round_batch else "rollover"
+        world = dist.discover(kv, part_index, num_parts)
+        self.records = RecordFile(path_imgrec, path_imgidx, storage_options=storage_options)
+        self.sampler = Sampler(
+            len(self.records),
+            batch_size,
+            part_index=world.rank,
+            num_parts=world.size,
+            shuffle=Shuffle(shuffle_mode) if shuffle else Shuffle.NONE,
+            seed=seed,
+            last_batch=LastBatch(last_batch),
+        )
+        self.crop = CropSpec(
+            out_height=shape[1],
+            out_width=shape[2],
+            resize=resize,
+            rand_crop=rand_crop,
+            random_resized_crop=random_resized_crop,
+            min_area=min_random_area,
+            max_area=max_random_area,
+            min_aspect=min_aspect_ratio,
+            max_aspect=max_aspect_ratio,
+            rand_mirror=rand_mirror,
+        )
+        self.batch_size = batch_size
+        self.data_shape = shape
+        self.label_width = label_width
+        self.on_error = on_error
+        self.validate = validate
+        self.seed = seed
+        self.part_index, self.num_parts = world.rank, world.size
+        if crop_source not in ("recio", "dali"):
+            raise ValueError(f"crop_source must be 'recio' or 'dali', not {crop_source!r}")
+        self.crop_source = crop_source
+        self.stats = IterStats()
+        self._pipe_args = {
+            "batch_size": batch_size,
+            "device": self.device,
+            "device_id": device_id,
+            "num_threads": preprocess_threads,
+            "prefetch_queue_depth": prefetch_buffer,
+            "seed": seed,
+            "normalize": Normalize(mean, std, dtype, layout),
+            "channel_order": channel_order,
+            "interpolation": interpolation,
+            "parallel": parallel,
+            "py_num_workers": py_num_workers,
+        }
+        self._epoch = 0
+        self._step = 0
+        self._epoch_done = False
+        self._pipe: Any = None
+        self._torch: Any = None
+
+    def source(self, start_epoch: int = 0, start_step: int = 0) -> RecioSource:
+        """A source for this iterator's settings that starts at ``(start_epoch, start_step)``."""
+        return RecioSource(
+            self.records,
+            self.sampler,
+            label_width=self.label_width,
+            on_error=self.on_error,
+            validate=self.validate,
+            crop=self.crop,
+            windows=self.crop_source == "recio",
+            seed=self.seed,
+            start_epoch=start_epoch,
+            start_step=start_step,
+        )
+
+    def _build(self) -> None:
+        # The pipeline starts where the iterator stands: a resume is a new source start.
+        self._pipe = build_pipeline(self.source(self._epoch, self._step), **self._pipe_args)
+
+    def __len__(self) -> int:
+        return self.sampler.steps_in_epoch(self._epoch)
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def __iter__(self) -> DALIImageRecordIter:
+        if self._epoch_done:
+            self._epoch += 1
+            self._step = 0
+            self._epoch_done = False
+            if self._pipe is not None:
+                self._pipe.reset()  # DALI's next epoch is the source's next epoch
+        return self
+
+    def __next__(self) -> Batch:
+        if self._epoch_done:
+            raise StopIteration
+        if self._step >= len(self):
+            self._epoch_done = True
+            self._drain()
+            raise StopIteration
+        if self._pipe is None:
+            self._build()
+        try:
+            images, labels, meta = self._pipe.run()
+        except StopIteration:  # cannot happen while step < len; keep the pipeline honest
+            self._close_pipe()
+            raise RuntimeError("recio.dali: the source ended before the epoch did") from None
+        except Exception:
+            self._close_pipe()  # DALI's pipeline is invalid after an error
+            raise
+        meta = meta.as_array()
+        labels = labels.as_array().reshape(len(meta), self.label_width)
+        epoch, step, pad = (int(v) for v in meta[0, 1:4])
+        if (epoch, step) != (self._epoch, self._step):
+            raise RuntimeError(
+                f"recio.dali: got batch {epoch}/{step}, expected {self._epoch}/{self._step}"
+            )
+        self._count_bad(meta)
+        self._step += 1
+        label = labels[:, 0] if self.label_width == 1 else labels
+        return Batch(self._to_output(images), label, meta[:, 0].copy(), pad, epoch, step)
+
+    next = __next__
+
+    def _to_output(self, images: Any) -> Any:
+        if self.device == "cpu":
+            return images.as_array()
+        if self._torch is None:
+            import torch
+
+            self._torch = torch
+        # Copy out of DALI's buffer (reused after prefetch_queue_depth runs) on torch's stream.
+        return self._torch.from_dlpack(images.as_tensor()).clone()
+
+    def _count_bad(self, meta: np.ndarray) -> None:
+        real = len(meta) - int(meta[0, 3])
+        bad = np.flatnonzero(meta[:, 4] >= 0)
+        self.stats.decoded += real - int(np.count_nonzero(bad < real))
+        for j in bad:
+            rid, status = int(meta[j, 4]), int(meta[j, 5])
+            if rid not in self.stats.bad_records:
+                log.warning("recio: bad image, record id %d of %s", rid, self.records.url)
+            self.stats.bad_records[rid] = STATUS_NAMES.get(status, "bad image")
+            if j < real:
+                if self.on_error == "replace":
+                    self.stats.replaced += 1
+                else:
+                    self.stats.skipped += 1
+
+    def _drain(self) -> None:
+        # The source raises StopIteration at the end; DALI wants that seen before reset().
+        if self._pipe is None:
+            return
+        try:
+            while True:
+                self._pipe.run()
+        except StopIteration:
+            pass
+
+    def reset(self) -> None:
+        """Start the next epoch (as ImageRecordIter.reset)."""
+        if self._step > 0 or self._epoch_done:
+            if not self._epoch_done:
+                self._close_pipe()  # mid-epoch: rebuild at the next epoch's start
+            self._epoch_done = True
+            self.__iter__()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the iterator is: the next batch is (epoch, step); as ImageRecordIter's."""
+        epoch, step = self._epoch, self._step
+        if self._epoch_done:
+            epoch, step = epoch + 1, 0
+        return {
+            "epoch": epoch,
+            "step": step,
+            "seed": self.seed,
+            "num_records": len(self.records),
+            "batch_size": self.batch_size,
+            "part_index": self.part_index,
+            "num_parts": self.num_parts,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key in ("seed", "num_records", "batch_size", "num_parts"):
+            mine = self.state_dict()[key]
+            if key in state and state[key] != mine:
+                raise ValueError(
+                    f"state was saved with {key}={state[key]}, this iterator has {mine}"
+                )
+        self._close_pipe()
+        self._epoch, self._step = int(state["epoch"]), int(state["step"])
+        self._epoch_done = False
+
+    def _close_pipe(self) -> None:
+        self._pipe = None  # DALI frees the pipeline (and its workers) when it is collected
+
+    def close(self) -> None:
+        self._close_pipe()
+        self.records.close()
+
+    def __enter__(self) -> DALIImageRecordIter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# --- benchmark -----------------------------------------------------------------------------
+
+
+def _mxnet_reader_pipeline(rec: str, idx: str, batch_size: int, shape, threads: int, device: str):
+    """DALI's own ``fn.readers.mxnet`` → the same graph as the recio-fed ``crop_source='dali'``."""
+    dali = _dali()
+    fn, types = dali.fn, dali.types
+    gpu = device == "gpu"
+    dev, decode_dev = ("gpu", "mixed") if gpu else ("cpu", "cpu")
+
+    @dali.pipeline_def
+    def graph():
+        jpegs, labels = fn.readers.mxnet(path=rec, index_path=idx, random_shuffle=True, seed=1)
+        images = fn.decoders.image(jpegs, device=decode_dev, output_type=types.RGB)
+        images = fn.random_resized_crop(images, device=dev, size=shape, seed=1)
+        images = fn.crop_mirror_normalize(
+            images,
+            device=dev,
+            dtype=types.FLOAT,
+            output_layout="CHW",
+            mean=[123.7, 116.3, 103.5],
+            std=[58.4, 57.1, 57.4],
+            mirror=fn.random.coin_flip(seed=2),
+        )
+        return images, labels
+
+    pipe = graph(batch_size=batch_size, num_threads=threads, device_id=0 if gpu else None, seed=1)
+    pipe.build()
+    return pipe
+
+
+def bench_pipelines(
+    rec: str,
+    batch_size: int = 64,
+    shape: tuple[int, int] = (224, 224),
+    threads: int = 2,
+    seconds: float = 3.0,
+    *,
+    rounds: int = 3,
+    device: str = "cpu",
+    idx: str | None = None,
+) -> dict[str, Any]:
+    """Images/s of the recio-fed DALI stage and of DALI's ``readers.mxnet``, side by side.
+
+    Both run the same graph (decode → random_resized_crop → crop_mirror_normalize with a
+    coin-flip mirror, float32 NCHW); ``recio_windows`` is the recio-fed stage with recio's
+    own windows (``image_slice`` + ``resize``). The pipelines are timed in turns, ``rounds``
+    times for ``seconds`` each after a warm-up; reported: medians, and the median of the
+    per-round ratios (paired, so load shifts on a shared machine cancel).
+    """
+    from .recordio import default_idx_path
+
+    device = resolve_device(device)
+    idx = idx or default_idx_path(rec)
+    h, w = int(shape[0]), int(shape[1])
+    norm = Normalize((123.7, 116.3, 103.5), (58.4, 57.1, 57.4))
+    records = RecordFile(rec, idx)
+    sampler = Sampler(len(records), batch_size, shuffle=True, seed=1)
+    crop = CropSpec(h, w, random_resized_crop=True, rand_mirror=True)
+    pipes = {}
+    for name, windows in (("recio", False), ("recio_windows", True)):
+        src = RecioSource(records, sampler, crop=crop, windows=windows, seed=1)
+        pipes[name] = build_pipeline(
+            _Endless(src),
+            batch_size=batch_size,
+            device=device,
+            num_threads=threads,
+            normalize=norm,
+            seed=1,
+        )
+    pipes["dali_mxnet"] = _mxnet_reader_pipeline(rec, idx, batch_size, (h, w), threads, device)
+    rates: dict[str, list[float]] = {name: [] for name in pipes}
+    for pipe in pipes.values():
+        for _ in range(3):
+            pipe.run()
+    for _ in range(rounds):
+        for name, pipe in pipes.items():
+            start, done = time.perf_counter(), 0
+            while time.perf_counter() - start < seconds:
+                out = pipe.run()
+                if device == "gpu":
+                    out[0].as_tensor()  # waits for the GPU work of this batch
+                done += batch_size
+            rates[name].append(done / (time.perf_counter() - start))
+    medians = {name: statistics.median(r) for name, r in rates.items()}
+    # Paired per-round ratios: a shared, noisy machine shifts neighbouring rounds alike.
+    paired = {
+        name: statistics.median(
+            a / b for a, b in zip(rates[name], rates["dali_mxnet"], strict=True)
+        )
+        for name in ("recio", "recio_windows")
+    }
+    return {
+        "device": device,
+        "batch_size": batch_size,
+        "shape": (h, w),
+        "threads": threads,
+        "images_per_s": medians,
+        "rounds": rates,
+        "ratio_recio_vs_dali_mxnet": paired["recio"],
+        "ratio_recio_windows_vs_dali_mxnet": paired["recio_windows"],
+    }
+
+
+class _Endless:
+    """Wraps a source so that it runs through epochs without StopIteration (benchmarks)."""
+
+    def __init__(self, inner: RecioSource) -> None:
+        self.inner = inner
+        self.crop, self.windows, self.on_error = inner.crop, inner.windows, inner.on_error
+        self.num_outputs = inner.num_outputs
+        self._next = 0
+
+    def __call__(self, info: Any) -> tuple:
+        steps = self.inner.sampler.steps_in_epoch(0)
+        epoch, step = divmod(self._next, steps)
+        self._next += 1
+        return self.inner.batch(epoch, step)
