@@ -116,7 +116,7 @@ def test_corrupt_records_raise(bad_rec):
 
 
 def _jpeg(seed=0, progressive=False):
-    from .conftest import encode
+    from .images import encode
 
     return encode(96, 64, seed=seed, progressive=progressive)
 
