@@ -42,7 +42,7 @@ typedef struct {
   int ksize;
   int identity; /* every output sample is one input sample: a plain copy does */
   int *bounds;  /* [out][2]: first input index, number of taps */
-  int16_t *kk; /* [out][ksize] fixed-point weights, ksize even, zero padded */
+  int16_t *kk;  /* [out][ksize] fixed-point weights, ksize even, zero padded */
   size_t bounds_cap, kk_cap;
 } rc_coeffs;
 
@@ -204,19 +204,22 @@ static inline __attribute__((unused)) uint8_t clip8(int32_t in) {
   return (uint8_t)(in >> PRECISION_BITS);
 }
 
-/* Horizontal pass over one row of 3-channel pixels. Reads one byte past the last pixel used:
- * source rows carry RC_SLACK bytes of padding. Writes one byte past the row likewise. */
-static void hpass(const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c) {
+/* Horizontal pass over one row of 3-channel pixels, mirrored when `flip`. Every output pixel
+ * runs all ksize taps (the kernel is zero padded), so the loop has no data-dependent branch:
+ * source rows must stay readable ksize pixels past the last one used (callers pad them,
+ * see hpass_slack). Writes one byte past the row. */
+static inline __attribute__((always_inline)) void hpass_k(const uint8_t *in, uint8_t *out,
+                                                          int out_w, const rc_coeffs *c, int flip,
+                                                          const int ksize) {
 #ifdef __SSE2__
   const __m128i zero = _mm_setzero_si128();
   const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
-  for (int xx = 0; xx < out_w; xx++) {
-    int xmin = c->bounds[2 * xx], xmax = c->bounds[2 * xx + 1];
-    const int16_t *k = c->kk + (size_t)xx * c->ksize;
-    const uint8_t *p = in + (size_t)xmin * 3;
+  for (int d = 0; d < out_w; d++) { /* destinations in order: each 4-byte store is overwritten */
+    const int xx = flip ? out_w - 1 - d : d;
+    const int16_t *k = c->kk + (size_t)xx * ksize;
+    const uint8_t *p = in + (size_t)c->bounds[2 * xx] * 3;
     __m128i acc = half;
-    int x = 0;
-    for (; x + 1 < xmax; x += 2) { /* [r0 r1 g0 g1 b0 b1 _ _] . [k0 k1 ...] */
+    for (int x = 0; x < ksize; x += 2) { /* [r0 r1 g0 g1 b0 b1 _ _] . [k0 k1 ...] */
       int32_t a, b, kp;
       memcpy(&a, p + 3 * x, 4);
       memcpy(&b, p + 3 * x + 3, 4);
@@ -225,32 +228,48 @@ static void hpass(const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c
       pix = _mm_unpacklo_epi8(pix, zero);
       acc = _mm_add_epi32(acc, _mm_madd_epi16(pix, _mm_set1_epi32(kp)));
     }
-    if (x < xmax) {
-      int32_t a;
-      memcpy(&a, p + 3 * x, 4);
-      __m128i pix = _mm_unpacklo_epi8(_mm_unpacklo_epi8(_mm_cvtsi32_si128(a), zero), zero);
-      acc = _mm_add_epi32(acc, _mm_madd_epi16(pix, _mm_set1_epi32((uint16_t)k[x])));
-    }
     acc = _mm_srai_epi32(acc, PRECISION_BITS);
     int32_t v = _mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(acc, acc), zero));
-    memcpy(out + 3 * xx, &v, 4);
+    memcpy(out + 3 * d, &v, 4);
   }
 #else
   for (int xx = 0; xx < out_w; xx++) {
-    int xmin = c->bounds[2 * xx], xmax = c->bounds[2 * xx + 1];
-    const int16_t *k = c->kk + (size_t)xx * c->ksize;
-    const uint8_t *p = in + (size_t)xmin * 3;
+    const int16_t *k = c->kk + (size_t)xx * ksize;
+    const uint8_t *p = in + (size_t)c->bounds[2 * xx] * 3;
     int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
-    for (int x = 0; x < xmax; x++) {
+    for (int x = 0; x < ksize; x++) {
       s0 += p[3 * x] * k[x];
       s1 += p[3 * x + 1] * k[x];
       s2 += p[3 * x + 2] * k[x];
     }
-    out[3 * xx] = clip8(s0);
-    out[3 * xx + 1] = clip8(s1);
-    out[3 * xx + 2] = clip8(s2);
+    uint8_t *d = out + 3 * (flip ? out_w - 1 - xx : xx);
+    d[0] = clip8(s0);
+    d[1] = clip8(s1);
+    d[2] = clip8(s2);
   }
 #endif
+}
+
+/* The common kernel sizes get their own fully unrolled copy of the loop. */
+static void hpass(const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c, int flip) {
+  switch (c->ksize) {
+    case 4:
+      hpass_k(in, out, out_w, c, flip, 4);
+      break;
+    case 6:
+      hpass_k(in, out, out_w, c, flip, 6);
+      break;
+    case 8:
+      hpass_k(in, out, out_w, c, flip, 8);
+      break;
+    default:
+      hpass_k(in, out, out_w, c, flip, c->ksize);
+  }
+}
+
+/* Bytes a row given to hpass must stay readable past its last pixel. */
+static size_t hpass_slack(const rc_coeffs *c) {
+  return (size_t)c->ksize * 3 + RC_SLACK;
 }
 
 /* Vertical pass: one output row from ymax rows of tmp starting at ymin. */
@@ -303,35 +322,36 @@ static void cmyk_to_rgb(const uint8_t *in, uint8_t *out, int n, int inverted) {
   }
 }
 
-/* Stores one RGB output row: flip, channel order, layout, dtype (via the lookup table). */
-#define STORE_ROW(T, CONV)                                                                 \
-  do {                                                                                     \
-    T *base = (T *)out;                                                                    \
-    if (o->layout == RC_LAYOUT_NHWC) {                                                     \
-      T *d = base + (size_t)yy * W * 3;                                                    \
-      for (int x = 0; x < W; x++) {                                                        \
-        const uint8_t *s = line + (size_t)(flip ? W - 1 - x : x) * 3;                      \
-        d[3 * x] = CONV(0, s[c0]);                                                         \
-        d[3 * x + 1] = CONV(1, s[1]);                                                      \
-        d[3 * x + 2] = CONV(2, s[c2]);                                                     \
-      }                                                                                    \
-    } else {                                                                               \
-      for (int c = 0; c < 3; c++) {                                                        \
-        T *d = base + ((size_t)c * H + yy) * W;                                            \
-        int sc = c == 0 ? c0 : c == 2 ? c2 : 1;                                            \
-        for (int x = 0; x < W; x++) d[x] = CONV(c, line[(flip ? W - 1 - x : x) * 3 + sc]); \
-      }                                                                                    \
-    }                                                                                      \
+/* Stores one RGB output row (already mirrored if flipped): channel order, layout, dtype (via the
+ * lookup table). One pass over the row writes all three channels. */
+#define STORE_ROW(T, CONV)                                                               \
+  do {                                                                                   \
+    T *base = (T *)out;                                                                  \
+    if (o->layout == RC_LAYOUT_NHWC) {                                                   \
+      T *d = base + (size_t)yy * W * 3;                                                  \
+      for (int x = 0; x < W; x++, line += 3, d += 3) {                                   \
+        d[0] = CONV(0, line[c0]);                                                        \
+        d[1] = CONV(1, line[1]);                                                         \
+        d[2] = CONV(2, line[c2]);                                                        \
+      }                                                                                  \
+    } else {                                                                             \
+      T *d0 = base + (size_t)yy * W, *d1 = d0 + (size_t)H * W, *d2 = d1 + (size_t)H * W; \
+      for (int x = 0; x < W; x++, line += 3) {                                           \
+        d0[x] = CONV(0, line[c0]);                                                       \
+        d1[x] = CONV(1, line[1]);                                                        \
+        d2[x] = CONV(2, line[c2]);                                                       \
+      }                                                                                  \
+    }                                                                                    \
   } while (0)
 
 #define CONV_U8(c, v) (v)
 #define CONV_LUT(c, v) (lut[(c)*256 + (v)])
 
-static void store_row(const rc_opts *o, const uint8_t *line, int flip, void *out, int yy) {
+static void store_row(const rc_opts *o, const uint8_t *line, void *out, int yy) {
   int W = o->out_w, H = o->out_h;
   int c0 = o->bgr ? 2 : 0, c2 = o->bgr ? 0 : 2;
   if (o->itemsize == 1) {
-    if (!flip && !o->bgr && o->layout == RC_LAYOUT_NHWC) {
+    if (!o->bgr && o->layout == RC_LAYOUT_NHWC) {
       memcpy((uint8_t *)out + (size_t)yy * W * 3, line, (size_t)W * 3);
       return;
     }
@@ -467,8 +487,8 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
   /* Rows are decoded into tmp at the crop's width; the vertical pass runs first (over whole
    * rows, SIMD-friendly) so the costlier per-pixel horizontal pass sees only out_h rows. */
   const size_t in_stride = (size_t)rw * 3, out_stride = (size_t)o->out_w * 3;
-  if (grow((void **)&w->tmp, &w->tmp_cap, in_stride * nrows + RC_SLACK) ||
-      grow((void **)&w->line, &w->line_cap, in_stride + RC_SLACK) ||
+  if (grow((void **)&w->tmp, &w->tmp_cap, in_stride * nrows + hpass_slack(&w->ch)) ||
+      grow((void **)&w->line, &w->line_cap, in_stride + hpass_slack(&w->ch)) ||
       grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK))
     return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
 
@@ -512,12 +532,12 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
       vrow = w->tmp + (size_t)ymin * in_stride;
     else
       vpass(w->tmp, in_stride, ymin, ytaps, w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
-    const uint8_t *hrow = vrow + (size_t)w->ch.bounds[0] * 3;
-    if (!w->ch.identity) {
-      hpass(vrow, w->hline, o->out_w, &w->ch);
-      hrow = w->hline;
+    if (w->ch.identity && !flip) {
+      store_row(o, vrow + (size_t)w->ch.bounds[0] * 3, out, yy);
+    } else {
+      hpass(vrow, w->hline, o->out_w, &w->ch, flip);
+      store_row(o, w->hline, out, yy);
     }
-    store_row(o, hrow, flip, out, yy);
   }
   if (w->err.eof_warning) {
     snprintf(err, RC_ERRLEN, "JPEG: premature end of data (image incomplete)");
