@@ -6,8 +6,8 @@
 Nothing here picks the shard: ImageRecordIter reads RANK and WORLD_SIZE that
 torchrun sets, so each process reads its own disjoint part of every epoch and
 all processes take the same number of steps. DDP averages the gradients.
-Each rank prints one JSON line: the record ids it read in the first epoch and
-a digest of its parameters (equal on every rank when the replicas agree).
+At the end rank 0 prints one JSON line: per rank, the record ids it read in the
+first epoch and a digest of its parameters (equal when the replicas agree).
 """
 
 from __future__ import annotations
@@ -28,9 +28,11 @@ NORMALIZE = dict(mean_r=123.68, mean_g=116.28, mean_b=103.53, std_r=58.4, std_g=
 
 
 def digest(model: torch.nn.Module) -> str:
+    # Parameters only: batch-norm running stats are each rank's own until DDP's next
+    # forward broadcasts rank 0's.
     h = hashlib.sha256()
-    for _, t in sorted(model.state_dict().items()):
-        h.update(t.detach().numpy().tobytes())
+    for _, p in model.named_parameters():
+        h.update(p.detach().numpy().tobytes())
     return h.hexdigest()[:16]
 
 
@@ -77,7 +79,10 @@ def main() -> None:
             print(f"epoch {epoch}: last loss {loss.item():.4f}", flush=True)
     train_data.close()
     report = {"rank": rank, "ids": first_epoch_ids, "digest": digest(model.module)}
-    print(json.dumps(report), flush=True)
+    reports: list = [None] * dist.get_world_size()
+    dist.all_gather_object(reports, report)  # one line from rank 0, not interleaved output
+    if rank == 0:
+        print(json.dumps(reports), flush=True)
     dist.destroy_process_group()
 
 

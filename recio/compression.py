@@ -13,8 +13,7 @@ The DDP communication hook all-gathers the packed words of every rank; each
 rank dequantises all of them and averages, so the ranks stay identical.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: DDP checks the hook's annotations at runtime.
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,7 +83,7 @@ class TwoBitState:
     @classmethod
     def for_model(
         cls, model: torch.nn.Module, threshold: float, process_group: Any = None
-    ) -> TwoBitState:
+    ) -> "TwoBitState":
         names = {id(p): n for n, p in model.named_parameters() if p.requires_grad}
         return cls(threshold=threshold, process_group=process_group, names=names)
 
@@ -94,7 +93,7 @@ class TwoBitState:
         return counts
 
 
-def two_bit_hook(state: TwoBitState, bucket: dist.GradBucket) -> torch.futures.Future:
+def two_bit_hook(state: TwoBitState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """DDP communication hook: 2-bit quantise, all-gather packed words, dequantise, average."""
     group = state.process_group or dist.group.WORLD
     world = dist.get_world_size(group)

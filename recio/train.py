@@ -347,9 +347,13 @@ def _gather(obj: Any) -> list[Any]:
 
 
 def param_digest(model: torch.nn.Module) -> str:
-    """A short hash of every parameter and buffer: equal on all ranks iff replicas agree."""
+    """A short hash of the parameters: equal on all ranks iff the replicas agree.
+
+    Buffers are left out: batch-norm running stats are each rank's own until
+    DDP's next forward broadcasts rank 0's.
+    """
     h = hashlib.sha256()
-    for name, t in sorted(model.state_dict().items()):
+    for name, t in model.named_parameters():
         h.update(name.encode())
         h.update(t.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()[:16]

@@ -98,14 +98,16 @@ def test_quantize_round_trip(n: int):
 
 
 def test_residual_accumulates_small_gradients():
-    # 0.2 per step is below the threshold: it is sent as 0.5 once the residual reaches it.
+    # Each value is below the threshold: it is sent as ±0.5 once the residual reaches it.
+    # (Powers of two keep the float sums exact.)
     residual = torch.zeros(3)
     sent_total = torch.zeros(3)
-    grad = torch.tensor([0.2, -0.2, 0.05])
+    grad = torch.tensor([0.25, -0.25, 0.0625])
     for _ in range(10):
         words, residual = quantize_2bit(grad, residual, 0.5)
         sent_total += dequantize_2bit(words, 3, 0.5)
-    assert sent_total.tolist() == [1.5, -1.5, 0.0]
+    assert sent_total.tolist() == [2.5, -2.5, 0.5]
+    assert residual.tolist() == [0.0, 0.0, 0.125]
     torch.testing.assert_close(sent_total + residual, 10 * grad)  # error feedback
 
 
@@ -200,7 +202,9 @@ def test_ddp_example_shards_and_replicas(shapes):
     proc = _torchrun(
         ["examples/train_ddp.py", shapes["small"], "--image-size", "16", "--batch-size", "8"]
     )
-    reports = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("[{")]
+    assert len(lines) == 1, proc.stdout[-2000:]
+    reports = json.loads(lines[0])
     assert sorted(r["rank"] for r in reports) == [0, 1]
     ids = [set(r["ids"]) for r in reports]
     assert not ids[0] & ids[1]  # disjoint
