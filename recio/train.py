@@ -470,7 +470,7 @@ def train(config: TrainConfig) -> TrainResult:
     if config.resume:
         global_step = load_checkpoint(config.resume, stepper, train_it)
         log.info("resumed from %s at step %d", config.resume, global_step)
-    steps_per_epoch = train_it.sampler.steps_in_epoch(0)
+    steps_per_epoch = len(train_it)  # batches per epoch (per process)
     if rank == 0:
         log.info(
             "training %d classes, %dx%d images, batch %d x %d processes, %d steps/epoch, "
