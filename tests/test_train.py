@@ -8,9 +8,7 @@ import os
 import socket
 import subprocess
 import sys
-import uuid
 from pathlib import Path
-from urllib.parse import urlparse
 
 import numpy as np
 import pytest
@@ -258,31 +256,18 @@ def test_example_mxnet_port(tmp_path):
     assert "10 batches in two epochs" in out  # 40 images, batch 8, two epochs
 
 
-S3_ENDPOINT = os.environ.get("RECIO_TEST_S3_ENDPOINT", "http://127.0.0.1:8333")
-
-
-def _listening(url: str) -> bool:
-    parsed = urlparse(url)
-    try:
-        with socket.create_connection((parsed.hostname, parsed.port or 80), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 @pytest.mark.s3
-def test_example_read_s3(shapes):
-    if not _listening(S3_ENDPOINT):
-        pytest.skip(f"no S3 test server at {S3_ENDPOINT} (tools/s3_server.sh)")
-    s3fs = pytest.importorskip("s3fs")
-    fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=S3_ENDPOINT)
-    prefix = f"test/read-s3-{uuid.uuid4().hex[:8]}"
+def test_example_read_s3(shapes, s3_server, s3_prefix):
+    import fsspec
+
+    fs, prefix = fsspec.core.url_to_fs(s3_prefix, **s3_server)
     fs.put(shapes["small"], f"{prefix}/small.rec")
     fs.put(shapes["small"][:-4] + ".idx", f"{prefix}/small.idx")
     try:
         out = _run_example(
-            ["examples/read_s3.py", f"s3://{prefix}/small.rec", "--endpoint-url", S3_ENDPOINT,
-             "--key", "testing", "--secret", "testing"]
+            ["examples/read_s3.py", f"s3://{prefix}/small.rec",
+             "--endpoint-url", s3_server["endpoint_url"],
+             "--key", s3_server["key"], "--secret", s3_server["secret"]]
         )  # fmt: skip
         assert f"read 96 images from s3://{prefix}/small.rec" in out
     finally:
