@@ -3,7 +3,7 @@
 # 127.0.0.1, run the whole test suite except what needs a GPU, stop the servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh "test,s3"
+bash tools/setup.sh "test,s3,hdfs,dali,train,plot"
 if [ -x tools/ci_services.sh ]; then
   bash tools/ci_services.sh start
   trap 'bash tools/ci_services.sh stop' EXIT

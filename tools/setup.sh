@@ -18,6 +18,11 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 extras=${1:-}
+# PyTorch: pin the release this project is tested with before pip resolves the extra; an
+# open range could otherwise pull a newer multi-GB build.
+if [[ ",$extras," == *",train,"* ]] && ! python3 -c "import torch" 2>/dev/null; then
+  python3 -m pip install -q --disable-pip-version-check "torch==2.13.0"
+fi
 spec="."
 [ -n "$extras" ] && spec=".[$extras]"
 python3 -m pip install -q --disable-pip-version-check -e "$spec"
