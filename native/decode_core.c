@@ -50,9 +50,9 @@ struct rc_worker {
   struct jpeg_decompress_struct cinfo;
   struct jpeg_progress_mgr progress;
   rc_errmgr err;
-  uint8_t *row, *rgb, *tmp, *line, *hline;
+  uint8_t *row, *tmp, *line, *hline;
   double *prekk;
-  size_t row_cap, rgb_cap, tmp_cap, line_cap, hline_cap, prekk_cap;
+  size_t row_cap, tmp_cap, line_cap, hline_cap, prekk_cap;
   rc_coeffs ch, cv;
 };
 
@@ -119,7 +119,6 @@ void rc_worker_free(rc_worker *w) {
   if (!w) return;
   jpeg_destroy_decompress(&w->cinfo);
   free(w->row);
-  free(w->rgb);
   free(w->tmp);
   free(w->line);
   free(w->hline);
@@ -273,14 +272,14 @@ static size_t hpass_slack(const rc_coeffs *c) {
 }
 
 /* Vertical pass: one output row from ymax rows of tmp starting at ymin. */
-static void vpass(const uint8_t *tmp, size_t stride, int ymin, int ymax, const int16_t *k,
-                  uint8_t *line) {
+static void vpass(const uint8_t *tmp, size_t stride, size_t width, int ymin, int ymax,
+                  const int16_t *k, uint8_t *line) {
   size_t i = 0;
   const uint8_t *base = tmp + (size_t)ymin * stride;
 #ifdef __SSE2__
   const __m128i zero = _mm_setzero_si128();
   const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
-  for (; i + 16 <= stride; i += 16) {
+  for (; i + 16 <= width; i += 16) {
     __m128i a0 = half, a1 = half, a2 = half, a3 = half;
     for (int y = 0; y < ymax; y += 2) { /* ksize is even: k[ymax] exists (zero) */
       const uint8_t *p = base + (size_t)y * stride + i;
@@ -303,7 +302,7 @@ static void vpass(const uint8_t *tmp, size_t stride, int ymin, int ymax, const i
     _mm_storeu_si128((__m128i *)(line + i), v);
   }
 #endif
-  for (; i < stride; i++) {
+  for (; i < width; i++) {
     int32_t s = 1 << (PRECISION_BITS - 1);
     for (int y = 0; y < ymax; y++) s += base[(size_t)y * stride + i] * k[y];
     line[i] = clip8(s);
@@ -347,12 +346,28 @@ static void cmyk_to_rgb(const uint8_t *in, uint8_t *out, int n, int inverted) {
 #define CONV_U8(c, v) (v)
 #define CONV_LUT(c, v) (lut[(c)*256 + (v)])
 
+/* The common uint8 NCHW case: restrict lets the compiler vectorise the de-interleave. */
+static void store_planes_u8(const uint8_t *restrict line, uint8_t *restrict d0,
+                            uint8_t *restrict d1, uint8_t *restrict d2, int W) {
+  for (int x = 0; x < W; x++) {
+    d0[x] = line[3 * x];
+    d1[x] = line[3 * x + 1];
+    d2[x] = line[3 * x + 2];
+  }
+}
+
 static void store_row(const rc_opts *o, const uint8_t *line, void *out, int yy) {
   int W = o->out_w, H = o->out_h;
   int c0 = o->bgr ? 2 : 0, c2 = o->bgr ? 0 : 2;
   if (o->itemsize == 1) {
     if (!o->bgr && o->layout == RC_LAYOUT_NHWC) {
       memcpy((uint8_t *)out + (size_t)yy * W * 3, line, (size_t)W * 3);
+      return;
+    }
+    if (o->layout == RC_LAYOUT_NCHW) {
+      uint8_t *plane = (uint8_t *)out + (size_t)yy * W;
+      const size_t n = (size_t)H * W;
+      store_planes_u8(line, plane + (size_t)c0 * n, plane + n, plane + (size_t)c2 * n, W);
       return;
     }
     STORE_ROW(uint8_t, CONV_U8);
@@ -484,11 +499,8 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
   if (last <= first) first = 0, last = 1;
   for (int yy = 0; yy < o->out_h; yy++) w->cv.bounds[2 * yy] -= first;
   const int R0 = ry0 + first, R1 = ry0 + last, nrows = last - first;
-  /* Rows are decoded into tmp at the crop's width; the vertical pass runs first (over whole
-   * rows, SIMD-friendly) so the costlier per-pixel horizontal pass sees only out_h rows. */
-  const size_t in_stride = (size_t)rw * 3, out_stride = (size_t)o->out_w * 3;
-  if (grow((void **)&w->tmp, &w->tmp_cap, in_stride * nrows + hpass_slack(&w->ch)) ||
-      grow((void **)&w->line, &w->line_cap, in_stride + hpass_slack(&w->ch)) ||
+  const size_t out_stride = (size_t)o->out_w * 3;
+  if (grow((void **)&w->line, &w->line_cap, (size_t)rw * 3 + hpass_slack(&w->ch)) ||
       grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK))
     return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
 
@@ -505,23 +517,31 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
       jpeg_crop_scanline(ci, &xoff, &xw); /* widens to whole iMCU columns */
     }
   }
-  if (grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch + RC_SLACK) ||
-      (nch == 4 && grow((void **)&w->rgb, &w->rgb_cap, (size_t)ci->output_width * 3 + RC_SLACK)))
-    return fail(ci, err, RC_NOMEM, "out of memory (row buffer)");
+  /* The rows the vertical filter needs are decoded straight into tmp (no copy), a few per
+   * call; the vertical pass then runs first, over whole rows (SIMD-friendly), so the costlier
+   * per-pixel horizontal pass sees only out_h rows. */
+  const size_t row_stride = (size_t)ci->output_width * 3;
+  const size_t skip = (size_t)(rx0 - (int)xoff) * 3; /* the crop's first byte in a row */
+  if (grow((void **)&w->tmp, &w->tmp_cap, row_stride * nrows + hpass_slack(&w->ch)) ||
+      grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch + RC_SLACK))
+    return fail(ci, err, RC_NOMEM, "out of memory (row buffers)");
   if (o->roi && R0 > 0) jpeg_skip_scanlines(ci, (JDIMENSION)R0);
   const int inverted = nch == 4 && ci->saw_Adobe_marker;
-  JSAMPROW rowp = w->row;
   const int end = o->roi ? R1 : SH; /* without roi the whole image is decoded (for measuring) */
   while ((int)ci->output_scanline < end) {
-    int r = (int)ci->output_scanline;
-    if (jpeg_read_scanlines(ci, &rowp, 1) != 1) return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
-    if (r < R0 || r >= R1) continue;
-    const uint8_t *src = w->row;
-    if (nch == 4) {
-      cmyk_to_rgb(w->row, w->rgb, (int)ci->output_width, inverted);
-      src = w->rgb;
+    const int r = (int)ci->output_scanline;
+    JSAMPROW rows[16];
+    int n = 1;
+    if (r < R0 || r >= R1 || nch == 4) { /* outside the crop (no roi), or CMYK to convert */
+      rows[0] = w->row;
+    } else {
+      n = R1 - r < 16 ? R1 - r : 16;
+      for (int i = 0; i < n; i++) rows[i] = w->tmp + (size_t)(r - R0 + i) * row_stride;
     }
-    memcpy(w->tmp + (size_t)(r - R0) * in_stride, src + (size_t)(rx0 - (int)xoff) * 3, in_stride);
+    const int got = (int)jpeg_read_scanlines(ci, rows, (JDIMENSION)n);
+    if (got < 1) return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
+    if (nch == 4 && r >= R0 && r < R1)
+      cmyk_to_rgb(w->row, w->tmp + (size_t)(r - R0) * row_stride, (int)ci->output_width, inverted);
   }
   jpeg_abort_decompress(ci); /* the rows below the crop are never decoded */
 
@@ -529,9 +549,10 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
     const int ymin = w->cv.bounds[2 * yy], ytaps = w->cv.bounds[2 * yy + 1];
     const uint8_t *vrow = w->line;
     if (w->cv.identity)
-      vrow = w->tmp + (size_t)ymin * in_stride;
+      vrow = w->tmp + (size_t)ymin * row_stride + skip;
     else
-      vpass(w->tmp, in_stride, ymin, ytaps, w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
+      vpass(w->tmp + skip, row_stride, (size_t)rw * 3, ymin, ytaps,
+            w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
     if (w->ch.identity && !flip) {
       store_row(o, vrow + (size_t)w->ch.bounds[0] * 3, out, yy);
     } else {
