@@ -125,7 +125,11 @@ int rc_pool_run(rc_pool *p, rc_task_fn fn, void *ctx, size_t n) {
     pthread_mutex_unlock(&p->run_mu);
     return -1;
   }
-  if (n > 0) {
+  if (n == 1) {
+    /* One item: run it here with the first worker's state (idle: run_mu is ours), saving the
+     * two thread hand-offs a one-image call (im2rec, image_sizes of one) would cost. */
+    fn(ctx, p->threads[0].state, 0);
+  } else if (n > 1) {
     pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
