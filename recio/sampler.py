@@ -43,8 +43,8 @@ def epoch_order(
     epoch: int,
     shuffle: Shuffle | str = Shuffle.GLOBAL,
     *,
-    block_size: int = 64,
-    window: int = 16,
+    block_size: int = 256,
+    window: int = 4,
 ) -> np.ndarray:
     """The order of record positions ``0..n-1`` for ``epoch`` (int64 array).
 
@@ -94,8 +94,8 @@ class Sampler:
         shuffle: Shuffle | str | bool = Shuffle.NONE,
         seed: int = 0,
         last_batch: LastBatch | str = LastBatch.PAD,
-        block_size: int = 64,
-        window: int = 16,
+        block_size: int = 256,
+        window: int = 4,
     ) -> None:
         if num_records <= 0:
             raise ValueError("the dataset has no records")
