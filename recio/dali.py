@@ -33,14 +33,14 @@ from typing import Any
 
 import numpy as np
 
-from . import dist
 from .augment import CropSpec, batch_rng, draw
 from .decode import STATUS_CORRUPT, STATUS_EMPTY, STATUS_NAMES, STATUS_TRUNCATED, DecodePool
 from .errors import DecodeError, RecordIOError
 from .format import IR_HEADER_SIZE, unpack_labels
 from .iterator import Batch, IterStats
+from .params import read_plan
 from .recordio import RecordFile
-from .sampler import LastBatch, Sampler, Shuffle
+from .sampler import Sampler
 
 log = logging.getLogger("recio")
 
@@ -664,55 +664,29 @@ class DALIImageRecordIter:
         py_num_workers: int = 1,
     ) -> None:
         self.device = resolve_device(device)  # first: a missing GPU is the clearest error
-        shape = tuple(int(v) for v in data_shape)
-        if len(shape) != 3 or shape[0] != 3 or min(shape) <= 0:
-            raise ValueError(f"data_shape must be (3, height, width), not {data_shape}")
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be positive, not {batch_size}")
-        if dtype not in ("float32", "float16", "uint8"):
-            raise ValueError(f"dtype must be float32, float16 or uint8, not {dtype!r}")
-        if layout not in ("NCHW", "NHWC"):
-            raise ValueError(f"layout must be NCHW or NHWC, not {layout!r}")
-        mean, std = (mean_r, mean_g, mean_b), (std_r, std_g, std_b)
-        if min(std) <= 0:
-            raise ValueError(f"std_r/g/b must be positive, not {std}")
-        if dtype == "uint8" and (mean != (0.0, 0.0, 0.0) or std != (1.0, 1.0, 1.0)):
-            raise ValueError("mean/std normalisation needs dtype float32 or float16, not uint8")
-        if shard_id is not None or num_shards is not None:
+        if shard_id is not None or num_shards is not None:  # DALI's names for the shard
             part_index = shard_id if part_index is None else part_index
             num_parts = num_shards if num_parts is None else num_parts
-        if last_batch is None:
-            last_batch = "pad" if round_batch else "rollover"
-        world = dist.discover(kv, part_index, num_parts)
-        self.records = RecordFile(path_imgrec, path_imgidx, storage_options=storage_options)
-        self.sampler = Sampler(
-            len(self.records),
-            batch_size,
-            part_index=world.rank,
-            num_parts=world.size,
-            shuffle=Shuffle(shuffle_mode) if shuffle else Shuffle.NONE,
-            seed=seed,
-            last_batch=LastBatch(last_batch),
-        )
-        self.crop = CropSpec(
-            out_height=shape[1],
-            out_width=shape[2],
-            resize=resize,
-            rand_crop=rand_crop,
-            random_resized_crop=random_resized_crop,
-            min_area=min_random_area,
-            max_area=max_random_area,
-            min_aspect=min_aspect_ratio,
-            max_aspect=max_aspect_ratio,
-            rand_mirror=rand_mirror,
-        )
+        mean, std = (mean_r, mean_g, mean_b), (std_r, std_g, std_b)
+        plan = read_plan(
+            path_imgrec, data_shape, batch_size, path_imgidx=path_imgidx, shuffle=shuffle,
+            seed=seed, rand_crop=rand_crop, random_resized_crop=random_resized_crop,
+            min_random_area=min_random_area, max_random_area=max_random_area,
+            min_aspect_ratio=min_aspect_ratio, max_aspect_ratio=max_aspect_ratio,
+            rand_mirror=rand_mirror, resize=resize, mean=mean, std=std, dtype=dtype,
+            layout=layout, label_width=label_width, part_index=part_index,
+            num_parts=num_parts, round_batch=round_batch, last_batch=last_batch,
+            on_error=on_error, kv=kv, storage_options=storage_options,
+            shuffle_mode=shuffle_mode,
+        )  # fmt: skip
+        self.records, self.sampler, self.crop = plan.records, plan.sampler, plan.crop
         self.batch_size = batch_size
-        self.data_shape = shape
+        self.data_shape = plan.data_shape
         self.label_width = label_width
         self.on_error = on_error
         self.validate = validate
         self.seed = seed
-        self.part_index, self.num_parts = world.rank, world.size
+        self.part_index, self.num_parts = plan.part_index, plan.num_parts
         if crop_source not in ("recio", "dali"):
             raise ValueError(f"crop_source must be 'recio' or 'dali', not {crop_source!r}")
         self.crop_source = crop_source

@@ -28,14 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from . import dist, storage
-from .augment import CropSpec, batch_rng, draw
+from . import storage
+from .augment import batch_rng, draw
 from .decode import DecodePool
 from .errors import DecodeError, RecordIOError
 from .format import IR_HEADER_SIZE, unpack_labels
+from .params import read_plan
 from .prefetch import Prefetcher
-from .recordio import RecordFile
-from .sampler import LastBatch, Sampler, Shuffle
 from .trace import Tracer, maybe_span
 
 log = logging.getLogger("recio")
@@ -131,76 +130,32 @@ class ImageRecordIter:
     ) -> None:
         if unsupported:
             raise TypeError(f"ImageRecordIter got unsupported arguments: {sorted(unsupported)}")
-        shape = tuple(int(v) for v in data_shape)
-        if len(shape) != 3 or shape[0] not in (1, 3) or min(shape) <= 0:
-            raise ValueError(
-                f"data_shape must be (channels, height, width) with 1 or 3 "
-                f"channels, not {data_shape}"
-            )
-        if shape[0] != 3:
-            raise ValueError("data_shape with 1 channel is not supported yet: use (3, H, W)")
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be positive, not {batch_size}")
-        if dtype not in ("uint8", "float32", "float16"):
-            raise ValueError(f"dtype must be uint8, float32 or float16, not {dtype!r}")
-        if layout not in ("NCHW", "NHWC"):
-            raise ValueError(f"layout must be NCHW or NHWC, not {layout!r}")
-        if on_error not in ("skip", "raise", "replace"):
-            raise ValueError(f"on_error must be 'skip', 'raise' or 'replace', not {on_error!r}")
         if prefetch_buffer < 1:
             raise ValueError(f"prefetch_buffer must be at least 1, not {prefetch_buffer}")
-        if label_width < 1:
-            raise ValueError(f"label_width must be at least 1, not {label_width}")
-        if last_batch is None:
-            last_batch = "pad" if round_batch else "rollover"
-        mean = (mean_r, mean_g, mean_b)
-        std = (std_r, std_g, std_b)
-        if min(std) <= 0:
-            raise ValueError(f"std_r/g/b must be positive, not {std}")
-        normalize = mean != (0.0, 0.0, 0.0) or std != (1.0, 1.0, 1.0)
-        if dtype == "uint8" and normalize:
-            raise ValueError("mean/std normalisation needs dtype float32 or float16, not uint8")
-        if not 0 < min_random_area <= max_random_area <= 1:
-            raise ValueError("need 0 < min_random_area <= max_random_area <= 1")
-        if not 0 < min_aspect_ratio <= max_aspect_ratio:
-            raise ValueError("need 0 < min_aspect_ratio <= max_aspect_ratio")
-
-        world = dist.discover(kv, part_index, num_parts)
-        self.records = RecordFile(path_imgrec, path_imgidx, storage_options=storage_options)
-        self.sampler = Sampler(
-            len(self.records),
-            batch_size,
-            part_index=world.rank,
-            num_parts=world.size,
-            shuffle=Shuffle(shuffle_mode) if shuffle else Shuffle.NONE,
-            seed=seed,
-            last_batch=LastBatch(last_batch),
-        )
-        self.crop = CropSpec(
-            out_height=shape[1],
-            out_width=shape[2],
-            resize=resize,
-            rand_crop=rand_crop,
-            random_resized_crop=random_resized_crop,
-            min_area=min_random_area,
-            max_area=max_random_area,
-            min_aspect=min_aspect_ratio,
-            max_aspect=max_aspect_ratio,
-            rand_mirror=rand_mirror,
-        )
+        plan = read_plan(
+            path_imgrec, data_shape, batch_size, path_imgidx=path_imgidx, shuffle=shuffle,
+            seed=seed, rand_crop=rand_crop, random_resized_crop=random_resized_crop,
+            min_random_area=min_random_area, max_random_area=max_random_area,
+            min_aspect_ratio=min_aspect_ratio, max_aspect_ratio=max_aspect_ratio,
+            rand_mirror=rand_mirror, resize=resize, mean=(mean_r, mean_g, mean_b),
+            std=(std_r, std_g, std_b), dtype=dtype, layout=layout, label_width=label_width,
+            part_index=part_index, num_parts=num_parts, round_batch=round_batch,
+            last_batch=last_batch, on_error=on_error, kv=kv, storage_options=storage_options,
+            shuffle_mode=shuffle_mode,
+        )  # fmt: skip
+        self.records, self.sampler, self.crop = plan.records, plan.sampler, plan.crop
         self.batch_size = batch_size
-        self.data_shape = shape
+        self.data_shape = plan.data_shape
         self.dtype = np.dtype(dtype)
         self.layout = layout
         self.label_width = label_width
         self.prefetch_buffer = prefetch_buffer
         self.on_error = on_error
         self.seed = seed
-        self.part_index, self.num_parts = world.rank, world.size
+        self.part_index, self.num_parts = plan.part_index, plan.num_parts
         self.interpolation = interpolation
         self.channel_order = channel_order
-        self.mean = mean if normalize else None
-        self.std = std if normalize else None
+        self.mean, self.std = plan.mean, plan.std
         self.pool = DecodePool(preprocess_threads)
         self.stats = IterStats()
         self.tracer = tracer
