@@ -170,11 +170,14 @@ class DecodePool:
 
     def _start(self) -> None:
         self._pid = os.getpid()
+        # Python threads: the whole decoder on the fallback backend; on the native one, the
+        # PNGs & co. of a batch, decoded in parallel (Pillow releases the GIL). They start
+        # only when first used.
+        self._executor = ThreadPoolExecutor(self.num_threads, thread_name_prefix="recio-dec")
         if self.backend == "native":
             self._native = _native.Pool(self.num_threads)
-            self._finalizer = weakref.finalize(self, self._native.close)
+            self._finalizer = weakref.finalize(self, _close_both, self._native, self._executor)
         else:
-            self._executor = ThreadPoolExecutor(self.num_threads, thread_name_prefix="recio-dec")
             self._finalizer = weakref.finalize(self, self._executor.shutdown, wait=True)
 
     def _check_open(self) -> None:
@@ -211,13 +214,8 @@ class DecodePool:
         if self.backend == "native":
             self._native.image_sizes(buffers, sizes)
         todo = [i for i in range(n) if sizes[i, 0] == -2]
-        if todo:
-            pool = self._executor
-            found = (
-                pool.map(_pil_size, [buffers[i] for i in todo])
-                if pool
-                else map(_pil_size, [buffers[i] for i in todo])
-            )
+        if todo:  # header reads: cheaper here than a hand-off to another thread
+            found = map(_pil_size, [buffers[i] for i in todo])
             for i, wh in zip(todo, found, strict=True):
                 sizes[i] = wh
         return sizes
@@ -289,13 +287,18 @@ class DecodePool:
             def run(i: int) -> tuple[int, str | None]:
                 return job.decode_pil(i, buffers[i], self.max_pixels)
 
-            results = self._executor.map(run, todo) if self._executor else map(run, todo)
+            results = self._executor.map(run, todo) if len(todo) > 1 else map(run, todo)
             for i, (st, err) in zip(todo, results, strict=True):
                 status[i], errors[i] = st, err
         for i in np.flatnonzero(status):
             job.out[i] = 0  # failed slots are zeroed so that the batch is deterministic
         self._last_errors = errors
         return status
+
+
+def _close_both(native: Any, executor: ThreadPoolExecutor) -> None:
+    native.close()
+    executor.shutdown(wait=True)
 
 
 def raise_on_error(status: np.ndarray, errors: Sequence[str | None]) -> None:
