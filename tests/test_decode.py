@@ -368,8 +368,6 @@ def test_env_forces_python(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/statm")
 def test_no_memory_growth(backend: str) -> None:
     """RSS stays bounded over 10,000 small batches (in a subprocess, tiny images)."""
-    if "asan" in os.environ.get("LD_PRELOAD", ""):
-        pytest.skip("ASan's quarantine holds freed memory: RSS says nothing there")
     script = textwrap.dedent(
         f"""
         import io, os, numpy as np
