@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("nvidia.dali")
 
-from recio import dali  # noqa: E402
+from recio import dali, jpegcheck  # noqa: E402
 from recio.iterator import ImageRecordIter  # noqa: E402
 
 from ._paths import REPO  # noqa: E402
@@ -124,10 +124,10 @@ def _jpeg(seed=0, progressive=False):
 @pytest.mark.parametrize("progressive", [False, True])
 def test_structure_check_catches_every_truncation(progressive):
     good = _jpeg(progressive=progressive)
-    assert dali.jpeg_structure_problem(good) is None
+    assert jpegcheck.jpeg_structure_problem(good) is None
     for cut in range(2, len(good) - 1, 7):
-        assert dali.jpeg_structure_problem(good[:cut]), cut
-    assert dali.jpeg_structure_problem(good[:-2])  # only the EOI marker missing
+        assert jpegcheck.jpeg_structure_problem(good[:cut]), cut
+    assert jpegcheck.jpeg_structure_problem(good[:-2])  # only the EOI marker missing
 
 
 def test_check_catches_what_stops_dali_on_bit_flips():
@@ -168,7 +168,7 @@ def test_check_catches_what_stops_dali_on_bit_flips():
             pipe.build()
         refused += 1
         header_bad = pool.image_sizes([buf])[0, 0] <= 0
-        assert header_bad or dali.image_problem(buf), buf.hex()
+        assert header_bad or jpegcheck.image_problem(buf), buf.hex()
     assert refused >= 5  # the test exercised DALI's refusals
 
 
