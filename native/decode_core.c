@@ -141,6 +141,32 @@ static double box_filter(double x) {
   return (x > -0.5 && x <= 0.5) ? 1.0 : 0.0;
 }
 
+/* Drops the zero weights at both ends of every kernel (an upscaling bilinear kernel has two
+ * live taps of Pillow's window of three or four) and narrows ksize to the widest that is left,
+ * so the horizontal pass runs fewer tap pairs. The results are unchanged. */
+static void trim_zero_taps(rc_coeffs *c, int out_size) {
+  const int ksize = c->ksize;
+  int widest = 0;
+  for (int xx = 0; xx < out_size; xx++) {
+    int16_t *kk = c->kk + (size_t)xx * ksize;
+    int n = c->bounds[2 * xx + 1], first = 0;
+    while (first < n && kk[first] == 0) first++;
+    while (n > first && kk[n - 1] == 0) n--;
+    if (n == first) first = n = 0; /* all zero: keep one (zero) tap at xmin */
+    memmove(kk, kk + first, sizeof(int16_t) * (size_t)(n - first));
+    for (int x = n - first; x < ksize; x++) kk[x] = 0;
+    c->bounds[2 * xx] += first;
+    c->bounds[2 * xx + 1] = n - first;
+    if (n - first > widest) widest = n - first;
+  }
+  int narrow = (widest + 1) & ~1; /* even: the passes take taps in pairs */
+  if (narrow < 2) narrow = 2;
+  if (narrow >= ksize) return;
+  for (int xx = 1; xx < out_size; xx++) /* repack in place at the narrower stride */
+    memmove(c->kk + (size_t)xx * narrow, c->kk + (size_t)xx * ksize, sizeof(int16_t) * narrow);
+  c->ksize = narrow;
+}
+
 static int precompute(rc_worker *w, rc_coeffs *c, int in_size, double in0, double in1, int out_size,
                       int interp) {
   double scale = (in1 - in0) / out_size;
@@ -194,6 +220,7 @@ static int precompute(rc_worker *w, rc_coeffs *c, int in_size, double in0, doubl
     c->bounds[2 * xx] = xmin;
     c->bounds[2 * xx + 1] = xmax;
   }
+  trim_zero_taps(c, out_size);
   return 0;
 }
 
