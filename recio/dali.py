@@ -39,7 +39,7 @@ from .errors import DecodeError, RecordIOError
 from .format import IR_HEADER_SIZE, unpack_labels
 from .iterator import Batch, IterStats
 from .jpegcheck import image_problem, status_of
-from .params import read_plan
+from .params import PlannedIterator, read_plan
 from .recordio import RecordFile
 from .sampler import Sampler
 
@@ -437,7 +437,7 @@ def build_pipeline(
 # --- the iterator --------------------------------------------------------------------------
 
 
-class DALIImageRecordIter:
+class DALIImageRecordIter(PlannedIterator):
     """``ImageRecordIter``'s interface over a DALI pipeline fed by recio.
 
     Takes the iterator's parameter names where they overlap (``path_imgrec``, ``data_shape``,
@@ -543,9 +543,6 @@ class DALIImageRecordIter:
             "parallel": parallel,
             "py_num_workers": py_num_workers,
         }
-        self._epoch = 0
-        self._step = 0
-        self._epoch_done = False
         self._pipe: Any = None
         self._torch: Any = None
 
@@ -567,13 +564,6 @@ class DALIImageRecordIter:
     def _build(self) -> None:
         # The pipeline starts where the iterator stands: a resume is a new source start.
         self._pipe = build_pipeline(self.source(self._epoch, self._step), **self._pipe_args)
-
-    def __len__(self) -> int:
-        return self.sampler.steps_in_epoch(self._epoch)
-
-    @property
-    def epoch(self) -> int:
-        return self._epoch
 
     def __iter__(self) -> DALIImageRecordIter:
         if self._epoch_done:
@@ -658,44 +648,14 @@ class DALIImageRecordIter:
             self._epoch_done = True
             self.__iter__()
 
-    def state_dict(self) -> dict[str, Any]:
-        """Where the iterator is: the next batch is (epoch, step); as ImageRecordIter's."""
-        epoch, step = self._epoch, self._step
-        if self._epoch_done:
-            epoch, step = epoch + 1, 0
-        return {
-            "epoch": epoch,
-            "step": step,
-            "seed": self.seed,
-            "num_records": len(self.records),
-            "batch_size": self.batch_size,
-            "part_index": self.part_index,
-            "num_parts": self.num_parts,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        for key in ("seed", "num_records", "batch_size", "num_parts"):
-            mine = self.state_dict()[key]
-            if key in state and state[key] != mine:
-                raise ValueError(
-                    f"state was saved with {key}={state[key]}, this iterator has {mine}"
-                )
-        self._close_pipe()
-        self._epoch, self._step = int(state["epoch"]), int(state["step"])
-        self._epoch_done = False
-
     def _close_pipe(self) -> None:
         self._pipe = None  # DALI frees the pipeline (and its workers) when it is collected
+
+    _restart = _close_pipe
 
     def close(self) -> None:
         self._close_pipe()
         self.records.close()
-
-    def __enter__(self) -> DALIImageRecordIter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # --- benchmark -----------------------------------------------------------------------------

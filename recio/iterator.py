@@ -33,7 +33,7 @@ from .augment import batch_rng, draw
 from .decode import DecodePool
 from .errors import DecodeError, RecordIOError
 from .format import IR_HEADER_SIZE, unpack_labels
-from .params import read_plan
+from .params import PlannedIterator, read_plan
 from .prefetch import Prefetcher
 from .trace import Tracer, maybe_span
 
@@ -70,7 +70,7 @@ class _Stop(Exception):
     pass
 
 
-class ImageRecordIter:
+class ImageRecordIter(PlannedIterator):
     """Iterate over a RecordIO image dataset in decoded, augmented batches.
 
     MXNet's ``mx.io.ImageRecordIter`` parameter names are accepted (so ported
@@ -161,9 +161,6 @@ class ImageRecordIter:
         self.tracer = tracer
         # Image sizes never change: cache them so only the first epoch reads headers.
         self._sizes = np.full((len(self.records), 2), -1, dtype=np.int32)
-        self._epoch = 0
-        self._step = 0
-        self._epoch_done = False
         self._pipeline: _Pipeline | None = None
         self._finalizer = weakref.finalize(self, _shutdown, [None], self.pool)
 
@@ -184,14 +181,6 @@ class ImageRecordIter:
     def provide_label(self) -> list[tuple[str, tuple[int, ...]]]:
         shape = (self.batch_size,) if self.label_width == 1 else (self.batch_size, self.label_width)
         return [("softmax_label", shape)]
-
-    def __len__(self) -> int:
-        """Batches in the current epoch."""
-        return self.sampler.steps_in_epoch(self._epoch)
-
-    @property
-    def epoch(self) -> int:
-        return self._epoch
 
     # --- iteration ---------------------------------------------------------------------
 
@@ -232,33 +221,6 @@ class ImageRecordIter:
         self._step = 0
         self._epoch_done = False
 
-    def state_dict(self) -> dict[str, Any]:
-        """Where the iterator is: the next batch to yield is (epoch, step)."""
-        epoch, step = self._epoch, self._step
-        if self._epoch_done:
-            epoch, step = epoch + 1, 0
-        return {
-            "epoch": epoch,
-            "step": step,
-            "seed": self.seed,
-            "num_records": len(self.records),
-            "batch_size": self.batch_size,
-            "part_index": self.part_index,
-            "num_parts": self.num_parts,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        for key in ("seed", "num_records", "batch_size", "num_parts"):
-            mine = self.state_dict()[key]
-            if key in state and state[key] != mine:
-                raise ValueError(
-                    f"state was saved with {key}={state[key]}, this iterator has {mine}"
-                )
-        self._stop_pipeline()
-        self._epoch = int(state["epoch"])
-        self._step = int(state["step"])
-        self._epoch_done = False
-
     # --- threads -----------------------------------------------------------------------
 
     def _start_pipeline(self) -> None:
@@ -270,6 +232,8 @@ class ImageRecordIter:
         if self._pipeline is not None:
             self._pipeline.stop()
             self._pipeline = None
+
+    _restart = _stop_pipeline
 
     def _merge_stats(self, stats: IterStats) -> None:
         self.stats.decoded += stats.decoded
@@ -287,12 +251,6 @@ class ImageRecordIter:
         self._stop_pipeline()
         self._finalizer()
         self.records.close()
-
-    def __enter__(self) -> ImageRecordIter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _shutdown(pipeline_box: list, pool: DecodePool) -> None:

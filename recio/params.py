@@ -116,3 +116,69 @@ def read_plan(
         records, sampler, crop, shape, world.rank, world.size,
         mean if normalize else None, std if normalize else None,
     )  # fmt: skip
+
+
+class PlannedIterator:
+    """What both iterators share: where they stand in the plan, and its saved form.
+
+    Subclasses set ``records``, ``sampler``, ``seed``, ``batch_size``, ``part_index`` and
+    ``num_parts``, and implement ``_restart()`` (drop whatever runs ahead of the position)
+    and ``close()``.
+    """
+
+    records: RecordFile
+    sampler: Sampler
+    seed: int
+    batch_size: int
+    part_index: int
+    num_parts: int
+    _epoch = 0
+    _step = 0
+    _epoch_done = False
+
+    def __len__(self) -> int:
+        """Batches in the current epoch."""
+        return self.sampler.steps_in_epoch(self._epoch)
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the iterator is: the next batch to yield is (epoch, step)."""
+        epoch, step = self._epoch, self._step
+        if self._epoch_done:
+            epoch, step = epoch + 1, 0
+        return {
+            "epoch": epoch,
+            "step": step,
+            "seed": self.seed,
+            "num_records": len(self.records),
+            "batch_size": self.batch_size,
+            "part_index": self.part_index,
+            "num_parts": self.num_parts,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a ``state_dict()``: the same record ids and augmentation draws."""
+        for key in ("seed", "num_records", "batch_size", "num_parts"):
+            mine = self.state_dict()[key]
+            if key in state and state[key] != mine:
+                raise ValueError(
+                    f"state was saved with {key}={state[key]}, this iterator has {mine}"
+                )
+        self._restart()
+        self._epoch, self._step = int(state["epoch"]), int(state["step"])
+        self._epoch_done = False
+
+    def _restart(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
