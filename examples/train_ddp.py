@@ -83,6 +83,7 @@ def main() -> None:
     dist.all_gather_object(reports, report)  # one line from rank 0, not interleaved output
     if rank == 0:
         print(json.dumps(reports), flush=True)
+    dist.barrier()  # gloo aborts a rank whose peer tears down first: meet, then part
     dist.destroy_process_group()
 
 

@@ -479,6 +479,7 @@ def train(config: TrainConfig) -> TrainResult:
             steps_per_epoch, config.dtype, ", channels-last" if config.channels_last else "",
             config.grad_compression,
         )  # fmt: skip
+    finished = False
     try:
         while (epoch := train_it.state_dict()["epoch"]) < config.epochs:
             wait = compute = loss_sum = 0.0
@@ -537,11 +538,14 @@ def train(config: TrainConfig) -> TrainResult:
         result.param_digests = _gather(param_digest(module))
         if stepper.scaler.is_enabled():
             result.final_loss_scale = stepper.scaler.get_scale()
+        finished = True
     finally:
         train_it.close()
         if val_it is not None:
             val_it.close()
         if created_group:
+            if finished:  # gloo aborts a rank whose peer tears down first: meet, then part
+                dist.barrier()
             dist.destroy_process_group()
     result.model = module
     return result
