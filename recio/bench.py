@@ -107,10 +107,13 @@ class Data:
         self._cursor = 0
 
     def next_batch(self) -> list[bytes]:
+        return [self.images[i] for i in self.next_indices()]
+
+    def next_indices(self) -> np.ndarray:
         n = self.num_records
-        idx = [(self._cursor + j) % n for j in range(self.batch_size)]
+        idx = (self._cursor + np.arange(self.batch_size)) % n
         self._cursor = (self._cursor + self.batch_size) % n
-        return [self.images[i] for i in idx]
+        return idx
 
 
 def stage_read(rec: str, storage_options: dict | None, batch_size: int):
@@ -152,11 +155,14 @@ def stage_native_pool(data: Data, threads: int, spec: CropSpec, out_shape, dtype
     pool = DecodePool(threads)
     out = np.empty(out_shape, dtype=dtype)
     counter = [0]
+    # Header sizes once, as the iterator caches them after its first epoch: this stage is
+    # decode + augment alone, the yardstick for what the pipeline around it costs.
+    sizes = np.maximum(pool.image_sizes(data.images), 1)
 
     def step() -> tuple[int, int]:
-        batch = data.next_batch()
-        sizes = pool.image_sizes(batch)
-        windows, flips = draw(spec, np.maximum(sizes, 1), batch_rng(0, 0, counter[0], 0))
+        idx = data.next_indices()
+        batch = [data.images[i] for i in idx]
+        windows, flips = draw(spec, sizes[idx], batch_rng(0, 0, counter[0], 0))
         counter[0] += 1
         pool.decode_batch(batch, out, crops=windows, flips=flips, layout="NCHW")
         return len(batch), sum(len(b) for b in batch)
