@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "decode_core.h"
+#include "encode_core.h"
 #include "pool.h"
 
 typedef struct {
@@ -36,16 +37,32 @@ typedef struct {
   int32_t *sizes; /* [n][2] */
 } sizes_ctx;
 
+/* One per pool thread: the decoder, and an encoder made by the first transcode. */
+typedef struct {
+  rc_worker *dec;
+  rc_encoder *enc;
+} thread_state;
+
 static void *worker_new(void) {
-  return rc_worker_new();
+  thread_state *s = calloc(1, sizeof *s);
+  if (s && !(s->dec = rc_worker_new())) {
+    free(s);
+    return NULL;
+  }
+  return s;
 }
-static void worker_free(void *w) {
-  rc_worker_free(w);
+
+static void worker_free(void *vs) {
+  thread_state *s = vs;
+  if (!s) return;
+  rc_worker_free(s->dec);
+  rc_encoder_free(s->enc);
+  free(s);
 }
 
 static void decode_task(void *vctx, void *state, size_t i) {
   batch_ctx *c = vctx;
-  c->status[i] = rc_decode(state, c->views[i].buf, (size_t)c->views[i].len,
+  c->status[i] = rc_decode(((thread_state *)state)->dec, c->views[i].buf, (size_t)c->views[i].len,
                            c->crops ? c->crops + 4 * i : NULL, c->flips ? c->flips[i] != 0 : 0,
                            &c->opts, c->out + i * c->out_stride, c->errors + i * RC_ERRLEN);
 }
@@ -54,9 +71,39 @@ static void sizes_task(void *vctx, void *state, size_t i) {
   sizes_ctx *c = vctx;
   char err[RC_ERRLEN];
   int w = -1, h = -1;
-  int st = rc_image_size(state, c->views[i].buf, (size_t)c->views[i].len, &w, &h, err);
+  int st = rc_image_size(((thread_state *)state)->dec, c->views[i].buf, (size_t)c->views[i].len, &w,
+                         &h, err);
   c->sizes[2 * i] = st == RC_OK ? w : st == RC_UNSUPPORTED ? -2 : -1;
   c->sizes[2 * i + 1] = st == RC_OK ? h : st == RC_UNSUPPORTED ? -2 : -1;
+}
+
+typedef struct {
+  const Py_buffer *views;
+  const int32_t *crops; /* [n][4] or NULL */
+  const int32_t *sizes; /* [n][2]: output width, height */
+  int32_t *status;
+  char *errors;   /* [n][RC_ERRLEN] */
+  uint8_t **outs; /* [n]: malloc'd JPEGs, freed by the caller */
+  size_t *lens;
+  int quality, gray;
+  rc_opts opts;
+} transcode_ctx;
+
+static void transcode_task(void *vctx, void *vstate, size_t i) {
+  transcode_ctx *c = vctx;
+  thread_state *s = vstate;
+  char *err = c->errors + i * RC_ERRLEN;
+  if (!s->enc && !(s->enc = rc_encoder_new())) {
+    c->status[i] = RC_NOMEM;
+    snprintf(err, RC_ERRLEN, "out of memory (JPEG encoder)");
+    return;
+  }
+  rc_opts o = c->opts;
+  o.out_w = c->sizes[2 * i];
+  o.out_h = c->sizes[2 * i + 1];
+  c->status[i] = rc_transcode(s->dec, s->enc, c->views[i].buf, (size_t)c->views[i].len,
+                              c->crops ? c->crops + 4 * i : NULL, &o, c->quality, c->gray,
+                              &c->outs[i], &c->lens[i], err);
 }
 
 static int Pool_init(PoolObject *self, PyObject *args, PyObject *kwds) {
@@ -166,6 +213,22 @@ static void release_param(Py_buffer *view) {
   if (view->obj) PyBuffer_Release(view);
 }
 
+/* Runs a batch on the pool with the GIL released; -1 with an exception if the pool is shut. */
+static int run_released(PoolObject *self, rc_task_fn fn, void *ctx, Py_ssize_t n) {
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = rc_pool_run(self->pool, fn, ctx, (size_t)n);
+  Py_END_ALLOW_THREADS
+  if (rc < 0) PyErr_SetString(PyExc_ValueError, "decode pool is closed");
+  return rc;
+}
+
+/* Image i's error message (errors holds RC_ERRLEN bytes per image) as a str. */
+static PyObject *error_text(const char *errors, Py_ssize_t i) {
+  const char *msg = errors + i * RC_ERRLEN;
+  return PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
+}
+
 PyDoc_STRVAR(decode_batch_doc,
              "decode_batch(buffers, out, status, out_h, out_w, layout, itemsize, crops, flips, "
              "lut, interp, bgr, dct_mode, roi, max_pixels) -> list[str | None]\n\n"
@@ -237,14 +300,7 @@ static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args) {
                .roi = roi,
                .max_pixels = max_pixels},
   };
-  int rc;
-  Py_BEGIN_ALLOW_THREADS
-  rc = rc_pool_run(self->pool, decode_task, &ctx, (size_t)n);
-  Py_END_ALLOW_THREADS
-  if (rc < 0) {
-    PyErr_SetString(PyExc_ValueError, "decode pool is closed");
-    goto done;
-  }
+  if (run_released(self, decode_task, &ctx, n) < 0) goto done;
   result = PyList_New(n);
   if (!result) goto done;
   for (Py_ssize_t i = 0; i < n; i++) {
@@ -252,7 +308,7 @@ static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args) {
     if (((int32_t *)status.buf)[i] == RC_OK) {
       msg = Py_NewRef(Py_None);
     } else {
-      msg = PyUnicode_DecodeUTF8(errors + i * RC_ERRLEN, strlen(errors + i * RC_ERRLEN), "replace");
+      msg = error_text(errors, i);
       if (!msg) {
         Py_CLEAR(result);
         goto done;
@@ -267,6 +323,110 @@ done:
   release_param(&crops);
   release_param(&flips);
   release_param(&lut);
+  release_views(views, n);
+done_seq:
+  Py_DECREF(seq);
+  return result;
+}
+
+PyDoc_STRVAR(transcode_batch_doc,
+             "transcode_batch(buffers, status, crops, sizes, quality, gray, interp, dct_mode, "
+             "max_pixels) -> list[bytes | str]\n\n"
+             "Decodes every JPEG in buffers, crops it (crops: int32 [n][4] or None), resizes it "
+             "to sizes[i] (int32 [n][2], width and height) and encodes it again as a JPEG at "
+             "quality (4:2:0, or one grey channel when gray). Writes status[i] (int32) and "
+             "returns per image the new JPEG's bytes, or the error text where status is not 0. "
+             "Use recio.im2rec, which checks the arguments.");
+
+static PyObject *Pool_transcode_batch(PoolObject *self, PyObject *args) {
+  PyObject *buffers, *status_obj, *crops_obj, *sizes_obj;
+  int quality, gray, interp, dct_mode;
+  unsigned long long max_pixels;
+  if (!PyArg_ParseTuple(args, "OOOOiiiiK:transcode_batch", &buffers, &status_obj, &crops_obj,
+                        &sizes_obj, &quality, &gray, &interp, &dct_mode, &max_pixels))
+    return NULL;
+  if (check_open(self) < 0) return NULL;
+  if (quality < 1 || quality > 100 || interp < 0 || interp > RC_INTERP_NEAREST || dct_mode < 0 ||
+      dct_mode > RC_DCT_ALL) {
+    PyErr_SetString(PyExc_ValueError, "bad transcode parameters");
+    return NULL;
+  }
+  PyObject *seq = PySequence_Fast(buffers, "buffers must be a sequence");
+  if (!seq) return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject *result = NULL;
+  char *errors = NULL;
+  uint8_t **outs = NULL;
+  size_t *lens = NULL;
+  Py_buffer status = {0}, crops = {0}, sizes = {0};
+  Py_buffer *views = get_views(seq, n);
+  if (!views) goto done_seq;
+  if (get_param(status_obj, &status, n * 4, 1, "status") < 0 ||
+      get_param(crops_obj, &crops, n * 16, 0, "crops") < 0 ||
+      get_param(sizes_obj, &sizes, n * 8, 0, "sizes") < 0)
+    goto done;
+  if (!status.buf || !sizes.buf) {
+    PyErr_SetString(PyExc_ValueError, "status and sizes are required");
+    goto done;
+  }
+  const size_t m = n ? (size_t)n : 1;
+  errors = PyMem_Calloc(m, RC_ERRLEN);
+  outs = PyMem_Calloc(m, sizeof *outs);
+  lens = PyMem_Calloc(m, sizeof *lens);
+  if (!errors || !outs || !lens) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    const int32_t *wh = (const int32_t *)sizes.buf + 2 * i;
+    if (wh[0] < 1 || wh[1] < 1 || (int64_t)wh[0] * wh[1] > (1 << 28)) {
+      PyErr_Format(PyExc_ValueError, "sizes[%zd] = (%d, %d) is not a valid output size", i, wh[0],
+                   wh[1]);
+      goto done;
+    }
+  }
+  transcode_ctx ctx = {
+      .views = views,
+      .crops = crops.buf,
+      .sizes = sizes.buf,
+      .status = status.buf,
+      .errors = errors,
+      .outs = outs,
+      .lens = lens,
+      .quality = quality,
+      .gray = gray != 0,
+      .opts = {.layout = RC_LAYOUT_NHWC,
+               .itemsize = 1,
+               .interp = interp,
+               .dct_mode = dct_mode,
+               .roi = 1,
+               .max_pixels = max_pixels},
+  };
+  if (run_released(self, transcode_task, &ctx, n) < 0) goto done;
+  result = PyList_New(n);
+  if (!result) goto done;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *item;
+    if (((int32_t *)status.buf)[i] == RC_OK) {
+      item = PyBytes_FromStringAndSize((const char *)outs[i], (Py_ssize_t)lens[i]);
+    } else {
+      item = error_text(errors, i);
+    }
+    if (!item) {
+      Py_CLEAR(result);
+      goto done;
+    }
+    PyList_SET_ITEM(result, i, item);
+  }
+done:
+  if (outs)
+    for (Py_ssize_t i = 0; i < n; i++) free(outs[i]);
+  PyMem_Free(outs);
+  PyMem_Free(lens);
+  PyMem_Free(errors);
+  release_param(&status);
+  release_param(&crops);
+  release_param(&sizes);
   release_views(views, n);
 done_seq:
   Py_DECREF(seq);
@@ -295,14 +455,7 @@ static PyObject *Pool_image_sizes(PoolObject *self, PyObject *args) {
     goto done;
   }
   sizes_ctx ctx = {.views = views, .sizes = sizes.buf};
-  int rc;
-  Py_BEGIN_ALLOW_THREADS
-  rc = rc_pool_run(self->pool, sizes_task, &ctx, (size_t)n);
-  Py_END_ALLOW_THREADS
-  if (rc < 0) {
-    PyErr_SetString(PyExc_ValueError, "decode pool is closed");
-    goto done;
-  }
+  if (run_released(self, sizes_task, &ctx, n) < 0) goto done;
   result = Py_NewRef(Py_None);
 done:
   release_param(&sizes);
@@ -323,6 +476,7 @@ static PyObject *Pool_get_closed(PoolObject *self, void *closure) {
 static PyMethodDef Pool_methods[] = {
     {"decode_batch", (PyCFunction)Pool_decode_batch, METH_VARARGS, decode_batch_doc},
     {"image_sizes", (PyCFunction)Pool_image_sizes, METH_VARARGS, image_sizes_doc},
+    {"transcode_batch", (PyCFunction)Pool_transcode_batch, METH_VARARGS, transcode_batch_doc},
     {"close", (PyCFunction)Pool_close, METH_NOARGS, "Stops and joins the threads."},
     {NULL},
 };

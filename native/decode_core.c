@@ -54,6 +54,8 @@ struct rc_worker {
   double *prekk;
   size_t row_cap, tmp_cap, line_cap, hline_cap, prekk_cap;
   rc_coeffs ch, cv;
+  uint8_t *src_plane[RC_MAX_PLANES], *out_plane[RC_MAX_PLANES]; /* rc_decode_planes */
+  size_t src_cap[RC_MAX_PLANES], out_cap[RC_MAX_PLANES];
 };
 
 /* ---- libjpeg error handling: never exit, never print ---- */
@@ -127,6 +129,7 @@ void rc_worker_free(rc_worker *w) {
   free(w->ch.kk);
   free(w->cv.bounds);
   free(w->cv.kk);
+  for (int c = 0; c < RC_MAX_PLANES; c++) free(w->src_plane[c]), free(w->out_plane[c]);
   free(w);
 }
 
@@ -195,7 +198,7 @@ static int precompute(rc_worker *w, rc_coeffs *c, int in_size, double in0, doubl
   c->ksize = ksize;
   size_t n = (size_t)out_size * ksize;
   if (grow((void **)&c->bounds, &c->bounds_cap, sizeof(int) * 2 * out_size) ||
-      grow((void **)&c->kk, &c->kk_cap, sizeof(int16_t) * n) ||
+      grow((void **)&c->kk, &c->kk_cap, sizeof(int16_t) * (n + 8)) || /* SIMD over-read */
       grow((void **)&w->prekk, &w->prekk_cap, sizeof(double) * ksize))
     return -1;
   double ss = 1.0 / filterscale;
@@ -420,6 +423,40 @@ static int is_jpeg(const uint8_t *data, size_t len) {
   return len >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
 }
 
+static int check_input(const uint8_t *data, size_t len, const rc_opts *o, char *err) {
+  err[0] = 0;
+  if (len == 0) return snprintf(err, RC_ERRLEN, "empty buffer"), RC_EMPTY;
+  if (!is_jpeg(data, len)) return snprintf(err, RC_ERRLEN, "not a JPEG"), RC_UNSUPPORTED;
+  if (o->out_w <= 0 || o->out_h <= 0)
+    return snprintf(err, RC_ERRLEN, "output size must be positive"), RC_BAD_PARAM;
+  return RC_OK;
+}
+
+static int fail(struct jpeg_decompress_struct *ci, char *err, int status, const char *msg);
+
+/* After jpeg_read_header: refuses an image over the pixel limit (before anything is allocated
+ * for it) and intersects the crop {x, y, w, h} (or the whole image) with the image. */
+static int crop_window(struct jpeg_decompress_struct *ci, const int32_t *crop, const rc_opts *o,
+                       int64_t *x0, int64_t *y0, int64_t *x1, int64_t *y1, char *err) {
+  const int W = (int)ci->image_width, H = (int)ci->image_height;
+  if ((uint64_t)W * (uint64_t)H > o->max_pixels) {
+    char msg[RC_ERRLEN];
+    snprintf(msg, sizeof msg, "%dx%d image is over the limit of %llu pixels", W, H,
+             (unsigned long long)o->max_pixels);
+    return fail(ci, err, RC_TOO_LARGE, msg);
+  }
+  *x0 = 0, *y0 = 0, *x1 = W, *y1 = H;
+  if (crop) {
+    *x0 = crop[0] > 0 ? crop[0] : 0;
+    *y0 = crop[1] > 0 ? crop[1] : 0;
+    *x1 = (int64_t)crop[0] + crop[2] < W ? (int64_t)crop[0] + crop[2] : W;
+    *y1 = (int64_t)crop[1] + crop[3] < H ? (int64_t)crop[1] + crop[3] : H;
+    if (*x1 <= *x0 || *y1 <= *y0)
+      return fail(ci, err, RC_BAD_PARAM, "crop window misses the image");
+  }
+  return RC_OK;
+}
+
 int rc_image_size(rc_worker *w, const uint8_t *data, size_t len, int *width, int *height,
                   char *err) {
   struct jpeg_decompress_struct *ci = &w->cinfo;
@@ -448,11 +485,8 @@ static int fail(struct jpeg_decompress_struct *ci, char *err, int status, const 
 int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
               const rc_opts *o, void *out, char *err) {
   struct jpeg_decompress_struct *ci = &w->cinfo;
-  err[0] = 0;
-  if (len == 0) return snprintf(err, RC_ERRLEN, "empty buffer"), RC_EMPTY;
-  if (!is_jpeg(data, len)) return snprintf(err, RC_ERRLEN, "not a JPEG"), RC_UNSUPPORTED;
-  if (o->out_w <= 0 || o->out_h <= 0)
-    return snprintf(err, RC_ERRLEN, "output size must be positive"), RC_BAD_PARAM;
+  const int bad = check_input(data, len, o, err);
+  if (bad) return bad;
   w->err.eof_warning = 0;
   w->err.msg[0] = 0;
   if (setjmp(w->err.jb)) { /* only w and err are used here: both unchanged since setjmp */
@@ -463,12 +497,9 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
   jpeg_mem_src(ci, data, (unsigned long)len);
   jpeg_read_header(ci, TRUE);
   const int W = (int)ci->image_width, H = (int)ci->image_height;
-  if ((uint64_t)W * (uint64_t)H > o->max_pixels) {
-    char msg[RC_ERRLEN];
-    snprintf(msg, sizeof msg, "%dx%d image is over the limit of %llu pixels", W, H,
-             (unsigned long long)o->max_pixels);
-    return fail(ci, err, RC_TOO_LARGE, msg);
-  }
+  int64_t x0, y0, x1, y1;
+  const int refused = crop_window(ci, crop, o, &x0, &y0, &x1, &y1, err);
+  if (refused) return refused;
   int nch;
   switch (ci->jpeg_color_space) {
     case JCS_GRAYSCALE:
@@ -486,15 +517,6 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
       return fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
   }
 
-  /* Crop window: intersected with the image. */
-  int64_t x0 = 0, y0 = 0, x1 = W, y1 = H;
-  if (crop) {
-    x0 = crop[0] > 0 ? crop[0] : 0;
-    y0 = crop[1] > 0 ? crop[1] : 0;
-    x1 = (int64_t)crop[0] + crop[2] < W ? (int64_t)crop[0] + crop[2] : W;
-    y1 = (int64_t)crop[1] + crop[3] < H ? (int64_t)crop[1] + crop[3] : H;
-    if (x1 <= x0 || y1 <= y0) return fail(ci, err, RC_BAD_PARAM, "crop window misses the image");
-  }
   const int num = rc_dct_scale_num((int)(x1 - x0), (int)(y1 - y0), o->out_w, o->out_h, o->dct_mode);
   ci->scale_num = (unsigned)num;
   ci->scale_denom = 8;
@@ -590,6 +612,255 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
   if (w->err.eof_warning) {
     snprintf(err, RC_ERRLEN, "JPEG: premature end of data (image incomplete)");
     return RC_TRUNCATED;
+  }
+  return RC_OK;
+}
+
+/* ---- YCbCr planes: decode without colour conversion or upsampling, resample each plane ---- */
+
+/* Horizontal pass over one row of single-channel samples; `line` holds the row from column
+ * `off` on, readable ksize bytes past the last sample used. */
+static inline __attribute__((always_inline)) void hpass1_k(const uint8_t *line, int off,
+                                                           uint8_t *out, int out_n,
+                                                           const rc_coeffs *c, const int ksize) {
+  for (int xx = 0; xx < out_n; xx++) {
+    const int16_t *k = c->kk + (size_t)xx * ksize;
+    const uint8_t *p = line + (c->bounds[2 * xx] - off);
+    int32_t s = 1 << (PRECISION_BITS - 1);
+    for (int x = 0; x < ksize; x++) s += p[x] * k[x];
+    out[xx] = clip8(s);
+  }
+}
+
+#ifdef __SSE2__
+static inline __m128i load32(const uint8_t *p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return _mm_cvtsi32_si128(v);
+}
+
+static inline __m128i load16(const uint8_t *p) {
+  uint16_t v;
+  memcpy(&v, p, 2);
+  return _mm_cvtsi32_si128(v);
+}
+
+/* Four outputs' (rounded, shifted) sums as four bytes. */
+static inline int32_t pack4(__m128i sums) {
+  sums = _mm_srai_epi32(_mm_add_epi32(sums, _mm_set1_epi32(1 << (PRECISION_BITS - 1))),
+                        PRECISION_BITS);
+  const __m128i zero = _mm_setzero_si128();
+  return _mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(sums, zero), zero));
+}
+
+/* SIMD horizontal pass for single-channel rows, four outputs per step: ksize 2 and 4 gather the
+ * taps of four outputs into one register; ksize 6 and 8 take eight taps per output (lanes past
+ * ksize are masked) and add the four partial sums across. Needs ksize + 8 readable bytes past
+ * each row's last tap and 8 int16 past the last kernel (see precompute). */
+static int hpass1_simd(const uint8_t *line, int off, uint8_t *out, int out_n, const rc_coeffs *c) {
+  const int ksize = c->ksize;
+  if (ksize != 2 && ksize != 4 && ksize != 6 && ksize != 8) return 0;
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i mask6 = _mm_set_epi16(0, 0, -1, -1, -1, -1, -1, -1);
+  int xx = 0;
+  for (; xx + 4 <= out_n; xx += 4) {
+    const uint8_t *p[4];
+    for (int j = 0; j < 4; j++) p[j] = line + (c->bounds[2 * (xx + j)] - off);
+    const int16_t *k = c->kk + (size_t)xx * ksize;
+    __m128i sums;
+    if (ksize == 2) {
+      __m128i v = _mm_unpacklo_epi32(_mm_unpacklo_epi16(load16(p[0]), load16(p[1])),
+                                     _mm_unpacklo_epi16(load16(p[2]), load16(p[3])));
+      sums = _mm_madd_epi16(_mm_unpacklo_epi8(v, zero), _mm_loadu_si128((const __m128i *)k));
+    } else if (ksize == 4) {
+      __m128i v = _mm_unpacklo_epi64(_mm_unpacklo_epi32(load32(p[0]), load32(p[1])),
+                                     _mm_unpacklo_epi32(load32(p[2]), load32(p[3])));
+      __m128i m0 = _mm_madd_epi16(_mm_unpacklo_epi8(v, zero), _mm_loadu_si128((const __m128i *)k));
+      __m128i m1 =
+          _mm_madd_epi16(_mm_unpackhi_epi8(v, zero), _mm_loadu_si128((const __m128i *)(k + 8)));
+      __m128 a = _mm_castsi128_ps(m0), b = _mm_castsi128_ps(m1);
+      sums = _mm_add_epi32(_mm_castps_si128(_mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
+                           _mm_castps_si128(_mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
+    } else {
+      __m128i m[4];
+      for (int j = 0; j < 4; j++) {
+        __m128i px = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)p[j]), zero);
+        __m128i kv = _mm_loadu_si128((const __m128i *)(k + (size_t)j * ksize));
+        if (ksize == 6) kv = _mm_and_si128(kv, mask6);
+        m[j] = _mm_madd_epi16(px, kv);
+      }
+      __m128i t0 = _mm_add_epi32(_mm_unpacklo_epi32(m[0], m[1]), _mm_unpackhi_epi32(m[0], m[1]));
+      __m128i t1 = _mm_add_epi32(_mm_unpacklo_epi32(m[2], m[3]), _mm_unpackhi_epi32(m[2], m[3]));
+      sums = _mm_add_epi32(_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1));
+    }
+    int32_t v4 = pack4(sums);
+    memcpy(out + xx, &v4, 4);
+  }
+  return xx;
+}
+#endif
+
+static void hpass1(const uint8_t *line, int off, uint8_t *out, int out_n, const rc_coeffs *c) {
+  int done = 0;
+#ifdef __SSE2__
+  done = hpass1_simd(line, off, out, out_n, c);
+#endif
+  if (done == out_n) return;
+  /* the tail (fewer than four outputs), or every output for wide kernels */
+  rc_coeffs tail = *c;
+  tail.bounds += 2 * done;
+  tail.kk += (size_t)done * c->ksize;
+  hpass1_k(line, off, out + done, out_n - done, &tail, c->ksize);
+}
+
+static int round_up(int v, int m) {
+  return (v + m - 1) / m * m;
+}
+
+/* Copies the last valid column and row into the padding, as libjpeg pads its own input. */
+static void pad_plane(uint8_t *p, size_t stride, int w, int h, int pw, int ph) {
+  for (int y = 0; y < h; y++)
+    memset(p + (size_t)y * stride + w, p[(size_t)y * stride + w - 1], pw - w);
+  for (int y = h; y < ph; y++) memcpy(p + (size_t)y * stride, p + (size_t)(h - 1) * stride, pw);
+}
+
+int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop,
+                     const rc_opts *o, int gray, rc_planes *out, char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  const int bad = check_input(data, len, o, err);
+  if (bad) return bad;
+  w->err.eof_warning = 0;
+  w->err.msg[0] = 0;
+  if (setjmp(w->err.jb)) {
+    jpeg_abort_decompress(ci);
+    snprintf(err, RC_ERRLEN, "JPEG: %s", w->err.msg[0] ? w->err.msg : "decode error");
+    return RC_CORRUPT;
+  }
+  jpeg_mem_src(ci, data, (unsigned long)len);
+  jpeg_read_header(ci, TRUE);
+  int64_t x0, y0, x1, y1;
+  const int refused = crop_window(ci, crop, o, &x0, &y0, &x1, &y1, err);
+  if (refused) return refused;
+  const int ncomp = ci->num_components;
+  const int ycc = ci->jpeg_color_space == JCS_YCbCr && ncomp == 3;
+  if (!ycc && !(ci->jpeg_color_space == JCS_GRAYSCALE && ncomp == 1))
+    return fail(ci, err, RC_UNSUPPORTED, "not a YCbCr or greyscale JPEG");
+  ci->scale_num =
+      (unsigned)rc_dct_scale_num((int)(x1 - x0), (int)(y1 - y0), o->out_w, o->out_h, o->dct_mode);
+  ci->scale_denom = 8;
+  ci->raw_data_out = TRUE;
+  jpeg_start_decompress(ci);
+
+  /* Output planes: 4:2:0 for colour (OpenCV's default, hence MXNet's), padded to whole MCUs. */
+  const int nout = gray ? 1 : 3, mcu = gray ? 8 : 16;
+  const int pw = round_up(o->out_w, mcu), ph = round_up(o->out_h, mcu);
+  out->nplanes = nout;
+  for (int c = 0; c < nout; c++) {
+    const int sub = c ? 2 : 1;
+    out->width[c] = (o->out_w + sub - 1) / sub;
+    out->height[c] = (o->out_h + sub - 1) / sub;
+    out->stride[c] = (size_t)(pw / sub);
+    if (grow((void **)&w->out_plane[c], &w->out_cap[c], out->stride[c] * (ph / sub)))
+      return fail(ci, err, RC_NOMEM, "out of memory (planes)");
+    out->data[c] = w->out_plane[c];
+  }
+  const int nsrc = ycc && !gray ? 3 : 1; /* the source planes that are resampled */
+
+  /* Per source plane: its size, its scale against the image, the rows the filter needs.
+   * (Copied: jpeg_abort_decompress frees comp_info before the planes are resampled.) */
+  int last_row[RC_MAX_PLANES], imcu_rows[RC_MAX_PLANES], need_imcu = 0;
+  int sw[RC_MAX_PLANES], sh[RC_MAX_PLANES];
+  double sx[RC_MAX_PLANES], sy[RC_MAX_PLANES];
+  size_t sstride[RC_MAX_PLANES];
+  for (int c = 0; c < ncomp; c++) {
+    jpeg_component_info *cp = &ci->comp_info[c];
+    imcu_rows[c] = cp->v_samp_factor * cp->DCT_scaled_size;
+    sstride[c] = (size_t)cp->width_in_blocks * cp->DCT_scaled_size;
+    sw[c] = (int)cp->downsampled_width;
+    sh[c] = (int)cp->downsampled_height;
+    sx[c] = (double)cp->h_samp_factor * cp->DCT_scaled_size / (ci->max_h_samp_factor * DCTSIZE);
+    sy[c] = (double)cp->v_samp_factor * cp->DCT_scaled_size / (ci->max_v_samp_factor * DCTSIZE);
+    const size_t rows = (size_t)ci->total_iMCU_rows * imcu_rows[c];
+    if (grow((void **)&w->src_plane[c], &w->src_cap[c], sstride[c] * rows + RC_SLACK))
+      return fail(ci, err, RC_NOMEM, "out of memory (source planes)");
+    last_row[c] = 0;
+  }
+  for (int c = 0; c < nsrc; c++) {
+    const double oy = c ? 0.5 : 1.0, in0 = y0 * sy[c];
+    const double in1 = in0 + (y1 - y0) * sy[c] * out->height[c] / (o->out_h * oy);
+    if (precompute(w, &w->cv, sh[c], in0, in1, out->height[c], o->interp))
+      return fail(ci, err, RC_NOMEM, "out of memory (coefficients)");
+    for (int yy = 0; yy < out->height[c]; yy++) {
+      int end = w->cv.bounds[2 * yy] + w->cv.bounds[2 * yy + 1];
+      if (end > last_row[c]) last_row[c] = end;
+    }
+    int n = (last_row[c] + imcu_rows[c] - 1) / imcu_rows[c];
+    if (n > need_imcu) need_imcu = n;
+  }
+  if (need_imcu > (int)ci->total_iMCU_rows) need_imcu = (int)ci->total_iMCU_rows;
+
+  /* Decode the iMCU rows down to the last one the filters use. */
+  const JDIMENSION step = (JDIMENSION)(ci->max_v_samp_factor * ci->min_DCT_scaled_size);
+  for (int r = 0; r < need_imcu; r++) {
+    JSAMPROW rows[RC_MAX_PLANES][4 * DCTSIZE];
+    JSAMPARRAY planes[RC_MAX_PLANES];
+    for (int c = 0; c < ncomp; c++) {
+      for (int i = 0; i < imcu_rows[c]; i++)
+        rows[c][i] = w->src_plane[c] + ((size_t)r * imcu_rows[c] + i) * sstride[c];
+      planes[c] = rows[c];
+    }
+    if (jpeg_read_raw_data(ci, planes, step) < 1) return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
+  }
+  jpeg_abort_decompress(ci);
+  if (w->err.eof_warning) {
+    snprintf(err, RC_ERRLEN, "JPEG: premature end of data (image incomplete)");
+    return RC_TRUNCATED;
+  }
+
+  /* Resample: vertical pass over the columns in use, then the horizontal pass. */
+  for (int c = 0; c < nsrc; c++) {
+    const double of = c ? 0.5 : 1.0;
+    const int ow = out->width[c], oh = out->height[c];
+    const double ix0 = x0 * sx[c], ix1 = ix0 + (x1 - x0) * sx[c] * ow / (o->out_w * of);
+    const double iy0 = y0 * sy[c], iy1 = iy0 + (y1 - y0) * sy[c] * oh / (o->out_h * of);
+    if (precompute(w, &w->ch, sw[c], ix0, ix1, ow, o->interp) ||
+        precompute(w, &w->cv, sh[c], iy0, iy1, oh, o->interp))
+      return snprintf(err, RC_ERRLEN, "out of memory (coefficients)"), RC_NOMEM;
+    int cx0 = w->ch.bounds[0], cx1 = cx0 + 1;
+    for (int xx = 0; xx < ow; xx++) {
+      int a = w->ch.bounds[2 * xx], e = a + w->ch.bounds[2 * xx + 1];
+      if (a < cx0) cx0 = a;
+      if (e > cx1) cx1 = e;
+    }
+    if (grow((void **)&w->line, &w->line_cap, (size_t)(cx1 - cx0) + w->ch.ksize + RC_SLACK))
+      return snprintf(err, RC_ERRLEN, "out of memory (resample buffers)"), RC_NOMEM;
+    /* The zero taps at a row's end read past it: keep those bytes defined. */
+    memset(w->line + (cx1 - cx0), 0, (size_t)w->ch.ksize + RC_SLACK);
+    const uint8_t *src = w->src_plane[c];
+    for (int yy = 0; yy < oh; yy++) {
+      const int ymin = w->cv.bounds[2 * yy], ytaps = w->cv.bounds[2 * yy + 1];
+      const uint8_t *srow = src + (size_t)ymin * sstride[c] + cx0;
+      uint8_t *dst = out->data[c] + (size_t)yy * out->stride[c];
+      if (w->cv.identity && w->ch.identity) {
+        memcpy(dst, srow + (w->ch.bounds[0] - cx0), (size_t)ow);
+        continue;
+      }
+      if (w->cv.identity) /* a copy: hpass1 reads past the row's end */
+        memcpy(w->line, srow, (size_t)(cx1 - cx0));
+      else
+        vpass(src + cx0, sstride[c], (size_t)(cx1 - cx0), ymin, ytaps,
+              w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
+      if (w->ch.identity)
+        memcpy(dst, w->line + (w->ch.bounds[0] - cx0), (size_t)ow);
+      else
+        hpass1(w->line, cx0, dst, ow, &w->ch);
+    }
+  }
+  for (int c = nsrc; c < nout; c++) /* colour from a greyscale JPEG: neutral chroma */
+    memset(out->data[c], 128, out->stride[c] * (ph / 2));
+  for (int c = 0; c < nsrc; c++) {
+    const int sub = c ? 2 : 1;
+    pad_plane(out->data[c], out->stride[c], out->width[c], out->height[c], pw / sub, ph / sub);
   }
   return RC_OK;
 }

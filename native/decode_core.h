@@ -56,6 +56,25 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
 int rc_image_size(rc_worker *w, const uint8_t *data, size_t len, int *width, int *height,
                   char *err);
 
+#define RC_MAX_PLANES 3
+
+/* A JPEG's planes after crop and resample, as a raw-data JPEG encoder takes them: one luma
+ * plane for grey output, else Y, Cb, Cr with chroma at half width and height (4:2:0). Rows
+ * and columns are edge-padded to whole MCUs (16x16 luma for colour, 8x8 for grey). */
+typedef struct {
+  int nplanes;
+  int width[RC_MAX_PLANES], height[RC_MAX_PLANES]; /* valid samples */
+  size_t stride[RC_MAX_PLANES];                    /* bytes per row */
+  uint8_t *data[RC_MAX_PLANES]; /* owned by the worker: valid until its next call */
+} rc_planes;
+
+/* Decodes a YCbCr or greyscale JPEG without colour conversion or chroma upsampling, then crops
+ * and resamples each plane to o->out_w x o->out_h luma samples (o's interp, dct_mode and
+ * max_pixels are used; flip and layout are not). Other colour spaces (CMYK, YCCK, RGB-coded)
+ * get RC_UNSUPPORTED: take the RGB way (rc_decode) for them. */
+int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop,
+                     const rc_opts *o, int gray, rc_planes *out, char *err);
+
 /* The DCT scale numerator (over 8) chosen for a crop of cw x ch going to ow x oh. */
 int rc_dct_scale_num(int cw, int ch, int ow, int oh, int dct_mode);
 

@@ -295,6 +295,61 @@ class DecodePool:
         self._last_errors = errors
         return status
 
+    def transcode_jpeg(
+        self,
+        buffers: Sequence[Any],
+        sizes: np.ndarray,
+        *,
+        crops: np.ndarray | None = None,
+        quality: int = 95,
+        gray: bool = False,
+        interpolation: str = "bilinear",
+    ) -> tuple[np.ndarray, list[bytes | None]]:
+        """JPEGs → crop → resize → JPEGs again, without leaving C (native backend only).
+
+        Args:
+            buffers: encoded JPEGs (any contiguous buffer-protocol objects).
+            sizes: int32 (N, 2) output [width, height] per image.
+            crops: int32 (N, 4) [x, y, w, h] in source pixels, or None for whole images.
+            quality: 1..100; colour output is YCbCr 4:2:0, as OpenCV and MXNet write it.
+            gray: one luma channel instead of colour.
+            interpolation: as in :meth:`decode_batch`.
+
+        Returns:
+            int32 statuses and, per image, the new JPEG's bytes (None where the status is
+            not 0; the text is in :meth:`last_errors`). Non-JPEG inputs get
+            ``STATUS_UNSUPPORTED``: they are for the caller to handle another way.
+        """
+        self._check_open()
+        if self.backend != "native":
+            raise RuntimeError("transcode_jpeg needs the native backend")
+        if not 1 <= quality <= 100:
+            raise ValueError(f"quality must be in 1..100, got {quality}")
+        if interpolation not in _INTERP:
+            raise ValueError(f"interpolation must be one of {sorted(_INTERP)}")
+        n = len(buffers)
+        sizes = np.ascontiguousarray(sizes, dtype=np.int32)
+        if sizes.shape != (n, 2):
+            raise ValueError(f"sizes must have shape ({n}, 2), got {sizes.shape}")
+        if crops is not None:
+            crops = np.ascontiguousarray(crops, dtype=np.int32)
+            if crops.shape != (n, 4):
+                raise ValueError(f"crops must have shape ({n}, 4), got {crops.shape}")
+        status = np.zeros(n, dtype=np.int32)
+        results = self._native.transcode_batch(
+            buffers,
+            status,
+            crops,
+            sizes,
+            int(quality),
+            int(bool(gray)),
+            _INTERP[interpolation],
+            self._dct_mode,
+            self.max_pixels,
+        )
+        self._last_errors = [None if st == 0 else r for st, r in zip(status, results, strict=True)]
+        return status, [r if st == 0 else None for st, r in zip(status, results, strict=True)]
+
 
 def _close_both(native: Any, executor: ThreadPoolExecutor) -> None:
     native.close()

@@ -17,15 +17,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import io
 import json
 import logging
-import math
 import multiprocessing
 import os
 import random
 import signal
-import struct
 import sys
 import threading
 import time
@@ -33,13 +30,26 @@ import warnings
 from collections import deque
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from typing import Any, NamedTuple
-
-import numpy as np
+from typing import Any
 
 from . import storage
-from .format import IRHeader, ListEntry, format_lst_line, pack, parse_lst
+from .format import ListEntry, format_lst_line, parse_lst
 from .recordio import MXIndexedRecordIO
+from .transcode import (  # noqa: F401  (also im2rec's public names, as before the split)
+    EncodeOptions,
+    JpegHeader,
+    SkipImage,
+    check_image,
+    crop_box,
+    encode_image,
+    jpeg_header,
+    jpeg_info,
+    make_record,
+    make_records,
+    native_available,
+    output_size,
+    record_header,
+)
 
 log = logging.getLogger(__name__)
 
@@ -167,381 +177,6 @@ def find_lists(prefix: str, storage_options: dict[str, Any] | None = None) -> li
     return [n for n in names if n.startswith(prefix) and n.endswith(".lst")]
 
 
-# --- one image → record payload -------------------------------------------------------
-
-
-class SkipImage(Exception):
-    """This file cannot become a record; the message says why."""
-
-
-@dataclasses.dataclass(frozen=True)
-class EncodeOptions:
-    """How each image becomes record bytes (MXNet's "Options for creating database")."""
-
-    pass_through: bool = False
-    resize: int = 0
-    center_crop: bool = False
-    quality: int = 95
-    color: int = 1
-    encoding: str = ".jpg"
-    pack_label: bool = False
-
-    def __post_init__(self) -> None:
-        if self.color not in (-1, 0, 1):
-            raise ValueError(f"color must be -1, 0 or 1, not {self.color}")
-        if self.encoding not in (".jpg", ".png"):
-            raise ValueError(f"encoding must be '.jpg' or '.png', not {self.encoding!r}")
-        if self.resize < 0:
-            raise ValueError(f"resize must be >= 0, not {self.resize}")
-        if self.encoding == ".jpg" and not 1 <= self.quality <= 100:
-            raise ValueError(f"JPEG quality must be 1..100, not {self.quality}")
-
-
-def record_header(entry: ListEntry, pack_label: bool) -> IRHeader:
-    """MXNet's header: id = the .lst index; several labels only with ``--pack-label``."""
-    if pack_label and len(entry.labels) > 1:
-        return IRHeader(0, np.asarray(entry.labels, np.float32), entry.index, 0)
-    return IRHeader(0, entry.labels[0] if entry.labels else 0.0, entry.index, 0)
-
-
-_TJ = None
-_TJ_LOCK = threading.Lock()
-
-
-def _turbojpeg():
-    global _TJ
-    with _TJ_LOCK:
-        if _TJ is None:
-            from turbojpeg import TurboJPEG
-
-            _TJ = TurboJPEG()
-    return _TJ
-
-
-def _sniff(data: bytes) -> str:
-    if data[:3] == b"\xff\xd8\xff":
-        return "jpeg"
-    if data[:8] == b"\x89PNG\r\n\x1a\n":
-        return "png"
-    return "other"
-
-
-_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
-
-
-class JpegHeader(NamedTuple):
-    """What im2rec needs from a JPEG's headers, read without decoding."""
-
-    width: int
-    height: int
-    orientation: int  # EXIF orientation, 1 = upright
-    sampling: tuple[tuple[int, int], ...]  # (h, v) sampling factors per component
-
-
-def jpeg_header(data: bytes) -> JpegHeader:
-    """Parse a JPEG's marker segments up to the frame header; SkipImage if malformed.
-
-    A missing end-of-image marker means the file was cut short.
-    """
-    n = len(data)
-    # Entropy-coded data never holds FF D9 (FF is stuffed), so EOI is reliable; the
-    # tail window allows trailing bytes that some cameras append.
-    if data.rfind(b"\xff\xd9", max(0, n - 65536)) < 0:
-        raise SkipImage("truncated JPEG (no end-of-image marker)")
-    pos, orientation = 2, 1
-    while pos + 4 <= n:
-        if data[pos] != 0xFF:
-            raise SkipImage(f"corrupt JPEG (no marker at byte {pos})")
-        marker = data[pos + 1]
-        if marker == 0xFF:  # fill byte
-            pos += 1
-            continue
-        (length,) = struct.unpack_from(">H", data, pos + 2)
-        if marker == 0xE1 and data[pos + 4 : pos + 10] == b"Exif\0\0":
-            orientation = _exif_orientation(data[pos + 10 : pos + 2 + length])
-        elif marker in _SOF_MARKERS and pos + 10 <= n:
-            height, width, ncomp = struct.unpack_from(">HHB", data, pos + 5)
-            if not width or not height:
-                raise SkipImage(f"corrupt JPEG (frame size {width}x{height})")
-            factors = data[pos + 11 : pos + 11 + 3 * ncomp : 3]
-            sampling = tuple((f >> 4, f & 15) for f in factors)
-            return JpegHeader(width, height, orientation, sampling)
-        pos += 2 + length
-    raise SkipImage("corrupt JPEG (no frame header)")
-
-
-def jpeg_info(data: bytes) -> tuple[int, int, int]:
-    """``(width, height, exif_orientation)`` of a JPEG; SkipImage if malformed or cut short."""
-    h = jpeg_header(data)
-    return h.width, h.height, h.orientation
-
-
-def _exif_orientation(tiff: bytes) -> int:
-    try:
-        order = {b"II": "<", b"MM": ">"}[tiff[:2]]
-        (ifd,) = struct.unpack_from(order + "I", tiff, 4)
-        (count,) = struct.unpack_from(order + "H", tiff, ifd)
-        for i in range(count):
-            tag, kind, _, value = struct.unpack_from(order + "HHI4s", tiff, ifd + 2 + 12 * i)
-            if tag == 0x0112 and kind == 3:
-                orientation = struct.unpack_from(order + "H", value)[0]
-                return orientation if 1 <= orientation <= 8 else 1
-    except (KeyError, struct.error):
-        pass
-    return 1
-
-
-def check_image(data: bytes) -> None:
-    """Cheap validity check for ``--pass-through``: headers only, no decode."""
-    kind = _sniff(data)
-    if kind == "jpeg":
-        jpeg_header(data)
-    elif kind == "png":
-        if b"IEND" not in data[-32:]:
-            raise SkipImage("truncated PNG (no IEND chunk)")
-    else:
-        _open_pillow(data)
-
-
-def _open_pillow(data: bytes):
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        return Image.open(io.BytesIO(data))
-    except UnidentifiedImageError:
-        raise SkipImage("not an image (unrecognised format)") from None
-
-
-def output_size(width: int, height: int, resize: int) -> tuple[int, int]:
-    """MXNet's ``--resize``: the shorter side becomes ``resize``, the other scales (floor)."""
-    if not resize:
-        return width, height
-    if height > width:
-        return resize, height * resize // width
-    return width * resize // height, resize
-
-
-def crop_box(width: int, height: int, center_crop: bool) -> tuple[int, int, int, int]:
-    """``(x0, y0, x1, y1)`` of the square MXNet's ``--center-crop`` keeps (or the whole)."""
-    if not center_crop:
-        return 0, 0, width, height
-    if height > width:
-        margin = (height - width) // 2
-        return 0, margin, width, margin + width
-    margin = (width - height) // 2
-    return margin, 0, margin + height, height
-
-
-# libjpeg-turbo subsampling → chroma (x, y) factors; TJSAMP_GRAY (3) has no chroma.
-_CHROMA = {0: (1, 1), 1: (2, 1), 2: (2, 2), 4: (1, 2), 5: (4, 1)}
-_TJSAMP_BY_LUMA = {(1, 1): 0, (2, 1): 1, (2, 2): 2, (1, 2): 4, (4, 1): 5}
-_TJSAMP_GRAY, _TJSAMP_420, _TJPF_RGB, _TJPF_GRAY = 3, 2, 0, 6
-
-
-def _subsampling(sampling: tuple[tuple[int, int], ...]) -> int | None:
-    """TurboJPEG's subsampling code for a frame's sampling factors (None: not YCbCr-like)."""
-    if len(sampling) == 1:
-        return _TJSAMP_GRAY
-    if len(sampling) == 3 and sampling[1] == sampling[2] == (1, 1):
-        return _TJSAMP_BY_LUMA.get(sampling[0])
-    return None  # CMYK / YCCK (4 components) and unusual layouts
-
-
-def encode_image(data: bytes, opts: EncodeOptions) -> bytes:
-    """Image file bytes → the bytes to store (re-encoded, or as-is with pass-through)."""
-    if not data:
-        raise SkipImage("empty file")
-    if opts.pass_through:
-        check_image(data)
-        return data
-    if _sniff(data) == "jpeg" and opts.encoding == ".jpg":
-        header = jpeg_header(data)
-        if header.orientation == 1:
-            fast = _encode_jpeg_native(data, header, opts)
-            if fast is None:
-                fast = _encode_jpeg_yuv(data, header, opts)
-            if fast is not None:
-                return fast
-    return _encode_pillow(data, opts)
-
-
-_worker = threading.local()
-
-
-def _native_pool():
-    """This worker's one-thread native decode pool, or None without the extension."""
-    pool = getattr(_worker, "pool", False)
-    if pool is False:
-        from .decode import DecodePool, native_available
-
-        pool = _worker.pool = DecodePool(1, backend="native") if native_available() else None
-    return pool
-
-
-def _encode_jpeg_native(data: bytes, header: JpegHeader, opts: EncodeOptions) -> bytes | None:
-    """JPEG → RGB → JPEG through recio's native decoder (crop, DCT scaling and resize in one pass).
-
-    Colour output only (grayscale output goes the plane way); None when it does not apply.
-    """
-    subsamp = _subsampling(header.sampling)
-    if opts.color == 0 or (opts.color == -1 and subsamp == _TJSAMP_GRAY):
-        return None
-    pool = _native_pool()
-    if pool is None:
-        return None
-    x0, y0, x1, y1 = crop_box(header.width, header.height, opts.center_crop)
-    out_w, out_h = output_size(x1 - x0, y1 - y0, opts.resize)
-    out = np.empty((1, out_h, out_w, 3), np.uint8)
-    crop = np.array([[x0, y0, x1 - x0, y1 - y0]], np.int32)
-    if pool.decode_batch([data], out, crops=crop)[0] != 0:
-        return None  # let the other paths decide (and report) what is wrong with it
-    return _turbojpeg().encode(
-        out[0], quality=opts.quality, pixel_format=_TJPF_RGB, jpeg_subsample=_TJSAMP_420
-    )
-
-
-def _resize_plane(plane: np.ndarray, size: tuple[int, int], box) -> np.ndarray:
-    from PIL import Image
-
-    x0, y0, x1, y1 = box
-    if size == (x1 - x0, y1 - y0) and box == tuple(int(v) for v in box):
-        return plane[int(y0) : int(y1), int(x0) : int(x1)]
-    # Shrinking: area averaging (like OpenCV's INTER_AREA), cheaper than Pillow's
-    # antialiased bilinear and as good once DCT scaling did most of the reduction.
-    shrink = size[0] <= x1 - x0 and size[1] <= y1 - y0
-    resample = Image.Resampling.BOX if shrink else Image.Resampling.BILINEAR
-    return np.asarray(Image.fromarray(plane).resize(size, resample, box=box))
-
-
-def _encode_jpeg_yuv(data: bytes, header: JpegHeader, opts: EncodeOptions) -> bytes | None:
-    """JPEG → JPEG without RGB: decode to Y/Cb/Cr planes at a DCT scale, resize planes, encode.
-
-    Skips colour conversion both ways and does a third of the resampling work; the
-    DCT scale (libjpeg-turbo's n/8) is the smallest that stays at or above the output.
-    Returns None for what it does not handle (CMYK/YCCK, odd subsampling, anything
-    libjpeg-turbo refuses), which then goes the Pillow way.
-    """
-    tj = _turbojpeg()
-    width, height = header.width, header.height
-    subsamp = _subsampling(header.sampling)
-    if subsamp is None:
-        return None
-    x0, y0, x1, y1 = crop_box(width, height, opts.center_crop)
-    out_w, out_h = output_size(x1 - x0, y1 - y0, opts.resize)
-    scale = _pick_scale(tj, x1 - x0, y1 - y0, out_w, out_h)
-    try:
-        if subsamp == _TJSAMP_GRAY:  # PyTurboJPEG 1.8's YUV-plane decode fails on these
-            planes = [tj.decode(data, pixel_format=_TJPF_GRAY, scaling_factor=scale)[..., 0]]
-        else:
-            planes = tj.decode_to_yuv_planes(data, scaling_factor=scale)
-    except OSError:
-        return None
-    s = scale[0] / scale[1]
-    scaled_w, scaled_h = math.ceil(width * s), math.ceil(height * s)
-    box = (x0 * s, y0 * s, min(x1 * s, scaled_w), min(y1 * s, scaled_h))
-    y = _resize_plane(planes[0], (out_w, out_h), box)
-    gray_out = opts.color == 0 or (opts.color == -1 and subsamp == _TJSAMP_GRAY)
-    if gray_out:
-        return tj.encode(
-            np.ascontiguousarray(y),
-            quality=opts.quality,
-            pixel_format=_TJPF_GRAY,
-            jpeg_subsample=_TJSAMP_GRAY,
-        )
-    # 4:2:0 output whatever the input, as OpenCV writes it.
-    chroma_size = ((out_w + 1) // 2, (out_h + 1) // 2)
-    if subsamp == _TJSAMP_GRAY:
-        cb = cr = np.full(chroma_size[::-1], 128, np.uint8)
-    else:
-        fx, fy = _CHROMA[subsamp]
-        cbox = (box[0] / fx, box[1] / fy, box[2] / fx, box[3] / fy)
-        cb, cr = (_resize_plane(p, chroma_size, cbox) for p in planes[1:])
-    return tj.encode_from_yuv(
-        _pack_yuv420(y, cb, cr), out_h, out_w, quality=opts.quality, jpeg_subsample=_TJSAMP_420
-    )
-
-
-def _pick_scale(tj, crop_w: int, crop_h: int, out_w: int, out_h: int) -> tuple[int, int]:
-    best = (1, 1)
-    for num, den in tj.scaling_factors:
-        smaller = num < den and num * best[1] < best[0] * den
-        if smaller and crop_w * num >= out_w * den and crop_h * num >= out_h * den:
-            best = (num, den)
-    return best
-
-
-def _pack_yuv420(y: np.ndarray, cb: np.ndarray, cr: np.ndarray) -> np.ndarray:
-    """Planes → the one buffer tjCompressFromYUV reads (even Y size, rows padded to 4)."""
-    h, w = y.shape
-    yw, yh = w + (w & 1), h + (h & 1)
-    cw, ch = yw // 2, yh // 2
-    ys, cs = -(-yw // 4) * 4, -(-cw // 4) * 4
-    buf = np.empty(ys * yh + 2 * cs * ch, np.uint8)
-    yplane = buf[: ys * yh].reshape(yh, ys)
-    yplane[:h, :w] = y
-    if w & 1:
-        yplane[:h, w] = y[:, -1]
-    if h & 1:
-        yplane[h, :] = yplane[h - 1, :]
-    for i, c in enumerate((cb, cr)):
-        start = ys * yh + i * cs * ch
-        buf[start : start + cs * ch].reshape(ch, cs)[:, :cw] = c
-    return buf
-
-
-def _encode_pillow(data: bytes, opts: EncodeOptions) -> bytes:
-    """Any format Pillow reads (PNG, CMYK JPEG, EXIF-rotated ...) → JPEG or PNG."""
-    from PIL import Image, ImageOps
-
-    im = _open_pillow(data)
-    try:
-        im = ImageOps.exif_transpose(im)
-        if opts.color == 1:
-            im = im.convert("RGB")
-        elif opts.color == 0:
-            im = im.convert("L")
-        elif im.mode not in ("L", "RGB", "RGBA", "LA"):
-            im = im.convert("RGBA" if "A" in im.getbands() or "transparency" in im.info else "RGB")
-        else:
-            im.load()
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise SkipImage(f"corrupt image ({exc})") from None
-    box = crop_box(*im.size, opts.center_crop)
-    size = output_size(box[2] - box[0], box[3] - box[1], opts.resize)
-    if size != im.size or box != (0, 0, *im.size):
-        im = im.resize(size, Image.Resampling.BILINEAR, box=box)
-    if opts.encoding == ".png":
-        out = io.BytesIO()
-        im.save(out, format="PNG", compress_level=min(max(opts.quality, 0), 9))
-        return out.getvalue()
-    if im.mode in ("RGBA", "LA"):  # JPEG has no alpha
-        im = im.convert(im.mode[:-1])
-    tj = _turbojpeg()
-    if im.mode == "L":
-        return tj.encode(
-            np.asarray(im),
-            quality=opts.quality,
-            pixel_format=_TJPF_GRAY,
-            jpeg_subsample=_TJSAMP_GRAY,
-        )
-    return tj.encode(
-        np.asarray(im), quality=opts.quality, pixel_format=_TJPF_RGB, jpeg_subsample=_TJSAMP_420
-    )
-
-
-def make_record(entry: ListEntry, root: str, opts: EncodeOptions) -> bytes:
-    """Read ``entry``'s file under ``root`` and return the packed record payload."""
-    path = os.path.join(root, entry.path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise SkipImage("file not found") from None
-    except OSError as exc:
-        raise SkipImage(f"unreadable ({exc.strerror or exc})") from None
-    return pack(record_header(entry, opts.pack_label), encode_image(data, opts))
-
-
 # --- .lst → .rec/.idx ------------------------------------------------------------------
 
 
@@ -603,21 +238,6 @@ def read_list(url: str, storage_options: dict[str, Any] | None = None):
     return entries, bad
 
 
-def _make_records(
-    entries: Sequence[ListEntry], root: str, opts: EncodeOptions
-) -> list[tuple[bytes | None, str | None]]:
-    """``(payload, None)`` or ``(None, reason)`` per entry; runs in the pool's workers."""
-    out: list[tuple[bytes | None, str | None]] = []
-    for entry in entries:
-        try:
-            out.append((make_record(entry, root, opts), None))
-        except SkipImage as exc:
-            out.append((None, str(exc)))
-        except Exception as exc:  # one bad image never ends the run; it is reported
-            out.append((None, f"{type(exc).__name__}: {exc}"))
-    return out
-
-
 def _ignore_sigint() -> None:
     # Ctrl-C is the parent's to handle: it cancels the work and aborts the writers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -629,6 +249,14 @@ def _make_pool(kind: str, workers: int):
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
     return ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_sigint)
+
+
+def default_pool(opts: EncodeOptions) -> str:
+    """Threads where the work releases the GIL (pass-through, JPEG → JPEG in C); else
+    processes, as Pillow's Python-level work would serialise threads."""
+    if opts.pass_through or (opts.encoding == ".jpg" and native_available()):
+        return "thread"
+    return "process"
 
 
 def _paired(entries: Sequence[ListEntry], results: list) -> Iterable[tuple]:
@@ -647,19 +275,19 @@ def _record_stream(
     Work goes out in small batches; at most ``4 * num_thread`` batches are in flight
     or waiting to be written, so memory does not grow with the dataset.
     """
-    if num_thread <= 1:
-        yield from _paired(entries, _make_records(entries, root, opts))
-        return
-    # Processes do not share a GIL, which matters most on a busy machine; batches
-    # amortise the pickling. Threads suit pass-through, which barely computes.
-    batch = 8 if pool == "process" else 1
-    window = max(4, 4 * num_thread)
+    # Batches amortise the hand-off (and, for processes, the pickling).
+    batch = 8
     batches = (entries[i : i + batch] for i in range(0, len(entries), batch))
+    if num_thread <= 1:
+        for chunk in batches:
+            yield from _paired(chunk, make_records(chunk, root, opts))
+        return
+    window = max(4, 4 * num_thread)
     with _make_pool(pool, num_thread) as executor:
         pending: deque[tuple[Sequence[ListEntry], Future]] = deque()
         try:
             for chunk in batches:
-                pending.append((chunk, executor.submit(_make_records, chunk, root, opts)))
+                pending.append((chunk, executor.submit(make_records, chunk, root, opts)))
                 if len(pending) >= window:
                     chunk, future = pending.popleft()
                     yield from _paired(chunk, future.result())
@@ -674,7 +302,7 @@ def _record_stream(
 def pack_list(
     lst: str,
     root: str,
-    opts: EncodeOptions = EncodeOptions(),
+    opts: EncodeOptions | None = None,
     *,
     out_stem: str | None = None,
     num_thread: int = 1,
@@ -692,10 +320,11 @@ def pack_list(
     skipped and listed in the report; past ``max_errors`` skips, TooManyErrors is raised.
     On any exception (Ctrl-C too) every writer is aborted, so no output looks whole,
     and ``report.status`` says why (pass ``report`` to read it after an exception).
-    ``pool`` is "process" or "thread" (default: threads for pass-through, else processes).
+    ``pool`` is "process" or "thread" (default: :func:`default_pool`).
     """
     if shards < 1:
         raise ValueError(f"shards must be >= 1, not {shards}")
+    opts = opts or EncodeOptions()
     if out_stem is None:
         out_stem = lst[: -len(".lst")] if lst.endswith(".lst") else lst
     stem = out_stem
@@ -726,7 +355,7 @@ def pack_list(
         with warnings.catch_warnings():
             # libjpeg-turbo warns on recoverable damage (as OpenCV accepts it); keep quiet
             warnings.filterwarnings("ignore", module="turbojpeg")
-            kind = pool or ("thread" if opts.pass_through else "process")
+            kind = pool or default_pool(opts)
             for entry, payload, reason in _record_stream(entries, root, opts, num_thread, kind):
                 if payload is None:
                     report.skipped.append(
@@ -817,7 +446,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--pool",
         choices=["process", "thread"],
         default=None,
-        help="worker kind; default: processes when re-encoding, threads for --pass-through",
+        help="worker kind; default: threads for JPEG output (encoded in C, GIL released) and "
+        "--pass-through, processes for PNG output",
     )
     r.add_argument(
         "--color",

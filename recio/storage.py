@@ -29,8 +29,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeVar
 
-import fsspec
-
 __all__ = [
     "AtomicOutput",
     "ByteSource",
@@ -148,6 +146,8 @@ def filesystem(url: str, storage_options: dict[str, Any] | None = None):
 
     A missing optional backend is reported with the extra that installs it.
     """
+    import fsspec.core  # here, not at the top: local-only runs skip its ~60 ms import
+
     protocol, _ = split_protocol(url)
     try:
         fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))

@@ -126,3 +126,39 @@ def test_fuzz_decode_batch(pools) -> None:
 @pytest.mark.slow
 def test_fuzz_decode_batch_long(pools) -> None:
     fuzz_test(5000)(pools)
+
+
+@pytest.mark.skipif(not decode.native_available(), reason="extension not built")
+def test_fuzz_transcode_jpeg(pools) -> None:
+    """im2rec's JPEG → JPEG in C: any bytes, crop, size and grey/colour; a status or a JPEG."""
+    native = pools[0]
+
+    @settings(
+        max_examples=int(os.environ.get("RECIO_FUZZ_EXAMPLES", "250")),
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        derandomize=True,
+    )
+    @given(
+        bufs=st.lists(mutated(), min_size=1, max_size=4),
+        crop=st.one_of(st.none(), crops),
+        size=st.tuples(st.integers(1, 40), st.integers(1, 40)),
+        gray=st.booleans(),
+        quality=st.integers(1, 100),
+    )
+    def run(bufs, crop, size, gray, quality) -> None:
+        n = len(bufs)
+        status, out = native.transcode_jpeg(
+            bufs,
+            np.array([size] * n, np.int32),
+            crops=None if crop is None else np.array([crop] * n, np.int32),
+            quality=quality,
+            gray=gray,
+        )
+        assert set(status.tolist()) <= KNOWN
+        for s, jpeg, err in zip(status, out, native.last_errors(), strict=True):
+            assert (s == 0) == (jpeg is not None) == (err is None)
+            if jpeg is not None:
+                assert jpeg[:2] == b"\xff\xd8" and jpeg[-2:] == b"\xff\xd9"
+
+    run()

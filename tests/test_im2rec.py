@@ -253,16 +253,16 @@ def test_max_errors_aborts_and_leaves_nothing(tmp_path, bad_folder):
 
 def test_interrupt_removes_partial_output(tmp_path, images, monkeypatch):
     prefix = make_list(tmp_path, images)
-    real = im2rec.make_record
+    real = im2rec.make_records
     calls = []
 
-    def interrupted(entry, root, opts):
-        calls.append(entry)
-        if len(calls) == 10:
+    def interrupted(entries, root, opts):  # a batch of 8: the second one is interrupted
+        calls.append(entries)
+        if len(calls) == 2:
             raise KeyboardInterrupt
-        return real(entry, root, opts)
+        return real(entries, root, opts)
 
-    monkeypatch.setattr(im2rec, "make_record", interrupted)
+    monkeypatch.setattr(im2rec, "make_records", interrupted)
     assert run("--num-thread", 2, prefix, images) == im2rec.EXIT_INTERRUPTED
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.lst", "data.report.json"]
     assert json.loads((tmp_path / "data.report.json").read_text())["status"] == "interrupted"

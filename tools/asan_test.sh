@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds recio._native with AddressSanitizer + UndefinedBehaviorSanitizer and runs the decode
-# tests against it (native and fallback backends). Python itself is not instrumented, so the
-# ASan runtime is preloaded and leak detection (which would report the interpreter) is off.
+# and transcode tests against it (native and fallback backends). Python itself is not
+# instrumented, so the ASan runtime is preloaded and leak detection (which would report the
+# interpreter) is off.
 # Rebuild the normal extension afterwards with: python setup.py build_ext --inplace --force
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,5 +12,6 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   RECIO_FUZZ_EXAMPLES="${RECIO_FUZZ_EXAMPLES:-250}" \
   python -m pytest -q -p no:cacheprovider tests/test_decode.py tests/test_decode_fuzz.py \
+  tests/test_transcode.py \
   --deselect tests/test_decode.py::test_no_memory_growth "$@"
 # (not the RSS test: ASan's quarantine holds freed memory, so RSS says nothing under it)

@@ -1,0 +1,195 @@
+/* recio encode core: libjpeg compression into a growing malloc'd buffer, never exiting.
+ *
+ * A custom destination manager grows the output with realloc, so an error at any point leaves
+ * one buffer to free (libjpeg's jpeg_mem_dest frees and replaces its buffer as it grows, which
+ * leaves the caller a dangling pointer when compression fails midway).
+ */
+#include "encode_core.h"
+
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+#include <jerror.h>
+
+typedef struct {
+  struct jpeg_error_mgr pub;
+  jmp_buf jb;
+  char msg[JMSG_LENGTH_MAX];
+} enc_errmgr;
+
+typedef struct {
+  struct jpeg_destination_mgr pub;
+  uint8_t *buf;
+  size_t cap;
+} grow_dest;
+
+struct rc_encoder {
+  struct jpeg_compress_struct cinfo;
+  enc_errmgr err;
+  grow_dest dest;
+  uint8_t *rgb; /* transcode scratch: the decoded, resized image */
+  size_t rgb_cap;
+};
+
+static void enc_error_exit(j_common_ptr ci) {
+  enc_errmgr *e = (enc_errmgr *)ci->err;
+  ci->err->format_message(ci, e->msg);
+  longjmp(e->jb, 1);
+}
+
+static void enc_output_message(j_common_ptr ci) {
+  (void)ci;
+}
+
+static void dest_init(j_compress_ptr ci) {
+  grow_dest *d = (grow_dest *)ci->dest;
+  d->pub.next_output_byte = d->buf;
+  d->pub.free_in_buffer = d->cap;
+}
+
+static boolean dest_empty(j_compress_ptr ci) {
+  grow_dest *d = (grow_dest *)ci->dest;
+  size_t cap = d->cap * 2;
+  uint8_t *p = realloc(d->buf, cap);
+  if (!p) ERREXIT1(ci, JERR_OUT_OF_MEMORY, 0);
+  d->pub.next_output_byte = p + d->cap;
+  d->pub.free_in_buffer = cap - d->cap;
+  d->buf = p;
+  d->cap = cap;
+  return TRUE;
+}
+
+static void dest_term(j_compress_ptr ci) {
+  (void)ci; /* the length is read from free_in_buffer by the caller */
+}
+
+static int create_compressor(rc_encoder *e) {
+  e->cinfo.err = jpeg_std_error(&e->err.pub);
+  e->err.pub.error_exit = enc_error_exit;
+  e->err.pub.output_message = enc_output_message;
+  if (setjmp(e->err.jb)) return -1;
+  jpeg_create_compress(&e->cinfo);
+  e->dest.pub.init_destination = dest_init;
+  e->dest.pub.empty_output_buffer = dest_empty;
+  e->dest.pub.term_destination = dest_term;
+  e->cinfo.dest = &e->dest.pub;
+  return 0;
+}
+
+rc_encoder *rc_encoder_new(void) {
+  rc_encoder *e = calloc(1, sizeof *e);
+  if (e && create_compressor(e)) {
+    free(e);
+    return NULL;
+  }
+  return e;
+}
+
+void rc_encoder_free(rc_encoder *e) {
+  if (!e) return;
+  jpeg_destroy_compress(&e->cinfo);
+  free(e->rgb);
+  free(e);
+}
+
+/* Encodes packed RGB rows (rgb, converted by libjpeg) or, when planes is set, YCbCr/grey planes
+ * through the raw-data interface (no colour conversion or downsampling). */
+static int encode(rc_encoder *e, int w, int h, int quality, const uint8_t *rgb, int gray,
+                  const rc_planes *planes, uint8_t **out, size_t *outlen, char *err) {
+  struct jpeg_compress_struct *ci = &e->cinfo;
+  const int ncomp = planes ? planes->nplanes : 3;
+  *out = NULL;
+  *outlen = 0;
+  if (w <= 0 || h <= 0 || quality < 1 || quality > 100 || (ncomp != 1 && ncomp != 3))
+    return snprintf(err, RC_ERRLEN, "bad encode parameters"), RC_BAD_PARAM;
+  /* A first guess of the size (about a third of the pixels' bytes at high quality); the
+   * destination doubles it when needed. */
+  e->dest.cap = (size_t)w * h * (gray || ncomp == 1 ? 1 : 3) / 3 + 1024;
+  e->dest.buf = malloc(e->dest.cap);
+  if (!e->dest.buf) return snprintf(err, RC_ERRLEN, "out of memory (JPEG output)"), RC_NOMEM;
+  e->err.msg[0] = 0;
+  if (setjmp(e->err.jb)) {
+    jpeg_abort_compress(ci);
+    free(e->dest.buf);
+    e->dest.buf = NULL;
+    snprintf(err, RC_ERRLEN, "JPEG encode: %s", e->err.msg);
+    return e->err.pub.msg_code == JERR_OUT_OF_MEMORY ? RC_NOMEM : RC_CORRUPT;
+  }
+  ci->image_width = (JDIMENSION)w;
+  ci->image_height = (JDIMENSION)h;
+  ci->input_components = ncomp;
+  ci->in_color_space = !planes ? JCS_RGB : ncomp == 1 ? JCS_GRAYSCALE : JCS_YCbCr;
+  jpeg_set_defaults(ci); /* YCbCr with 4:2:0 chroma (luma 2x2), standard tables, islow DCT */
+  if (gray && !planes) jpeg_set_colorspace(ci, JCS_GRAYSCALE);
+  jpeg_set_quality(ci, quality, TRUE);
+  ci->raw_data_in = planes != NULL;
+  jpeg_start_compress(ci, TRUE);
+  if (planes) {
+    const int lines = ci->max_v_samp_factor * DCTSIZE; /* one iMCU row: 16 or 8 luma rows */
+    while (ci->next_scanline < ci->image_height) {
+      JSAMPROW rows[RC_MAX_PLANES][2 * DCTSIZE];
+      JSAMPARRAY arrays[RC_MAX_PLANES];
+      for (int c = 0; c < ncomp; c++) {
+        const int n = ci->comp_info[c].v_samp_factor * DCTSIZE;
+        const size_t first = (size_t)ci->next_scanline / (size_t)(lines / n);
+        for (int i = 0; i < n; i++) rows[c][i] = planes->data[c] + (first + i) * planes->stride[c];
+        arrays[c] = rows[c];
+      }
+      jpeg_write_raw_data(ci, arrays, (JDIMENSION)lines);
+    }
+  } else {
+    const size_t stride = (size_t)w * 3;
+    while (ci->next_scanline < ci->image_height) {
+      JSAMPROW rows[16];
+      JDIMENSION n = ci->image_height - ci->next_scanline;
+      if (n > 16) n = 16;
+      for (JDIMENSION i = 0; i < n; i++)
+        rows[i] = (JSAMPROW)(rgb + (size_t)(ci->next_scanline + i) * stride);
+      jpeg_write_scanlines(ci, rows, n);
+    }
+  }
+  jpeg_finish_compress(ci);
+  *out = e->dest.buf;
+  *outlen = e->dest.cap - e->dest.pub.free_in_buffer;
+  e->dest.buf = NULL;
+  return RC_OK;
+}
+
+int rc_encode_jpeg(rc_encoder *e, const uint8_t *rgb, int w, int h, int quality, int gray,
+                   uint8_t **out, size_t *outlen, char *err) {
+  return encode(e, w, h, quality, rgb, gray, NULL, out, outlen, err);
+}
+
+int rc_encode_planes(rc_encoder *e, const rc_planes *p, int w, int h, int quality, uint8_t **out,
+                     size_t *outlen, char *err) {
+  return encode(e, w, h, quality, NULL, 0, p, out, outlen, err);
+}
+
+int rc_transcode(rc_worker *w, rc_encoder *e, const uint8_t *data, size_t len, const int32_t *crop,
+                 const rc_opts *o, int quality, int gray, uint8_t **out, size_t *outlen,
+                 char *err) {
+  *out = NULL;
+  *outlen = 0;
+  if (o->layout != RC_LAYOUT_NHWC || o->itemsize != 1 || o->bgr || o->out_w <= 0 || o->out_h <= 0)
+    return snprintf(err, RC_ERRLEN, "transcode needs uint8 NHWC RGB options"), RC_BAD_PARAM;
+  /* YCbCr and grey JPEGs stay in planes: no colour conversion either way, and the chroma
+   * planes (a quarter of the luma's samples each) are resampled at their own size. */
+  rc_planes planes;
+  int st = rc_decode_planes(w, data, len, crop, o, gray, &planes, err);
+  if (st == RC_OK)
+    return rc_encode_planes(e, &planes, o->out_w, o->out_h, quality, out, outlen, err);
+  if (st != RC_UNSUPPORTED || len < 3 || data[0] != 0xFF || data[1] != 0xD8) return st;
+  const size_t need = (size_t)o->out_w * o->out_h * 3;
+  if (need > e->rgb_cap) {
+    uint8_t *p = realloc(e->rgb, need);
+    if (!p) return snprintf(err, RC_ERRLEN, "out of memory (%zu bytes)", need), RC_NOMEM;
+    e->rgb = p;
+    e->rgb_cap = need;
+  }
+  st = rc_decode(w, data, len, crop, 0, o, e->rgb, err);
+  if (st != RC_OK) return st;
+  return rc_encode_jpeg(e, e->rgb, o->out_w, o->out_h, quality, gray, out, outlen, err);
+}

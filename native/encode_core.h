@@ -1,0 +1,38 @@
+/* recio encode core: RGB pixels -> baseline JPEG, and JPEG -> decode core -> JPEG (im2rec).
+ *
+ * No Python here. An rc_encoder holds a reusable libjpeg compressor and the RGB scratch image
+ * a transcode decodes into; one per thread, like rc_worker.
+ */
+#ifndef RECIO_ENCODE_CORE_H
+#define RECIO_ENCODE_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "decode_core.h"
+
+typedef struct rc_encoder rc_encoder;
+
+rc_encoder *rc_encoder_new(void);
+void rc_encoder_free(rc_encoder *e);
+
+/* Encodes w x h packed RGB pixels as a baseline JPEG at `quality` (1..100): YCbCr with 4:2:0
+ * chroma (what OpenCV, hence MXNet's im2rec, writes), or one luma channel when `gray`.
+ * On RC_OK *out is a malloc'd buffer of *outlen bytes that the caller frees; on failure
+ * *out is NULL and err holds a message (RC_ERRLEN bytes). */
+int rc_encode_jpeg(rc_encoder *e, const uint8_t *rgb, int w, int h, int quality, int gray,
+                   uint8_t **out, size_t *outlen, char *err);
+
+/* Encodes planes made by rc_decode_planes (w x h luma samples) with libjpeg's raw-data
+ * interface: 4:2:0 YCbCr, or grey for one plane. Results as rc_encode_jpeg. */
+int rc_encode_planes(rc_encoder *e, const rc_planes *p, int w, int h, int quality, uint8_t **out,
+                     size_t *outlen, char *err);
+
+/* YCbCr and grey JPEGs: rc_decode_planes then rc_encode_planes. Others (CMYK, YCCK):
+ * rc_decode (crop, DCT scaling, resample to o->out_w x o->out_h; o must ask for uint8 NHWC
+ * RGB) then rc_encode_jpeg: one JPEG becomes another without leaving C. A truncated input
+ * is an error here (RC_TRUNCATED), not a partial image. */
+int rc_transcode(rc_worker *w, rc_encoder *e, const uint8_t *data, size_t len, const int32_t *crop,
+                 const rc_opts *o, int quality, int gray, uint8_t **out, size_t *outlen, char *err);
+
+#endif

@@ -1,0 +1,158 @@
+"""JPEG → JPEG in C (im2rec's re-encoding): planes for YCbCr/grey sources, RGB for the rest.
+
+Every output is compared with Pillow doing the same crop and resize on the decoded source;
+the two differ by JPEG re-encoding and by resampling in YCbCr (chroma at half size).
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from recio import decode
+from recio.transcode import EncodeOptions, crop_box, encode_image, output_size
+
+from .images import encode
+
+pytestmark = pytest.mark.skipif(not decode.native_available(), reason="extension not built")
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with decode.DecodePool(1, backend="native") as p:
+        yield p
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float("inf") if mse == 0 else 10 * np.log10(255**2 / mse)
+
+
+def reference(data: bytes, size, box, mode: str) -> np.ndarray:
+    im = Image.open(io.BytesIO(data)).convert(mode)
+    return np.asarray(im.resize(size, Image.Resampling.BILINEAR, box=box))
+
+
+def transcode(pool, data: bytes, size, crop=None, *, gray=False, quality=95):
+    status, out = pool.transcode_jpeg(
+        [data],
+        np.array([size], np.int32),
+        crops=None if crop is None else np.array([crop], np.int32),
+        quality=quality,
+        gray=gray,
+    )
+    assert status[0] == 0, pool.last_errors()
+    return Image.open(io.BytesIO(out[0]))
+
+
+# Sources libjpeg stores in different ways: chroma subsampling, grey, CMYK, progressive.
+SOURCES = {
+    "420": dict(subsampling=2),
+    "422": dict(subsampling=1),
+    "444": dict(subsampling=0),
+    "progressive": dict(subsampling=2, progressive=True),
+    "grey": dict(mode="L"),
+    "cmyk": dict(mode="CMYK"),
+}
+
+
+@pytest.mark.parametrize("kind", list(SOURCES))
+@pytest.mark.parametrize(
+    "src_size, out_size",
+    [
+        ((413, 545), (256, 337)),  # im2rec --resize 256 on a typical photo
+        ((97, 61), (97, 61)),  # odd sizes, no resize: planes copied, chroma odd
+        ((50, 33), (151, 99)),  # upscaling
+        ((1200, 900), (160, 120)),  # a DCT-scaled decode (1/4) then resampled
+    ],
+)
+def test_matches_pillow_resize(pool, kind, src_size, out_size):
+    args = dict(SOURCES[kind])
+    mode = args.pop("mode", "RGB")
+    data = encode(*src_size, mode=mode, quality=95, **args)
+    im = transcode(pool, data, out_size)
+    assert im.size == out_size
+    assert im.mode == "RGB"
+    assert im.info.get("progressive", 0) == 0  # baseline output, as OpenCV writes
+    ref = reference(data, out_size, (0, 0, *src_size), "RGB")
+    assert psnr(np.asarray(im), ref) > 30
+
+
+@pytest.mark.parametrize("kind", ["420", "grey", "cmyk"])
+def test_grey_output(pool, kind):
+    args = dict(SOURCES[kind])
+    mode = args.pop("mode", "RGB")
+    data = encode(300, 200, mode=mode, quality=95, **args)
+    im = transcode(pool, data, (150, 100), gray=True)
+    assert im.mode == "L" and im.size == (150, 100)
+    assert psnr(np.asarray(im), reference(data, (150, 100), (0, 0, 300, 200), "L")) > 30
+
+
+@pytest.mark.parametrize("kind", ["420", "cmyk"])
+def test_center_crop(pool, kind):
+    args = dict(SOURCES[kind])
+    mode = args.pop("mode", "RGB")
+    data = encode(400, 240, mode=mode, quality=95, **args)
+    box = crop_box(400, 240, center_crop=True)
+    size = output_size(box[2] - box[0], box[3] - box[1], 128)
+    crop = (box[0], box[1], box[2] - box[0], box[3] - box[1])
+    im = transcode(pool, data, size, crop)
+    assert im.size == (128, 128)
+    assert psnr(np.asarray(im), reference(data, size, box, "RGB")) > 30
+
+
+def test_output_is_420_at_the_quality_asked(pool):
+    data = encode(256, 256, subsampling=0, quality=95)
+    small = transcode(pool, data, (256, 256), quality=30)
+    large = transcode(pool, data, (256, 256), quality=98)
+    assert small.layer[0][1:3] == (2, 2) and small.layer[1][1:3] == (1, 1)  # 4:2:0
+    assert len(small.fp.getvalue()) < len(large.fp.getvalue())
+
+
+def test_same_bytes_every_time_and_in_any_batch(pool):
+    """NOTE [output order]: each record depends only on its image (im2rec's reproducibility)."""
+    datas = [encode(200 + 7 * i, 150 + 3 * i, seed=i, subsampling=i % 3) for i in range(6)]
+    sizes = np.array([output_size(200 + 7 * i, 150 + 3 * i, 96) for i in range(6)], np.int32)
+    alone = [pool.transcode_jpeg([d], s[None])[1][0] for d, s in zip(datas, sizes, strict=True)]
+    with decode.DecodePool(3, backend="native") as threaded:
+        for _ in range(3):
+            status, together = threaded.transcode_jpeg(datas, sizes)
+            assert not status.any()
+            assert together == alone
+
+
+def test_bad_inputs_get_a_status_not_a_crash(pool):
+    good = encode(120, 80)
+    cases = {
+        "empty": (b"", decode.STATUS_EMPTY),
+        "png": (encode(32, 32, fmt="PNG"), decode.STATUS_UNSUPPORTED),
+        "garbage": (b"\xff\xd8\xff" + bytes(range(256)) * 4, decode.STATUS_CORRUPT),
+        "truncated": (good[: len(good) // 2], decode.STATUS_TRUNCATED),
+    }
+    datas = [d for d, _ in cases.values()] + [good]
+    status, out = pool.transcode_jpeg(datas, np.full((len(datas), 2), 40, np.int32))
+    assert list(status) == [st for _, st in cases.values()] + [0]
+    assert out[:-1] == [None] * len(cases) and out[-1][:2] == b"\xff\xd8"
+    errors = pool.last_errors()
+    assert all(errors[:-1]) and errors[-1] is None
+    with pytest.raises(ValueError, match="shape"):
+        pool.transcode_jpeg([good], np.zeros((2, 2), np.int32))
+    with pytest.raises(ValueError, match="valid output size"):
+        pool.transcode_jpeg([good], np.zeros((1, 2), np.int32))
+
+
+def test_too_large_is_refused(pool):
+    with decode.DecodePool(1, backend="native", max_pixels=100) as small:
+        status, _ = small.transcode_jpeg([encode(20, 20)], np.array([[10, 10]], np.int32))
+    assert status[0] == decode.STATUS_TOO_LARGE
+
+
+def test_im2rec_encode_image_uses_it(pool):
+    data = encode(413, 545, quality=95)
+    out = encode_image(data, EncodeOptions(resize=256, quality=90))
+    im = Image.open(io.BytesIO(out))
+    assert im.size == (256, 337)
+    assert psnr(np.asarray(im), reference(data, (256, 337), (0, 0, 413, 545), "RGB")) > 30
