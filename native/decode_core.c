@@ -724,6 +724,15 @@ static void pad_plane(uint8_t *p, size_t stride, int w, int h, int pw, int ph) {
   for (int y = h; y < ph; y++) memcpy(p + (size_t)y * stride, p + (size_t)(h - 1) * stride, pw);
 }
 
+/* One past the last input row that resampling [in0, in1) to out_size rows reads (with a row to
+ * spare; precompute's windows are centre +- support, rounded). */
+static int end_row(double in0, double in1, int out_size, int in_size, int interp) {
+  const double scale = (in1 - in0) / out_size;
+  const double support = (interp == RC_INTERP_BILINEAR ? 1.0 : 0.5) * (scale < 1.0 ? 1.0 : scale);
+  const int end = (int)(in0 + (out_size - 0.5) * scale + support + 0.5) + 1;
+  return end < in_size ? end : in_size;
+}
+
 int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop,
                      const rc_opts *o, int gray, rc_planes *out, char *err) {
   struct jpeg_decompress_struct *ci = &w->cinfo;
@@ -788,12 +797,7 @@ int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_
   for (int c = 0; c < nsrc; c++) {
     const double oy = c ? 0.5 : 1.0, in0 = y0 * sy[c];
     const double in1 = in0 + (y1 - y0) * sy[c] * out->height[c] / (o->out_h * oy);
-    if (precompute(w, &w->cv, sh[c], in0, in1, out->height[c], o->interp))
-      return fail(ci, err, RC_NOMEM, "out of memory (coefficients)");
-    for (int yy = 0; yy < out->height[c]; yy++) {
-      int end = w->cv.bounds[2 * yy] + w->cv.bounds[2 * yy + 1];
-      if (end > last_row[c]) last_row[c] = end;
-    }
+    last_row[c] = end_row(in0, in1, out->height[c], sh[c], o->interp);
     int n = (last_row[c] + imcu_rows[c] - 1) / imcu_rows[c];
     if (n > need_imcu) need_imcu = n;
   }

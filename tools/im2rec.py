@@ -13,6 +13,10 @@ _CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if os.path.isfile(os.path.join(_CHECKOUT, "recio", "im2rec.py")):
     sys.path.insert(0, _CHECKOUT)
 
+# No linear algebra here: keep numpy's OpenBLAS from spinning up a thread per core (see
+# recio/cli.py).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 from recio.im2rec import main  # noqa: E402  (after choosing the checkout)
 
 if __name__ == "__main__":
