@@ -381,8 +381,15 @@ class _Pipeline:
             fetched = ((p.positions, self.records.read_many(p.positions)) for p in plans)
             self._read_batches(plans, fetched)
             return
-        # Remote: several batches' byte ranges coalesced and fetched concurrently, ahead.
-        prefetcher = Prefetcher(self.records, [p.positions for p in plans])
+        # Remote: several batches' byte ranges coalesced and fetched concurrently, ahead;
+        # with block shuffle, a whole window at a time (one window fetched while one is used).
+        group = self.sampler.fetch_group()
+        prefetcher = Prefetcher(
+            self.records,
+            [p.positions for p in plans],
+            depth=2 if group is None else 1,
+            group_batches=group,
+        )
         try:
             self._read_batches(plans, prefetcher)
         finally:

@@ -3,8 +3,10 @@
 ``Prefetcher(records, batches)`` yields ``(indices, payloads)`` for each batch in
 order. Behind it, consecutive batches are grouped into one fetch job of about
 ``group_bytes`` (so the ranges of several batches coalesce into large requests),
-and at most ``depth`` jobs are in flight. Memory is bounded by about
-``depth * group_bytes`` (plus the small gaps coalescing reads and drops).
+or of exactly ``group_batches`` batches (a block-shuffle window: see
+``Sampler.fetch_group``), and at most ``depth`` jobs are in flight. Memory is
+bounded by about ``(depth + 1)`` jobs (plus the small gaps coalescing reads and
+drops).
 The iterator's reader thread owns one; ``close()`` stops it.
 """
 
@@ -36,6 +38,8 @@ class Prefetcher:
         depth: fetch jobs in flight (each job runs its requests concurrently as well).
         group_bytes: batches are grouped until a job holds this many record bytes;
             0 makes every batch its own job.
+        group_batches: group exactly this many batches instead (then group_bytes is
+            not used).
     """
 
     def __init__(
@@ -45,6 +49,7 @@ class Prefetcher:
         *,
         depth: int = 2,
         group_bytes: int = 32 << 20,
+        group_batches: int | None = None,
     ) -> None:
         if depth < 1:
             raise ValueError(f"depth must be >= 1, not {depth}")
@@ -52,7 +57,10 @@ class Prefetcher:
             raise ValueError(f"group_bytes must be >= 0, not {group_bytes}")
         self.records = records
         self.depth = depth
+        if group_batches is not None and group_batches < 1:
+            raise ValueError(f"group_batches must be >= 1, not {group_batches}")
         self.group_bytes = group_bytes
+        self.group_batches = group_batches
         self._batches = iter(batches)
         self._jobs: deque[tuple[list[np.ndarray], Future]] = deque()
         self._pool = ThreadPoolExecutor(depth, thread_name_prefix="recio-prefetch")
@@ -65,6 +73,10 @@ class Prefetcher:
         for batch in self._batches:
             indices = np.asarray(batch, dtype=np.int64)
             group.append(indices)
+            if self.group_batches is not None:
+                if len(group) >= self.group_batches:
+                    break
+                continue
             nbytes += int(self.records.lengths[indices].sum())
             if nbytes >= self.group_bytes:
                 break

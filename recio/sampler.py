@@ -122,6 +122,19 @@ class Sampler:
             )
         self._order_cache: dict[int, np.ndarray] = {}
 
+    def fetch_group(self) -> int | None:
+        """Batches a remote reader should fetch together, or None for "by bytes".
+
+        With block shuffle, a window of ``window`` blocks is used up over
+        ``block_size * window / global_batch`` consecutive batches: fetched together, its
+        records are one contiguous run of each block (large reads, each byte once);
+        fetched a few batches at a time, the coalesced reads of every group span the
+        window's blocks and read most of their bytes again and again.
+        """
+        if self.shuffle is not Shuffle.BLOCK:
+            return None
+        return max(1, -(-self.block_size * self.window // self.global_batch))
+
     def order(self, epoch: int) -> np.ndarray:
         if epoch not in self._order_cache:
             if len(self._order_cache) > 2:

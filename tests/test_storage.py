@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from recio import storage
 from recio.prefetch import Prefetcher
 from recio.recordio import MXIndexedRecordIO, RecordFile
-from recio.sampler import epoch_order
+from recio.sampler import Sampler, epoch_order
 
 from .storage_helpers import ids_of, write_rec
 
@@ -250,6 +250,37 @@ def test_prefetcher_yields_every_batch_in_order(memfs, group_bytes):
             assert ids_of(payloads) == indices.tolist()
             seen += indices.tolist()
     assert seen == order.tolist()
+
+
+def test_block_shuffle_windows_are_fetched_whole_and_once(memfs):
+    """Sampler.fetch_group batches per job: each job reads its window's blocks, each byte once."""
+    write_rec("memory://q/w.rec", n=256, size=1000)
+    rf = RecordFile("memory://q/w.rec")
+    rf.source.fetch = storage.FetchOptions(gap=0)
+    sampler = Sampler(256, 8, shuffle="block", block_size=16, window=4, seed=3)
+    group = sampler.fetch_group()
+    assert group == 8  # 16 records x 4 blocks / 8 per batch
+    plans = [sampler.plan(0, s) for s in range(sampler.steps_in_epoch(0))]
+    calls = []
+
+    class Spy:
+        lengths = rf.lengths
+
+        def read_many(self, indices):
+            calls.append(sorted(indices))
+            return rf.read_many(indices)
+
+    seen = []
+    for indices, payloads in Prefetcher(Spy(), [p.positions for p in plans], group_batches=group):
+        assert ids_of(payloads) == indices.tolist()
+        seen += indices.tolist()
+    assert sorted(seen) == list(range(256))
+    for job in calls:  # whole blocks: 4 runs of 16 consecutive records
+        runs = np.split(np.array(job), np.flatnonzero(np.diff(job) != 1) + 1)
+        assert len(job) == 64 and all(len(r) % 16 == 0 for r in runs)
+    assert rf.source.stats["bytes"] == int(rf.lengths.sum())
+    assert Sampler(256, 8, shuffle="global").fetch_group() is None
+    assert Sampler(256, 8, num_parts=4, shuffle="block", block_size=16, window=4).fetch_group() == 2
 
 
 def test_prefetcher_bounds_jobs_and_reraises(memfs):
