@@ -26,9 +26,13 @@ _SLOWDOWN = (
 
 
 def _reset(sock: socket.socket) -> None:
-    # SO_LINGER 0: close() sends RST, the client sees "connection reset by peer".
+    # SO_LINGER 0: close() sends RST, the client sees "connection reset by peer". The other
+    # direction's thread may be blocked in recv() on this socket, which holds it open (and
+    # the RST unsent) until the client gives up: shutdown(SHUT_RD) wakes that thread first.
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RD)
     with contextlib.suppress(OSError):
         sock.close()
 

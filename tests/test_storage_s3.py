@@ -64,6 +64,40 @@ def test_block_shuffled_prefetch_reads_little_extra(s3_server, s3_rec):
     assert rf.source.stats["requests"] <= 2 * 120 // 16 + 4  # about one request per block
 
 
+def test_ranges_go_over_a_presigned_url_with_the_same_bytes(s3_server, s3_rec):
+    fast = RecordFile(s3_rec, storage_options=s3_server)
+    plain = RecordFile(s3_rec, storage_options=s3_server)
+    plain.source.fetch = storage.FetchOptions(presign_s3=False)
+    plain.source._http = None  # as built with presign_s3=False
+    order = np.random.default_rng(2).permutation(120)
+    got = fast.read_many(order)
+    assert fast.source._presigned is not None  # the presigned path was taken
+    assert [bytes(p) for p in got] == [bytes(p) for p in plain.read_many(order)]
+    assert ids_of(got) == order.tolist()
+    no_presign = storage.FsspecSource(
+        s3_rec, s3_server, fetch=storage.FetchOptions(presign_s3=False)
+    )
+    assert no_presign._http is None
+    assert no_presign.read(0, 64) == bytes(fast.source.read(0, 64))
+
+
+def test_an_expired_presigned_url_is_renewed(s3_server, s3_rec):
+    rf = RecordFile(s3_rec, storage_options=s3_server)
+    src = rf.source
+    src.read(0, 16)
+    # A URL that expires in one second, as if made long ago (age kept below the renewal).
+    src._presigned = (src.fs.url(src.path, expires=1), time.monotonic())
+    time.sleep(2.5)
+    with pytest.raises(Exception) as refused:  # the server does refuse it
+        src._http.cat_file(src._presigned[0], start=0, end=16)
+    assert storage._http_status(refused.value) == 403
+    assert ids_of(rf.read_many([3, 60, 110])) == [3, 60, 110]  # ranges: renewed once
+    src._presigned = (src.fs.url(src.path, expires=1), time.monotonic())
+    time.sleep(2.5)
+    assert len(src.read(100, 50)) == 50  # a single read: renewed too
+    assert src.stats["retries"] >= 1
+
+
 def test_aborted_multipart_write_leaves_no_object(s3_server, s3_prefix):
     import s3fs
 
