@@ -12,6 +12,7 @@ The iterator's reader thread owns one; ``close()`` stops it.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -39,7 +40,9 @@ class Prefetcher:
         group_bytes: batches are grouped until a job holds this many record bytes;
             0 makes every batch its own job.
         group_batches: group exactly this many batches instead (then group_bytes is
-            not used).
+            not used). The first job then holds the first batch alone, so that the
+            decoder starts after a small fetch rather than a whole window's, and the
+            second the rest of that window.
     """
 
     def __init__(
@@ -61,22 +64,27 @@ class Prefetcher:
             raise ValueError(f"group_batches must be >= 1, not {group_batches}")
         self.group_bytes = group_bytes
         self.group_batches = group_batches
+        self._taken = 0  # batches grouped so far (group_batches)
+        self._popped = 0  # jobs handed to the consumer
         self._batches = iter(batches)
         self._jobs: deque[tuple[list[np.ndarray], Future]] = deque()
-        self._pool = ThreadPoolExecutor(depth, thread_name_prefix="recio-prefetch")
+        workers = depth + (group_batches is not None)
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="recio-prefetch")
         self._closed = False
         self._lock = threading.Lock()
 
     def _next_group(self) -> list[np.ndarray]:
+        if self.group_batches is not None:
+            # the lead batch alone, then the rest of its window, then whole windows
+            size = self.group_batches - self._taken % self.group_batches if self._taken else 1
+            group = [np.asarray(b, dtype=np.int64) for b in itertools.islice(self._batches, size)]
+            self._taken += len(group)
+            return group
         group: list[np.ndarray] = []
         nbytes = 0
         for batch in self._batches:
             indices = np.asarray(batch, dtype=np.int64)
             group.append(indices)
-            if self.group_batches is not None:
-                if len(group) >= self.group_batches:
-                    break
-                continue
             nbytes += int(self.records.lengths[indices].sum())
             if nbytes >= self.group_bytes:
                 break
@@ -86,7 +94,9 @@ class Prefetcher:
         return self.records.read_many(np.concatenate(group))
 
     def _fill(self) -> None:
-        while len(self._jobs) < self.depth:
+        # The lead batch's small job does not count: the rest of its window starts with it.
+        lead = self.group_batches is not None and not self._popped
+        while len(self._jobs) < self.depth + lead:
             group = self._next_group()
             if not group:
                 return
@@ -101,6 +111,7 @@ class Prefetcher:
                 if not self._jobs:
                     return
                 group, future = self._jobs.popleft()
+                self._popped += 1
                 payloads = future.result()  # re-raises the fetch error here, in the consumer
                 self._fill()  # start the next job before handing this one out
                 start = 0

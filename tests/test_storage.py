@@ -252,6 +252,10 @@ def test_prefetcher_yields_every_batch_in_order(memfs, group_bytes):
     assert seen == order.tolist()
 
 
+def plans_window(plans, k: int, group: int) -> list[int]:
+    return [int(i) for p in plans[k * group : (k + 1) * group] for i in p.positions]
+
+
 def test_block_shuffle_windows_are_fetched_whole_and_once(memfs):
     """Sampler.fetch_group batches per job: each job reads its window's blocks, each byte once."""
     write_rec("memory://q/w.rec", n=256, size=1000)
@@ -275,7 +279,10 @@ def test_block_shuffle_windows_are_fetched_whole_and_once(memfs):
         assert ids_of(payloads) == indices.tolist()
         seen += indices.tolist()
     assert sorted(seen) == list(range(256))
-    for job in calls:  # whole blocks: 4 runs of 16 consecutive records
+    # The first batch alone (the decoder starts soon), then the rest of its window...
+    assert [len(c) for c in calls[:2]] == [8, 56]
+    assert sorted(calls[0] + calls[1]) == sorted(plans_window(plans, 0, group))
+    for job in calls[2:]:  # ...then whole windows: 4 runs of 16 consecutive records
         runs = np.split(np.array(job), np.flatnonzero(np.diff(job) != 1) + 1)
         assert len(job) == 64 and all(len(r) % 16 == 0 for r in runs)
     assert rf.source.stats["bytes"] == int(rf.lengths.sum())
