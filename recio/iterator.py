@@ -34,7 +34,7 @@ from .decode import DecodePool
 from .errors import DecodeError, RecordIOError
 from .format import IR_HEADER_SIZE, unpack_labels
 from .params import PlannedIterator, read_plan
-from .prefetch import Prefetcher
+from .prefetch import Lookahead, Prefetcher
 from .trace import Tracer, maybe_span
 
 log = logging.getLogger("recio")
@@ -162,7 +162,8 @@ class ImageRecordIter(PlannedIterator):
         # Image sizes never change: cache them so only the first epoch reads headers.
         self._sizes = np.full((len(self.records), 2), -1, dtype=np.int32)
         self._pipeline: _Pipeline | None = None
-        self._finalizer = weakref.finalize(self, _shutdown, [None], self.pool)
+        self._lookahead = Lookahead()  # remote sources: the next epoch's first fetches
+        self._finalizer = weakref.finalize(self, _shutdown, [None], self.pool, self._lookahead)
 
     # --- shapes ----------------------------------------------------------------------
 
@@ -226,7 +227,9 @@ class ImageRecordIter(PlannedIterator):
     def _start_pipeline(self) -> None:
         self._pipeline = _Pipeline(self, self._epoch, self._step)
         self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _shutdown, [self._pipeline], self.pool)
+        self._finalizer = weakref.finalize(
+            self, _shutdown, [self._pipeline], self.pool, self._lookahead
+        )
 
     def _stop_pipeline(self) -> None:
         if self._pipeline is not None:
@@ -249,15 +252,16 @@ class ImageRecordIter(PlannedIterator):
     def close(self) -> None:
         """Stop the threads and release the decoder and the file."""
         self._stop_pipeline()
-        self._finalizer()
+        self._finalizer()  # also drops the next epoch's lookahead fetches
         self.records.close()
 
 
-def _shutdown(pipeline_box: list, pool: DecodePool) -> None:
+def _shutdown(pipeline_box: list, pool: DecodePool, lookahead: Lookahead) -> None:
     # A finalizer made after the pool's runs before it at exit: no thread is
     # left inside a decode call when the pool shuts down.
     if pipeline_box[0] is not None:
         pipeline_box[0].stop()
+    lookahead.close()
     pool.close()
 
 
@@ -296,6 +300,7 @@ class _Pipeline:
         self.seed = it.seed
         self.part = it.part_index
         self.tracer = it.tracer
+        self.lookahead = it._lookahead
         self.decode_kwargs = {
             "interpolation": it.interpolation,
             "mean": it.mean,
@@ -375,7 +380,7 @@ class _Pipeline:
                 self._put(out_q, _Failure(exc))
 
     def _read(self) -> None:
-        plans = [self.sampler.plan(self.epoch, s) for s in range(self.first_step, self.end_step)]
+        plans = self._plans(self.epoch, self.first_step)
         if isinstance(self.records.source, storage.MappedSource):
             # Local: zero-copy slices of the mmap, nothing to fetch ahead.
             fetched = ((p.positions, self.records.read_many(p.positions)) for p in plans)
@@ -383,17 +388,32 @@ class _Pipeline:
             return
         # Remote: several batches' byte ranges coalesced and fetched concurrently, ahead;
         # with block shuffle, a whole window at a time (one window fetched while one is used).
+        key = (self.epoch, self.first_step)
+        prefetcher = self.lookahead.take(key) or self._prefetcher(plans)
+        try:
+            self._read_batches(plans, prefetcher)
+        finally:
+            prefetcher.close()
+        # Every read of this epoch is issued: start the next epoch's first fetches while the
+        # decoder finishes this one (taken if the consumer goes on to it, else closed).
+        nxt = self._plans(self.epoch + 1, 0)
+        if nxt:
+            ahead = self._prefetcher(nxt)
+            ahead.start()
+            self.lookahead.put((self.epoch + 1, 0), ahead)
+
+    def _plans(self, epoch: int, first_step: int) -> list:
+        steps = range(first_step, self.sampler.steps_in_epoch(epoch))
+        return [self.sampler.plan(epoch, s) for s in steps]
+
+    def _prefetcher(self, plans) -> Prefetcher:
         group = self.sampler.fetch_group()
-        prefetcher = Prefetcher(
+        return Prefetcher(
             self.records,
             [p.positions for p in plans],
             depth=2 if group is None else 1,
             group_batches=group,
         )
-        try:
-            self._read_batches(plans, prefetcher)
-        finally:
-            prefetcher.close()
 
     def _read_batches(self, plans, fetched) -> None:
         for plan, (_, payloads) in zip(plans, _traced(self.tracer, "read", fetched), strict=False):

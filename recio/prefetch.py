@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["Prefetcher"]
+__all__ = ["Lookahead", "Prefetcher"]
 
 
 class _Records(Protocol):
@@ -102,6 +102,11 @@ class Prefetcher:
                 return
             self._jobs.append((group, self._pool.submit(self._fetch, group)))
 
+    def start(self) -> None:
+        """Begin fetching now, before iteration (the iterator's next-epoch lookahead)."""
+        if not self._closed:
+            self._fill()
+
     def __iter__(self) -> Iterator[tuple[np.ndarray, list[Any]]]:
         try:
             while True:
@@ -136,3 +141,41 @@ class Prefetcher:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Lookahead:
+    """One Prefetcher started ahead for a known ``(epoch, step)``: the next epoch's first
+    fetches run while the decoder finishes this epoch, so an epoch does not start by
+    waiting for its first window. A thread-safe box; a mismatched or unused one is closed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: tuple[tuple[int, int], Prefetcher] | None = None
+
+    def put(self, key: tuple[int, int], prefetcher: Prefetcher) -> None:
+        with self._lock:
+            old, self._held = self._held, (key, prefetcher)
+        if old is not None:
+            old[1].close()
+
+    def take(self, key: tuple[int, int]) -> Prefetcher | None:
+        """The prefetcher started for ``key``, or None (one started for another is closed)."""
+        with self._lock:
+            held, self._held = self._held, None
+        if held is None:
+            return None
+        if held[0] == key:
+            return held[1]
+        held[1].close()
+        return None
+
+    @property
+    def key(self) -> tuple[int, int] | None:
+        held = self._held
+        return None if held is None else held[0]
+
+    def close(self) -> None:
+        with self._lock:
+            held, self._held = self._held, None
+        if held is not None:
+            held[1].close()

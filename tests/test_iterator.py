@@ -347,3 +347,24 @@ def test_iterator_from_hdfs_matches_local(rec, hdfs_prefix):
         for a, b in zip(_ids_and_pixels(local), _ids_and_pixels(r), strict=True):
             np.testing.assert_array_equal(a[0], b[0])
             np.testing.assert_array_equal(a[1], b[1])
+
+
+@pytest.mark.parametrize("mode", ["global", "block"])
+def test_remote_next_epoch_is_fetched_ahead_and_matches_local(rec, memfs, mode):
+    url = _upload(rec, f"memory://look/{mode}.rec", {})
+    kw = dict(shuffle=True, seed=4, shuffle_mode=mode, dtype="uint8")
+    with make_iter(rec, **kw) as local, make_iter(url, **kw) as remote:
+        want = [_ids_and_pixels(local) for _ in range(3)]
+        got = [_ids_and_pixels(remote)]
+        # epoch 0 done: epoch 1's first fetches were started behind it
+        assert remote._lookahead.key == (1, 0)
+        got += [_ids_and_pixels(remote) for _ in range(2)]
+        # resuming elsewhere drops the lookahead and still reads the right records
+        remote.load_state_dict({**remote.state_dict(), "epoch": 1, "step": 2})
+        resumed = _ids_and_pixels(remote)
+    for epoch_want, epoch_got in zip(want, got, strict=True):
+        for (ids_a, px_a), (ids_b, px_b) in zip(epoch_want, epoch_got, strict=True):
+            np.testing.assert_array_equal(ids_a, ids_b)
+            np.testing.assert_array_equal(px_a, px_b)
+    assert [ids.tolist() for ids, _ in resumed] == [ids.tolist() for ids, _ in want[1][2:]]
+    assert remote._lookahead.key is None  # closed with the iterator
