@@ -79,6 +79,12 @@ _TRANSIENT_NAMES = {
 #: Lifetime of the presigned URLs S3 range reads go through (renewed at half of it).
 PRESIGN_SECONDS = 3600
 
+# ... and words in the message of those that come as plain exceptions. hdfs-native names the
+# NameNode's Java exception: a restarted NameNode stays in safe mode until the DataNodes
+# have reported their blocks, and leaves it by itself; a standby one points to the active.
+_TRANSIENT_TEXT = ("503", "500", "SlowDown", "Throttl", "reset", "timed out",
+                   "SafeModeException", "RetriableException", "StandbyException")  # fmt: skip
+
 # Never retried: the answer will not change.
 _PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
               FileExistsError)  # fmt: skip
@@ -182,7 +188,7 @@ def is_transient(exc: BaseException) -> bool:
         # s3fs turns unrecognised server errors (500, 503 SlowDown, ...) into OSError(EIO).
         return True
     text = str(exc)
-    return any(s in text for s in ("503", "500", "SlowDown", "Throttl", "reset", "timed out"))
+    return any(s in text for s in _TRANSIENT_TEXT)
 
 
 def translate_error(exc: BaseException, url: str) -> BaseException:

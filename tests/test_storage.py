@@ -174,6 +174,13 @@ def test_is_transient_by_name():
     assert storage.is_transient(ConnectionResetError())
     assert not storage.is_transient(FileNotFoundError())
     assert not storage.is_transient(ValueError("bad argument"))
+    # hdfs-native, reading from a NameNode that was just restarted (seen in CI)
+    safe_mode = RuntimeError(
+        'RPCError("org.apache.hadoop.hdfs.server.namenode.SafeModeException", "Zero '
+        'blocklocations for /d.rec. Name node is in safe mode.")'
+    )
+    assert storage.is_transient(safe_mode)
+    assert not storage.is_transient(RuntimeError('RPCError("...AccessControlException", "")'))
 
 
 # --- writing --------------------------------------------------------------------------

@@ -75,7 +75,7 @@ def test_server_restart_mid_read(hdfs_server, hdfs_prefix):
     rec = f"{hdfs_prefix}/r.rec"
     write_rec(rec, n=120, size=20_000)
     rf = RecordFile(rec)
-    rf.source.fetch = storage.FetchOptions(backoff=0.5, max_backoff=3, retries=12, gap=0,
+    rf.source.fetch = storage.FetchOptions(backoff=0.5, max_backoff=3, retries=20, gap=0,
                                            max_request=200_000)  # fmt: skip
     order = epoch_order(120, 0, 0, "block", block_size=10, window=1)
     got = []
