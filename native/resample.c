@@ -1,0 +1,342 @@
+/* recio resampler (see resample.h): Pillow's Resample.c in 14-bit fixed point with SSE2.
+ *
+ * Coefficients follow Pillow's precompute_coeffs/normalize_coeffs_8bpc, then the zero taps at
+ * both ends are trimmed. The passes run every kernel at its full (even, zero-padded) width, so
+ * their loops have no data-dependent branch; callers pad rows to make that safe.
+ */
+#include "resample.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode_core.h"
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+int rc_grow(void **p, size_t *cap, size_t need) {
+  if (need <= *cap) return 0;
+  size_t n = need + need / 2;
+  void *q = realloc(*p, n);
+  if (!q) return -1;
+  *p = q;
+  *cap = n;
+  return 0;
+}
+
+/* ---- resampling coefficients (Pillow's precompute_coeffs + normalize_coeffs_8bpc) ---- */
+
+static double bilinear_filter(double x) {
+  if (x < 0.0) x = -x;
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+static double box_filter(double x) {
+  return (x > -0.5 && x <= 0.5) ? 1.0 : 0.0;
+}
+
+/* Drops the zero weights at both ends of every kernel (an upscaling bilinear kernel has two
+ * live taps of Pillow's window of three or four) and narrows ksize to the widest that is left,
+ * so the horizontal pass runs fewer tap pairs. The results are unchanged. */
+static void trim_zero_taps(rc_coeffs *c, int out_size) {
+  const int ksize = c->ksize;
+  int widest = 0;
+  for (int xx = 0; xx < out_size; xx++) {
+    int16_t *kk = c->kk + (size_t)xx * ksize;
+    int n = c->bounds[2 * xx + 1], first = 0;
+    while (first < n && kk[first] == 0) first++;
+    while (n > first && kk[n - 1] == 0) n--;
+    if (n == first) first = n = 0; /* all zero: keep one (zero) tap at xmin */
+    memmove(kk, kk + first, sizeof(int16_t) * (size_t)(n - first));
+    for (int x = n - first; x < ksize; x++) kk[x] = 0;
+    c->bounds[2 * xx] += first;
+    c->bounds[2 * xx + 1] = n - first;
+    if (n - first > widest) widest = n - first;
+  }
+  int narrow = (widest + 1) & ~1; /* even: the passes take taps in pairs */
+  if (narrow < 2) narrow = 2;
+  if (narrow >= ksize) return;
+  for (int xx = 1; xx < out_size; xx++) /* repack in place at the narrower stride */
+    memmove(c->kk + (size_t)xx * narrow, c->kk + (size_t)xx * ksize, sizeof(int16_t) * narrow);
+  c->ksize = narrow;
+}
+
+int rc_precompute(rc_coeffs *c, int in_size, double in0, double in1, int out_size, int interp) {
+  double scale = (in1 - in0) / out_size;
+  c->identity = scale == 1.0 && in0 == floor(in0);
+  if (interp == RC_INTERP_NEAREST) { /* Pillow's affine nearest: one tap */
+    c->ksize = 2;
+    if (rc_grow((void **)&c->bounds, &c->bounds_cap, sizeof(int) * 2 * out_size) ||
+        rc_grow((void **)&c->kk, &c->kk_cap, sizeof(int16_t) * 2 * out_size))
+      return -1;
+    double v = in0 + scale * 0.5; /* accumulated like Pillow's affine_scale */
+    for (int xx = 0; xx < out_size; xx++, v += scale) {
+      int x = v < 0.0 ? 0 : (int)v;
+      if (x > in_size - 1) x = in_size - 1;
+      c->bounds[2 * xx] = x;
+      c->bounds[2 * xx + 1] = 1;
+      c->kk[2 * xx] = 1 << PRECISION_BITS;
+      c->kk[2 * xx + 1] = 0;
+    }
+    return 0;
+  }
+  double (*filter)(double) = interp == RC_INTERP_AREA ? box_filter : bilinear_filter;
+  double support = interp == RC_INTERP_AREA ? 0.5 : 1.0;
+  double filterscale = scale < 1.0 ? 1.0 : scale;
+  support *= filterscale;
+  int ksize = (int)ceil(support) * 2 + 2; /* Pillow's + 1, rounded up to even */
+  c->ksize = ksize;
+  size_t n = (size_t)out_size * ksize;
+  if (rc_grow((void **)&c->bounds, &c->bounds_cap, sizeof(int) * 2 * out_size) ||
+      rc_grow((void **)&c->kk, &c->kk_cap, sizeof(int16_t) * (n + 8)) || /* SIMD over-read */
+      rc_grow((void **)&c->prekk, &c->prekk_cap, sizeof(double) * ksize))
+    return -1;
+  double ss = 1.0 / filterscale;
+  for (int xx = 0; xx < out_size; xx++) {
+    double center = in0 + (xx + 0.5) * scale;
+    int xmin = (int)(center - support + 0.5);
+    if (xmin < 0) xmin = 0;
+    int xmax = (int)(center + support + 0.5);
+    if (xmax > in_size) xmax = in_size;
+    xmax -= xmin;
+    if (xmax < 0) xmax = 0;
+    double ww = 0.0, *k = c->prekk;
+    for (int x = 0; x < xmax; x++) {
+      k[x] = filter((x + xmin - center + 0.5) * ss);
+      ww += k[x];
+    }
+    int16_t *kk = c->kk + (size_t)xx * ksize;
+    for (int x = 0; x < ksize; x++) { /* bilinear and box weights are in [0, 1] */
+      double v = x < xmax && ww != 0.0 ? k[x] / ww : 0.0;
+      kk[x] = (int16_t)(0.5 + v * (1 << PRECISION_BITS));
+    }
+    c->bounds[2 * xx] = xmin;
+    c->bounds[2 * xx + 1] = xmax;
+  }
+  trim_zero_taps(c, out_size);
+  return 0;
+}
+
+static inline __attribute__((unused)) uint8_t clip8(int32_t in) {
+  if (in >= (1 << PRECISION_BITS << 8)) return 255;
+  if (in <= 0) return 0;
+  return (uint8_t)(in >> PRECISION_BITS);
+}
+
+/* Horizontal pass over one row of 3-channel pixels, mirrored when `flip`. Every output pixel
+ * runs all ksize taps (the kernel is zero padded), so the loop has no data-dependent branch:
+ * source rows must stay readable ksize pixels past the last one used (callers pad them,
+ * see hpass_slack). Writes one byte past the row. */
+static inline __attribute__((always_inline)) void hpass_k(const uint8_t *in, uint8_t *out,
+                                                          int out_w, const rc_coeffs *c, int flip,
+                                                          const int ksize) {
+#ifdef __SSE2__
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
+  for (int d = 0; d < out_w; d++) { /* destinations in order: each 4-byte store is overwritten */
+    const int xx = flip ? out_w - 1 - d : d;
+    const int16_t *k = c->kk + (size_t)xx * ksize;
+    const uint8_t *p = in + (size_t)c->bounds[2 * xx] * 3;
+    __m128i acc = half;
+    for (int x = 0; x < ksize; x += 2) { /* [r0 r1 g0 g1 b0 b1 _ _] . [k0 k1 ...] */
+      int32_t a, b, kp;
+      memcpy(&a, p + 3 * x, 4);
+      memcpy(&b, p + 3 * x + 3, 4);
+      memcpy(&kp, k + x, 4);
+      __m128i pix = _mm_unpacklo_epi8(_mm_cvtsi32_si128(a), _mm_cvtsi32_si128(b));
+      pix = _mm_unpacklo_epi8(pix, zero);
+      acc = _mm_add_epi32(acc, _mm_madd_epi16(pix, _mm_set1_epi32(kp)));
+    }
+    acc = _mm_srai_epi32(acc, PRECISION_BITS);
+    int32_t v = _mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(acc, acc), zero));
+    memcpy(out + 3 * d, &v, 4);
+  }
+#else
+  for (int xx = 0; xx < out_w; xx++) {
+    const int16_t *k = c->kk + (size_t)xx * ksize;
+    const uint8_t *p = in + (size_t)c->bounds[2 * xx] * 3;
+    int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+    for (int x = 0; x < ksize; x++) {
+      s0 += p[3 * x] * k[x];
+      s1 += p[3 * x + 1] * k[x];
+      s2 += p[3 * x + 2] * k[x];
+    }
+    uint8_t *d = out + 3 * (flip ? out_w - 1 - xx : xx);
+    d[0] = clip8(s0);
+    d[1] = clip8(s1);
+    d[2] = clip8(s2);
+  }
+#endif
+}
+
+/* The common kernel sizes get their own fully unrolled copy of the loop. */
+void rc_hpass(const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c, int flip) {
+  switch (c->ksize) {
+    case 4:
+      hpass_k(in, out, out_w, c, flip, 4);
+      break;
+    case 6:
+      hpass_k(in, out, out_w, c, flip, 6);
+      break;
+    case 8:
+      hpass_k(in, out, out_w, c, flip, 8);
+      break;
+    default:
+      hpass_k(in, out, out_w, c, flip, c->ksize);
+  }
+}
+
+/* Bytes a row given to hpass must stay readable past its last pixel. */
+size_t rc_hpass_slack(const rc_coeffs *c) {
+  return (size_t)c->ksize * 3 + RC_SLACK;
+}
+
+/* Vertical pass: one output row from ymax rows of tmp starting at ymin. */
+void rc_vpass(const uint8_t *tmp, size_t stride, size_t width, int ymin, int ymax, const int16_t *k,
+              uint8_t *line) {
+  size_t i = 0;
+  const uint8_t *base = tmp + (size_t)ymin * stride;
+#ifdef __SSE2__
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
+  for (; i + 16 <= width; i += 16) {
+    __m128i a0 = half, a1 = half, a2 = half, a3 = half;
+    for (int y = 0; y < ymax; y += 2) { /* ksize is even: k[ymax] exists (zero) */
+      const uint8_t *p = base + (size_t)y * stride + i;
+      __m128i r0 = _mm_loadu_si128((const __m128i *)p);
+      __m128i r1 = y + 1 < ymax ? _mm_loadu_si128((const __m128i *)(p + stride)) : zero;
+      int32_t kp;
+      memcpy(&kp, k + y, 4);
+      __m128i kv = _mm_set1_epi32(y + 1 < ymax ? kp : (uint16_t)k[y]);
+      __m128i lo = _mm_unpacklo_epi8(r0, r1), hi = _mm_unpackhi_epi8(r0, r1);
+      a0 = _mm_add_epi32(a0, _mm_madd_epi16(_mm_unpacklo_epi8(lo, zero), kv));
+      a1 = _mm_add_epi32(a1, _mm_madd_epi16(_mm_unpackhi_epi8(lo, zero), kv));
+      a2 = _mm_add_epi32(a2, _mm_madd_epi16(_mm_unpacklo_epi8(hi, zero), kv));
+      a3 = _mm_add_epi32(a3, _mm_madd_epi16(_mm_unpackhi_epi8(hi, zero), kv));
+    }
+    a0 = _mm_srai_epi32(a0, PRECISION_BITS);
+    a1 = _mm_srai_epi32(a1, PRECISION_BITS);
+    a2 = _mm_srai_epi32(a2, PRECISION_BITS);
+    a3 = _mm_srai_epi32(a3, PRECISION_BITS);
+    __m128i v = _mm_packus_epi16(_mm_packs_epi32(a0, a1), _mm_packs_epi32(a2, a3));
+    _mm_storeu_si128((__m128i *)(line + i), v);
+  }
+#endif
+  for (; i < width; i++) {
+    int32_t s = 1 << (PRECISION_BITS - 1);
+    for (int y = 0; y < ymax; y++) s += base[(size_t)y * stride + i] * k[y];
+    line[i] = clip8(s);
+  }
+}
+
+/* Horizontal pass over one row of single-channel samples; `line` holds the row from column
+ * `off` on, readable ksize bytes past the last sample used. */
+static inline __attribute__((always_inline)) void hpass1_k(const uint8_t *line, int off,
+                                                           uint8_t *out, int out_n,
+                                                           const rc_coeffs *c, const int ksize) {
+  for (int xx = 0; xx < out_n; xx++) {
+    const int16_t *k = c->kk + (size_t)xx * ksize;
+    const uint8_t *p = line + (c->bounds[2 * xx] - off);
+    int32_t s = 1 << (PRECISION_BITS - 1);
+    for (int x = 0; x < ksize; x++) s += p[x] * k[x];
+    out[xx] = clip8(s);
+  }
+}
+
+#ifdef __SSE2__
+static inline __m128i load32(const uint8_t *p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return _mm_cvtsi32_si128(v);
+}
+
+static inline __m128i load16(const uint8_t *p) {
+  uint16_t v;
+  memcpy(&v, p, 2);
+  return _mm_cvtsi32_si128(v);
+}
+
+/* Four outputs' (rounded, shifted) sums as four bytes. */
+static inline int32_t pack4(__m128i sums) {
+  sums = _mm_srai_epi32(_mm_add_epi32(sums, _mm_set1_epi32(1 << (PRECISION_BITS - 1))),
+                        PRECISION_BITS);
+  const __m128i zero = _mm_setzero_si128();
+  return _mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(sums, zero), zero));
+}
+
+/* SIMD horizontal pass for single-channel rows, four outputs per step: ksize 2 and 4 gather the
+ * taps of four outputs into one register; ksize 6 and 8 take eight taps per output (lanes past
+ * ksize are masked) and add the four partial sums across. Needs ksize + 8 readable bytes past
+ * each row's last tap and 8 int16 past the last kernel (see precompute). */
+static int hpass1_simd(const uint8_t *line, int off, uint8_t *out, int out_n, const rc_coeffs *c) {
+  const int ksize = c->ksize;
+  if (ksize != 2 && ksize != 4 && ksize != 6 && ksize != 8) return 0;
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i mask6 = _mm_set_epi16(0, 0, -1, -1, -1, -1, -1, -1);
+  int xx = 0;
+  for (; xx + 4 <= out_n; xx += 4) {
+    const uint8_t *p[4];
+    for (int j = 0; j < 4; j++) p[j] = line + (c->bounds[2 * (xx + j)] - off);
+    const int16_t *k = c->kk + (size_t)xx * ksize;
+    __m128i sums;
+    if (ksize == 2) {
+      __m128i v = _mm_unpacklo_epi32(_mm_unpacklo_epi16(load16(p[0]), load16(p[1])),
+                                     _mm_unpacklo_epi16(load16(p[2]), load16(p[3])));
+      sums = _mm_madd_epi16(_mm_unpacklo_epi8(v, zero), _mm_loadu_si128((const __m128i *)k));
+    } else if (ksize == 4) {
+      __m128i v = _mm_unpacklo_epi64(_mm_unpacklo_epi32(load32(p[0]), load32(p[1])),
+                                     _mm_unpacklo_epi32(load32(p[2]), load32(p[3])));
+      __m128i m0 = _mm_madd_epi16(_mm_unpacklo_epi8(v, zero), _mm_loadu_si128((const __m128i *)k));
+      __m128i m1 =
+          _mm_madd_epi16(_mm_unpackhi_epi8(v, zero), _mm_loadu_si128((const __m128i *)(k + 8)));
+      __m128 a = _mm_castsi128_ps(m0), b = _mm_castsi128_ps(m1);
+      sums = _mm_add_epi32(_mm_castps_si128(_mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
+                           _mm_castps_si128(_mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
+    } else {
+      __m128i m[4];
+      for (int j = 0; j < 4; j++) {
+        __m128i px = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)p[j]), zero);
+        __m128i kv = _mm_loadu_si128((const __m128i *)(k + (size_t)j * ksize));
+        if (ksize == 6) kv = _mm_and_si128(kv, mask6);
+        m[j] = _mm_madd_epi16(px, kv);
+      }
+      __m128i t0 = _mm_add_epi32(_mm_unpacklo_epi32(m[0], m[1]), _mm_unpackhi_epi32(m[0], m[1]));
+      __m128i t1 = _mm_add_epi32(_mm_unpacklo_epi32(m[2], m[3]), _mm_unpackhi_epi32(m[2], m[3]));
+      sums = _mm_add_epi32(_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1));
+    }
+    int32_t v4 = pack4(sums);
+    memcpy(out + xx, &v4, 4);
+  }
+  return xx;
+}
+#endif
+
+void rc_hpass1(const uint8_t *line, int off, uint8_t *out, int out_n, const rc_coeffs *c) {
+  int done = 0;
+#ifdef __SSE2__
+  done = hpass1_simd(line, off, out, out_n, c);
+#endif
+  if (done == out_n) return;
+  /* the tail (fewer than four outputs), or every output for wide kernels */
+  rc_coeffs tail = *c;
+  tail.bounds += 2 * done;
+  tail.kk += (size_t)done * c->ksize;
+  hpass1_k(line, off, out + done, out_n - done, &tail, c->ksize);
+}
+
+/* One past the last input row that resampling [in0, in1) to out_size rows reads (with a row to
+ * spare; precompute's windows are centre +- support, rounded). */
+int rc_end_row(double in0, double in1, int out_size, int in_size, int interp) {
+  const double scale = (in1 - in0) / out_size;
+  const double support = (interp == RC_INTERP_BILINEAR ? 1.0 : 0.5) * (scale < 1.0 ? 1.0 : scale);
+  const int end = (int)(in0 + (out_size - 0.5) * scale + support + 0.5) + 1;
+  return end < in_size ? end : in_size;
+}
+
+void rc_coeffs_free(rc_coeffs *c) {
+  free(c->bounds);
+  free(c->kk);
+  free(c->prekk);
+}

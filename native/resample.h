@@ -1,0 +1,50 @@
+/* recio resampler: Pillow's separable resampling (BILINEAR, BOX, NEAREST) in fixed point, for
+ * interleaved 3-channel rows and single-channel planes. Internal to native/: the decode core
+ * computes the coefficients for a crop and runs the passes.
+ */
+#ifndef RECIO_RESAMPLE_H
+#define RECIO_RESAMPLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* 14-bit weights fit int16, so SSE2 pmaddwd does two taps of four channels at once (the
+ * Pillow-SIMD approach); Pillow itself uses 22 bits, so results may differ by one level. */
+#define PRECISION_BITS 14
+#define RC_SLACK 16 /* padding after row buffers: the SIMD passes read/write a little past */
+
+typedef struct {
+  int ksize;
+  int identity; /* every output sample is one input sample: a plain copy does */
+  int *bounds;  /* [out][2]: first input index, number of taps */
+  int16_t *kk;  /* [out][ksize] fixed-point weights, ksize even, zero padded */
+  size_t bounds_cap, kk_cap;
+  double *prekk; /* scratch: one kernel's weights before normalising */
+  size_t prekk_cap;
+} rc_coeffs;
+
+/* Grows *p to at least `need` bytes (keeping its contents); -1 when out of memory. */
+int rc_grow(void **p, size_t *cap, size_t need);
+void rc_coeffs_free(rc_coeffs *c);
+
+/* Pillow's precompute_coeffs for out_size samples from the input window [in0, in1) of an
+ * input in_size samples long, with an RC_INTERP_* filter; -1 when out of memory. */
+int rc_precompute(rc_coeffs *c, int in_size, double in0, double in1, int out_size, int interp);
+
+/* Horizontal pass over one row of 3-channel pixels, mirrored when `flip`; `in` must stay
+ * readable rc_hpass_slack(c) bytes past the last pixel used. Writes one byte past the row. */
+void rc_hpass(const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c, int flip);
+size_t rc_hpass_slack(const rc_coeffs *c);
+
+/* Vertical pass: one output row of `width` bytes from ymax rows of `tmp` starting at ymin. */
+void rc_vpass(const uint8_t *tmp, size_t stride, size_t width, int ymin, int ymax, const int16_t *k,
+              uint8_t *line);
+
+/* Horizontal pass over single-channel samples; `line` holds the row from column `off` on and
+ * must stay readable ksize + 8 bytes past the last sample used. */
+void rc_hpass1(const uint8_t *line, int off, uint8_t *out, int out_n, const rc_coeffs *c);
+
+/* One past the last input row that rc_precompute(.., in0, in1, out_size, ..) reads. */
+int rc_end_row(double in0, double in1, int out_size, int in_size, int interp);
+
+#endif
