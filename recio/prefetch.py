@@ -131,10 +131,11 @@ class Prefetcher:
         if self._closed:
             return
         self._closed = True
-        for _, future in self._jobs:
-            future.cancel()
+        running = [f for _, f in self._jobs if not f.cancel() and not f.done()]
         self._jobs.clear()
-        self._pool.shutdown(wait=False)
+        # Idle (the usual end of an epoch): join the threads now. A fetch still running is
+        # not waited for (it ends within the storage timeouts, its result dropped).
+        self._pool.shutdown(wait=not running)
 
     def __enter__(self) -> Prefetcher:
         return self

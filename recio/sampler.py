@@ -45,12 +45,19 @@ def epoch_order(
     *,
     block_size: int = 256,
     window: int = 4,
+    parts: int = 1,
 ) -> np.ndarray:
     """The order of record positions ``0..n-1`` for ``epoch`` (int64 array).
 
     ``block`` shuffle keeps runs of ``block_size`` consecutive records together
     (so remote reads stay large), shuffles the blocks globally, then shuffles
     records within windows of ``window`` blocks.
+
+    With ``parts`` ranks (which take positions r, r + parts, ...), a window holds
+    ``window`` blocks per rank, and rank r's positions in it are filled from its own
+    ``window`` blocks: each rank reads whole blocks, as a single reader does, instead
+    of a strided 1/parts of every block. (A window whose ranks would not get equal
+    counts, the tail with the short last block, is shuffled as a whole.)
     """
     shuffle = Shuffle(shuffle)
     if shuffle is Shuffle.NONE:
@@ -58,13 +65,29 @@ def epoch_order(
     rng = np.random.default_rng([seed, epoch])
     if shuffle is Shuffle.GLOBAL:
         return rng.permutation(n).astype(np.int64)
-    starts = rng.permutation(np.arange(0, n, block_size))
-    blocks = [np.arange(s, min(s + block_size, n)) for s in starts]
-    span = block_size * window
-    order = np.concatenate(blocks) if blocks else np.arange(0, dtype=np.int64)
-    for lo in range(0, n, span):
-        rng.shuffle(order[lo : lo + span])
-    return order.astype(np.int64)
+    # The short last block (if any) stays last, in the tail window: the full windows then
+    # split evenly between ranks.
+    starts = rng.permutation(np.arange(0, n - n % block_size, block_size))
+    if n % block_size:
+        starts = np.append(starts, n - n % block_size)
+    blocks = [np.arange(s, min(s + block_size, n), dtype=np.int64) for s in starts]
+    if not blocks:
+        return np.arange(0, dtype=np.int64)
+    per_window = window * parts
+    spans = []
+    for lo in range(0, len(blocks), per_window):
+        group = blocks[lo : lo + per_window]
+        whole = parts > 1 and len(group) == per_window
+        lanes = [np.concatenate(group[r::parts]) for r in range(parts)] if whole else []
+        if lanes and len({len(lane) for lane in lanes}) == 1:
+            for lane in lanes:
+                rng.shuffle(lane)
+            spans.append(np.stack(lanes, axis=1).reshape(-1))  # [i * parts + r] = lane r's i-th
+        else:
+            span = np.concatenate(group)
+            rng.shuffle(span)
+            spans.append(span)
+    return np.concatenate(spans)
 
 
 @dataclass(frozen=True)
@@ -125,15 +148,16 @@ class Sampler:
     def fetch_group(self) -> int | None:
         """Batches a remote reader should fetch together, or None for "by bytes".
 
-        With block shuffle, a window of ``window`` blocks is used up over
-        ``block_size * window / global_batch`` consecutive batches: fetched together, its
+        With block shuffle, this rank's ``window`` blocks of a window are used up over
+        ``block_size * window / batch_size`` consecutive batches: fetched together, its
         records are one contiguous run of each block (large reads, each byte once);
         fetched a few batches at a time, the coalesced reads of every group span the
         window's blocks and read most of their bytes again and again.
         """
         if self.shuffle is not Shuffle.BLOCK:
             return None
-        return max(1, -(-self.block_size * self.window // self.global_batch))
+        # a window holds `window` blocks per rank (epoch_order)
+        return max(1, -(-self.block_size * self.window // self.batch_size))
 
     def order(self, epoch: int) -> np.ndarray:
         if epoch not in self._order_cache:
@@ -146,6 +170,7 @@ class Sampler:
                 self.shuffle,
                 block_size=self.block_size,
                 window=self.window,
+                parts=self.num_parts,
             )
         return self._order_cache[epoch]
 

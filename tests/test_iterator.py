@@ -56,8 +56,12 @@ def make_iter(rec, **kw):
     return ImageRecordIter(rec, **args)
 
 
+_EARLIER: set[threading.Thread] = set()
+
+
 def recio_threads():
-    return [t for t in threading.enumerate() if t.name.startswith("recio-")]
+    """recio's threads, but not those still winding down from earlier tests."""
+    return [t for t in threading.enumerate() if t.name.startswith("recio-") and t not in _EARLIER]
 
 
 def test_batches_shapes_labels_ids(rec):
@@ -189,7 +193,7 @@ def test_on_error_raise_names_file_offset_id(bad_rec):
         list(it)
     message = str(info.value)
     assert "1003" in message and bad_rec in message and "at byte" in message
-    assert not recio_threads()
+    assert not recio_threads(), [t.name for t in recio_threads()]
 
 
 def test_truncated_rec_raises_in_training_loop(tmp_path):
@@ -202,6 +206,7 @@ def test_truncated_rec_raises_in_training_loop(tmp_path):
 
 
 def test_threads_stop_on_close_and_when_dropped(rec):
+    _EARLIER.update(threading.enumerate())
     it = make_iter(rec)
     next(iter(it))
     assert recio_threads()

@@ -88,6 +88,47 @@ def test_block_shuffle_keeps_runs_and_is_a_permutation():
     assert not np.array_equal(order, np.arange(1000))
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    n=st.integers(1, 300),
+    batch=st.integers(1, 9),
+    parts=st.integers(1, 6),
+    block=st.integers(1, 12),
+    window=st.integers(1, 3),
+)
+def test_block_shuffle_shards_are_disjoint_and_complete(n, batch, parts, block, window):
+    samplers = [
+        Sampler(n, batch, part_index=r, num_parts=parts, shuffle="block", seed=5,
+                block_size=block, window=window)
+        for r in range(parts)
+    ]  # fmt: skip
+    for epoch in range(2):
+        real = np.concatenate([s.shard_positions(epoch) for s in samplers])
+        assert sorted(real.tolist()) == list(range(n))
+
+
+@pytest.mark.parametrize("parts", [2, 3, 4])
+def test_block_shuffle_gives_each_rank_whole_blocks(parts):
+    """With several ranks, each rank's records of a window are whole blocks of its own."""
+    block, window, batch = 16, 2, 8
+    n = block * (window * parts * 5 + 1)  # five full windows and a one-block tail
+    samplers = ranks(n, batch, parts, "pad", shuffle="block")
+    for s in samplers:
+        s.block_size, s.window = block, window
+    full = block * window // batch  # batches per rank per window
+    for s in samplers:
+        shard = s.shard_positions(0)
+        for w in range(5):
+            mine = np.sort(shard[w * full * batch : (w + 1) * full * batch])
+            runs = np.split(mine, np.flatnonzero(np.diff(mine) != 1) + 1)
+            assert all(len(r) % block == 0 and r[0] % block == 0 for r in runs), runs
+    real = np.concatenate([s.shard_positions(0) for s in samplers])
+    assert sorted(real.tolist()) == list(range(n))  # still a partition of the records
+    for m in (n + 7, 5, 0):  # a short block somewhere, fewer records than a block, none
+        order = epoch_order(m, 3, 0, "block", block_size=block, window=window, parts=parts)
+        assert sorted(order.tolist()) == list(range(m))
+
+
 def test_pad_marks_padding_at_the_end():
     s = Sampler(10, 4, num_parts=1, last_batch=LastBatch.PAD)
     assert len(s) == 3

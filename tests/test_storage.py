@@ -293,8 +293,10 @@ def test_block_shuffle_windows_are_fetched_whole_and_once(memfs):
         runs = np.split(np.array(job), np.flatnonzero(np.diff(job) != 1) + 1)
         assert len(job) == 64 and all(len(r) % 16 == 0 for r in runs)
     assert rf.source.stats["bytes"] == int(rf.lengths.sum())
+    rf.close()  # its fetch threads end now, not at the next garbage collection
     assert Sampler(256, 8, shuffle="global").fetch_group() is None
-    assert Sampler(256, 8, num_parts=4, shuffle="block", block_size=16, window=4).fetch_group() == 2
+    # with 4 ranks a window holds 4 blocks per rank: 64 records = 8 batches of each rank
+    assert Sampler(256, 8, num_parts=4, shuffle="block", block_size=16, window=4).fetch_group() == 8
 
 
 def test_prefetcher_bounds_jobs_and_reraises(memfs):
