@@ -402,7 +402,7 @@ def _optional_stages(
 ) -> None:
     """DALI pipelines and a training step, when their extras are installed."""
     try:
-        from . import dali
+        from . import dali_bench
     except ImportError as exc:
         skipped["DALI pipelines"] = f"recio[dali] not installed ({exc})"
     else:
@@ -411,7 +411,7 @@ def _optional_stages(
         else:
             log("  measuring DALI CPU pipelines ...")
             try:
-                found = dali.bench_pipelines(
+                found = dali_bench.bench_pipelines(
                     rec, batch_size, shape[1:], threads, seconds, rounds=repeats, device="cpu"
                 )
             except Exception as exc:  # a baseline failing must not end the benchmark

@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", type=float, default=0.95)
     args = parser.parse_args(argv)
 
-    from recio.dali import bench_pipelines, gpu_count, resolve_device
+    from recio.dali import gpu_count, resolve_device
+    from recio.dali_bench import bench_pipelines
 
     device = "cpu" if args.cpu else resolve_device("gpu")
     print(f"device={device} cuda_devices={gpu_count()}")
