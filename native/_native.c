@@ -101,6 +101,12 @@ static void transcode_task(void *vctx, void *vstate, size_t i) {
   rc_opts o = c->opts;
   o.out_w = c->sizes[2 * i];
   o.out_h = c->sizes[2 * i + 1];
+  if (o.out_w < 1 || o.out_h < 1 || (int64_t)o.out_w * o.out_h > (1 << 28)) {
+    /* this image's problem, not the batch's: the others are still transcoded */
+    c->status[i] = RC_BAD_PARAM;
+    snprintf(err, RC_ERRLEN, "%dx%d is not a valid output size", o.out_w, o.out_h);
+    return;
+  }
   c->status[i] = rc_transcode(s->dec, s->enc, c->views[i].buf, (size_t)c->views[i].len,
                               c->crops ? c->crops + 4 * i : NULL, &o, c->quality, c->gray,
                               &c->outs[i], &c->lens[i], err);
@@ -335,7 +341,8 @@ PyDoc_STRVAR(transcode_batch_doc,
              "Decodes every JPEG in buffers, crops it (crops: int32 [n][4] or None), resizes it "
              "to sizes[i] (int32 [n][2], width and height) and encodes it again as a JPEG at "
              "quality (4:2:0, or one grey channel when gray). Writes status[i] (int32) and "
-             "returns per image the new JPEG's bytes, or the error text where status is not 0. "
+             "returns per image the new JPEG's bytes, or the error text where status is not 0 "
+             "(an output size that is not positive or over 2**28 pixels is such an error). "
              "Use recio.im2rec, which checks the arguments.");
 
 static PyObject *Pool_transcode_batch(PoolObject *self, PyObject *args) {
@@ -376,14 +383,6 @@ static PyObject *Pool_transcode_batch(PoolObject *self, PyObject *args) {
   if (!errors || !outs || !lens) {
     PyErr_NoMemory();
     goto done;
-  }
-  for (Py_ssize_t i = 0; i < n; i++) {
-    const int32_t *wh = (const int32_t *)sizes.buf + 2 * i;
-    if (wh[0] < 1 || wh[1] < 1 || (int64_t)wh[0] * wh[1] > (1 << 28)) {
-      PyErr_Format(PyExc_ValueError, "sizes[%zd] = (%d, %d) is not a valid output size", i, wh[0],
-                   wh[1]);
-      goto done;
-    }
   }
   transcode_ctx ctx = {
       .views = views,

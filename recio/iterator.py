@@ -389,7 +389,7 @@ class _Pipeline:
         # Remote: several batches' byte ranges coalesced and fetched concurrently, ahead;
         # with block shuffle, a whole window at a time (one window fetched while one is used).
         key = (self.epoch, self.first_step)
-        prefetcher = self.lookahead.take(key) or self._prefetcher(plans)
+        prefetcher = self.lookahead.take(key) or self._prefetcher(plans, self.first_step)
         try:
             self._read_batches(plans, prefetcher)
         finally:
@@ -398,7 +398,7 @@ class _Pipeline:
         # decoder finishes this one (taken if the consumer goes on to it, else closed).
         nxt = self._plans(self.epoch + 1, 0)
         if nxt:
-            ahead = self._prefetcher(nxt)
+            ahead = self._prefetcher(nxt, 0)
             ahead.start()
             self.lookahead.put((self.epoch + 1, 0), ahead)
 
@@ -406,13 +406,14 @@ class _Pipeline:
         steps = range(first_step, self.sampler.steps_in_epoch(epoch))
         return [self.sampler.plan(epoch, s) for s in steps]
 
-    def _prefetcher(self, plans) -> Prefetcher:
+    def _prefetcher(self, plans, first_step: int) -> Prefetcher:
         group = self.sampler.fetch_group()
         return Prefetcher(
             self.records,
             [p.positions for p in plans],
             depth=2 if group is None else 1,
             group_batches=group,
+            first_batch=first_step,
         )
 
     def _read_batches(self, plans, fetched) -> None:

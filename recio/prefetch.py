@@ -43,6 +43,9 @@ class Prefetcher:
             not used). The first job then holds the first batch alone, so that the
             decoder starts after a small fetch rather than a whole window's, and the
             second the rest of that window.
+        first_batch: the first batch's number in the epoch, so that groups follow the
+            windows when an epoch is resumed mid-way (windows start at multiples of
+            group_batches).
     """
 
     def __init__(
@@ -53,6 +56,7 @@ class Prefetcher:
         depth: int = 2,
         group_bytes: int = 32 << 20,
         group_batches: int | None = None,
+        first_batch: int = 0,
     ) -> None:
         if depth < 1:
             raise ValueError(f"depth must be >= 1, not {depth}")
@@ -64,21 +68,21 @@ class Prefetcher:
             raise ValueError(f"group_batches must be >= 1, not {group_batches}")
         self.group_bytes = group_bytes
         self.group_batches = group_batches
-        self._taken = 0  # batches grouped so far (group_batches)
-        self._popped = 0  # jobs handed to the consumer
+        self._first = self._next = first_batch  # epoch batch numbers (group_batches)
+        self._lead_pending = group_batches is not None  # the lead job not yet handed out
         self._batches = iter(batches)
         self._jobs: deque[tuple[list[np.ndarray], Future]] = deque()
         workers = depth + (group_batches is not None)
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="recio-prefetch")
         self._closed = False
-        self._lock = threading.Lock()
 
     def _next_group(self) -> list[np.ndarray]:
         if self.group_batches is not None:
             # the lead batch alone, then the rest of its window, then whole windows
-            size = self.group_batches - self._taken % self.group_batches if self._taken else 1
+            g = self.group_batches
+            size = 1 if self._next == self._first else g - self._next % g
             group = [np.asarray(b, dtype=np.int64) for b in itertools.islice(self._batches, size)]
-            self._taken += len(group)
+            self._next += len(group)
             return group
         group: list[np.ndarray] = []
         nbytes = 0
@@ -95,8 +99,7 @@ class Prefetcher:
 
     def _fill(self) -> None:
         # The lead batch's small job does not count: the rest of its window starts with it.
-        lead = self.group_batches is not None and not self._popped
-        while len(self._jobs) < self.depth + lead:
+        while len(self._jobs) < self.depth + self._lead_pending:
             group = self._next_group()
             if not group:
                 return
@@ -116,7 +119,7 @@ class Prefetcher:
                 if not self._jobs:
                     return
                 group, future = self._jobs.popleft()
-                self._popped += 1
+                self._lead_pending = False
                 payloads = future.result()  # re-raises the fetch error here, in the consumer
                 self._fill()  # start the next job before handing this one out
                 start = 0

@@ -204,16 +204,11 @@ def encode_images(datas: Sequence[bytes], opts: EncodeOptions) -> list[bytes | S
     pool = _native_pool() if opts.encoding == ".jpg" and not opts.pass_through else None
     jobs: dict[bool, list[tuple[int, _NativeJob]]] = {False: [], True: []}  # by grey output
     for i, data in enumerate(datas):
-        try:
-            job = _native_job(data, opts) if pool is not None else None
-            if job is None:
-                out[i] = _encode_one(data, opts)
-            else:
-                jobs[job.gray].append((i, job))
-        except SkipImage as exc:
-            out[i] = exc
-        except Exception as exc:  # one bad image never ends the run; it is reported
-            out[i] = SkipImage(f"{type(exc).__name__}: {exc}")
+        job = _reported(_native_job, data, opts) if pool is not None else None
+        if isinstance(job, _NativeJob):
+            jobs[job.gray].append((i, job))
+        else:  # not for C, or already a SkipImage
+            out[i] = job or _reported(_encode_one, data, opts)
     for gray, todo in jobs.items():
         if not todo:
             continue
@@ -231,11 +226,19 @@ def encode_images(datas: Sequence[bytes], opts: EncodeOptions) -> list[bytes | S
             elif st == decode.STATUS_TRUNCATED:
                 out[i] = SkipImage(f"truncated JPEG ({err})")
             else:  # Pillow decides (and says) what is wrong with what libjpeg-turbo refused
-                try:
-                    out[i] = _encode_pillow(datas[i], opts)
-                except SkipImage as exc:
-                    out[i] = exc
+                out[i] = _reported(_encode_pillow, datas[i], opts)
     return out  # type: ignore[return-value]
+
+
+def _reported(step, data: bytes, opts: EncodeOptions):
+    """``step(data, opts)``, or the SkipImage saying why not: one bad image never ends the
+    run, it is reported."""
+    try:
+        return step(data, opts)
+    except SkipImage as exc:
+        return exc
+    except Exception as exc:
+        return SkipImage(f"{type(exc).__name__}: {exc}")
 
 
 def _encode_one(data: bytes, opts: EncodeOptions) -> bytes:

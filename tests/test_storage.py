@@ -293,6 +293,13 @@ def test_block_shuffle_windows_are_fetched_whole_and_once(memfs):
         runs = np.split(np.array(job), np.flatnonzero(np.diff(job) != 1) + 1)
         assert len(job) == 64 and all(len(r) % 16 == 0 for r in runs)
     assert rf.source.stats["bytes"] == int(rf.lengths.sum())
+    # Resumed at step 3 of a window: the lead batch, then steps 4-7, then whole windows.
+    calls.clear()
+    resumed = Prefetcher(
+        Spy(), [p.positions for p in plans[3:]], group_batches=group, first_batch=3
+    )
+    assert sum(len(payloads) for _, payloads in resumed) == 256 - 3 * 8
+    assert [len(c) for c in calls] == [8, 32] + [64] * 3
     rf.close()  # its fetch threads end now, not at the next garbage collection
     assert Sampler(256, 8, shuffle="global").fetch_group() is None
     # with 4 ranks a window holds 4 blocks per rank: 64 records = 8 batches of each rank

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import threading
 import time
 
 import numpy as np
@@ -14,9 +12,9 @@ from recio.prefetch import Prefetcher
 from recio.recordio import MXIndexedRecordIO, MXRecordIO, RecordFile
 from recio.sampler import epoch_order
 
-from .conftest import S3_BUCKET, TOOLS, s3_options
+from .conftest import S3_BUCKET, s3_options
 from .faultproxy import FaultProxy
-from .storage_helpers import ids_of, write_rec
+from .storage_helpers import ids_of, read_across_restart, write_rec
 
 pytestmark = pytest.mark.s3
 
@@ -169,30 +167,9 @@ def test_persistent_faults_end_in_one_clear_error(s3_server, s3_rec, proxy):
     assert time.monotonic() - t0 < 60
 
 
-def _script(action: str) -> None:
-    subprocess.run(
-        [str(TOOLS / "s3_server.sh"), action], check=True, capture_output=True, timeout=90
-    )
-
-
 def test_server_restart_mid_read(s3_server, s3_rec):
     if s3_server["endpoint_url"] != "http://127.0.0.1:8333":
         pytest.skip("restart test needs the server this project's script runs")
     rf = RecordFile(s3_rec, storage_options=s3_server)
-    rf.source.fetch = storage.FetchOptions(backoff=0.5, max_backoff=3, retries=10, gap=0,
-                                           max_request=200_000)  # fmt: skip
-    order = epoch_order(120, 0, 0, "block", block_size=10, window=1)
-    got = []
-    restarter = None
-    for n, (indices, payloads) in enumerate(
-        Prefetcher(rf, np.array_split(order, 20), depth=1, group_bytes=0)
-    ):
-        assert ids_of(payloads) == indices.tolist()
-        got += indices.tolist()
-        if n == 2:
-            _script("stop")
-            restarter = threading.Thread(target=lambda: (time.sleep(1.5), _script("start")))
-            restarter.start()
-    restarter.join()
-    assert got == order.tolist()
+    read_across_restart(rf, "s3_server.sh")
     assert rf.source.stats["retries"] > 0

@@ -140,8 +140,10 @@ def test_bad_inputs_get_a_status_not_a_crash(pool):
     assert all(errors[:-1]) and errors[-1] is None
     with pytest.raises(ValueError, match="shape"):
         pool.transcode_jpeg([good], np.zeros((2, 2), np.int32))
-    with pytest.raises(ValueError, match="valid output size"):
-        pool.transcode_jpeg([good], np.zeros((1, 2), np.int32))
+    # a bad output size is that image's error; the rest of the batch is transcoded
+    status, out = pool.transcode_jpeg([good, good], np.array([[0, 5], [30, 20]], np.int32))
+    assert list(status) == [decode.STATUS_BAD_PARAM, 0] and out[1][:2] == b"\xff\xd8"
+    assert "valid output size" in pool.last_errors()[0]
 
 
 def test_too_large_is_refused(pool):

@@ -10,7 +10,8 @@ payload byte, and per image) and CPU seconds per second of wall time.
     python tools/bench_storage.py data/corpus.rec --upload \\
         --s3 s3://test/bench/corpus.rec --hdfs hdfs://127.0.0.1:9000/bench/corpus.rec
 
-Orders: seq (index order), block (block shuffle), shuffle (global permutation).
+Orders: seq (index order), block (block shuffle), shuffle (global permutation); with
+--parts N, rank 0's share of N ranks.
 S3 options default to the test server (http://127.0.0.1:8333, AWS_* env or testing/testing).
 """
 
@@ -30,12 +31,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 from recio import storage  # noqa: E402
 from recio.prefetch import Prefetcher  # noqa: E402
 from recio.recordio import RecordFile, default_idx_path  # noqa: E402
-from recio.sampler import epoch_order  # noqa: E402
+from recio.sampler import Sampler  # noqa: E402
 
 
-def read_order(kind: str, n: int, seed: int, block_size: int, window: int) -> np.ndarray:
+def read_batches(kind: str, n: int, args) -> tuple[list[np.ndarray], int | None]:
+    """Rank 0's batches of one epoch (of ``--parts`` ranks), as the iterator's sampler makes
+    them, and its fetch group (batches per job: a block-shuffle window, else None)."""
     shuffle = {"seq": "none", "block": "block", "shuffle": "global"}[kind]
-    return epoch_order(n, seed, 0, shuffle, block_size=block_size, window=window)
+    sampler = Sampler(n, args.batch, num_parts=args.parts, shuffle=shuffle, seed=args.seed,
+                      block_size=args.block_size, window=args.window)  # fmt: skip
+    plans = [sampler.plan(0, s) for s in range(sampler.steps_in_epoch(0))]
+    return [p.positions[: args.batch - p.pad] for p in plans], sampler.fetch_group()
 
 
 def run(url: str, options: dict | None, kind: str, args, presign: bool = True) -> dict:
@@ -46,12 +52,10 @@ def run(url: str, options: dict | None, kind: str, args, presign: bool = True) -
         presign_s3=presign,
     )
     rf = RecordFile(url, storage_options=options, fetch=fetch)
-    order = read_order(kind, len(rf), args.seed, args.block_size, args.window)
-    batches = [order[i : i + args.batch] for i in range(0, len(order), args.batch)]
+    batches, window = read_batches(kind, len(rf), args)
     # Global shuffle: coalescing cannot help, so each batch is its own job, more in flight.
     # Block shuffle: one window per job, as the iterator does (Sampler.fetch_group).
     group = 0 if kind == "shuffle" else args.group_bytes
-    window = -(-args.block_size * args.window // args.batch) if kind == "block" else None
     depth = args.depth * 2 if kind == "shuffle" else 1 if window else args.depth
     payload_bytes = records = 0
     checksum = 0
@@ -114,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--block-size", type=int, default=256)
     ap.add_argument("--window", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--parts", type=int, default=1, help="ranks; rank 0's share is read")
     ap.add_argument("--repeat", type=int, default=2, help="runs per case; the best is kept")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)
