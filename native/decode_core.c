@@ -313,6 +313,7 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
   }
   if (last <= first) first = 0, last = 1;
   for (int yy = 0; yy < o->out_h; yy++) w->cv.bounds[2 * yy] -= first;
+  w->cv.valid = 0; /* rebased: no longer what rc_precompute computed */
   const int R0 = ry0 + first, R1 = ry0 + last, nrows = last - first;
   const size_t out_stride = (size_t)o->out_w * 3;
   if (rc_grow((void **)&w->line, &w->line_cap, (size_t)rw * 3 + rc_hpass_slack(&w->ch)) ||

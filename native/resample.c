@@ -63,7 +63,7 @@ static void trim_zero_taps(rc_coeffs *c, int out_size) {
   c->ksize = narrow;
 }
 
-int rc_precompute(rc_coeffs *c, int in_size, double in0, double in1, int out_size, int interp) {
+static int precompute(rc_coeffs *c, int in_size, double in0, double in1, int out_size, int interp) {
   double scale = (in1 - in0) / out_size;
   c->identity = scale == 1.0 && in0 == floor(in0);
   if (interp == RC_INTERP_NEAREST) { /* Pillow's affine nearest: one tap */
@@ -116,6 +116,21 @@ int rc_precompute(rc_coeffs *c, int in_size, double in0, double in1, int out_siz
     c->bounds[2 * xx + 1] = xmax;
   }
   trim_zero_taps(c, out_size);
+  return 0;
+}
+
+int rc_precompute(rc_coeffs *c, int in_size, double in0, double in1, int out_size, int interp) {
+  if (c->valid && c->key_in_size == in_size && c->key_out_size == out_size &&
+      c->key_interp == interp && c->key_in0 == in0 && c->key_in1 == in1)
+    return 0;
+  c->valid = 0;
+  if (precompute(c, in_size, in0, in1, out_size, interp)) return -1;
+  c->valid = 1;
+  c->key_in_size = in_size;
+  c->key_out_size = out_size;
+  c->key_interp = interp;
+  c->key_in0 = in0;
+  c->key_in1 = in1;
   return 0;
 }
 

@@ -21,6 +21,10 @@ typedef struct {
   size_t bounds_cap, kk_cap;
   double *prekk; /* scratch: one kernel's weights before normalising */
   size_t prekk_cap;
+  /* The arguments these coefficients were computed for: a repeat call (the second chroma
+   * plane, images of one size) reuses them. */
+  int valid, key_in_size, key_out_size, key_interp;
+  double key_in0, key_in1;
 } rc_coeffs;
 
 /* Grows *p to at least `need` bytes (keeping its contents); -1 when out of memory. */
@@ -28,7 +32,8 @@ int rc_grow(void **p, size_t *cap, size_t need);
 void rc_coeffs_free(rc_coeffs *c);
 
 /* Pillow's precompute_coeffs for out_size samples from the input window [in0, in1) of an
- * input in_size samples long, with an RC_INTERP_* filter; -1 when out of memory. */
+ * input in_size samples long, with an RC_INTERP_* filter; -1 when out of memory. Returns at
+ * once when `c` already holds the coefficients for these arguments. */
 int rc_precompute(rc_coeffs *c, int in_size, double in0, double in1, int out_size, int interp);
 
 /* Horizontal pass over one row of 3-channel pixels, mirrored when `flip`; `in` must stay

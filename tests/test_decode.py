@@ -320,6 +320,29 @@ def test_same_result_for_1_2_8_threads(backend_: str) -> None:
         np.testing.assert_array_equal(out, results[0][1])
 
 
+@native_only
+@pytest.mark.parametrize("interp", ["bilinear", "area", "nearest"])
+def test_repeated_sizes_reuse_coefficients_correctly(interp: str) -> None:
+    """A worker keeps its last resampling coefficients for images of the same size and crop;
+    a batch of repeats (one thread, so one worker) must give a fresh pool's pixels every
+    time, also where the row decode rebases them (a half-scale DCT decode of a crop at an odd
+    row starts half a row in, so a box or nearest filter skips the first row)."""
+    buf = encode(640, 512, seed=9)
+    crops = [(41, 23, 400, 300), (41, 23, 400, 300), (0, 0, 640, 512), (41, 23, 400, 300)]
+    out = (200, 150)
+    with decode.DecodePool(1, backend="native", dct_scaling="all") as p:
+        batch = np.zeros((len(crops), out[1], out[0], 3), np.uint8)
+        status = p.decode_batch([buf] * len(crops), batch, crops=crops, interpolation=interp)
+        assert status.tolist() == [0] * len(crops)
+    for crop, got in zip(crops, batch, strict=True):
+        with decode.DecodePool(1, backend="native", dct_scaling="all") as fresh:
+            want = np.zeros((1, out[1], out[0], 3), np.uint8)
+            assert fresh.decode_batch([buf], want, crops=[crop], interpolation=interp).tolist() == [
+                0
+            ]
+        np.testing.assert_array_equal(got, want[0])
+
+
 def _task_count() -> int:
     return len(os.listdir("/proc/self/task"))
 
