@@ -19,7 +19,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import multiprocessing
 import os
 import random
 import signal
@@ -29,7 +28,7 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from . import storage
@@ -246,6 +245,9 @@ def _ignore_sigint() -> None:
 def _make_pool(kind: str, workers: int):
     if kind == "thread":
         return ThreadPoolExecutor(workers, thread_name_prefix="im2rec")
+    import multiprocessing  # only here: its import costs ~20 ms of every command's start-up
+    from concurrent.futures import ProcessPoolExecutor
+
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
     return ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_sigint)

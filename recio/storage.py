@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import mmap
 import os
 import random
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -544,6 +542,8 @@ def open_source(
 def _cached(source: FsspecSource, cache_dir: str) -> MappedSource:
     info = retrying(lambda: source.fs.info(source.path), source.url, 0, 0, source.fetch)
     version = info.get("ETag") or info.get("etag") or info.get("mtime") or info.get("modified")
+    import hashlib  # here, as uuid below: ~12 ms of start-up that local reads never need
+
     key = hashlib.sha256(f"{source.url}\n{source.size}\n{version}".encode()).hexdigest()[:24]
     name = f"{key}-{os.path.basename(source.path.rstrip('/'))}"
     path = os.path.join(cache_dir, name)
@@ -617,6 +617,8 @@ class AtomicOutput:
             target = path
         else:
             head, _, base = path.rstrip("/").rpartition("/")
+            import uuid
+
             self._tmp = f"{head}/.{base}.{uuid.uuid4().hex[:12]}.partial"
             target = self._tmp
         try:
