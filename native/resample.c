@@ -1,4 +1,6 @@
 /* recio resampler (see resample.h): Pillow's Resample.c in 14-bit fixed point with SSE2.
+ * The vertical pass and the single-channel horizontal pass also have AVX2 versions, chosen
+ * at run time (RECIO_SIMD=sse2 keeps to SSE2); both give the same bytes.
  *
  * Coefficients follow Pillow's precompute_coeffs/normalize_coeffs_8bpc, then the zero taps at
  * both ends are trimmed. The passes run every kernel at its full (even, zero-padded) width, so
@@ -208,11 +210,131 @@ size_t rc_hpass_slack(const rc_coeffs *c) {
   return (size_t)c->ksize * 3 + RC_SLACK;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define RC_HAVE_AVX2_PATH 1
+
+/* RECIO_SIMD=sse2 turns the AVX2 path off (the tests compare the two). */
+static int have_avx2(void) {
+  static int known = -1;
+  if (known < 0) {
+    const char *simd = getenv("RECIO_SIMD");
+    known = __builtin_cpu_supports("avx2") && !(simd && strcmp(simd, "sse2") == 0);
+  }
+  return known;
+}
+
+/* rc_vpass's sums for 32 columns per step; returns the columns done (a multiple of 32). */
+__attribute__((target("avx2"))) static size_t vpass_avx2(const uint8_t *base, size_t stride,
+                                                         size_t width, int ymax, const int16_t *k,
+                                                         uint8_t *line) {
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+  size_t i = 0;
+  for (; i + 32 <= width; i += 32) {
+    __m256i a0 = half, a1 = half, a2 = half, a3 = half;
+    for (int y = 0; y < ymax; y += 2) {
+      const uint8_t *p = base + (size_t)y * stride + i;
+      __m256i r0 = _mm256_loadu_si256((const __m256i *)p);
+      __m256i r1 = y + 1 < ymax ? _mm256_loadu_si256((const __m256i *)(p + stride)) : zero;
+      int32_t kp;
+      memcpy(&kp, k + y, 4);
+      __m256i kv = _mm256_set1_epi32(y + 1 < ymax ? kp : (uint16_t)k[y]);
+      __m256i lo = _mm256_unpacklo_epi8(r0, r1), hi = _mm256_unpackhi_epi8(r0, r1);
+      a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_unpacklo_epi8(lo, zero), kv));
+      a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_unpackhi_epi8(lo, zero), kv));
+      a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(_mm256_unpacklo_epi8(hi, zero), kv));
+      a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, zero), kv));
+    }
+    a0 = _mm256_srai_epi32(a0, PRECISION_BITS);
+    a1 = _mm256_srai_epi32(a1, PRECISION_BITS);
+    a2 = _mm256_srai_epi32(a2, PRECISION_BITS);
+    a3 = _mm256_srai_epi32(a3, PRECISION_BITS);
+    /* every step works within 128-bit lanes, so the packs come out in column order */
+    __m256i v = _mm256_packus_epi16(_mm256_packs_epi32(a0, a1), _mm256_packs_epi32(a2, a3));
+    _mm256_storeu_si256((__m256i *)(line + i), v);
+  }
+  return i;
+}
+
+/* The same sums as hpass1_simd, eight outputs per step with AVX2 gathers (the passes on
+ * YCbCr planes spend most of their time collecting each output's taps one by one). Chosen
+ * at run time, so the extension still runs on CPUs without AVX2. Results are identical. */
+__attribute__((target("avx2"))) static int hpass1_avx2(const uint8_t *line, int off, uint8_t *out,
+                                                       int out_n, const rc_coeffs *c) {
+  const int ksize = c->ksize;
+  if (ksize != 4 && ksize != 6 && ksize != 8) return 0;
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+  const __m256i evens = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  const __m128i mask6 = _mm_set_epi16(0, 0, -1, -1, -1, -1, -1, -1);
+  const __m256i offset = _mm256_set1_epi32(off);
+  int xx = 0;
+  for (; xx + 8 <= out_n; xx += 8) {
+    /* bounds hold (first, taps) pairs: the eight firsts, less the row's offset */
+    __m256i b0 = _mm256_permutevar8x32_epi32(
+        _mm256_loadu_si256((const __m256i *)(c->bounds + 2 * xx)), evens);
+    __m256i b1 = _mm256_permutevar8x32_epi32(
+        _mm256_loadu_si256((const __m256i *)(c->bounds + 2 * xx + 8)), evens);
+    __m256i first = _mm256_sub_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), offset);
+    const int16_t *k = c->kk + (size_t)xx * ksize;
+    __m256i sums;
+    if (ksize == 4) { /* four taps per output: one 32-bit gather for all eight */
+      __m256i px = _mm256_i32gather_epi32((const int *)line, first, 1);
+      __m256i ka = _mm256_loadu_si256((const __m256i *)k);        /* outputs 0-3 */
+      __m256i kb = _mm256_loadu_si256((const __m256i *)(k + 16)); /* outputs 4-7 */
+      /* per 128-bit lane, unpacklo holds outputs (0,1 | 4,5), unpackhi (2,3 | 6,7) */
+      __m256i mlo = _mm256_madd_epi16(_mm256_unpacklo_epi8(px, zero),
+                                      _mm256_permute2x128_si256(ka, kb, 0x20));
+      __m256i mhi = _mm256_madd_epi16(_mm256_unpackhi_epi8(px, zero),
+                                      _mm256_permute2x128_si256(ka, kb, 0x31));
+      sums = _mm256_hadd_epi32(mlo, mhi); /* lanes: outputs 0-3 | 4-7 */
+    } else {                              /* six or eight taps: 64-bit gathers, four outputs each */
+      __m256i part[2];
+      for (int g = 0; g < 2; g++) {
+        __m128i idx = g ? _mm256_extracti128_si256(first, 1) : _mm256_castsi256_si128(first);
+        __m256i px = _mm256_i32gather_epi64((const long long *)line, idx, 1);
+        const int16_t *kg = k + (size_t)4 * g * ksize;
+        __m128i k0 = _mm_loadu_si128((const __m128i *)kg);
+        __m128i k1 = _mm_loadu_si128((const __m128i *)(kg + ksize));
+        __m128i k2 = _mm_loadu_si128((const __m128i *)(kg + 2 * ksize));
+        __m128i k3 = _mm_loadu_si128((const __m128i *)(kg + 3 * ksize));
+        if (ksize == 6) {
+          k0 = _mm_and_si128(k0, mask6);
+          k1 = _mm_and_si128(k1, mask6);
+          k2 = _mm_and_si128(k2, mask6);
+          k3 = _mm_and_si128(k3, mask6);
+        }
+        /* per lane, unpacklo holds outputs (0 | 2) of the four, unpackhi (1 | 3) */
+        __m256i mlo = _mm256_madd_epi16(_mm256_unpacklo_epi8(px, zero), _mm256_set_m128i(k2, k0));
+        __m256i mhi = _mm256_madd_epi16(_mm256_unpackhi_epi8(px, zero), _mm256_set_m128i(k3, k1));
+        part[g] = _mm256_hadd_epi32(mlo, mhi); /* lanes: (0, 0, 1, 1) | (2, 2, 3, 3) */
+      }
+      /* lanes (0 1 4 5 | 2 3 6 7) of the eight outputs, then in order */
+      sums = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(part[0], part[1]), order);
+    }
+    sums = _mm256_srai_epi32(_mm256_add_epi32(sums, half), PRECISION_BITS);
+    __m256i w16 = _mm256_packs_epi32(sums, sums); /* lanes: 0-3 0-3 | 4-7 4-7 */
+    __m256i b8 = _mm256_packus_epi16(w16, w16);
+    int32_t lo4 = _mm_cvtsi128_si32(_mm256_castsi256_si128(b8));
+    int32_t hi4 = _mm_cvtsi128_si32(_mm256_extracti128_si256(b8, 1));
+    memcpy(out + xx, &lo4, 4);
+    memcpy(out + xx + 4, &hi4, 4);
+  }
+  return xx;
+}
+
+#endif
+
 /* Vertical pass: one output row from ymax rows of tmp starting at ymin. */
 void rc_vpass(const uint8_t *tmp, size_t stride, size_t width, int ymin, int ymax, const int16_t *k,
               uint8_t *line) {
   size_t i = 0;
   const uint8_t *base = tmp + (size_t)ymin * stride;
+#ifdef RC_HAVE_AVX2_PATH
+  if (have_avx2()) i = vpass_avx2(base, stride, width, ymax, k, line);
+#endif
 #ifdef __SSE2__
   const __m128i zero = _mm_setzero_si128();
   const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
@@ -330,8 +452,19 @@ static int hpass1_simd(const uint8_t *line, int off, uint8_t *out, int out_n, co
 
 void rc_hpass1(const uint8_t *line, int off, uint8_t *out, int out_n, const rc_coeffs *c) {
   int done = 0;
+#ifdef RC_HAVE_AVX2_PATH
+  if (have_avx2()) {
+    done = hpass1_avx2(line, off, out, out_n, c);
+    if (done) { /* the last few outputs through SSE2 below */
+      rc_coeffs rest = *c;
+      rest.bounds += 2 * done;
+      rest.kk += (size_t)done * c->ksize;
+      done += hpass1_simd(line, off, out + done, out_n - done, &rest);
+    }
+  }
+#endif
 #ifdef __SSE2__
-  done = hpass1_simd(line, off, out, out_n, c);
+  if (!done) done = hpass1_simd(line, off, out, out_n, c);
 #endif
   if (done == out_n) return;
   /* the tail (fewer than four outputs), or every output for wide kernels */
