@@ -10,11 +10,20 @@ both find them in the page cache. Reported per configuration: the median of
 included, as a user sees it) and without the interpreter/import start-up (measured
 alone), the ratio recio / MXNet, and the CPU time per image of all of each
 tool's processes (steadier than wall time when other work shares the machine).
+
+With ``--bounds`` each resize round also times, in this process, the least work any im2rec
+must do on the corpus, with ``--num-thread`` threads and the files already in memory: the
+JPEGs through recio's C transcode (no Python in the loop), or through libjpeg-turbo's own
+floor (PyTurboJPEG decoding each JPEG to YUV planes and encoding the resized planes: no
+resize at all), plus a bare Pillow decode of every other image (the PNGs). Each, plus
+recio's start-up, gives a whole-command upper bound in images/s, set against MXNet's
+images/s of the same run: what no im2rec built on libjpeg-turbo could beat here.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -53,6 +62,79 @@ def timed(cmd: list[str]) -> float:
     return elapsed
 
 
+class Bounds:
+    """In-process timings of the least work on the corpus (see the module doc)."""
+
+    def __init__(self, corpus: str, resize: int, quality: int, threads: int) -> None:
+        sys.path.insert(0, os.path.dirname(HERE))
+        import numpy as np
+        from turbojpeg import TJSAMP_420, TurboJPEG
+
+        from recio.decode import DecodePool
+        from recio.transcode import SkipImage, jpeg_header, output_size
+
+        self.tj, self.sampling, self.quality = TurboJPEG(), TJSAMP_420, quality
+        self.jpegs, self.others, sizes = [], [], []
+        for dirpath, _, files in sorted(os.walk(corpus)):
+            for name in sorted(files):
+                if name.endswith((".tsv", ".txt", ".lst")):
+                    continue
+                with open(os.path.join(dirpath, name), "rb") as f:
+                    data = f.read()
+                try:
+                    head = jpeg_header(data) if data[:2] == b"\xff\xd8" else None
+                except SkipImage:
+                    continue  # a broken JPEG: im2rec skips it
+                if head and len(head.sampling) == 3 and head.orientation == 1:  # C's
+                    self.jpegs.append(data)
+                    sizes.append(output_size(head.width, head.height, resize))
+                elif data:
+                    self.others.append(data)
+        self.sizes = np.array(sizes, np.int32)
+        self.pool = DecodePool(threads, backend="native")
+        _, small = self.pool.transcode_jpeg(self.jpegs, self.sizes, quality=quality)
+        self.planes = [
+            (self.tj.decode_to_yuv(j)[0], w, h) for j, (w, h) in zip(small, sizes, strict=True)
+        ]
+        self.threads = threads
+
+    def _threaded(self, work, n: int) -> float:
+        from concurrent.futures import ThreadPoolExecutor
+
+        start = time.perf_counter()
+        with ThreadPoolExecutor(self.threads) as ex:
+            list(ex.map(work, range(n), chunksize=16))
+        return time.perf_counter() - start
+
+    def _pillow_decodes(self) -> float:
+        """Seconds to decode the non-JPEGs alone (Pillow releases the GIL while decoding)."""
+        import io
+
+        from PIL import Image
+
+        def work(i: int) -> None:
+            with contextlib.suppress(Exception):  # not an image: im2rec's check is cheaper
+                Image.open(io.BytesIO(self.others[i])).load()
+
+        return self._threaded(work, len(self.others))
+
+    def recio_transcode(self) -> float:
+        """Seconds for the corpus: recio's C transcode of the JPEGs, Pillow for the rest."""
+        start = time.perf_counter()
+        self.pool.transcode_jpeg(self.jpegs, self.sizes, quality=self.quality)
+        return time.perf_counter() - start + self._pillow_decodes()
+
+    def libjpeg_floor(self) -> float:
+        """Seconds for the corpus: decode + encode in libjpeg-turbo, Pillow for the rest."""
+
+        def work(i: int) -> None:  # PyTurboJPEG's ctypes calls release the GIL
+            yuv, w, h = self.planes[i]
+            self.tj.decode_to_yuv_planes(self.jpegs[i])
+            self.tj.encode_from_yuv(yuv, h, w, self.quality, self.sampling)
+
+        return self._threaded(work, len(self.jpegs)) + self._pillow_decodes()
+
+
 def count_records(idx: str) -> int:
     with open(idx) as f:
         return sum(1 for line in f if line.strip())
@@ -66,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     parser.add_argument("--json", metavar="PATH", help="also write the results here")
     parser.add_argument("--workdir", help="scratch folder (default: a temporary one)")
+    parser.add_argument(
+        "--bounds", action="store_true", help="also time the least work (see above)"
+    )
     args = parser.parse_args(argv)
 
     corpus = os.path.abspath(args.corpus)
@@ -106,8 +191,14 @@ def main(argv: list[str] | None = None) -> int:
         "startup_s": {k: round(v, 3) for k, v in startup.items()},
         "configs": {},
     }
+    bounds = None
+    if args.bounds and "resize256" in args.configs:
+        cfg = CONFIGS["resize256"]
+        opt = {k: int(v) for k, v in zip(cfg[::2], cfg[1::2], strict=True)}
+        bounds = Bounds(corpus, opt["--resize"], opt["--quality"], opt["--num-thread"])
     for config in args.configs:
         times: dict[str, list[float]] = {"mxnet": [], "recio": []}
+        least: dict[str, list[float]] = {"recio_transcode": [], "libjpeg_floor": []}
         cpus: dict[str, list[float]] = {"mxnet": [], "recio": []}
         records: dict[str, int] = {}
         for rep in range(args.repeat):
@@ -121,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
                 cpus[name].append(timed.cpu)
                 records[name] = count_records(os.path.join(out, "bench.idx"))
                 shutil.rmtree(out)
+            if bounds is not None and config == "resize256":
+                least["recio_transcode"].append(bounds.recio_transcode())
+                least["libjpeg_floor"].append(bounds.libjpeg_floor())
         row: dict = {"args": " ".join(CONFIGS[config]), "records": records}
         for name, ts in times.items():
             wall = statistics.median(ts)
@@ -138,6 +232,22 @@ def main(argv: list[str] | None = None) -> int:
             / row["mxnet"]["images_per_s_without_startup"],
             2,
         )
+        if least["recio_transcode"]:
+            row["bounds"] = {"jpegs": len(bounds.jpegs), "others": len(bounds.others)}
+            mx_rate = row["mxnet"]["images_per_s"]
+            for name, ts in least.items():
+                seconds = statistics.median(ts)
+                rate = n_images / (startup["recio"] + seconds)
+                row["bounds"][name] = {
+                    "seconds": round(seconds, 3),
+                    "upper_bound_images_per_s": round(rate, 1),
+                    "upper_bound_ratio": round(rate / mx_rate, 2),
+                }
+                print(
+                    f"  bound {name:16s} {seconds:.2f} s of work + recio's start-up: "
+                    f"{rate:7.1f} img/s = {rate / mx_rate:.2f}x MXNet's run",
+                    flush=True,
+                )
         results["configs"][config] = row
         print(
             f"{config:13s} mxnet {row['mxnet']['images_per_s']:7.1f} img/s   "
