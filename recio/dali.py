@@ -23,7 +23,6 @@ DALI CPU pipeline (``device_id=None``), which is how CI tests it. DALI is import
 
 from __future__ import annotations
 
-import io
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,21 +30,15 @@ from typing import Any
 
 import numpy as np
 
-from .augment import CropSpec, batch_rng, draw
-from .decode import STATUS_NAMES, DecodePool
-from .errors import DecodeError, RecordIOError
-from .format import IR_HEADER_SIZE, unpack_labels
+from .augment import CropSpec
+from .dali_source import RecioSource
+from .decode import STATUS_NAMES
 from .iterator import Batch, IterStats
-from .jpegcheck import image_problem, status_of
 from .params import PlannedIterator, read_plan
-from .recordio import RecordFile
-from .sampler import Sampler
 
 log = logging.getLogger("recio")
 
 INSTALL_HINT = "pip install 'recio[dali]' (the nvidia-dali-cuda130 wheel)"
-_META = 6  # per-sample int64 metadata: id, epoch, step, pad, bad record id, bad status
-_VALIDATE = ("none", "header", "structure", "decode")
 
 
 class DeviceUnavailableError(RuntimeError):
@@ -94,195 +87,6 @@ def resolve_device(device: str = "auto") -> str:
         f"{INSTALL_HINT}. Without a GPU use device='cpu' (the same DALI graph on the CPU) or "
         "recio.iterator.ImageRecordIter (recio's native CPU decoder, usually faster there)."
     )
-
-
-# --- the source ----------------------------------------------------------------------------
-
-_BLACK_JPEG: bytes | None = None
-
-
-def _black_jpeg() -> bytes:
-    """A tiny valid JPEG that stands in for a bad image under on_error='replace'."""
-    global _BLACK_JPEG
-    if _BLACK_JPEG is None:
-        from PIL import Image
-
-        out = io.BytesIO()
-        Image.new("RGB", (16, 16)).save(out, format="JPEG")
-        _BLACK_JPEG = out.getvalue()
-    return _BLACK_JPEG
-
-
-class RecioSource:
-    """``fn.external_source`` callable (batch mode, ``batch_info=True``): batch → encoded bytes.
-
-    A pure function of ``BatchInfo(iteration, epoch_idx)`` and the start point
-    ``(start_epoch, start_step)``: DALI epoch ``k`` is recio epoch ``start_epoch + k``, and the
-    first one starts at ``start_step``. It raises StopIteration at the end of each epoch.
-    Picklable (the file reopens and the header pool restarts in the worker), so it suits
-    ``fn.external_source(parallel=True)``.
-
-    Outputs per sample: encoded image (uint8), label (float32, label_width), meta (int64:
-    id, epoch, step, pad, bad record id or -1, bad status), with ``windows`` the window
-    ``crop`` draws (int32 x, y, w, h) and flip (int32), and with on_error="replace" a keep
-    mask (float32, 0 for a bad image).
-    """
-
-    def __init__(
-        self,
-        records: RecordFile,
-        sampler: Sampler,
-        *,
-        label_width: int = 1,
-        on_error: str = "skip",
-        validate: str = "structure",
-        crop: CropSpec | None = None,
-        windows: bool = True,
-        seed: int = 0,
-        start_epoch: int = 0,
-        start_step: int = 0,
-    ) -> None:
-        if on_error not in ("skip", "raise", "replace"):
-            raise ValueError(f"on_error must be 'skip', 'raise' or 'replace', not {on_error!r}")
-        if validate not in _VALIDATE:
-            raise ValueError(f"validate must be one of {_VALIDATE}, not {validate!r}")
-        self.records = records
-        self.sampler = sampler
-        self.label_width = label_width
-        self.on_error = on_error
-        self.validate = validate
-        self.crop = crop
-        self.windows = windows and crop is not None
-        self.seed = seed
-        self.start_epoch = start_epoch
-        self.start_step = start_step
-        self._pool: DecodePool | None = None
-        # Sizes never change: cache them, so later epochs skip the header parse.
-        self._sizes = np.full((len(records), 2), -1, dtype=np.int32)
-        self._valid = np.zeros(len(records), dtype=bool)  # passed the check once
-
-    @property
-    def num_outputs(self) -> int:
-        return 3 + (2 if self.windows else 0) + (self.on_error == "replace")
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_pool"] = None  # threads do not travel; the worker starts its own
-        return state
-
-    def _header_pool(self) -> DecodePool:
-        if self._pool is None:
-            self._pool = DecodePool(1)
-        return self._pool
-
-    def __call__(self, info: Any) -> tuple:
-        epoch = self.start_epoch + int(info.epoch_idx)
-        step = int(info.iteration) + (self.start_step if info.epoch_idx == 0 else 0)
-        if step >= self.sampler.steps_in_epoch(epoch):
-            raise StopIteration
-        return self.batch(epoch, step)
-
-    def batch(self, epoch: int, step: int) -> tuple:
-        """The outputs for batch ``step`` of ``epoch`` (see the class docstring)."""
-        plan = self.sampler.plan(epoch, step)
-        payloads = self.records.read_many(plan.positions)
-        n = len(payloads)
-        labels = np.zeros((n, self.label_width), dtype=np.float32)
-        meta = np.zeros((n, _META), dtype=np.int64)
-        meta[:, 1:4] = epoch, step, plan.pad
-        meta[:, 4] = -1
-        images = []
-        for j, payload in enumerate(payloads):
-            if len(payload) < IR_HEADER_SIZE:
-                raise RecordIOError(
-                    f"record of {len(payload)} bytes has no image header",
-                    path=self.records.url,
-                    offset=int(self.records.offsets[plan.positions[j]]),
-                    record_index=int(plan.positions[j]),
-                )
-            labels[j], meta[j, 0], start = unpack_labels(payload, self.label_width)
-            images.append(np.frombuffer(payload, dtype=np.uint8, offset=start))
-        sizes, problems = self._check(plan.positions, images)
-        keep = np.ones(n, dtype=np.float32)
-        if problems:
-            self._handle_bad(plan, images, labels, meta, sizes, keep, problems)
-        out = [images, labels, meta]
-        if self.windows:
-            rng = batch_rng(self.seed, epoch, step, self.sampler.part_index)
-            windows, flips = draw(self.crop, np.maximum(sizes, 1), rng)
-            out += [windows, flips.astype(np.int32)]
-        if self.on_error == "replace":
-            out.append(keep)
-        return tuple(out)
-
-    def _check(self, positions: np.ndarray, images: list) -> tuple[np.ndarray, dict[int, str]]:
-        """Image sizes (from the headers) and {slot: reason} for the images DALI would reject."""
-        sizes = self._sizes[positions]
-        problems: dict[int, str] = {}
-        if self.validate == "none" and not self.windows:
-            return sizes, problems
-        unknown = np.flatnonzero(sizes[:, 0] < 0)
-        if len(unknown):
-            found = self._header_pool().image_sizes([images[j] for j in unknown])
-            sizes[unknown] = found
-            good = found[:, 0] > 0
-            self._sizes[positions[unknown[good]]] = found[good]
-            if self.validate != "none":
-                for j in unknown[~good]:
-                    if bytes(images[j][:2]) == b"\xff\xd8" or len(images[j]) == 0:
-                        problems[int(j)] = "corrupt: libjpeg cannot read the header"
-        if self.validate in ("structure", "decode"):
-            # A record's bytes never change: check each once (~0.3 ms), not every epoch.
-            todo = [j for j in np.flatnonzero(~self._valid[positions]) if j not in problems]
-            for j in todo:
-                reason = image_problem(images[j], self.validate)
-                if reason:
-                    problems[int(j)] = reason
-            if self.validate == "decode":
-                self._decode_check(images, problems, todo)
-            ok = [j for j in todo if j not in problems]
-            self._valid[positions[ok]] = True
-        return sizes, problems
-
-    def _decode_check(self, images: list, problems: dict[int, str], todo: list) -> None:
-        todo = [j for j in todo if j not in problems]
-        tiny = np.empty((len(todo), 8, 8, 3), dtype=np.uint8)  # decodes at 1/8 scale
-        pool = self._header_pool()
-        status = pool.decode_batch([images[j] for j in todo], tiny)
-        errors = pool.last_errors()
-        for k in np.flatnonzero(status):
-            problems[todo[k]] = errors[k] or STATUS_NAMES.get(int(status[k]), "bad image")
-
-    def _handle_bad(self, plan, images, labels, meta, sizes, keep, problems) -> None:
-        bad = sorted(problems)
-        if self.on_error == "raise":
-            j = bad[0]
-            position = int(plan.positions[j])
-            raise DecodeError(
-                f"bad image in record id {int(meta[j, 0])} (record {position}, at byte "
-                f"{int(self.records.offsets[position])} of {self.records.url}): {problems[j]}",
-                index=j,
-                status=status_of(problems[j]),
-            )
-        for j in bad:
-            meta[j, 4], meta[j, 5] = meta[j, 0], status_of(problems[j])
-        if self.on_error == "replace":
-            black = np.frombuffer(_black_jpeg(), dtype=np.uint8)
-            for j in bad:
-                images[j] = black
-                sizes[j] = (16, 16)
-                keep[j] = 0.0
-            return
-        good = [j for j in range(len(images)) if j not in problems]
-        if not good:
-            raise DecodeError(
-                f"no image of batch {plan.step} (epoch {plan.epoch}) of {self.records.url} "
-                f"is valid; first problem: {problems[bad[0]]}"
-            )
-        # As in ImageRecordIter: each bad slot takes the next valid image after it (wrapping).
-        for j in bad:
-            k = good[np.searchsorted(good, j) % len(good)]
-            images[j], sizes[j], labels[j], meta[j, 0] = images[k], sizes[k], labels[k], meta[k, 0]
 
 
 # --- the pipeline --------------------------------------------------------------------------

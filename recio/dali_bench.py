@@ -12,7 +12,8 @@ import time
 from typing import Any
 
 from .augment import CropSpec
-from .dali import Normalize, RecioSource, _dali, build_pipeline, resolve_device
+from .dali import Normalize, _dali, build_pipeline, resolve_device
+from .dali_source import RecioSource
 from .recordio import RecordFile
 from .sampler import Sampler
 

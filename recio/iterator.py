@@ -31,9 +31,8 @@ import numpy as np
 from . import storage
 from .augment import batch_rng, draw
 from .decode import DecodePool
-from .errors import DecodeError, RecordIOError
-from .format import IR_HEADER_SIZE, unpack_labels
-from .params import PlannedIterator, read_plan
+from .errors import DecodeError
+from .params import PlannedIterator, read_plan, unpack_batch
 from .prefetch import Lookahead, Prefetcher
 from .trace import Tracer, maybe_span
 
@@ -419,20 +418,10 @@ class _Pipeline:
     def _read_batches(self, plans, fetched) -> None:
         for plan, (_, payloads) in zip(plans, _traced(self.tracer, "read", fetched), strict=False):
             step = plan.step
-            n = len(payloads)
-            labels = np.zeros((n, self.label_width), dtype=np.float32)
-            ids = np.zeros(n, dtype=np.int64)
-            images = []
-            for j, payload in enumerate(payloads):
-                if len(payload) < IR_HEADER_SIZE:
-                    raise RecordIOError(
-                        f"record of {len(payload)} bytes has no image header",
-                        path=self.records.url,
-                        offset=int(self.records.offsets[plan.positions[j]]),
-                        record_index=int(plan.positions[j]),
-                    )
-                labels[j], ids[j], start = unpack_labels(payload, self.label_width)
-                images.append(payload[start:])
+            labels, ids, starts = unpack_batch(
+                self.records, plan.positions, payloads, self.label_width
+            )
+            images = [payload[start:] for payload, start in zip(payloads, starts, strict=True)]
             sizes = self.sizes[plan.positions]
             unknown = np.flatnonzero(sizes[:, 0] < 0)
             if len(unknown):

@@ -11,8 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from . import dist
 from .augment import CropSpec
+from .errors import RecordIOError
+from .format import IR_HEADER_SIZE, unpack_labels
 from .recordio import RecordFile
 from .sampler import LastBatch, Sampler, Shuffle
 
@@ -116,6 +120,32 @@ def read_plan(
         records, sampler, crop, shape, world.rank, world.size,
         mean if normalize else None, std if normalize else None,
     )  # fmt: skip
+
+
+def unpack_batch(
+    records: RecordFile, positions: np.ndarray, payloads: Sequence[Any], label_width: int
+) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Labels (float32, ``label_width`` each), record ids (int64) and where each payload's
+    image starts, for one batch read from ``records`` at ``positions``.
+
+    Raises:
+        RecordIOError: a record too short for its IRHeader, naming the file and byte offset.
+    """
+    n = len(payloads)
+    labels = np.zeros((n, label_width), dtype=np.float32)
+    ids = np.zeros(n, dtype=np.int64)
+    starts = []
+    for j, payload in enumerate(payloads):
+        if len(payload) < IR_HEADER_SIZE:
+            raise RecordIOError(
+                f"record of {len(payload)} bytes has no image header",
+                path=records.url,
+                offset=int(records.offsets[positions[j]]),
+                record_index=int(positions[j]),
+            )
+        labels[j], ids[j], start = unpack_labels(payload, label_width)
+        starts.append(start)
+    return labels, ids, starts
 
 
 class PlannedIterator:

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("nvidia.dali")
 
-from recio import dali, dali_bench, jpegcheck  # noqa: E402
+from recio import dali, dali_bench, decode, jpegcheck  # noqa: E402
 from recio.iterator import ImageRecordIter  # noqa: E402
 
 from ._paths import REPO  # noqa: E402
@@ -154,7 +154,7 @@ def test_check_catches_what_stops_dali_on_bit_flips():
         )
         return fn.decoders.image(data, device="cpu")
 
-    pool = dali.DecodePool(1)
+    pool = decode.DecodePool(1)
     refused = 0
     pipe = one()
     pipe.build()

@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from recio.dali_source import RecioSource
 from recio.errors import DecodeError, RecordIOError
 from recio.format import IRHeader, pack
 from recio.iterator import ImageRecordIter
-from recio.recordio import MXIndexedRecordIO
+from recio.recordio import MXIndexedRecordIO, RecordFile
+from recio.sampler import Sampler
 
 N_RECORDS = 37
 
@@ -203,6 +205,26 @@ def test_truncated_rec_raises_in_training_loop(tmp_path):
     with make_iter(rec) as it, pytest.raises(RecordIOError, match="ends inside"):
         for _ in it:
             pass
+
+
+def test_record_without_image_header_names_file_and_offset(tmp_path):
+    """A record shorter than its IRHeader (24 bytes) is no image at all: a clear error."""
+    rec, idx = str(tmp_path / "short.rec"), str(tmp_path / "short.idx")
+    rng = np.random.default_rng(1)
+    with MXIndexedRecordIO(idx, rec, "w") as w:
+        for key in range(8):
+            body = pack(IRHeader(0, 0.0, key, 0), jpeg(rng, 40, 40))
+            w.write_idx(key, body if key != 5 else b"tiny")
+    offset = MXIndexedRecordIO(idx, rec, "r").idx[5]
+    with make_iter(rec) as it, pytest.raises(RecordIOError) as info:
+        list(it)
+    message = str(info.value)
+    assert "no image header" in message and rec in message and str(offset) in message
+    assert not recio_threads(), [t.name for t in recio_threads()]
+    # The DALI stage's source (no DALI needed) reads the same batches: the same error.
+    source = RecioSource(RecordFile(rec), Sampler(8, 8, shuffle=False))
+    with pytest.raises(RecordIOError, match=f"no image header.*{offset}"):
+        source.batch(0, 0)
 
 
 def test_threads_stop_on_close_and_when_dropped(rec):
