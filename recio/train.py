@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import logging
 import math
@@ -48,6 +47,15 @@ from .compression import TwoBitState, two_bit_hook
 from .iterator import ImageRecordIter
 from .model import resnet
 from .recordio import RecordFile
+from .train_state import (
+    all_sum,
+    gather,
+    init_distributed,
+    load_checkpoint,
+    param_digest,
+    rank_world,
+    save_checkpoint,
+)
 
 log = logging.getLogger("recio.train")
 
@@ -314,103 +322,6 @@ def timed(it: Any) -> Iterator[tuple[Any, float]]:
 # --- distributed ------------------------------------------------------------------------
 
 
-def _init_distributed(device: str) -> bool:
-    """Join torchrun's process group if we were launched by it; True if we created it."""
-    if dist.is_initialized() or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return False
-    if device == "cuda":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group("nccl" if device == "cuda" else "gloo")
-    return True
-
-
-def _rank_world() -> tuple[int, int]:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def _all_sum(values: Sequence[float], device: torch.device) -> list[float]:
-    t = torch.tensor(values, dtype=torch.float64, device=device)
-    if _rank_world()[1] > 1:
-        dist.all_reduce(t)
-    return t.tolist()
-
-
-def _gather(obj: Any) -> list[Any]:
-    world = _rank_world()[1]
-    if world == 1:
-        return [obj]
-    out: list[Any] = [None] * world
-    dist.all_gather_object(out, obj)
-    return out
-
-
-def param_digest(model: torch.nn.Module) -> str:
-    """A short hash of the parameters: equal on all ranks iff the replicas agree.
-
-    Buffers are left out: batch-norm running stats are each rank's own until
-    DDP's next forward broadcasts rank 0's.
-    """
-    h = hashlib.sha256()
-    for name, t in model.named_parameters():
-        h.update(name.encode())
-        h.update(t.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
-
-
-# --- checkpoints ------------------------------------------------------------------------
-
-
-def save_checkpoint(path: str, stepper: Stepper, it: Any, global_step: int, config) -> None:
-    """Write (rank 0) everything a resumed run needs; every rank must call this."""
-    residuals = None
-    if stepper.compression is not None:
-        residuals = _gather({k: v.cpu() for k, v in stepper.compression.residuals.items()})
-    if _rank_world()[0] != 0:
-        return
-    module = getattr(stepper.model, "module", stepper.model)
-    state = {
-        "format": "recio.train/1",
-        "model": module.state_dict(),
-        "optimizer": stepper.optimizer.state_dict(),
-        "scaler": stepper.scaler.state_dict(),
-        "iterator": it.state_dict(),
-        "global_step": global_step,
-        "residuals": residuals,  # one dict per rank: error feedback is per process
-        "config": {k: v for k, v in asdict(config).items() if k != "storage_options"},
-    }
-    tmp = f"{path}.tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)  # a crash mid-write never leaves a torn checkpoint
-
-
-def load_checkpoint(path: str, stepper: Stepper, it: Any) -> int:
-    """Restore a checkpoint into ``stepper`` and ``it``; returns the global step."""
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    if state.get("format") != "recio.train/1":
-        raise ValueError(f"{path} is not a recio.train checkpoint")
-    module = getattr(stepper.model, "module", stepper.model)
-    module.load_state_dict(state["model"])
-    stepper.optimizer.load_state_dict(state["optimizer"])
-    stepper.scaler.load_state_dict(state["scaler"])
-    it.load_state_dict(state["iterator"])
-    rank, world = _rank_world()
-    if stepper.compression is not None and state["residuals"] is not None:
-        if len(state["residuals"]) != world:
-            log.warning(
-                "checkpoint has residuals of %d ranks, not %d: starting from zero",
-                len(state["residuals"]),
-                world,
-            )
-        else:
-            device = stepper.device
-            stepper.compression.residuals = {
-                k: v.to(device) for k, v in state["residuals"][rank].items()
-            }
-    return int(state["global_step"])
-
-
 # --- the loop ---------------------------------------------------------------------------
 
 
@@ -438,15 +349,15 @@ def evaluate(stepper: Stepper, it: Any) -> float:
             real = len(y) - int(batch.pad)
             correct += int((pred[:real] == y[:real]).sum())
             total += real
-    correct, total = _all_sum([correct, total], stepper.device)
+    correct, total = all_sum([correct, total], stepper.device)
     return correct / max(total, 1)
 
 
 def train(config: TrainConfig) -> TrainResult:
     """Train the built-in ResNet as ``config`` says; under torchrun, data parallel."""
     device = _device(config)
-    created_group = _init_distributed(config.device)
-    rank, world = _rank_world()
+    created_group = init_distributed(config.device)
+    rank, world = rank_world()
     torch.manual_seed(config.seed)  # same initial weights everywhere (DDP also broadcasts)
     num_classes = config.num_classes or count_classes(config.train_rec, config.storage_options)
     model = resnet(num_classes, config.width, config.blocks, config.image_size).to(device)
@@ -535,7 +446,7 @@ def train(config: TrainConfig) -> TrainResult:
                 save_checkpoint(config.checkpoint, stepper, train_it, global_step, config)
         result.global_step = global_step
         module = getattr(model, "module", model)
-        result.param_digests = _gather(param_digest(module))
+        result.param_digests = gather(param_digest(module))
         if stepper.scaler.is_enabled():
             result.final_loss_scale = stepper.scaler.get_scale()
         finished = True
@@ -553,7 +464,7 @@ def train(config: TrainConfig) -> TrainResult:
 
 def _epoch_stats(epoch, steps, images, wait, compute, loss_sum, skipped, lr, device, world):
     # Sum over ranks: images/s of the whole job, wait share of the slowest-waiting average.
-    images, wait, compute, loss_sum, steps_all, skipped = _all_sum(
+    images, wait, compute, loss_sum, steps_all, skipped = all_sum(
         [images, wait, compute, loss_sum, steps, skipped], device
     )
     elapsed = (wait + compute) / max(world, 1)
