@@ -383,6 +383,40 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
   return RC_OK;
 }
 
+/* ---- pixels decoded elsewhere (im2rec's PNGs): crop and resample only ---- */
+
+int rc_resize_rgb(rc_worker *w, const uint8_t *rgb, int width, int height, size_t stride,
+                  const int32_t *crop, const rc_opts *o, uint8_t *out, char *err) {
+  err[0] = 0;
+  const int x = crop[0], y = crop[1], cw = crop[2], chh = crop[3];
+  if (width < 1 || height < 1 || stride < (size_t)width * 3 || x < 0 || y < 0 || cw < 1 ||
+      chh < 1 || x + cw > width || y + chh > height || o->out_w < 1 || o->out_h < 1)
+    return snprintf(err, RC_ERRLEN, "bad resize parameters"), RC_BAD_PARAM;
+  if (rc_precompute(&w->ch, width, x, x + cw, o->out_w, o->interp) ||
+      rc_precompute(&w->cv, height, y, y + chh, o->out_h, o->interp))
+    return snprintf(err, RC_ERRLEN, "out of memory (coefficients)"), RC_NOMEM;
+  const size_t row_bytes = (size_t)width * 3, out_stride = (size_t)o->out_w * 3;
+  if (rc_grow((void **)&w->line, &w->line_cap, row_bytes + rc_hpass_slack(&w->ch)) ||
+      rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK))
+    return snprintf(err, RC_ERRLEN, "out of memory (resample buffers)"), RC_NOMEM;
+  /* the zero taps at a row's end read past it: keep those bytes defined */
+  memset(w->line + row_bytes, 0, rc_hpass_slack(&w->ch));
+  for (int yy = 0; yy < o->out_h; yy++) {
+    const int ymin = w->cv.bounds[2 * yy], taps = w->cv.bounds[2 * yy + 1];
+    if (w->cv.identity)
+      memcpy(w->line, rgb + (size_t)ymin * stride, row_bytes);
+    else
+      rc_vpass(rgb, stride, row_bytes, ymin, taps, w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
+    if (w->ch.identity) {
+      memcpy(out + yy * out_stride, w->line + (size_t)w->ch.bounds[0] * 3, out_stride);
+    } else { /* hpass writes a byte past the row: through hline */
+      rc_hpass(w->line, w->hline, o->out_w, &w->ch, 0);
+      memcpy(out + yy * out_stride, w->hline, out_stride);
+    }
+  }
+  return RC_OK;
+}
+
 /* ---- YCbCr planes: decode without colour conversion or upsampling, resample each plane ---- */
 
 static int round_up(int v, int m) {

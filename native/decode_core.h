@@ -52,6 +52,14 @@ void rc_worker_free(rc_worker *w);
 int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
               const rc_opts *o, void *out, char *err);
 
+/* Resamples decoded pixels: the box crop {x, y, w, h} (inside the image) of `rgb` (height
+ * rows of `stride` bytes, width packed RGB pixels each) to o->out_w x o->out_h with
+ * o->interp, as Pillow's resize(size, box=...) does (the filter may reach past the box into
+ * the image). Writes out_w * out_h * 3 bytes to `out`. For images another library decoded
+ * (im2rec's PNGs). Returns RC_OK, or RC_BAD_PARAM / RC_NOMEM with a message in err. */
+int rc_resize_rgb(rc_worker *w, const uint8_t *rgb, int width, int height, size_t stride,
+                  const int32_t *crop, const rc_opts *o, uint8_t *out, char *err);
+
 /* Reads the header only. Returns RC_OK and sets width/height, or a status. */
 int rc_image_size(rc_worker *w, const uint8_t *data, size_t len, int *width, int *height,
                   char *err);

@@ -168,6 +168,30 @@ int rc_encode_planes(rc_encoder *e, const rc_planes *p, int w, int h, int qualit
   return encode(e, w, h, quality, NULL, 0, p, out, outlen, err);
 }
 
+/* e->rgb holds at least `need` bytes; RC_NOMEM otherwise. */
+static int grow_rgb(rc_encoder *e, size_t need, char *err) {
+  if (need <= e->rgb_cap) return RC_OK;
+  uint8_t *p = realloc(e->rgb, need);
+  if (!p) return snprintf(err, RC_ERRLEN, "out of memory (%zu bytes)", need), RC_NOMEM;
+  e->rgb = p;
+  e->rgb_cap = need;
+  return RC_OK;
+}
+
+int rc_resize_encode(rc_worker *w, rc_encoder *e, const uint8_t *rgb, int width, int height,
+                     size_t stride, const int32_t *crop, const rc_opts *o, int quality,
+                     uint8_t **out, size_t *outlen, char *err) {
+  *out = NULL;
+  *outlen = 0;
+  if (o->out_w < 1 || o->out_h < 1 || (int64_t)o->out_w * o->out_h > (1 << 28))
+    return snprintf(err, RC_ERRLEN, "%dx%d is not a valid output size", o->out_w, o->out_h),
+           RC_BAD_PARAM;
+  int st = grow_rgb(e, (size_t)o->out_w * o->out_h * 3, err);
+  if (st == RC_OK) st = rc_resize_rgb(w, rgb, width, height, stride, crop, o, e->rgb, err);
+  if (st != RC_OK) return st;
+  return rc_encode_jpeg(e, e->rgb, o->out_w, o->out_h, quality, 0, out, outlen, err);
+}
+
 int rc_transcode(rc_worker *w, rc_encoder *e, const uint8_t *data, size_t len, const int32_t *crop,
                  const rc_opts *o, int quality, int gray, uint8_t **out, size_t *outlen,
                  char *err) {
@@ -182,13 +206,8 @@ int rc_transcode(rc_worker *w, rc_encoder *e, const uint8_t *data, size_t len, c
   if (st == RC_OK)
     return rc_encode_planes(e, &planes, o->out_w, o->out_h, quality, out, outlen, err);
   if (st != RC_UNSUPPORTED || len < 3 || data[0] != 0xFF || data[1] != 0xD8) return st;
-  const size_t need = (size_t)o->out_w * o->out_h * 3;
-  if (need > e->rgb_cap) {
-    uint8_t *p = realloc(e->rgb, need);
-    if (!p) return snprintf(err, RC_ERRLEN, "out of memory (%zu bytes)", need), RC_NOMEM;
-    e->rgb = p;
-    e->rgb_cap = need;
-  }
+  st = grow_rgb(e, (size_t)o->out_w * o->out_h * 3, err);
+  if (st != RC_OK) return st;
   st = rc_decode(w, data, len, crop, 0, o, e->rgb, err);
   if (st != RC_OK) return st;
   return rc_encode_jpeg(e, e->rgb, o->out_w, o->out_h, quality, gray, out, outlen, err);

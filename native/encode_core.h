@@ -35,4 +35,10 @@ int rc_encode_planes(rc_encoder *e, const rc_planes *p, int w, int h, int qualit
 int rc_transcode(rc_worker *w, rc_encoder *e, const uint8_t *data, size_t len, const int32_t *crop,
                  const rc_opts *o, int quality, int gray, uint8_t **out, size_t *outlen, char *err);
 
+/* Pixels another library decoded (packed RGB, rows of `stride` bytes) → rc_resize_rgb to
+ * o->out_w x o->out_h → rc_encode_jpeg (4:2:0 at `quality`). Results as rc_encode_jpeg. */
+int rc_resize_encode(rc_worker *w, rc_encoder *e, const uint8_t *rgb, int width, int height,
+                     size_t stride, const int32_t *crop, const rc_opts *o, int quality,
+                     uint8_t **out, size_t *outlen, char *err);
+
 #endif

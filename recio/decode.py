@@ -350,6 +350,42 @@ class DecodePool:
         self._last_errors = [None if st == 0 else r for st, r in zip(status, results, strict=True)]
         return status, [r if st == 0 else None for st, r in zip(status, results, strict=True)]
 
+    def resize_encode(
+        self,
+        pixels: np.ndarray,
+        size: tuple[int, int],
+        *,
+        crop: tuple[int, int, int, int] | None = None,
+        quality: int = 95,
+        interpolation: str = "bilinear",
+    ) -> bytes:
+        """RGB pixels another library decoded → crop → resize → JPEG (native backend only).
+
+        Args:
+            pixels: uint8 (height, width, 3), e.g. ``np.asarray`` of a Pillow RGB image.
+            size: output (width, height).
+            crop: (x, y, w, h) inside the image, or None for all of it; resized as Pillow's
+                ``resize(size, box=...)`` does.
+            quality: 1..100; the JPEG is YCbCr 4:2:0, as :meth:`transcode_jpeg` writes.
+            interpolation: as in :meth:`decode_batch`.
+
+        Raises:
+            ValueError: bad arguments, or the reason the image could not be encoded.
+        """
+        self._check_open()
+        if self.backend != "native":
+            raise RuntimeError("resize_encode needs the native backend")
+        if interpolation not in _INTERP:
+            raise ValueError(f"interpolation must be one of {sorted(_INTERP)}")
+        pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
+        if pixels.ndim != 3 or pixels.shape[2] != 3:
+            raise ValueError(f"pixels must have shape (height, width, 3), got {pixels.shape}")
+        height, width = pixels.shape[:2]
+        x, y, w, h = crop if crop is not None else (0, 0, width, height)
+        return self._native.resize_encode(
+            pixels, width, height, (x, y, w, h), *size, int(quality), _INTERP[interpolation]
+        )
+
 
 def _close_both(native: Any, executor: ThreadPoolExecutor) -> None:
     native.close()

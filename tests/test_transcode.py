@@ -128,6 +128,51 @@ def test_same_bytes_every_time_and_in_any_batch(pool):
             assert together == alone
 
 
+def _photo(width: int, height: int, seed: int) -> np.ndarray:
+    """RGB pixels with detail (a 1-pixel shift in a resize shows)."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:height, 0:width]
+    base = np.stack([xx * 255 // width, yy * 255 // height, (xx * yy) % 251], -1)
+    return np.clip(base + rng.integers(0, 40, (height, width, 3)), 0, 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize(
+    "src, crop, size",
+    [
+        ((469, 392), None, (256, 214)),  # im2rec --resize 256 on a PNG
+        ((300, 200), (50, 0, 200, 200), (128, 128)),  # --center-crop: a box inside
+        ((97, 61), None, (97, 61)),  # no resize: copied
+        ((50, 33), (3, 4, 40, 25), (151, 99)),  # upscaling a box
+    ],
+)
+def test_resize_encode_resizes_as_pillow_does(pool, src, crop, size):
+    """Pixels decoded elsewhere (PNG): the resize matches Pillow's resize(box=). Both sides
+    go through the same encoder (ours, quality 100, at the output size), so what differs is
+    the resize alone: one level here and there (14-bit weights against Pillow's 22), which
+    the JPEG step spreads a little; a box one pixel off would differ by ~1.7 on average."""
+    pixels = _photo(*src, seed=src[0])
+    box = (0, 0, *src) if crop is None else (crop[0], crop[1], crop[0] + crop[2], crop[1] + crop[3])
+    got = pool.resize_encode(pixels, size, crop=crop, quality=100)
+    pillow = np.asarray(Image.fromarray(pixels).resize(size, Image.Resampling.BILINEAR, box=box))
+    want = pool.resize_encode(pillow, size, quality=100)
+    a = np.asarray(Image.open(io.BytesIO(got))).astype(int)
+    b = np.asarray(Image.open(io.BytesIO(want))).astype(int)
+    assert a.shape == (size[1], size[0], 3)
+    diff = np.abs(a - b)
+    assert diff.mean() < 0.8 and diff.max() <= 8, (diff.mean(), diff.max())  # 1 px off: ~1.7, 28
+
+
+def test_resize_encode_refuses_bad_input(pool):
+    pixels = _photo(40, 30, seed=1)
+    for crop in [(-1, 0, 10, 10), (35, 0, 10, 10), (0, 0, 0, 10)]:
+        with pytest.raises(ValueError, match="bad resize parameters"):
+            pool.resize_encode(pixels, (20, 15), crop=crop)
+    with pytest.raises(ValueError, match="not a valid output size"):
+        pool.resize_encode(pixels, (0, 15))
+    with pytest.raises(ValueError, match="shape"):
+        pool.resize_encode(pixels[..., 0], (20, 15))
+
+
 _DIGEST_OF_TRANSCODES = """
 import hashlib, numpy as np
 from recio import decode
