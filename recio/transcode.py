@@ -331,6 +331,23 @@ def _encode_pillow(data: bytes, opts: EncodeOptions) -> bytes:
     )
 
 
+def read_file(path: str) -> bytes:
+    """A whole local file, in one read() where its size is known (a third of the cost of
+    ``open().read()``'s buffered objects for a 75 KB image)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size) if size else b""
+        if len(data) < size or not size:  # cut short, or a size the file system does not know
+            rest = []
+            while chunk := os.read(fd, 1 << 20):
+                rest.append(chunk)
+            data += b"".join(rest)
+        return data
+    finally:
+        os.close(fd)
+
+
 def make_record(entry: ListEntry, root: str, opts: EncodeOptions) -> bytes:
     """Read ``entry``'s file under ``root`` and return the packed record payload."""
     ((payload, reason),) = make_records([entry], root, opts)
@@ -347,8 +364,7 @@ def make_records(
     read_errors: dict[int, str] = {}
     for i, entry in enumerate(entries):
         try:
-            with open(os.path.join(root, entry.path), "rb") as f:
-                datas.append(f.read())
+            datas.append(read_file(os.path.join(root, entry.path)))
         except FileNotFoundError:
             read_errors[i] = "file not found"
             datas.append(b"")

@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from recio import decode
-from recio.transcode import EncodeOptions, crop_box, encode_image, output_size
+from recio.transcode import EncodeOptions, crop_box, encode_image, output_size, read_file
 
 from .images import encode
 
@@ -249,3 +249,15 @@ def test_im2rec_encode_image_uses_it(pool):
     im = Image.open(io.BytesIO(out))
     assert im.size == (256, 337)
     assert psnr(np.asarray(im), reference(data, (256, 337), (0, 0, 413, 545), "RGB")) > 30
+
+
+def test_read_file_reads_whole_files(tmp_path):
+    big = np.random.default_rng(0).bytes(3 << 20)
+    (tmp_path / "big").write_bytes(big)
+    (tmp_path / "empty").write_bytes(b"")
+    assert read_file(str(tmp_path / "big")) == big
+    assert read_file(str(tmp_path / "empty")) == b""
+    # a file whose size stat does not know (0) is read to its end
+    assert read_file("/proc/self/status").startswith(b"Name:")
+    with pytest.raises(FileNotFoundError):
+        read_file(str(tmp_path / "missing"))
