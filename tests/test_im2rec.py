@@ -188,6 +188,26 @@ def test_exif_orientation_applied_when_reencoding(tmp_path):
     assert read_records(tmp_path / "x")[0][2] == (root / "a.jpg").read_bytes()
 
 
+def test_png_inputs_are_resized_like_jpegs(tmp_path):
+    """PNGs are decoded by Pillow, then resized and encoded in C (RGBA loses its alpha)."""
+    root = tmp_path / "img"
+    root.mkdir()
+    yy, xx = np.mgrid[0:90, 0:120]
+    rgb = np.stack([xx * 2, yy * 2, (xx + yy) % 256], -1).astype(np.uint8)
+    Image.fromarray(rgb).save(root / "rgb.png")
+    Image.fromarray(np.dstack([rgb, np.full((90, 120), 128, np.uint8)])).save(root / "rgba.png")
+    Image.fromarray(rgb[..., 0]).save(root / "grey.png")
+    assert run("--list", "--no-shuffle", tmp_path / "x", root) == 0
+    assert run("--resize", 60, "--quality", 95, tmp_path / "x", root) == 0
+    lst = list(parse_lst((tmp_path / "x.lst").read_text().splitlines()))
+    for (_, _, img), entry in zip(read_records(tmp_path / "x"), lst, strict=True):
+        got = decode(img)
+        assert got.shape == (60, 80, 3), entry.path
+        source = Image.open(root / entry.path).convert("RGB")
+        want = np.asarray(source.resize((80, 60), Image.Resampling.BILINEAR)).astype(int)
+        assert np.abs(got.astype(int) - want).mean() < 3, entry.path
+
+
 def test_grayscale_and_cmyk_inputs_become_rgb(tmp_path):
     root = tmp_path / "img"
     root.mkdir()
