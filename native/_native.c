@@ -14,6 +14,7 @@
 #include "decode_core.h"
 #include "encode_core.h"
 #include "pool.h"
+#include "resample.h"
 
 typedef struct {
   PyObject_HEAD
@@ -600,7 +601,8 @@ PyMODINIT_FUNC PyInit__native(void) {
 #endif
   if (PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) < 0 ||
       PyModule_AddStringConstant(m, "LIBJPEG_TURBO_VERSION", STR(LIBJPEG_TURBO_VERSION)) < 0 ||
-      PyModule_AddIntConstant(m, "ERRLEN", RC_ERRLEN) < 0) {
+      PyModule_AddIntConstant(m, "ERRLEN", RC_ERRLEN) < 0 ||
+      PyModule_AddStringConstant(m, "SIMD", rc_simd_init()) < 0) {
     Py_DECREF(m);
     return NULL;
   }

@@ -389,11 +389,13 @@ int rc_resize_rgb(rc_worker *w, const uint8_t *rgb, int width, int height, size_
                   const int32_t *crop, const rc_opts *o, uint8_t *out, char *err) {
   err[0] = 0;
   const int x = crop[0], y = crop[1], cw = crop[2], chh = crop[3];
+  /* (cw > width - x, not x + cw > width: the crop comes from the caller and may be huge) */
   if (width < 1 || height < 1 || stride < (size_t)width * 3 || x < 0 || y < 0 || cw < 1 ||
-      chh < 1 || x + cw > width || y + chh > height || o->out_w < 1 || o->out_h < 1)
+      chh < 1 || x >= width || y >= height || cw > width - x || chh > height - y || o->out_w < 1 ||
+      o->out_h < 1)
     return snprintf(err, RC_ERRLEN, "bad resize parameters"), RC_BAD_PARAM;
-  if (rc_precompute(&w->ch, width, x, x + cw, o->out_w, o->interp) ||
-      rc_precompute(&w->cv, height, y, y + chh, o->out_h, o->interp))
+  if (rc_precompute(&w->ch, width, x, (double)x + cw, o->out_w, o->interp) ||
+      rc_precompute(&w->cv, height, y, (double)y + chh, o->out_h, o->interp))
     return snprintf(err, RC_ERRLEN, "out of memory (coefficients)"), RC_NOMEM;
   const size_t row_bytes = (size_t)width * 3, out_stride = (size_t)o->out_w * 3;
   if (rc_grow((void **)&w->line, &w->line_cap, row_bytes + rc_hpass_slack(&w->ch)) ||

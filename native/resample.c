@@ -214,15 +214,24 @@ size_t rc_hpass_slack(const rc_coeffs *c) {
 #include <immintrin.h>
 #define RC_HAVE_AVX2_PATH 1
 
-/* RECIO_SIMD=sse2 turns the AVX2 path off (the tests compare the two). */
+static int use_avx2; /* set once by rc_simd_init, before any pool thread runs */
+
 static int have_avx2(void) {
-  static int known = -1;
-  if (known < 0) {
-    const char *simd = getenv("RECIO_SIMD");
-    known = __builtin_cpu_supports("avx2") && !(simd && strcmp(simd, "sse2") == 0);
-  }
-  return known;
+  return use_avx2;
 }
+#endif
+
+const char *rc_simd_init(void) {
+#ifdef RC_HAVE_AVX2_PATH
+  const char *simd = getenv("RECIO_SIMD");
+  use_avx2 = __builtin_cpu_supports("avx2") && !(simd && strcmp(simd, "sse2") == 0);
+  return use_avx2 ? "avx2" : "sse2";
+#else
+  return "sse2";
+#endif
+}
+
+#ifdef RC_HAVE_AVX2_PATH
 
 /* rc_vpass's sums for 32 columns per step; returns the columns done (a multiple of 32). */
 __attribute__((target("avx2"))) static size_t vpass_avx2(const uint8_t *base, size_t stride,

@@ -49,6 +49,11 @@ void rc_vpass(const uint8_t *tmp, size_t stride, size_t width, int ymin, int yma
  * must stay readable ksize + 8 bytes past the last sample used. */
 void rc_hpass1(const uint8_t *line, int off, uint8_t *out, int out_n, const rc_coeffs *c);
 
+/* Picks the passes' instruction set once, at module import (before any thread runs): AVX2
+ * where the CPU has it, unless the environment says RECIO_SIMD=sse2; SSE2 until called.
+ * Returns "avx2" or "sse2". */
+const char *rc_simd_init(void);
+
 /* One past the last input row that rc_precompute(.., in0, in1, out_size, ..) reads. */
 int rc_end_row(double in0, double in1, int out_size, int in_size, int interp);
 
