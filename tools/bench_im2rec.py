@@ -12,13 +12,16 @@ included, as a user sees it) and without the interpreter/import start-up (measur
 alone), the ratio recio / MXNet, and the CPU time per image of all of each
 tool's processes (steadier than wall time when other work shares the machine).
 
-With ``--bounds`` each resize round also times, in this process, the least work any im2rec
-must do on the corpus, with ``--num-thread`` threads and the files already in memory: the
-JPEGs through recio's C transcode (no Python in the loop), or through libjpeg-turbo's own
-floor (PyTurboJPEG decoding each JPEG to YUV planes and encoding the resized planes: no
-resize at all), plus a bare Pillow decode of every other image (the PNGs). Each, plus
-recio's start-up, gives a whole-command upper bound in images/s, set against MXNet's
-images/s of the same run: what no im2rec built on libjpeg-turbo could beat here.
+With ``--bounds`` each resize round also times, in this process, the image work of the same
+``.lst`` with no per-image overhead at all (``--num-thread`` threads, the files already in
+memory, no Python in the loop, no reading, framing or writing): the JPEGs im2rec hands to C
+through recio's C transcode, or through libjpeg-turbo's own decode + encode (PyTurboJPEG:
+YCbCr JPEGs to YUV planes and the resized planes back, with no resize and no DCT scaling;
+others through RGB), plus a bare Pillow decode of every other image (PNGs, EXIF-rotated
+JPEGs; their resize and encode are left out). Truncated JPEGs cost nothing (im2rec skips
+them), nor do JPEGs TurboJPEG cannot open in the floor (CMYK with odd sampling). Each,
+plus recio's start-up, gives a whole-command upper bound in images/s for recio on this
+machine, set against MXNet's images/s of the same run.
 """
 
 from __future__ import annotations
@@ -65,39 +68,57 @@ def timed(cmd: list[str]) -> float:
 
 
 class Bounds:
-    """In-process timings of the least work on the corpus (see the module doc)."""
+    """In-process timings of the image work alone (see the module doc, ``--bounds``)."""
 
-    def __init__(self, corpus: str, resize: int, quality: int, threads: int) -> None:
+    def __init__(self, lst: str, root: str, resize: int, quality: int, threads: int) -> None:
         sys.path.insert(0, os.path.dirname(HERE))
         import numpy as np
         from turbojpeg import TJSAMP_420, TurboJPEG
 
-        from recio.decode import DecodePool
-        from recio.transcode import SkipImage, jpeg_header, output_size
+        from recio import decode
+        from recio.format import parse_lst
+        from recio.transcode import EncodeOptions, SkipImage, _native_job, read_file
 
         self.tj, self.sampling, self.quality = TurboJPEG(), TJSAMP_420, quality
-        self.jpegs, self.others, sizes = [], [], []
-        for dirpath, _, files in sorted(os.walk(corpus)):
-            for name in sorted(files):
-                if name.endswith((".tsv", ".txt", ".lst")):
-                    continue
-                with open(os.path.join(dirpath, name), "rb") as f:
-                    data = f.read()
-                try:
-                    head = jpeg_header(data) if data[:2] == b"\xff\xd8" else None
-                except SkipImage:
-                    continue  # a broken JPEG: im2rec skips it
-                if head and len(head.sampling) == 3 and head.orientation == 1:  # C's
-                    self.jpegs.append(data)
-                    sizes.append(output_size(head.width, head.height, resize))
-                elif data:
-                    self.others.append(data)
-        self.sizes = np.array(sizes, np.int32)
-        self.pool = DecodePool(threads, backend="native")
-        _, small = self.pool.transcode_jpeg(self.jpegs, self.sizes, quality=quality)
-        self.planes = [
-            (self.tj.decode_to_yuv(j)[0], w, h) for j, (w, h) in zip(small, sizes, strict=True)
-        ]
+        with open(lst) as f:
+            entries = list(parse_lst(f.read().splitlines()))
+        opts = EncodeOptions(resize=resize, quality=quality)
+        jpegs, jobs, self.others = [], [], []
+        for entry in entries:
+            data = read_file(os.path.join(root, entry.path))
+            try:
+                job = _native_job(data, opts)  # what im2rec hands to C, as it decides
+            except SkipImage:
+                continue  # a broken JPEG: im2rec skips it after a header parse
+            if job is None:
+                self.others.append(data)
+            else:
+                jpegs.append(data)
+                jobs.append(job)
+        self.pool = decode.DecodePool(threads, backend="native")
+        sizes = np.array([job.size for job in jobs], np.int32)
+        status, small = self.pool.transcode_jpeg(jpegs, sizes, quality=quality)
+        keep = [i for i, st in enumerate(status) if st == 0]
+        for i, st in enumerate(status):  # C refused it: Pillow's (truncated: skipped)
+            if st not in (0, decode.STATUS_TRUNCATED):
+                self.others.append(jpegs[i])
+        self.jpegs = [jpegs[i] for i in keep]
+        self.sizes = sizes[keep]
+        # per JPEG, what libjpeg-turbo's floor encodes: YUV planes, or RGB for the rest
+        self.targets = []
+        for i in keep:
+            w, h = (int(v) for v in sizes[i])
+            try:
+                self.tj.decode_to_yuv_planes(jpegs[i])
+                self.targets.append(("yuv", self.tj.decode_to_yuv(small[i])[0], w, h))
+                continue
+            except (OSError, ValueError):  # CMYK: TurboJPEG has no planes for it
+                pass
+            try:
+                self.tj.decode(jpegs[i])
+                self.targets.append(("rgb", self.tj.decode(small[i]), w, h))
+            except OSError:  # nor RGB for this one: it costs the floor nothing
+                self.targets.append(("none", None, w, h))
         self.threads = threads
 
     def _threaded(self, work, n: int) -> float:
@@ -109,7 +130,7 @@ class Bounds:
         return time.perf_counter() - start
 
     def _pillow_decodes(self) -> float:
-        """Seconds to decode the non-JPEGs alone (Pillow releases the GIL while decoding)."""
+        """Seconds to decode the other images alone (Pillow releases the GIL to decode)."""
         import io
 
         from PIL import Image
@@ -121,18 +142,23 @@ class Bounds:
         return self._threaded(work, len(self.others))
 
     def recio_transcode(self) -> float:
-        """Seconds for the corpus: recio's C transcode of the JPEGs, Pillow for the rest."""
+        """Seconds for the list: recio's C transcode of the JPEGs, Pillow for the rest."""
         start = time.perf_counter()
         self.pool.transcode_jpeg(self.jpegs, self.sizes, quality=self.quality)
         return time.perf_counter() - start + self._pillow_decodes()
 
     def libjpeg_floor(self) -> float:
-        """Seconds for the corpus: decode + encode in libjpeg-turbo, Pillow for the rest."""
+        """Seconds for the list: decode + encode in libjpeg-turbo, Pillow for the rest."""
+        from turbojpeg import TJPF_RGB
 
         def work(i: int) -> None:  # PyTurboJPEG's ctypes calls release the GIL
-            yuv, w, h = self.planes[i]
-            self.tj.decode_to_yuv_planes(self.jpegs[i])
-            self.tj.encode_from_yuv(yuv, h, w, self.quality, self.sampling)
+            kind, target, w, h = self.targets[i]
+            if kind == "yuv":
+                self.tj.decode_to_yuv_planes(self.jpegs[i])
+                self.tj.encode_from_yuv(target, h, w, self.quality, self.sampling)
+            elif kind == "rgb":
+                self.tj.decode(self.jpegs[i], pixel_format=TJPF_RGB)
+                self.tj.encode(target, self.quality, TJPF_RGB, self.sampling)
 
         return self._threaded(work, len(self.jpegs)) + self._pillow_decodes()
 
@@ -200,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.bounds and "resize256" in args.configs:
         cfg = CONFIGS["resize256"]
         opt = {k: int(v) for k, v in zip(cfg[::2], cfg[1::2], strict=True)}
-        bounds = Bounds(corpus, opt["--resize"], opt["--quality"], opt["--num-thread"])
+        bounds = Bounds(
+            lst_prefix + ".lst", corpus, opt["--resize"], opt["--quality"], opt["--num-thread"]
+        )
     for config in args.configs:
         times: dict[str, list[float]] = {"mxnet": [], "recio": []}
         least: dict[str, list[float]] = {"recio_transcode": [], "libjpeg_floor": []}
