@@ -261,6 +261,26 @@ static PyObject *error_text(const char *errors, Py_ssize_t i) {
   return PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
 }
 
+/* The list a batch returns: per image, ok(ctx, i) where its status is RC_OK, else its error
+ * text. NULL with an exception set when a Python object cannot be made. */
+static PyObject *per_image(const int32_t *status, const char *errors, Py_ssize_t n,
+                           PyObject *(*ok)(void *ctx, Py_ssize_t i), void *ctx) {
+  PyObject *result = PyList_New(n);
+  for (Py_ssize_t i = 0; result && i < n; i++) {
+    PyObject *item = status[i] == RC_OK ? ok(ctx, i) : error_text(errors, i);
+    if (!item)
+      Py_CLEAR(result);
+    else
+      PyList_SET_ITEM(result, i, item);
+  }
+  return result;
+}
+
+static PyObject *no_result(void *ctx, Py_ssize_t i) {
+  (void)ctx, (void)i;
+  return Py_NewRef(Py_None);
+}
+
 PyDoc_STRVAR(decode_batch_doc,
              "decode_batch(buffers, out, status, out_h, out_w, layout, itemsize, crops, flips, "
              "lut, interp, bgr, dct_mode, roi, max_pixels) -> list[str | None]\n\n"
@@ -333,21 +353,7 @@ static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args) {
                .max_pixels = max_pixels},
   };
   if (run_released(self, decode_task, &ctx, n) < 0) goto done;
-  result = PyList_New(n);
-  if (!result) goto done;
-  for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *msg;
-    if (((int32_t *)status.buf)[i] == RC_OK) {
-      msg = Py_NewRef(Py_None);
-    } else {
-      msg = error_text(errors, i);
-      if (!msg) {
-        Py_CLEAR(result);
-        goto done;
-      }
-    }
-    PyList_SET_ITEM(result, i, msg);
-  }
+  result = per_image(status.buf, errors, n, no_result, NULL);
 done:
   PyMem_Free(errors);
   release_param(&out);
@@ -370,6 +376,11 @@ PyDoc_STRVAR(transcode_batch_doc,
              "returns per image the new JPEG's bytes, or the error text where status is not 0 "
              "(an output size that is not positive or over 2**28 pixels is such an error). "
              "Use recio.im2rec, which checks the arguments.");
+
+static PyObject *transcoded_jpeg(void *vctx, Py_ssize_t i) {
+  transcode_ctx *c = vctx;
+  return PyBytes_FromStringAndSize((const char *)c->outs[i], (Py_ssize_t)c->lens[i]);
+}
 
 static PyObject *Pool_transcode_batch(PoolObject *self, PyObject *args) {
   PyObject *buffers, *status_obj, *crops_obj, *sizes_obj;
@@ -428,21 +439,7 @@ static PyObject *Pool_transcode_batch(PoolObject *self, PyObject *args) {
                .max_pixels = max_pixels},
   };
   if (run_released(self, transcode_task, &ctx, n) < 0) goto done;
-  result = PyList_New(n);
-  if (!result) goto done;
-  for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *item;
-    if (((int32_t *)status.buf)[i] == RC_OK) {
-      item = PyBytes_FromStringAndSize((const char *)outs[i], (Py_ssize_t)lens[i]);
-    } else {
-      item = error_text(errors, i);
-    }
-    if (!item) {
-      Py_CLEAR(result);
-      goto done;
-    }
-    PyList_SET_ITEM(result, i, item);
-  }
+  result = per_image(status.buf, errors, n, transcoded_jpeg, &ctx);
 done:
   if (outs)
     for (Py_ssize_t i = 0; i < n; i++) free(outs[i]);

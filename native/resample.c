@@ -459,28 +459,31 @@ static int hpass1_simd(const uint8_t *line, int off, uint8_t *out, int out_n, co
 }
 #endif
 
+/* c's coefficients from output `first` on. */
+static rc_coeffs from_output(const rc_coeffs *c, int first) {
+  rc_coeffs rest = *c;
+  rest.bounds += 2 * first;
+  rest.kk += (size_t)first * c->ksize;
+  return rest;
+}
+
+/* Each path takes what it can (AVX2 eight outputs a step, SSE2 four; none for wide kernels)
+ * and leaves the rest to the next; the scalar loop ends it. */
 void rc_hpass1(const uint8_t *line, int off, uint8_t *out, int out_n, const rc_coeffs *c) {
   int done = 0;
 #ifdef RC_HAVE_AVX2_PATH
-  if (have_avx2()) {
-    done = hpass1_avx2(line, off, out, out_n, c);
-    if (done) { /* the last few outputs through SSE2 below */
-      rc_coeffs rest = *c;
-      rest.bounds += 2 * done;
-      rest.kk += (size_t)done * c->ksize;
-      done += hpass1_simd(line, off, out + done, out_n - done, &rest);
-    }
-  }
+  if (have_avx2()) done = hpass1_avx2(line, off, out, out_n, c);
 #endif
 #ifdef __SSE2__
-  if (!done) done = hpass1_simd(line, off, out, out_n, c);
+  if (done < out_n) {
+    rc_coeffs rest = from_output(c, done);
+    done += hpass1_simd(line, off, out + done, out_n - done, &rest);
+  }
 #endif
-  if (done == out_n) return;
-  /* the tail (fewer than four outputs), or every output for wide kernels */
-  rc_coeffs tail = *c;
-  tail.bounds += 2 * done;
-  tail.kk += (size_t)done * c->ksize;
-  hpass1_k(line, off, out + done, out_n - done, &tail, c->ksize);
+  if (done < out_n) {
+    rc_coeffs rest = from_output(c, done);
+    hpass1_k(line, off, out + done, out_n - done, &rest, c->ksize);
+  }
 }
 
 /* One past the last input row that resampling [in0, in1) to out_size rows reads (with a row to
