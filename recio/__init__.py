@@ -1,3 +1,68 @@
-"""recio: a data input pipeline engine for image models on MXNet-compatible RecordIO."""
+"""recio: a data input pipeline engine for image models on MXNet-compatible RecordIO.
+
+The data flows through one module (or subpackage) per stage::
+
+    format ─▶ storage ─▶ reader ─▶ sampler / augment ─▶ decode ─▶ iterator ─▶ consumers
+    (framing,  (local mmap,  (RecordFile:  (order, shards;   (C pool,   (ImageRecordIter)  (dali,
+     IRHeader,  fsspec,       records by    crop windows      libjpeg-                      train,
+     .idx/.lst) prefetch)     position)     and flips)        turbo)                        bench)
+
+MXNet's names live in :mod:`recio.recordio` (``from recio import recordio``); the
+iterators' shared layer in :mod:`recio.config` and :mod:`recio.consumer`; the converter in
+:mod:`recio.im2rec`. The names below are importable from ``recio`` itself; they are loaded
+on first use, so ``import recio`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+# name -> module that defines it
+_EXPORTS = {
+    "ImageRecordIter": "recio.iterator",
+    "Batch": "recio.consumer",
+    "IterStats": "recio.consumer",
+    "IterConfig": "recio.config",
+    "CropSpec": "recio.config",
+    "Normalize": "recio.config",
+    "Sharding": "recio.config",
+    "Storage": "recio.config",
+    "RecordFile": "recio.reader",
+    "MXRecordIO": "recio.recordio",
+    "MXIndexedRecordIO": "recio.recordio",
+    "IRHeader": "recio.format",
+    "pack": "recio.format",
+    "unpack": "recio.format",
+    "pack_img": "recio.recordio",
+    "unpack_img": "recio.recordio",
+    "DecodePool": "recio.decode",
+    "RecordIOError": "recio.errors",
+    "CorruptRecordError": "recio.errors",
+    "TruncatedRecordError": "recio.errors",
+    "IndexMismatchError": "recio.errors",
+    "DecodeError": "recio.errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        # Subpackages and modules (recio.recordio, recio.storage, ...) import as usual.
+        try:
+            return importlib.import_module(f"recio.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"recio.{name}":
+                raise
+        raise AttributeError(f"module 'recio' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -29,6 +29,22 @@ class CropSpec:
     max_aspect: float = 4 / 3
     rand_mirror: bool = False
 
+    def __post_init__(self) -> None:
+        if self.out_height < 1 or self.out_width < 1:
+            raise ValueError(
+                f"the output size must be positive, not {self.out_height}x{self.out_width}"
+            )
+        if not 0 < self.min_area <= self.max_area <= 1:
+            raise ValueError(
+                "need 0 < min_random_area <= max_random_area <= 1, not "
+                f"min_random_area={self.min_area}, max_random_area={self.max_area}"
+            )
+        if not 0 < self.min_aspect <= self.max_aspect:
+            raise ValueError(
+                "need 0 < min_aspect_ratio <= max_aspect_ratio, not "
+                f"min_aspect_ratio={self.min_aspect}, max_aspect_ratio={self.max_aspect}"
+            )
+
 
 def batch_rng(seed: int, epoch: int, step: int, part: int) -> np.random.Generator:
     return np.random.default_rng([seed, epoch, step, part])

@@ -24,13 +24,13 @@ import numpy as np  # noqa: E402  (after the OpenBLAS setting)
 from . import __version__, storage
 from .errors import RecordIOError
 from .format import IR_HEADER_SIZE, format_idx_line, unpack_labels
-from .recordio import RecordFile, default_idx_path, scan_source
+from .reader import RecordFile, default_idx_path, scan_source
 
 # command -> (module, one-line help)
 STAGE_COMMANDS = {
     "im2rec": ("recio.im2rec", "convert an image folder or .lst into .rec/.idx (MXNet's im2rec)"),
     "bench": ("recio.bench", "measure the throughput of every pipeline stage"),
-    "train": ("recio.train", "train the compact model on a .rec (needs recio[train])"),
+    "train": ("recio.train", "train the compact model on a .rec (needs the train extra: PyTorch)"),
 }
 
 

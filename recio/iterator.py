@@ -2,161 +2,86 @@
 
     reader thread ──read_q──▶ decode thread (native pool, GIL released) ──ready_q──▶ __next__
 
-The reader fetches the raw bytes of upcoming batches (zero-copy slices of an
-mmap for local files, coalesced ranged reads for remote ones) and parses the
-record headers; the decode thread draws crops and flips and has the native
-pool write pixels straight into a preallocated batch array. Both queues are
-bounded, so memory stays at about ``prefetch_buffer + 1`` batches.
+The reader fetches the raw bytes of upcoming batches (zero-copy slices of an mmap for local
+files, coalesced ranged reads fetched ahead for remote ones) and parses the record headers;
+the decode thread draws crops and flips and has the native pool write pixels straight into
+a batch buffer (:class:`BatchBuffers`). Both queues are bounded, so memory stays at about
+``prefetch_buffer + 1`` batches.
 
-Threads belong to a ``_Pipeline`` that the iterator owns; they never refer to
-the iterator itself, so an iterator dropped without ``close()`` is collected
-and its finalizer stops them. Errors in either thread travel through the
-queue and are raised by ``__next__`` with their origin.
+Threads belong to a ``_Pipeline`` that the iterator owns; they never refer to the iterator
+itself, so an iterator dropped without ``close()`` is collected and its finalizer stops
+them. Errors in either thread travel through the queue and are raised by ``__next__`` with
+their origin. What the iterator shares with the DALI stage (batches, stats, position,
+``on_error``) is in :mod:`recio.consumer`; its arguments are checked in :mod:`recio.config`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import queue
-import sys
 import threading
 import weakref
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import storage
 from .augment import batch_rng, draw
+from .config import IterConfig
+from .consumer import Batch, IterStats, PositionedIterator
 from .decode import DecodePool
-from .errors import DecodeError
-from .params import PlannedIterator, read_plan, unpack_batch
-from .prefetch import Lookahead, Prefetcher
+from .reader import batch_headers
+from .storage.prefetch import Lookahead, Prefetcher
 from .trace import Tracer, maybe_span
 
-log = logging.getLogger("recio")
+__all__ = ["Batch", "BatchBuffers", "ImageRecordIter", "IterStats"]
 
 _POLL = 0.1  # seconds between checks of the stop flag while blocked on a queue
+_DEFAULT_PREFETCH = 4
 
 
-@dataclass
-class Batch:
-    """One batch: ``data`` (N×C×H×W or N×H×W×C), ``label`` (float32, N or N×label_width),
-    ``index`` (record ids from the headers), and ``pad`` (how many trailing samples are padding).
-    """
-
-    data: np.ndarray
-    label: np.ndarray
-    index: np.ndarray
-    pad: int
-    epoch: int = 0
-    step: int = 0
-
-
-@dataclass
-class IterStats:
-    """What the iterator has met: images decoded, and bad ones by policy."""
-
-    decoded: int = 0
-    skipped: int = 0  # corrupt images replaced by the next valid one (on_error="skip")
-    replaced: int = 0  # corrupt images zero-filled in place (on_error="replace")
-    bad_records: dict[int, str] = field(default_factory=dict)  # record id -> error
-
-
-class _Stop(Exception):
-    pass
-
-
-class ImageRecordIter(PlannedIterator):
+class ImageRecordIter(PositionedIterator):
     """Iterate over a RecordIO image dataset in decoded, augmented batches.
 
-    MXNet's ``mx.io.ImageRecordIter`` parameter names are accepted (so ported
-    code keeps its arguments), plus keyword-only modern ones:
-
+    Takes MXNet's ``mx.io.ImageRecordIter`` keywords (so ported code keeps its arguments):
+    ``path_imgrec``, ``data_shape``, ``batch_size``, ``path_imgidx``, ``shuffle``, ``seed``,
+    ``rand_crop``, ``random_resized_crop``, ``min_random_area``/``max_random_area``,
+    ``min_aspect_ratio``/``max_aspect_ratio``, ``rand_mirror``, ``resize``, ``mean_r/g/b``,
+    ``std_r/g/b``, ``dtype``, ``layout``, ``label_width``, ``preprocess_threads``,
+    ``prefetch_buffer``, ``part_index``/``num_parts``, ``round_batch``; and recio's own:
     ``last_batch`` ("pad" | "discard" | "rollover"; default from ``round_batch``),
-    ``on_error`` ("skip" | "raise" | "replace"), ``kv`` (any object with ``.rank``
-    and ``.num_workers``), ``storage_options`` (fsspec), ``shuffle_mode``
-    ("global" | "block"), ``interpolation``, ``channel_order``, ``tracer`` (a
-    ``recio.trace.Tracer`` that records read / decode / wait spans per thread).
+    ``on_error`` ("skip" | "raise" | "replace"), ``kv`` (any object with ``.rank`` and
+    ``.num_workers``), ``storage_options`` (fsspec), ``shuffle_mode`` ("global" | "block"),
+    ``interpolation``, ``channel_order``. They are checked once into an
+    :class:`~recio.config.IterConfig`; ``config=`` (or the groups ``crop=``,
+    ``normalize=``, ``sharding=``, ``storage=``) may be given instead.
+
+    Args:
+        tracer: a :class:`recio.trace.Tracer` that records read / decode / wait spans.
 
     Iterating yields one epoch; iterating again (or ``reset()``) starts the next.
-    ``state_dict()``/``load_state_dict()`` resume mid-epoch exactly: same record
-    ids, same augmentation draws.
+    ``state_dict()``/``load_state_dict()`` resume mid-epoch exactly: same record ids, same
+    augmentation draws. ``stats`` counts decoded and bad images.
     """
 
     def __init__(
         self,
-        path_imgrec: str,
-        data_shape: Sequence[int],
-        batch_size: int,
-        path_imgidx: str | None = None,
-        shuffle: bool = False,
-        seed: int = 0,
-        rand_crop: bool = False,
-        random_resized_crop: bool = False,
-        min_random_area: float = 0.08,
-        max_random_area: float = 1.0,
-        min_aspect_ratio: float = 3 / 4,
-        max_aspect_ratio: float = 4 / 3,
-        rand_mirror: bool = False,
-        resize: int = -1,
-        mean_r: float = 0.0,
-        mean_g: float = 0.0,
-        mean_b: float = 0.0,
-        std_r: float = 1.0,
-        std_g: float = 1.0,
-        std_b: float = 1.0,
-        dtype: str = "float32",
-        layout: str = "NCHW",
-        label_width: int = 1,
-        preprocess_threads: int | None = None,
-        prefetch_buffer: int = 4,
-        part_index: int | None = None,
-        num_parts: int | None = None,
-        round_batch: bool = True,
+        path_imgrec: str | None = None,
+        data_shape: tuple[int, int, int] | None = None,
+        batch_size: int | None = None,
         *,
-        last_batch: str | None = None,
-        on_error: str = "skip",
-        kv: Any = None,
-        storage_options: dict[str, Any] | None = None,
-        shuffle_mode: str = "global",
-        interpolation: str = "bilinear",
-        channel_order: str = "RGB",
+        config: IterConfig | None = None,
         tracer: Tracer | None = None,
-        **unsupported: Any,
+        **keywords: Any,
     ) -> None:
-        if unsupported:
-            raise TypeError(f"ImageRecordIter got unsupported arguments: {sorted(unsupported)}")
-        if prefetch_buffer < 1:
-            raise ValueError(f"prefetch_buffer must be at least 1, not {prefetch_buffer}")
-        plan = read_plan(
-            path_imgrec, data_shape, batch_size, path_imgidx=path_imgidx, shuffle=shuffle,
-            seed=seed, rand_crop=rand_crop, random_resized_crop=random_resized_crop,
-            min_random_area=min_random_area, max_random_area=max_random_area,
-            min_aspect_ratio=min_aspect_ratio, max_aspect_ratio=max_aspect_ratio,
-            rand_mirror=rand_mirror, resize=resize, mean=(mean_r, mean_g, mean_b),
-            std=(std_r, std_g, std_b), dtype=dtype, layout=layout, label_width=label_width,
-            part_index=part_index, num_parts=num_parts, round_batch=round_batch,
-            last_batch=last_batch, on_error=on_error, kv=kv, storage_options=storage_options,
-            shuffle_mode=shuffle_mode,
-        )  # fmt: skip
-        self.records, self.sampler, self.crop = plan.records, plan.sampler, plan.crop
-        self.batch_size = batch_size
-        self.data_shape = plan.data_shape
-        self.dtype = np.dtype(dtype)
-        self.layout = layout
-        self.label_width = label_width
-        self.prefetch_buffer = prefetch_buffer
-        self.on_error = on_error
-        self.seed = seed
-        self.part_index, self.num_parts = plan.part_index, plan.num_parts
-        self.interpolation = interpolation
-        self.channel_order = channel_order
-        self.mean, self.std = plan.mean, plan.std
-        self.pool = DecodePool(preprocess_threads)
-        self.stats = IterStats()
+        if config is None:
+            config = IterConfig.from_mxnet(path_imgrec, data_shape, batch_size, **keywords)
+        elif keywords or path_imgrec is not None:
+            raise TypeError("give config= or the ImageRecordIter keywords, not both")
+        self._open(config)
+        self.crop = config.crop
+        self.pool = DecodePool(config.preprocess_threads)
         self.tracer = tracer
         # Image sizes never change: cache them so only the first epoch reads headers.
         self._sizes = np.full((len(self.records), 2), -1, dtype=np.int32)
@@ -164,38 +89,9 @@ class ImageRecordIter(PlannedIterator):
         self._lookahead = Lookahead()  # remote sources: the next epoch's first fetches
         self._finalizer = weakref.finalize(self, _shutdown, [None], self.pool, self._lookahead)
 
-    # --- shapes ----------------------------------------------------------------------
+    # --- PositionedIterator ------------------------------------------------------------
 
-    @property
-    def batch_shape(self) -> tuple[int, ...]:
-        c, h, w = self.data_shape
-        n = self.batch_size
-        return (n, c, h, w) if self.layout == "NCHW" else (n, h, w, c)
-
-    @property
-    def provide_data(self) -> list[tuple[str, tuple[int, ...]]]:
-        """MXNet's description of the data: [("data", shape)]."""
-        return [("data", self.batch_shape)]
-
-    @property
-    def provide_label(self) -> list[tuple[str, tuple[int, ...]]]:
-        shape = (self.batch_size,) if self.label_width == 1 else (self.batch_size, self.label_width)
-        return [("softmax_label", shape)]
-
-    # --- iteration ---------------------------------------------------------------------
-
-    def __iter__(self) -> ImageRecordIter:
-        if self._epoch_done:
-            self._advance_epoch()
-        return self
-
-    def __next__(self) -> Batch:
-        if self._epoch_done:
-            raise StopIteration
-        if self._step >= len(self):
-            self._epoch_done = True
-            self._stop_pipeline()
-            raise StopIteration
+    def _produce(self) -> Batch:
         if self._pipeline is None:
             self._start_pipeline()
         with maybe_span(self.tracer, "consumer wait"):
@@ -203,23 +99,25 @@ class ImageRecordIter(PlannedIterator):
         if isinstance(item, _Failure):
             self._stop_pipeline()
             raise item.error
-        batch, stats = item
-        self._merge_stats(stats)
-        self._step += 1
+        batch, status, reasons, record_ids = item
+        self.stats.count_batch(
+            status,
+            record_ids,
+            reasons,
+            pad=batch.pad,
+            on_error=self.config.on_error,
+            url=self.records.url,
+        )
         return batch
 
-    next = __next__  # MXNet's DataIter spelling
-
-    def reset(self) -> None:
-        """Start the next epoch (MXNet's reset: reshuffles when shuffle is on)."""
-        if self._step > 0 or self._epoch_done:
-            self._advance_epoch()
-
-    def _advance_epoch(self) -> None:
+    def _end_epoch(self) -> None:
         self._stop_pipeline()
-        self._epoch += 1
-        self._step = 0
-        self._epoch_done = False
+
+    def _start_next_epoch(self) -> None:
+        self._stop_pipeline()
+
+    def _restart(self) -> None:
+        self._stop_pipeline()
 
     # --- threads -----------------------------------------------------------------------
 
@@ -235,19 +133,6 @@ class ImageRecordIter(PlannedIterator):
             self._pipeline.stop()
             self._pipeline = None
 
-    _restart = _stop_pipeline
-
-    def _merge_stats(self, stats: IterStats) -> None:
-        self.stats.decoded += stats.decoded
-        self.stats.skipped += stats.skipped
-        self.stats.replaced += stats.replaced
-        for rid, error in stats.bad_records.items():
-            if rid not in self.stats.bad_records:
-                log.warning(
-                    "recio: bad image, record id %d of %s: %s", rid, self.records.url, error
-                )
-            self.stats.bad_records[rid] = error
-
     def close(self) -> None:
         """Stop the threads and release the decoder and the file."""
         self._stop_pipeline()
@@ -262,6 +147,43 @@ def _shutdown(pipeline_box: list, pool: DecodePool, lookahead: Lookahead) -> Non
         pipeline_box[0].stop()
     lookahead.close()
     pool.close()
+
+
+class BatchBuffers:
+    """Batch arrays the decoder writes into, reused once the consumer has let go of them.
+
+    Each batch is handed out as a fresh *view* of a long-lived buffer, and the buffer
+    keeps only a weak reference to that view. Whatever the consumer keeps — the batch, its
+    ``data`` array, a slice of it, a torch tensor made with ``torch.from_numpy`` — holds
+    the view alive, and a buffer whose view is alive is never written again. Reuse saves
+    the page faults of a fresh allocation (a 128×3×224×224 float32 batch: 77 MB).
+
+    At most ``limit`` buffers are tracked; beyond that, the oldest one still held is
+    left to the consumer and forgotten.
+    """
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, limit: int) -> None:
+        self.shape, self.dtype, self.limit = shape, np.dtype(dtype), limit
+        self._slots: list[tuple[np.ndarray, weakref.ref | None]] = []
+        self.allocated = 0
+        self.reused = 0
+
+    def take(self) -> np.ndarray:
+        """A writable batch array that nothing outside the pipeline references."""
+        for i, (base, handed) in enumerate(self._slots):
+            if handed is None or handed() is None:
+                del self._slots[i]
+                self.reused += 1
+                return self._hand_out(base)
+        if len(self._slots) >= self.limit:
+            del self._slots[0]  # still held by the consumer: theirs now
+        self.allocated += 1
+        return self._hand_out(np.empty(self.shape, dtype=self.dtype))
+
+    def _hand_out(self, base: np.ndarray) -> np.ndarray:
+        view = base.view()
+        self._slots.append((base, weakref.ref(view)))
+        return view
 
 
 @dataclass
@@ -281,48 +203,50 @@ class _RawBatch:
     sizes: np.ndarray
 
 
+class _Stop(Exception):
+    pass
+
+
 class _Pipeline:
     """The reader and decode threads of one run from (epoch, step) on."""
 
     def __init__(self, it: ImageRecordIter, epoch: int, step: int) -> None:
         # Copy what the threads need; never keep the iterator itself.
+        config = it.config
         self.records = it.records
         self.sampler = it.sampler
         self.pool = it.pool
-        self.crop = it.crop
+        self.policy = it.policy
+        self.crop = config.crop
         self.sizes = it._sizes
-        self.label_width = it.label_width
-        self.batch_shape = it.batch_shape
-        self.dtype = it.dtype
-        self.layout = it.layout
-        self.on_error = it.on_error
-        self.seed = it.seed
+        self.label_width = config.label_width
+        self.seed = config.seed
         self.part = it.part_index
         self.tracer = it.tracer
         self.lookahead = it._lookahead
+        self.describe = it.records.describe
+        norm = config.normalize
         self.decode_kwargs = {
-            "interpolation": it.interpolation,
-            "mean": it.mean,
-            "std": it.std,
-            "layout": it.layout,
-            "channel_order": it.channel_order,
+            "interpolation": config.interpolation,
+            "mean": norm.mean if norm.enabled else None,
+            "std": norm.std if norm.enabled else None,
+            "layout": norm.layout,
+            "channel_order": norm.channel_order,
         }
         self.epoch, self.first_step = epoch, step
         self.end_step = self.sampler.steps_in_epoch(epoch)
         self.stopping = threading.Event()
-        self.read_q: queue.Queue = queue.Queue(maxsize=max(1, it.prefetch_buffer - 1))
-        self.ready_q: queue.Queue = queue.Queue(maxsize=max(1, it.prefetch_buffer - 1))
-        self.slots: list[np.ndarray] = []
+        depth = max(1, (config.prefetch_buffer or _DEFAULT_PREFETCH) - 1)
+        self.read_q: queue.Queue = queue.Queue(maxsize=depth)
+        self.ready_q: queue.Queue = queue.Queue(maxsize=depth)
+        # In flight at once: one being decoded, `depth` queued, one the consumer holds.
+        self.buffers = BatchBuffers(config.batch_shape, np.dtype(norm.dtype), depth + 3)
         self.threads = [
-            threading.Thread(
-                target=self._guard, args=(self._read, self.read_q), name="recio-reader", daemon=True
-            ),
-            threading.Thread(
-                target=self._guard,
-                args=(self._decode, self.ready_q),
-                name="recio-decoder",
-                daemon=True,
-            ),
+            threading.Thread(target=self._guard, args=(work, out_q), name=name, daemon=True)
+            for work, out_q, name in (
+                (self._read, self.read_q, "recio-reader"),
+                (self._decode, self.ready_q, "recio-decoder"),
+            )
         ]
         for t in self.threads:
             t.start()
@@ -417,8 +341,7 @@ class _Pipeline:
 
     def _read_batches(self, plans, fetched) -> None:
         for plan, (_, payloads) in zip(plans, _traced(self.tracer, "read", fetched), strict=False):
-            step = plan.step
-            labels, ids, starts = unpack_batch(
+            labels, ids, starts = batch_headers(
                 self.records, plan.positions, payloads, self.label_width
             )
             images = [payload[start:] for payload, start in zip(payloads, starts, strict=True)]
@@ -429,7 +352,9 @@ class _Pipeline:
                     found = self.pool.image_sizes([images[j] for j in unknown])
                 sizes[unknown] = found
                 self.sizes[plan.positions[unknown]] = found
-            raw = _RawBatch(self.epoch, step, plan.positions, plan.pad, images, labels, ids, sizes)
+            raw = _RawBatch(
+                self.epoch, plan.step, plan.positions, plan.pad, images, labels, ids, sizes
+            )
             with maybe_span(self.tracer, "queue wait (read queue full)"):
                 self._put(self.read_q, raw)
 
@@ -440,74 +365,35 @@ class _Pipeline:
             if isinstance(raw, _Failure):
                 self._put(self.ready_q, raw)
                 return
-            out = self._free_slot()
+            out = self.buffers.take()
             rng = batch_rng(self.seed, raw.epoch, raw.step, self.part)
             windows, flips = draw(self.crop, np.maximum(raw.sizes, 1), rng)
             with maybe_span(self.tracer, "decode+augment", step=raw.step):
                 status = self.pool.decode_batch(
                     raw.images, out, crops=windows, flips=flips, **self.decode_kwargs
                 )
-            stats = IterStats(decoded=int(np.count_nonzero(status == 0)))
-            labels, ids = raw.labels, raw.ids
+            labels, ids, reasons = raw.labels, raw.ids, ()
             if status.any():
-                labels, ids = self._handle_errors(raw, out, status, stats)
+                reasons = self.pool.last_errors()
+                labels, ids = self._bad_images(raw, out, status, reasons)
             label = labels[:, 0] if self.label_width == 1 else labels
             batch = Batch(out, label, ids, raw.pad, raw.epoch, raw.step)
             with maybe_span(self.tracer, "queue wait (prefetch queue full)"):
-                self._put(self.ready_q, (batch, stats))
+                self._put(self.ready_q, (batch, status, reasons, raw.ids))
 
-    def _handle_errors(self, raw: _RawBatch, out: np.ndarray, status: np.ndarray, stats):
-        errors = self.pool.last_errors()
-        bad = np.flatnonzero(status)
-        real_bad = int(np.count_nonzero(bad < len(status) - raw.pad))  # padding repeats records
-        for j in bad:
-            stats.bad_records[int(raw.ids[j])] = errors[j] or f"decode status {status[j]}"
-        if self.on_error == "raise":
-            j = int(bad[0])
-            position = int(raw.positions[j])
-            raise DecodeError(
-                f"cannot decode record id {int(raw.ids[j])} (record {position}, at byte "
-                f"{int(self.records.offsets[position])} of {self.records.url}): {errors[j]}",
-                index=j,
-                status=int(status[j]),
-            )
-        if self.on_error == "replace":
-            out[bad] = 0
-            stats.replaced += real_bad
+    def _bad_images(self, raw: _RawBatch, out: np.ndarray, status: np.ndarray, reasons):
+        """Apply ``on_error`` to a batch with bad slots (the decoder zeroed them)."""
+        fill = self.policy.fill_from(
+            status,
+            reasons,
+            lambda j: self.describe(int(raw.positions[j]), int(raw.ids[j])),
+            f"batch {raw.step} (epoch {raw.epoch}) of {self.records.url}",
+        )
+        if fill is None:  # replace: blank images, their own labels
             return raw.labels, raw.ids
-        good = np.flatnonzero(status == 0)
-        if len(good) == 0:
-            raise DecodeError(
-                f"no image of batch {raw.step} (epoch {raw.epoch}) of {self.records.url} "
-                f"could be decoded; first error: {errors[bad[0]]}"
-            )
-        # Each bad slot takes the next valid image after it in the batch (wrapping),
-        # so the batch stays full and the choice depends only on the data.
-        labels, ids = raw.labels.copy(), raw.ids.copy()
-        for j in bad:
-            k = good[np.searchsorted(good, j) % len(good)]
-            out[j] = out[k]
-            labels[j], ids[j] = labels[k], ids[k]
-        stats.skipped += real_bad
-        return labels, ids
-
-    def _free_slot(self) -> np.ndarray:
-        """A batch array nobody outside the pipeline holds any more, else a new one.
-
-        Reusing arrays saves allocation and page faults; an array the consumer
-        still references (a kept batch, a torch tensor made from it) is never
-        overwritten.
-        """
-        for i, slot in enumerate(self.slots):
-            # references: the list, `slot`, and getrefcount's argument
-            if sys.getrefcount(slot) <= 3:
-                self.slots.append(self.slots.pop(i))
-                return slot
-        slot = np.empty(self.batch_shape, dtype=self.dtype)
-        self.slots.append(slot)
-        if len(self.slots) > self.ready_q.maxsize + 3:
-            self.slots.pop(0)  # held by the consumer: forget it, it is theirs now
-        return slot
+        bad = np.flatnonzero(status)
+        out[bad] = out[fill[bad]]
+        return raw.labels[fill], raw.ids[fill]
 
 
 def _traced(tracer: Tracer | None, name: str, items):

@@ -7,9 +7,9 @@ import os
 
 import numpy as np
 
+from recio.bench.sample import SHAPES, sample_image
 from recio.format import IRHeader, pack
 from recio.recordio import MXIndexedRecordIO
-from recio.sample import SHAPES, sample_image
 
 
 def make_shapes_rec(

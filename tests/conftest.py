@@ -81,7 +81,7 @@ def _s3_ready() -> str:
     try:
         import s3fs
     except ImportError:
-        return "s3fs is not installed (pip install 'recio[s3]')"
+        return "s3fs is not installed (the s3 extra)"
     try:
         s3fs.S3FileSystem(**s3_options()).ls(S3_BUCKET)
     except Exception as exc:
@@ -112,7 +112,7 @@ def _hdfs_ready() -> str:
     try:
         import hdfs_native.fsspec  # noqa: F401
     except ImportError:
-        return "hdfs-native is not installed (pip install 'recio[hdfs]')"
+        return "hdfs-native is not installed (the hdfs extra)"
     return ""
 
 

@@ -10,9 +10,10 @@ import numpy as np
 
 from recio import storage
 from recio.format import IRHeader, pack, unpack
-from recio.prefetch import Prefetcher
-from recio.recordio import MXIndexedRecordIO, RecordFile
+from recio.reader import RecordFile
+from recio.recordio import MXIndexedRecordIO
 from recio.sampler import epoch_order
+from recio.storage.prefetch import Prefetcher
 
 from .conftest import TOOLS
 

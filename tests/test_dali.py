@@ -9,7 +9,9 @@ import pytest
 
 pytest.importorskip("nvidia.dali")
 
-from recio import dali, dali_bench, decode, jpegcheck  # noqa: E402
+from recio import dali, decode  # noqa: E402
+from recio.dali import bench as dali_bench  # noqa: E402
+from recio.decode import jpegcheck  # noqa: E402
 from recio.iterator import ImageRecordIter  # noqa: E402
 
 from ._paths import REPO  # noqa: E402
@@ -132,7 +134,7 @@ def test_structure_check_catches_every_truncation(progressive):
 
 def test_check_catches_what_stops_dali_on_bit_flips():
     """Every bit-flipped JPEG DALI's CPU decoder refuses must be refused before DALI sees it."""
-    fn, types = dali._dali().fn, dali._dali().types
+    fn, types = dali.load_dali().fn, dali.load_dali().types
     good = _jpeg(seed=3)
     rng = np.random.default_rng(0)
     header_end = good.index(b"\xff\xda") + 14
@@ -147,7 +149,7 @@ def test_check_catches_what_stops_dali_on_bit_flips():
     # Synchronous, no prefetch: each run() decodes exactly the variant just set.
     sync = dict(exec_async=False, exec_pipelined=False, prefetch_queue_depth=1)
 
-    @dali._dali().pipeline_def(batch_size=1, num_threads=1, device_id=None, **sync)
+    @dali.load_dali().pipeline_def(batch_size=1, num_threads=1, device_id=None, **sync)
     def one():
         data = fn.external_source(
             source=lambda: [np.frombuffer(current[0], np.uint8)], batch=True, dtype=types.UINT8
@@ -177,7 +179,7 @@ def test_gpu_request_without_gpu_is_one_clear_message():
         pytest.skip("this machine has a GPU")
     with pytest.raises(dali.DeviceUnavailableError, match="device='cpu'") as info:
         dali.resolve_device("gpu")
-    assert "libcuda" in str(info.value) and "recio[dali]" in str(info.value)
+    assert "libcuda" in str(info.value) and "pip install -e '.[dali]'" in str(info.value)
     assert dali.resolve_device("auto") == "cpu"
 
 

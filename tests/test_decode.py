@@ -110,7 +110,9 @@ def test_each_dct_scale(num: int, mode: str, roi: bool) -> None:
     w, h = 640, 512
     crop = (40, 24, 560, 480)
     ow, oh = crop[2] * num // 8, crop[3] * num // 8
-    assert decode._native.dct_scale_num(crop[2], crop[3], ow, oh, decode._DCT[mode]) == num
+    assert (
+        decode.pool._native.dct_scale_num(crop[2], crop[3], ow, oh, decode.pool._DCT[mode]) == num
+    )
     buf = encode(w, h, seed=num)
     with decode.DecodePool(1, backend="native", dct_scaling=mode, roi_decode=roi) as p:
         for interp in ("bilinear", "area"):
@@ -380,7 +382,7 @@ def test_closed_pool_refuses(pool: decode.DecodePool) -> None:
 
 def test_env_forces_python(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RECIO_DECODER", "python")
-    monkeypatch.setattr(decode, "_warned_slow", False)
+    monkeypatch.setattr(decode.pool, "_warned_slow", False)
     with pytest.warns(RuntimeWarning, match="slow"), decode.DecodePool(1) as p:
         assert p.backend == "python"
     monkeypatch.setenv("RECIO_DECODER", "bogus")

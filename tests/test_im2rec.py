@@ -13,9 +13,9 @@ import pytest
 from PIL import Image
 
 from recio import im2rec
+from recio.bench.sample import make_sample_folder
 from recio.format import parse_lst, unpack
 from recio.recordio import MXIndexedRecordIO
-from recio.sample import make_sample_folder
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO.parent / "shared" / "golden"
@@ -177,7 +177,7 @@ def test_exif_orientation_applied_when_reencoding(tmp_path):
     exif = Image.Exif()
     exif[0x0112] = 6  # stored sideways: display rotated 90° clockwise
     Image.fromarray(pixels).save(root / "a.jpg", quality=95, exif=exif)
-    assert im2rec.jpeg_info((root / "a.jpg").read_bytes()) == (60, 30, 6)
+    assert im2rec.transcode.jpeg_info((root / "a.jpg").read_bytes()) == (60, 30, 6)
     assert run("--list", tmp_path / "x", root) == 0
     assert run(tmp_path / "x", root) == 0
     (_, _, img), = read_records(tmp_path / "x")  # fmt: skip
@@ -282,7 +282,7 @@ def test_interrupt_removes_partial_output(tmp_path, images, monkeypatch):
             raise KeyboardInterrupt
         return real(entries, root, opts)
 
-    monkeypatch.setattr(im2rec, "make_records", interrupted)
+    monkeypatch.setattr(im2rec.pack, "make_records", interrupted)
     assert run("--num-thread", 2, prefix, images) == im2rec.EXIT_INTERRUPTED
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.lst", "data.report.json"]
     assert json.loads((tmp_path / "data.report.json").read_text())["status"] == "interrupted"
@@ -343,12 +343,12 @@ def test_recio_cli_subcommand(tmp_path, images):
 
 def test_jpeg_header_checks():
     with pytest.raises(im2rec.SkipImage, match="truncated"):
-        im2rec.check_image(b"\xff\xd8\xff\xe0\x00\x10JFIF")
+        im2rec.transcode.check_image(b"\xff\xd8\xff\xe0\x00\x10JFIF")
     with pytest.raises(im2rec.SkipImage, match="not an image"):
-        im2rec.check_image(b"GIF? no")
+        im2rec.transcode.check_image(b"GIF? no")
     sof = b"\xff\xc0\x00\x11\x08" + struct.pack(">HH", 0, 10) + b"\x03" + b"\x00" * 9
     with pytest.raises(im2rec.SkipImage, match="frame size"):
-        im2rec.jpeg_info(b"\xff\xd8" + sof + b"\xff\xd9")
+        im2rec.transcode.jpeg_info(b"\xff\xd8" + sof + b"\xff\xd9")
 
 
 # --- other readers ---------------------------------------------------------------------

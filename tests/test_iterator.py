@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from recio.dali_source import RecioSource
+from recio.dali.source import RecioSource
 from recio.errors import DecodeError, RecordIOError
 from recio.format import IRHeader, pack
 from recio.iterator import ImageRecordIter
-from recio.recordio import MXIndexedRecordIO, RecordFile
+from recio.reader import RecordFile
+from recio.recordio import MXIndexedRecordIO
 from recio.sampler import Sampler
 
 N_RECORDS = 37

@@ -12,7 +12,8 @@ import pytest
 from recio.cli import main as cli
 from recio.errors import IndexMismatchError, RecordIOError, TruncatedRecordError
 from recio.format import MAGIC_BYTES, IRHeader, encode_record, pack
-from recio.recordio import MXIndexedRecordIO, MXRecordIO, RecordFile, pack_img, unpack_img
+from recio.reader import RecordFile
+from recio.recordio import MXIndexedRecordIO, MXRecordIO, pack_img, unpack_img
 
 from ._paths import GOLDEN
 

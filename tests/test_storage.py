@@ -12,9 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from recio import storage
-from recio.prefetch import Prefetcher
-from recio.recordio import MXIndexedRecordIO, RecordFile
+from recio.reader import RecordFile
+from recio.recordio import MXIndexedRecordIO
 from recio.sampler import Sampler, epoch_order
+from recio.storage.prefetch import Prefetcher
 
 from .storage_helpers import ids_of, write_rec
 

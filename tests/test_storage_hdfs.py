@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from recio import storage
-from recio.prefetch import Prefetcher
-from recio.recordio import MXIndexedRecordIO, RecordFile
+from recio.reader import RecordFile
+from recio.recordio import MXIndexedRecordIO
 from recio.sampler import epoch_order
+from recio.storage.prefetch import Prefetcher
 
 from .storage_helpers import ids_of, read_across_restart, write_rec
 

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from recio import storage
-from recio.prefetch import Prefetcher
-from recio.recordio import MXIndexedRecordIO, MXRecordIO, RecordFile
+from recio.reader import RecordFile
+from recio.recordio import MXIndexedRecordIO, MXRecordIO
 from recio.sampler import epoch_order
+from recio.storage.prefetch import Prefetcher
 
 from .conftest import S3_BUCKET, s3_options
 from .faultproxy import FaultProxy
@@ -88,7 +89,7 @@ def test_an_expired_presigned_url_is_renewed(s3_server, s3_rec):
     time.sleep(2.5)
     with pytest.raises(Exception) as refused:  # the server does refuse it
         src._http.cat_file(src._presigned[0], start=0, end=16)
-    assert storage._http_status(refused.value) == 403
+    assert storage.http_status(refused.value) == 403
     assert ids_of(rf.read_many([3, 60, 110])) == [3, 60, 110]  # ranges: renewed once
     src._presigned = (src.fs.url(src.path, expires=1), time.monotonic())
     time.sleep(2.5)

@@ -16,8 +16,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from recio import train as rtrain  # noqa: E402
-from recio.compression import dequantize_2bit, packed_words, quantize_2bit  # noqa: E402
-from recio.model import resnet  # noqa: E402
+from recio.train.compression import dequantize_2bit, packed_words, quantize_2bit  # noqa: E402
+from recio.train.model import resnet  # noqa: E402
 
 from ._train_data import make_shapes_rec  # noqa: E402
 

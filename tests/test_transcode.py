@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from recio import decode
-from recio.transcode import EncodeOptions, crop_box, encode_image, output_size, read_file
+from recio.im2rec.transcode import EncodeOptions, crop_box, encode_image, output_size, read_file
 
 from .images import encode
 
@@ -191,7 +191,7 @@ with decode.DecodePool(1, backend="native") as p:
         assert p.decode_batch([data], rgb, crops=[[3, 5, w - 9, w // 2]]).tolist() == [0]
         h.update(rgb.tobytes())
         h.update(p.resize_encode(rgb[0], (77, 61), crop=(2, 3, 190, 140)))  # im2rec's PNGs
-print(decode._native.SIMD, h.hexdigest())
+print(decode.pool._native.SIMD, h.hexdigest())
 """
 
 

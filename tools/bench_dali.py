@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
     args = parser.parse_args(argv)
 
-    from recio.dali_bench import bench_pipelines
+    from recio.dali.bench import bench_pipelines
 
     res = bench_pipelines(
         args.rec,

@@ -77,7 +77,7 @@ class Bounds:
 
         from recio import decode
         from recio.format import parse_lst
-        from recio.transcode import EncodeOptions, SkipImage, _native_job, read_file
+        from recio.im2rec.transcode import EncodeOptions, SkipImage, _native_job, read_file
 
         self.tj, self.sampling, self.quality = TurboJPEG(), TJSAMP_420, quality
         with open(lst) as f:

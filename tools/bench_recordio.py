@@ -18,7 +18,8 @@ import subprocess
 import time
 
 from recio.format import IRHeader, pack, scan_offsets
-from recio.recordio import MXIndexedRecordIO, MXRecordIO, RecordFile
+from recio.reader import RecordFile
+from recio.recordio import MXIndexedRecordIO, MXRecordIO
 
 MXNET_READ = r"""
 import sys, time, mxnet as mx

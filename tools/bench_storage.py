@@ -29,9 +29,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
 from recio import storage  # noqa: E402
-from recio.prefetch import Prefetcher  # noqa: E402
-from recio.recordio import RecordFile, default_idx_path  # noqa: E402
+from recio.reader import RecordFile, default_idx_path  # noqa: E402
 from recio.sampler import Sampler  # noqa: E402
+from recio.storage.prefetch import Prefetcher  # noqa: E402
 
 
 def read_batches(kind: str, n: int, args) -> tuple[list[np.ndarray], int | None]:

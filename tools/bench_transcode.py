@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from recio.decode import DecodePool  # noqa: E402
-from recio.transcode import jpeg_header, output_size  # noqa: E402
+from recio.im2rec.transcode import jpeg_header, output_size  # noqa: E402
 
 
 def main() -> None:

@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from recio.dali import gpu_count, resolve_device
-    from recio.dali_bench import bench_pipelines
+    from recio.dali.bench import bench_pipelines
 
     device = "cpu" if args.cpu else resolve_device("gpu")
     print(f"device={device} cuda_devices={gpu_count()}")

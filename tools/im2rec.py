@@ -10,7 +10,7 @@ import os
 import sys
 
 _CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if os.path.isfile(os.path.join(_CHECKOUT, "recio", "im2rec.py")):
+if os.path.isfile(os.path.join(_CHECKOUT, "recio", "im2rec", "__init__.py")):
     sys.path.insert(0, _CHECKOUT)
 
 # No linear algebra here: keep numpy's OpenBLAS from spinning up a thread per core (see

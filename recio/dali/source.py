@@ -3,8 +3,17 @@
 :class:`RecioSource` is the ``fn.external_source`` callable of :mod:`recio.dali`'s pipeline:
 a picklable, pure function of DALI's ``BatchInfo`` that turns one batch of the sampler's
 plan into encoded images, labels and metadata (and, with a crop, the crop windows drawn as
-the CPU iterator draws them). It needs no DALI itself. Bad images are found before DALI
-sees them (NOTE [bad images] in :mod:`recio.dali`) and skipped, replaced or raised.
+the CPU iterator draws them). It needs no DALI itself.
+
+NOTE [bad images]: DALI stops the whole pipeline on one image it cannot decode, and its
+decoders treat libjpeg *warnings* such as "Premature end of JPEG data" as errors. The source
+therefore checks every image before feeding it (:mod:`recio.decode.jpegcheck`): libjpeg's
+header parse (tables, frame, scan headers) plus a walk of the marker structure that needs an
+end-of-image marker after the last scan, which is what catches truncation. Bit flips inside
+the entropy-coded data decode (to wrong pixels) in both libjpeg and DALI and pass, as they
+do in the CPU iterator. ``validate="decode"`` adds a full libjpeg decode at 1/8 scale. A bad
+image is then skipped, replaced or raised by the same :class:`~recio.consumer.ErrorPolicy`
+as in the CPU iterator; its record id and status code travel in the metadata output.
 """
 
 from __future__ import annotations
@@ -14,16 +23,16 @@ from typing import Any
 
 import numpy as np
 
-from .augment import CropSpec, batch_rng, draw
-from .decode import STATUS_NAMES, DecodePool
-from .errors import DecodeError
-from .jpegcheck import image_problem, status_of
-from .params import unpack_batch
-from .recordio import RecordFile
-from .sampler import Sampler
+from ..augment import CropSpec, batch_rng, draw
+from ..consumer import ErrorPolicy
+from ..decode import DecodePool, Status
+from ..decode.jpegcheck import Problem, image_problem
+from ..reader import RecordFile, batch_headers
+from ..sampler import Sampler
 
 META_COLUMNS = 6  # per-sample int64 metadata: id, epoch, step, pad, bad record id, bad status
 _VALIDATE = ("none", "header", "structure", "decode")
+CROP_SOURCES = ("recio", "dali")
 
 
 _BLACK_JPEG: bytes | None = None
@@ -70,8 +79,7 @@ class RecioSource:
         start_epoch: int = 0,
         start_step: int = 0,
     ) -> None:
-        if on_error not in ("skip", "raise", "replace"):
-            raise ValueError(f"on_error must be 'skip', 'raise' or 'replace', not {on_error!r}")
+        self.policy = ErrorPolicy(on_error)
         if validate not in _VALIDATE:
             raise ValueError(f"validate must be one of {_VALIDATE}, not {validate!r}")
         self.records = records
@@ -115,7 +123,9 @@ class RecioSource:
         plan = self.sampler.plan(epoch, step)
         payloads = self.records.read_many(plan.positions)
         n = len(payloads)
-        labels, ids, starts = unpack_batch(self.records, plan.positions, payloads, self.label_width)
+        labels, ids, starts = batch_headers(
+            self.records, plan.positions, payloads, self.label_width
+        )
         meta = np.zeros((n, META_COLUMNS), dtype=np.int64)
         meta[:, 0], meta[:, 1:4], meta[:, 4] = ids, (epoch, step, plan.pad), -1
         images = [
@@ -135,10 +145,10 @@ class RecioSource:
             out.append(keep)
         return tuple(out)
 
-    def _check(self, positions: np.ndarray, images: list) -> tuple[np.ndarray, dict[int, str]]:
-        """Image sizes (from the headers) and {slot: reason} for the images DALI would reject."""
+    def _check(self, positions: np.ndarray, images: list) -> tuple[np.ndarray, dict[int, Problem]]:
+        """Image sizes (from the headers) and {slot: problem} for the images DALI would reject."""
         sizes = self._sizes[positions]
-        problems: dict[int, str] = {}
+        problems: dict[int, Problem] = {}
         if self.validate == "none" and not self.windows:
             return sizes, problems
         unknown = np.flatnonzero(sizes[:, 0] < 0)
@@ -150,56 +160,52 @@ class RecioSource:
             if self.validate != "none":
                 for j in unknown[~good]:
                     if bytes(images[j][:2]) == b"\xff\xd8" or len(images[j]) == 0:
-                        problems[int(j)] = "corrupt: libjpeg cannot read the header"
+                        problems[int(j)] = Problem(
+                            Status.CORRUPT, "corrupt: libjpeg cannot read the header"
+                        )
         if self.validate in ("structure", "decode"):
             # A record's bytes never change: check each once (~0.3 ms), not every epoch.
             todo = [j for j in np.flatnonzero(~self._valid[positions]) if j not in problems]
             for j in todo:
-                reason = image_problem(images[j], self.validate)
-                if reason:
-                    problems[int(j)] = reason
+                problem = image_problem(images[j], self.validate)
+                if problem:
+                    problems[int(j)] = problem
             if self.validate == "decode":
                 self._decode_check(images, problems, todo)
             ok = [j for j in todo if j not in problems]
             self._valid[positions[ok]] = True
         return sizes, problems
 
-    def _decode_check(self, images: list, problems: dict[int, str], todo: list) -> None:
+    def _decode_check(self, images: list, problems: dict[int, Problem], todo: list) -> None:
         todo = [j for j in todo if j not in problems]
         tiny = np.empty((len(todo), 8, 8, 3), dtype=np.uint8)  # decodes at 1/8 scale
         pool = self._header_pool()
         status = pool.decode_batch([images[j] for j in todo], tiny)
         errors = pool.last_errors()
         for k in np.flatnonzero(status):
-            problems[todo[k]] = errors[k] or STATUS_NAMES.get(int(status[k]), "bad image")
+            code = Status(int(status[k]))
+            problems[todo[k]] = Problem(code, errors[k] or code.text)
 
     def _handle_bad(self, plan, images, labels, meta, sizes, keep, problems) -> None:
-        bad = sorted(problems)
-        if self.on_error == "raise":
-            j = bad[0]
-            position = int(plan.positions[j])
-            raise DecodeError(
-                f"bad image in record id {int(meta[j, 0])} (record {position}, at byte "
-                f"{int(self.records.offsets[position])} of {self.records.url}): {problems[j]}",
-                index=j,
-                status=status_of(problems[j]),
-            )
-        for j in bad:
-            meta[j, 4], meta[j, 5] = meta[j, 0], status_of(problems[j])
-        if self.on_error == "replace":
+        status = np.zeros(len(images), dtype=np.int32)
+        reasons: list[str | None] = [None] * len(images)
+        for j, problem in problems.items():
+            status[j], reasons[j] = problem.status, problem.reason
+        fill = self.policy.fill_from(
+            status,
+            reasons,
+            lambda j: self.records.describe(int(plan.positions[j]), int(meta[j, 0])),
+            f"batch {plan.step} (epoch {plan.epoch}) of {self.records.url}",
+        )
+        bad = np.flatnonzero(status)
+        meta[bad, 4], meta[bad, 5] = meta[bad, 0], status[bad]
+        if fill is None:  # replace: a black image, masked to zero after normalisation
             black = np.frombuffer(_black_jpeg(), dtype=np.uint8)
             for j in bad:
                 images[j] = black
                 sizes[j] = (16, 16)
                 keep[j] = 0.0
             return
-        good = [j for j in range(len(images)) if j not in problems]
-        if not good:
-            raise DecodeError(
-                f"no image of batch {plan.step} (epoch {plan.epoch}) of {self.records.url} "
-                f"is valid; first problem: {problems[bad[0]]}"
-            )
-        # As in ImageRecordIter: each bad slot takes the next valid image after it (wrapping).
         for j in bad:
-            k = good[np.searchsorted(good, j) % len(good)]
+            k = fill[j]
             images[j], sizes[j], labels[j], meta[j, 0] = images[k], sizes[k], labels[k], meta[k, 0]

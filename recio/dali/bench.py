@@ -11,16 +11,18 @@ import statistics
 import time
 from typing import Any
 
-from .augment import CropSpec
-from .dali import Normalize, _dali, build_pipeline, resolve_device
-from .dali_source import RecioSource
-from .recordio import RecordFile
-from .sampler import Sampler
+from ..augment import CropSpec
+from ..config import Normalize
+from ..reader import RecordFile, default_idx_path
+from ..sampler import Sampler
+from ._device import load_dali, resolve_device
+from .pipeline import build_pipeline
+from .source import RecioSource
 
 
 def _mxnet_reader_pipeline(rec: str, idx: str, batch_size: int, shape, threads: int, device: str):
     """DALI's own ``fn.readers.mxnet`` → the same graph as the recio-fed ``crop_source='dali'``."""
-    dali = _dali()
+    dali = load_dali()
     fn, types = dali.fn, dali.types
     gpu = device == "gpu"
     dev, decode_dev = ("gpu", "mixed") if gpu else ("cpu", "cpu")
@@ -65,8 +67,6 @@ def bench_pipelines(
     times for ``seconds`` each after a warm-up; reported: medians, and the median of the
     per-round ratios (paired, so load shifts on a shared machine cancel).
     """
-    from .recordio import default_idx_path
-
     device = resolve_device(device)
     idx = idx or default_idx_path(rec)
     h, w = int(shape[0]), int(shape[1])

@@ -11,6 +11,9 @@ import os
 import numpy as np
 from PIL import Image, ImageDraw
 
+from ..format import IRHeader, pack
+from ..recordio import MXIndexedRecordIO
+
 SHAPES = ("circle", "square", "triangle", "cross")
 COLOURS = ((220, 40, 40), (40, 180, 60), (50, 80, 220), (230, 200, 30))
 
@@ -63,3 +66,18 @@ def make_sample_folder(
         image = sample_image(rng, label, size)
         image.save(os.path.join(folder, f"img_{i:05d}.jpg"), quality=quality)
     return root
+
+
+def build_sample_rec(workdir: str, num_images: int = 400, seed: int = 0) -> str:
+    """Make the sample image folder and pack it (original JPEG bytes) into workdir/sample.rec."""
+    root = make_sample_folder(os.path.join(workdir, "images"), num_images, seed=seed)
+    rec = os.path.join(workdir, "sample.rec")
+    classes = sorted(os.listdir(root))
+    with MXIndexedRecordIO(os.path.join(workdir, "sample.idx"), rec, "w") as writer:
+        key = 0
+        for label, name in enumerate(classes):
+            for fname in sorted(os.listdir(os.path.join(root, name))):
+                with open(os.path.join(root, name, fname), "rb") as f:
+                    writer.write_idx(key, pack(IRHeader(0, float(label), key, 0), f.read()))
+                key += 1
+    return rec

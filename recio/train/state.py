@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 if TYPE_CHECKING:
-    from .train import Stepper
+    from .step import Stepper
 
 log = logging.getLogger("recio.train")
 

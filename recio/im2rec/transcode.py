@@ -18,8 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import decode
-from .format import IRHeader, ListEntry, pack
+from .. import decode
+from ..format import IRHeader, ListEntry, pack
 
 
 class SkipImage(Exception):

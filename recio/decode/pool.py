@@ -1,28 +1,7 @@
-"""Decode stage: encoded images plus per-image crop and flip become pixels in a batch buffer.
-
-Python decides *what* to do (crop windows and flips, from the sampler's seeded RNG); the
-native pool (``recio._native``, libjpeg-turbo on persistent pthreads, GIL released once per
-batch) does it, writing straight into a preallocated ``out`` array. PNG and every other format
-Pillow reads go through a Pillow path with the same parameters and the same output. Without the
-extension, or with ``RECIO_DECODER=python``, the whole decoder runs on that path (slower; a
-warning says so once).
-
-Semantics shared by both backends:
-
-* ``crops[i] = [x, y, w, h]`` in source pixels is intersected with the image (clamped); a
-  window that misses the image gives status ``STATUS_BAD_PARAM``.
-* The result equals Pillow's ``convert("RGB").crop(box).resize(size, filter)`` then a
-  horizontal flip. Without DCT scaling the native path matches it to within one level (its
-  resampler is Pillow's with 14-bit instead of 22-bit weights, for SIMD); when it decodes at
-  a reduced DCT scale (``dct_scaling``) pixels differ by a level or two on average.
-* Grayscale and CMYK images come out as RGB; ``channel_order="BGR"`` swaps.
-* A failed image gets a non-zero status, its text in :meth:`DecodePool.last_errors`, and a
-  zeroed slot in ``out``; the rest of the batch completes.
-"""
+"""``DecodePool``: the Python face of the native decode pool, with the Pillow path beside it."""
 
 from __future__ import annotations
 
-import io
 import os
 import threading
 import warnings
@@ -33,29 +12,13 @@ from typing import Any
 
 import numpy as np
 
+from ._pillow import pil_decode, pil_filters, pil_size
+from .status import STATUS_NAMES, Status
+
 try:
     from recio import _native
 except ImportError:  # extension not built: the Python fallback takes over, visibly
     _native = None
-
-STATUS_OK = 0
-STATUS_EMPTY = 1
-STATUS_UNSUPPORTED = 2
-STATUS_CORRUPT = 3
-STATUS_TRUNCATED = 4
-STATUS_TOO_LARGE = 5
-STATUS_NOMEM = 6
-STATUS_BAD_PARAM = 7
-STATUS_NAMES = {
-    STATUS_OK: "ok",
-    STATUS_EMPTY: "empty",
-    STATUS_UNSUPPORTED: "unsupported",
-    STATUS_CORRUPT: "corrupt",
-    STATUS_TRUNCATED: "truncated",
-    STATUS_TOO_LARGE: "too large",
-    STATUS_NOMEM: "out of memory",
-    STATUS_BAD_PARAM: "bad parameter",
-}
 
 _INTERP = {"bilinear": 0, "area": 1, "nearest": 2}
 _LAYOUTS = {"NHWC": 0, "NCHW": 1}
@@ -215,7 +178,7 @@ class DecodePool:
             self._native.image_sizes(buffers, sizes)
         todo = [i for i in range(n) if sizes[i, 0] == -2]
         if todo:  # header reads: cheaper here than a hand-off to another thread
-            found = map(_pil_size, [buffers[i] for i in todo])
+            found = map(pil_size, [buffers[i] for i in todo])
             for i, wh in zip(todo, found, strict=True):
                 sizes[i] = wh
         return sizes
@@ -279,7 +242,7 @@ class DecodePool:
                 self._roi,
                 self.max_pixels,
             )
-            todo = [i for i in range(n) if status[i] == STATUS_UNSUPPORTED]
+            todo = [i for i in range(n) if status[i] == Status.UNSUPPORTED]
         else:
             todo = list(range(n))
         if todo:  # PNG & co. on the native backend (usually few), everything on the fallback
@@ -318,7 +281,7 @@ class DecodePool:
         Returns:
             int32 statuses and, per image, the new JPEG's bytes (None where the status is
             not 0; the text is in :meth:`last_errors`). Non-JPEG inputs get
-            ``STATUS_UNSUPPORTED``: they are for the caller to handle another way.
+            ``Status.UNSUPPORTED``: they are for the caller to handle another way.
         """
         self._check_open()
         if self.backend != "native":
@@ -453,7 +416,7 @@ class _Job:
         job.out = out[:n]
         job.layout = layout
         job.bgr = channel_order == "BGR"
-        job.resample = _pil_filters()[interpolation]
+        job.resample = pil_filters()[interpolation]
         job.crops = None
         if crops is not None:
             c = np.ascontiguousarray(crops, dtype=np.int32)
@@ -487,7 +450,7 @@ class _Job:
         """Decodes image i with Pillow into its slot; returns (status, error)."""
         crop = None if self.crops is None else self.crops[i]
         flip = bool(self.flips[i]) if self.flips is not None else False
-        status, err, pixels = _pil_decode(
+        status, err, pixels = pil_decode(
             buf, crop, flip, self.width, self.height, self.resample, max_pixels
         )
         if pixels is not None:
@@ -497,64 +460,3 @@ class _Job:
                 pixels = self.lut[np.arange(3), pixels]
             self.out[i] = pixels.transpose(2, 0, 1) if self.layout == "NCHW" else pixels
         return status, err
-
-
-def _pil_filters() -> dict[str, int]:
-    from PIL import Image
-
-    return {
-        "bilinear": Image.Resampling.BILINEAR,
-        "area": Image.Resampling.BOX,
-        "nearest": Image.Resampling.NEAREST,
-    }
-
-
-def _pil_size(buf: Any) -> tuple[int, int]:
-    from PIL import Image
-
-    try:
-        with Image.open(io.BytesIO(buf)) as im:
-            return im.size
-    except Exception:  # any unreadable header is reported as (-1, -1), never raised
-        return (-1, -1)
-
-
-def _pil_decode(
-    buf: Any,
-    crop: np.ndarray | None,
-    flip: bool,
-    width: int,
-    height: int,
-    resample: int,
-    max_pixels: int,
-) -> tuple[int, str | None, np.ndarray | None]:
-    from PIL import Image, UnidentifiedImageError
-
-    if len(memoryview(buf)) == 0:
-        return STATUS_EMPTY, "empty buffer", None
-    try:
-        with Image.open(io.BytesIO(buf)) as im:
-            w, h = im.size
-            if w * h > max_pixels:
-                msg = f"{w}x{h} image is over the limit of {max_pixels} pixels"
-                return STATUS_TOO_LARGE, msg, None
-            x0, y0, x1, y1 = 0, 0, w, h
-            if crop is not None:  # the same clamping as the native path
-                x, y, cw, ch = (int(v) for v in crop)
-                x0, y0, x1, y1 = max(x, 0), max(y, 0), min(x + cw, w), min(y + ch, h)
-                if x1 <= x0 or y1 <= y0:
-                    return STATUS_BAD_PARAM, "crop window misses the image", None
-            rgb = im.convert("RGB")
-    except UnidentifiedImageError:
-        return STATUS_UNSUPPORTED, "not an image format Pillow reads", None
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
-        status = STATUS_TRUNCATED if "truncated" in str(e) else STATUS_CORRUPT
-        return status, f"{type(e).__name__}: {e}", None
-    except MemoryError:
-        return STATUS_NOMEM, "out of memory", None
-    if (x0, y0, x1, y1) != (0, 0, w, h):
-        rgb = rgb.crop((x0, y0, x1, y1))
-    if rgb.size != (width, height):
-        rgb = rgb.resize((width, height), resample)
-    pixels = np.asarray(rgb)
-    return STATUS_OK, None, pixels[:, ::-1] if flip else pixels

@@ -1,0 +1,207 @@
+"""One benchmark run: every stage on the same data, side by side, and the verdict."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..augment import CropSpec
+from ..decode import default_backend
+from ..trace import Tracer
+from .mxnet import stage_mxnet
+from .stages import (
+    Data,
+    stage_iterator,
+    stage_native_pool,
+    stage_pillow,
+    stage_read,
+    stage_turbo_decode,
+    summary,
+    timed,
+)
+
+BASELINE = "Pillow + thread pool (ImageFolder-style)"
+DALI_STAGES = {
+    "recio": "DALI CPU fed by recio",
+    "recio_windows": "DALI CPU fed by recio, recio's crop windows",
+    "dali_mxnet": "DALI CPU readers.mxnet (DALI's own reader)",
+}
+
+
+# --- the run ----------------------------------------------------------------------
+
+
+def machine_info() -> dict:
+    info: dict[str, Any] = {
+        "cores": os.cpu_count(),
+        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+    try:
+        with open("/proc/cpuinfo") as f:
+            info["cpu"] = next(
+                (line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None
+            )
+    except OSError:
+        info["cpu"] = platform.processor()
+    versions = {"recio": __version__, "numpy": np.__version__}
+    for name in ("PIL", "turbojpeg", "fsspec", "s3fs", "torch", "nvidia.dali"):
+        try:
+            module = __import__(name, fromlist=["__version__"])
+            versions[name] = getattr(module, "__version__", "installed")
+        except Exception:
+            pass
+    info["versions"] = versions
+    info["decoder_backend"] = default_backend()
+    return info
+
+
+def run_bench(
+    rec: str,
+    *,
+    storage_options: dict | None = None,
+    threads: int | None = None,
+    batch_size: int = 64,
+    shape: tuple[int, int, int] = (3, 224, 224),
+    seconds: float = 2.0,
+    repeats: int = 3,
+    dtype: str = "uint8",
+    mxnet_python: str | None = None,
+    trace_path: str | None = None,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Measure every stage on ``rec``; returns the JSON-able result."""
+    threads = threads or len(os.sched_getaffinity(0))
+    spec = CropSpec(shape[1], shape[2], random_resized_crop=True, rand_mirror=True)
+    out_shape = (batch_size, *shape)
+    data = Data(rec, storage_options, batch_size)
+    stages: dict[str, dict] = {}
+    skipped: dict[str, str] = {}
+    mean_bytes = float(np.mean(data.image_bytes))
+
+    def measure(name: str, factory: Callable[[], tuple[Callable, Callable]]) -> None:
+        log(f"  measuring {name} ...")
+        step, close = factory()
+        try:
+            stages[name] = timed(step, seconds, repeats)
+        finally:
+            close()
+
+    measure("read", lambda: stage_read(rec, storage_options, batch_size))
+    measure("decode (libjpeg-turbo, full size)", lambda: stage_turbo_decode(data, threads))
+    measure(
+        "decode+augment (native pool)",
+        lambda: stage_native_pool(data, threads, spec, out_shape, dtype),
+    )
+    tracer = Tracer() if trace_path else None
+    measure(
+        "iterator end to end",
+        lambda: stage_iterator(rec, storage_options, threads, batch_size, shape, dtype, tracer),
+    )
+    if tracer is not None:
+        tracer.save(trace_path)
+    measure(BASELINE, lambda: stage_pillow(data, threads, spec))
+
+    mxnet_python = mxnet_python or _importable_python("mxnet")
+    if mxnet_python is None:
+        skipped["MXNet ImageRecordIter"] = "mxnet not importable (pass --mxnet-python)"
+    elif "://" in rec and not rec.startswith("file://"):
+        skipped["MXNet ImageRecordIter"] = "MXNet reads local files only"
+    else:
+        log("  measuring MXNet ImageRecordIter ...")
+        try:
+            stages["MXNet ImageRecordIter"] = stage_mxnet(
+                rec, mxnet_python, threads, batch_size, shape, seconds, repeats
+            )
+        except Exception as exc:  # a baseline failing must not end the benchmark
+            skipped["MXNet ImageRecordIter"] = f"failed: {exc}"
+    _optional_stages(
+        rec, storage_options, threads, batch_size, shape, seconds, repeats, stages, skipped, log
+    )
+
+    base = stages[BASELINE]["images_per_s"]["median"]
+    for result in stages.values():
+        rate = result["images_per_s"]["median"]
+        result["ratio_to_baseline"] = rate / base if base else None
+        result.setdefault("MB_per_s", {"median": rate * mean_bytes / 1e6})
+    pipeline = ["read", "decode+augment (native pool)"]
+    if "train step" in stages:
+        pipeline.append("train step")
+    bound = min(pipeline, key=lambda s: stages[s]["images_per_s"]["median"])
+    end_to_end = stages["iterator end to end"]["images_per_s"]["median"]
+    verdict = (
+        f"bound by {bound}: end to end {end_to_end:,.0f} images/s on {threads} threads = "
+        f"{end_to_end / threads:,.0f} images/s per core; "
+        f"{end_to_end / base:.2f}x the Pillow baseline"
+    )
+    return {
+        "recio_bench": 1,
+        "data": {"url": rec, "records": data.num_records, "mean_image_bytes": mean_bytes},
+        "config": {
+            "threads": threads,
+            "batch_size": batch_size,
+            "shape": list(shape),
+            "dtype": dtype,
+            "seconds": seconds,
+            "repeats": repeats,
+            "augmentation": "RandomResizedCrop(scale 0.08-1, ratio 3/4-4/3) + flip",
+        },
+        "machine": machine_info(),
+        "stages": stages,
+        "skipped": skipped,
+        "bound_by": bound,
+        "verdict": verdict,
+    }
+
+
+def _optional_stages(
+    rec, storage_options, threads, batch_size, shape, seconds, repeats, stages, skipped, log
+) -> None:
+    """DALI pipelines and a training step, when their extras are installed."""
+    try:
+        from ..dali import bench as dali_bench
+    except ImportError as exc:
+        skipped["DALI pipelines"] = f"the dali extra is not installed ({exc})"
+    else:
+        if "://" in rec and not rec.startswith("file://"):
+            skipped["DALI pipelines"] = "DALI's readers.mxnet reads local files only"
+        else:
+            log("  measuring DALI CPU pipelines ...")
+            try:
+                found = dali_bench.bench_pipelines(
+                    rec, batch_size, shape[1:], threads, seconds, rounds=repeats, device="cpu"
+                )
+            except Exception as exc:  # a baseline failing must not end the benchmark
+                skipped["DALI pipelines"] = f"failed: {exc}"
+            else:
+                for key, name in DALI_STAGES.items():
+                    stages[name] = {"images_per_s": summary(found["rounds"][key])}
+    try:
+        from .. import train
+    except ImportError as exc:
+        skipped["train step"] = f"the train extra is not installed ({exc})"
+    else:
+        log("  measuring train step ...")
+        try:
+            rates = [
+                train.bench_step((batch_size, *shape), steps=2, warmup=1)["images_per_s"]
+                for _ in range(repeats)
+            ]
+            stages["train step"] = {"images_per_s": summary(rates)}
+        except Exception as exc:
+            skipped["train step"] = f"failed: {exc}"
+
+
+def _importable_python(module: str) -> str | None:
+    try:
+        __import__(module)
+    except Exception:
+        return None
+    return sys.executable

@@ -1,0 +1,270 @@
+"""What an iterator is asked to do, checked once: ``IterConfig`` and its parameter groups.
+
+Both iterators, the CPU ``ImageRecordIter`` and the DALI stage, take MXNet's
+``ImageRecordIter`` keywords. :meth:`IterConfig.from_mxnet` sorts them into frozen groups
+(``CropSpec``, ``Normalize``, ``Sharding``, ``Storage``) and the top-level settings, and every
+group checks its own values, so a group built directly (``crop=CropSpec(...)``) is checked
+the same way. A bad value is a ``ValueError`` (a wrong type a ``TypeError``) that names the
+parameter and shows the value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import dist
+from .augment import CropSpec
+from .sampler import LastBatch, Shuffle
+
+__all__ = ["CropSpec", "IterConfig", "Normalize", "Sharding", "Storage"]
+
+ON_ERROR = ("skip", "raise", "replace")
+DTYPES = ("float32", "float16", "uint8")
+LAYOUTS = ("NCHW", "NHWC")
+CHANNEL_ORDERS = ("RGB", "BGR")
+INTERPOLATIONS = ("bilinear", "area", "nearest")
+
+
+def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    """``value`` if it is one of ``choices``, else a ValueError listing them."""
+    if value not in choices:
+        listed = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {listed}, not {value!r}")
+    return value
+
+
+def check_int(name: str, value: Any, minimum: int | None = None) -> int:
+    """``value`` as an int (bools and strings refused), at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__} {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, not {value}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Normalize:
+    """Output pixels: ``(pixel - mean) / std`` per channel on the 0..255 scale, dtype, layout."""
+
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    dtype: str = "float32"
+    layout: str = "NCHW"
+    channel_order: str = "RGB"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mean", tuple(float(v) for v in self.mean))
+        object.__setattr__(self, "std", tuple(float(v) for v in self.std))
+        if len(self.mean) != 3 or len(self.std) != 3:
+            raise ValueError(f"mean and std need 3 values each, not {self.mean}, {self.std}")
+        if min(self.std) <= 0:
+            raise ValueError(f"std_r/g/b must be positive, not {self.std}")
+        check_choice("dtype", self.dtype, DTYPES)
+        check_choice("layout", self.layout, LAYOUTS)
+        check_choice("channel_order", self.channel_order, CHANNEL_ORDERS)
+        if self.dtype == "uint8" and self.enabled:
+            raise ValueError("mean/std normalisation needs dtype float32 or float16, not uint8")
+
+    @property
+    def enabled(self) -> bool:
+        """Whether mean/std change the pixels at all."""
+        return self.mean != (0.0, 0.0, 0.0) or self.std != (1.0, 1.0, 1.0)
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """Which part of the data this process reads: MXNet's ``kv`` or ``part_index``/``num_parts``;
+    neither: the environment (torchrun, MPI, SLURM, torch.distributed), see :mod:`recio.dist`."""
+
+    part_index: int | None = None
+    num_parts: int | None = None
+    kv: Any = None
+
+    def resolve(self) -> dist.World:
+        """This process's rank and world size, and where they came from."""
+        return dist.discover(self.kv, self.part_index, self.num_parts)
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Where the records are read from, beside the ``.rec`` URL itself."""
+
+    path_imgidx: str | None = None  # default: the .rec name with .idx, else a scan
+    storage_options: dict[str, Any] | None = None  # fsspec options (credentials, endpoint)
+
+
+# MXNet keyword -> (group, field) for the keywords that belong to a group.
+_GROUP_KEYWORDS: dict[str, tuple[str, str]] = {
+    "resize": ("crop", "resize"),
+    "rand_crop": ("crop", "rand_crop"),
+    "random_resized_crop": ("crop", "random_resized_crop"),
+    "min_random_area": ("crop", "min_area"),
+    "max_random_area": ("crop", "max_area"),
+    "min_aspect_ratio": ("crop", "min_aspect"),
+    "max_aspect_ratio": ("crop", "max_aspect"),
+    "rand_mirror": ("crop", "rand_mirror"),
+    "dtype": ("normalize", "dtype"),
+    "layout": ("normalize", "layout"),
+    "channel_order": ("normalize", "channel_order"),
+    "part_index": ("sharding", "part_index"),
+    "num_parts": ("sharding", "num_parts"),
+    "kv": ("sharding", "kv"),
+    "path_imgidx": ("storage", "path_imgidx"),
+    "storage_options": ("storage", "storage_options"),
+}
+_MEAN_STD = ("mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b")
+
+
+@dataclass(frozen=True)
+class IterConfig:
+    """Everything an iterator needs to know, checked: the records, the order, the augmentation.
+
+    Build it from MXNet's keywords with :meth:`from_mxnet` (what the iterators do), or
+    directly. ``preprocess_threads`` and ``prefetch_buffer`` may stay None: each iterator
+    has its own default.
+    """
+
+    path_imgrec: str
+    data_shape: tuple[int, int, int]
+    batch_size: int
+    shuffle: bool = False
+    shuffle_mode: str = "global"
+    seed: int = 0
+    label_width: int = 1
+    last_batch: str = "pad"
+    on_error: str = "skip"
+    interpolation: str = "bilinear"
+    preprocess_threads: int | None = None
+    prefetch_buffer: int | None = None
+    crop: CropSpec | None = None  # None: the centre crop of the output size
+    normalize: Normalize = field(default_factory=Normalize)
+    sharding: Sharding = field(default_factory=Sharding)
+    storage: Storage = field(default_factory=Storage)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path_imgrec, str) or not self.path_imgrec:
+            raise TypeError(f"path_imgrec must be a path or URL string, not {self.path_imgrec!r}")
+        try:
+            shape = tuple(int(v) for v in self.data_shape)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"data_shape must be (channels, height, width), not {self.data_shape!r}"
+            ) from None
+        if len(shape) != 3 or min(shape) <= 0:
+            raise ValueError(f"data_shape must be (channels, height, width), not {self.data_shape}")
+        if shape[0] != 3:
+            raise ValueError(f"data_shape must have 3 channels (RGB), not {shape[0]}")
+        object.__setattr__(self, "data_shape", shape)
+        check_int("batch_size", self.batch_size, 1)
+        check_int("seed", self.seed)
+        check_int("label_width", self.label_width, 1)
+        check_choice(
+            "shuffle_mode", self.shuffle_mode, [s.value for s in Shuffle if s.value != "none"]
+        )
+        check_choice("last_batch", self.last_batch, [b.value for b in LastBatch])
+        check_choice("on_error", self.on_error, ON_ERROR)
+        check_choice("interpolation", self.interpolation, INTERPOLATIONS)
+        if self.preprocess_threads is not None:
+            check_int("preprocess_threads", self.preprocess_threads, 1)
+        if self.prefetch_buffer is not None:
+            check_int("prefetch_buffer", self.prefetch_buffer, 1)
+        if self.crop is None:
+            object.__setattr__(self, "crop", CropSpec(shape[1], shape[2]))
+        elif (self.crop.out_height, self.crop.out_width) != shape[1:]:
+            raise ValueError(
+                f"crop gives {self.crop.out_height}x{self.crop.out_width} images, "
+                f"data_shape asks for {shape[1]}x{shape[2]}"
+            )
+
+    @property
+    def shuffle_kind(self) -> Shuffle:
+        """The sampler's shuffle: none, or ``shuffle_mode`` when ``shuffle`` is on."""
+        return Shuffle(self.shuffle_mode) if self.shuffle else Shuffle.NONE
+
+    @property
+    def batch_shape(self) -> tuple[int, int, int, int]:
+        """The shape of one batch's data, in the configured layout."""
+        c, h, w = self.data_shape
+        n = self.batch_size
+        return (n, c, h, w) if self.normalize.layout == "NCHW" else (n, h, w, c)
+
+    @classmethod
+    def from_mxnet(
+        cls,
+        path_imgrec: str | None = None,
+        data_shape: Sequence[int] | None = None,
+        batch_size: int | None = None,
+        *,
+        crop: CropSpec | None = None,
+        normalize: Normalize | None = None,
+        sharding: Sharding | None = None,
+        storage: Storage | None = None,
+        round_batch: bool = True,
+        **keywords: Any,
+    ) -> IterConfig:
+        """The config that MXNet's ``ImageRecordIter`` keywords describe.
+
+        Group keywords (``rand_crop``, ``mean_r``, ``part_index``, ``path_imgidx``, ...) fill
+        their group; a group may instead be given whole (``crop=CropSpec(...)``), but not
+        both. ``round_batch`` (MXNet) picks ``last_batch`` when that is not given: pad, or
+        roll over into the next epoch.
+
+        Raises:
+            TypeError: an unknown keyword (the message lists them) or a value of the wrong
+                type.
+            ValueError: a value out of range; the message names it and shows the value.
+        """
+        missing = [
+            name
+            for name, value in (("path_imgrec", path_imgrec), ("data_shape", data_shape),
+                                ("batch_size", batch_size))
+            if value is None
+        ]  # fmt: skip
+        if missing:
+            raise TypeError(f"ImageRecordIter needs {', '.join(missing)}")
+        given = {"crop": crop, "normalize": normalize, "sharding": sharding, "storage": storage}
+        parts: dict[str, dict[str, Any]] = {name: {} for name in given}
+        top: dict[str, Any] = {}
+        top_fields = {f.name for f in dataclasses.fields(cls)} - set(given)
+        unknown = []
+        for key, value in keywords.items():
+            if key in _GROUP_KEYWORDS:
+                group, name = _GROUP_KEYWORDS[key]
+                parts[group][name] = value
+            elif key in _MEAN_STD:
+                parts["normalize"].setdefault("_" + key, value)
+            elif key in top_fields:
+                top[key] = value
+            else:
+                unknown.append(key)
+        if unknown:
+            raise TypeError(f"ImageRecordIter got unsupported arguments: {sorted(unknown)}")
+        mean_std = {
+            k[1:]: parts["normalize"].pop(k) for k in list(parts["normalize"]) if k[0] == "_"
+        }
+        if mean_std:
+            parts["normalize"]["mean"] = tuple(float(mean_std.get(f"mean_{c}", 0.0)) for c in "rgb")
+            parts["normalize"]["std"] = tuple(float(mean_std.get(f"std_{c}", 1.0)) for c in "rgb")
+        shape = tuple(data_shape)
+        groups: dict[str, Any] = {}
+        for name, value in given.items():
+            if value is not None and parts[name]:
+                raise TypeError(f"give {name}= or the keywords {sorted(parts[name])}, not both")
+            if value is not None:
+                groups[name] = value
+            elif name == "crop":
+                if len(shape) != 3:
+                    raise ValueError(f"data_shape must be (channels, height, width), not {shape}")
+                groups[name] = CropSpec(int(shape[1]), int(shape[2]), **parts[name])
+            else:
+                groups[name] = {"normalize": Normalize, "sharding": Sharding, "storage": Storage}[
+                    name
+                ](**parts[name])
+        if top.get("last_batch") is None:
+            top["last_batch"] = "pad" if round_batch else "rollover"
+        return cls(path_imgrec, shape, batch_size, **top, **groups)

@@ -1,0 +1,49 @@
+"""The decoder's status codes: one per image, 0 for success.
+
+The codes are defined once, by the C core (``rc_status`` in ``native/decode_core.h``); this
+enum gives them names in Python, and a test checks it against ``recio._native.STATUS_NAMES``
+so that the two can never drift apart. The Pillow path and the JPEG checks report the same
+codes.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Status(enum.IntEnum):
+    """Why an image of a batch did (not) decode."""
+
+    OK = 0
+    EMPTY = 1
+    UNSUPPORTED = 2  # not a JPEG: the native path hands it to Pillow
+    CORRUPT = 3
+    TRUNCATED = 4
+    TOO_LARGE = 5  # over max_pixels: refused before anything is allocated
+    NOMEM = 6
+    BAD_PARAM = 7  # e.g. a crop window that misses the image
+
+    @property
+    def text(self) -> str:
+        """Lower-case words for messages ("too large")."""
+        return STATUS_NAMES[self]
+
+
+STATUS_OK = Status.OK
+STATUS_EMPTY = Status.EMPTY
+STATUS_UNSUPPORTED = Status.UNSUPPORTED
+STATUS_CORRUPT = Status.CORRUPT
+STATUS_TRUNCATED = Status.TRUNCATED
+STATUS_TOO_LARGE = Status.TOO_LARGE
+STATUS_NOMEM = Status.NOMEM
+STATUS_BAD_PARAM = Status.BAD_PARAM
+STATUS_NAMES: dict[int, str] = {
+    Status.OK: "ok",
+    Status.EMPTY: "empty",
+    Status.UNSUPPORTED: "unsupported",
+    Status.CORRUPT: "corrupt",
+    Status.TRUNCATED: "truncated",
+    Status.TOO_LARGE: "too large",
+    Status.NOMEM: "out of memory",
+    Status.BAD_PARAM: "bad parameter",
+}

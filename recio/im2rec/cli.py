@@ -1,0 +1,247 @@
+"""``recio im2rec``: MXNet's ``tools/im2rec.py`` command line, and recio's additions."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+from .. import storage
+from .lists import DEFAULT_EXTS, MXNET_SEED, find_lists, make_lists
+from .pack import PackReport, TooManyErrors, output_names, pack_list
+from .transcode import (
+    EncodeOptions,
+)
+
+log = logging.getLogger("recio.im2rec")
+
+# Exit codes of ``run``.
+EXIT_OK, EXIT_SKIPPED, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """MXNet im2rec's arguments, plus recio's (reports, error budget, shards, storage)."""
+    parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
+    parser.add_argument("prefix", help="prefix of input/output lst and rec files (path or URL)")
+    parser.add_argument("root", help="path to folder containing images")
+    c = parser.add_argument_group("Options for creating image lists")
+    c.add_argument(
+        "--list",
+        action="store_true",
+        help="create image list(s) from ROOT as PREFIX.lst instead of packing",
+    )
+    c.add_argument(
+        "--exts", nargs="+", default=list(DEFAULT_EXTS), help="list of acceptable image extensions"
+    )
+    c.add_argument("--chunks", type=int, default=1, help="number of chunks")
+    c.add_argument(
+        "--train-ratio", type=float, default=1.0, help="ratio of images to use for training"
+    )
+    c.add_argument("--test-ratio", type=float, default=0, help="ratio of images to use for testing")
+    c.add_argument(
+        "--recursive",
+        action="store_true",
+        help="walk sub-folders, one label per folder (sorted); else ROOT only, label 0",
+    )
+    c.add_argument(
+        "--no-shuffle", dest="shuffle", action="store_false", help="keep the walk order in the .lst"
+    )
+    c.add_argument(
+        "--seed", type=int, default=MXNET_SEED, help="shuffle seed (MXNet's im2rec always uses 100)"
+    )
+    r = parser.add_argument_group("Options for creating database")
+    r.add_argument(
+        "--pass-through",
+        action="store_true",
+        help="store the file bytes as they are (checked, not decoded)",
+    )
+    r.add_argument(
+        "--resize",
+        type=int,
+        default=0,
+        help="resize the shorter edge to this size; 0 keeps the size",
+    )
+    r.add_argument("--center-crop", action="store_true", help="crop the centre square first")
+    r.add_argument(
+        "--quality", type=int, default=95, help="JPEG quality 1-100, or PNG compression 0-9"
+    )
+    r.add_argument(
+        "--num-thread",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="workers that decode/resize/encode (see --pool); output order never changes",
+    )
+    r.add_argument(
+        "--pool",
+        choices=["process", "thread"],
+        default=None,
+        help="worker kind; default: threads for JPEG output (encoded in C, GIL released) and "
+        "--pass-through, processes for PNG output",
+    )
+    r.add_argument(
+        "--color",
+        type=int,
+        default=1,
+        choices=[-1, 0, 1],
+        help="1: colour, 0: grayscale, -1: as stored (alpha kept for .png)",
+    )
+    r.add_argument(
+        "--encoding", default=".jpg", choices=[".jpg", ".png"], help="encoding of the stored images"
+    )
+    r.add_argument(
+        "--pack-label",
+        action="store_true",
+        help="store every label column of the .lst (multi-label)",
+    )
+    x = parser.add_argument_group("recio additions")
+    x.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help="write N balanced .rec/.idx pairs (STEM-0000k-of-0000N.rec)",
+    )
+    x.add_argument(
+        "--output",
+        metavar="FOLDER",
+        help="write .rec/.idx/.report.json here (path or URL), not beside the .lst",
+    )
+    x.add_argument(
+        "--max-errors",
+        type=int,
+        default=None,
+        help="abort (and write nothing) once more than N files were skipped",
+    )
+    x.add_argument("--allow-skips", action="store_true", help="exit 0 even when files were skipped")
+    x.add_argument(
+        "--no-report", dest="report", action="store_false", help="do not write STEM.report.json"
+    )
+    x.add_argument(
+        "--storage-options",
+        metavar="JSON",
+        help='fsspec options as JSON, e.g. \'{"endpoint_url": "http://127.0.0.1:8333"}\'',
+    )
+    x.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
+
+
+def _absolute(url: str) -> str:
+    return os.path.abspath(storage.local_path(url)) if storage.is_local(url) else url
+
+
+def _write_report(report: PackReport, stem: str, storage_options: dict | None) -> None:
+    out = storage.AtomicOutput(stem + ".report.json", storage_options)
+    out.write(report.to_json().encode())
+    out.commit()
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM stops like Ctrl-C, so writers are aborted rather than left half-written."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run im2rec as parsed by ``add_arguments``; returns the exit code."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.WARNING if args.quiet else logging.INFO,
+            format="im2rec: %(message)s",
+            stream=sys.stderr,
+        )
+    options = json.loads(args.storage_options) if args.storage_options else None
+    prefix, root = _absolute(args.prefix), os.path.abspath(args.root)
+    if args.list:
+        make_lists(
+            prefix,
+            root,
+            recursive=args.recursive,
+            exts=args.exts,
+            chunks=args.chunks,
+            train_ratio=args.train_ratio,
+            test_ratio=args.test_ratio,
+            shuffle=args.shuffle,
+            seed=args.seed,
+            storage_options=options,
+        )
+        return EXIT_OK
+    try:
+        opts = EncodeOptions(
+            pass_through=args.pass_through,
+            resize=args.resize,
+            center_crop=args.center_crop,
+            quality=args.quality,
+            color=args.color,
+            encoding=args.encoding,
+            pack_label=args.pack_label,
+        )
+    except ValueError as exc:
+        log.error("%s", exc)
+        return EXIT_FAILED
+    lists = find_lists(prefix, options)
+    if not lists:
+        log.error("no .lst file with prefix %s (make one with --list)", prefix)
+        return EXIT_FAILED
+    code = EXIT_OK
+    with _sigterm_as_interrupt():
+        for lst in lists:
+            stem = lst[: -len(".lst")]
+            if args.output:
+                stem = _absolute(args.output).rstrip("/") + "/" + stem.rsplit("/", 1)[-1]
+            log.info("creating %s from %s", output_names(stem, args.shards)[0][0], lst)
+            report = PackReport(list=lst, outputs=[])
+            try:
+                pack_list(
+                    lst,
+                    root,
+                    opts,
+                    out_stem=stem,
+                    num_thread=args.num_thread,
+                    pool=args.pool,
+                    shards=args.shards,
+                    max_errors=args.max_errors,
+                    storage_options=options,
+                    progress=not args.quiet,
+                    report=report,
+                )
+            except TooManyErrors as exc:
+                log.error("%s; nothing written for %s", exc, lst)
+                code = EXIT_FAILED
+            except KeyboardInterrupt:
+                log.error("interrupted; partial output of %s removed", lst)
+                code = EXIT_INTERRUPTED
+            finally:
+                if args.report:
+                    _write_report(report, stem, options)
+            log.info("%s", report.summary())
+            if code != EXIT_OK:
+                return code
+            if report.skipped and not args.allow_skips:
+                code = EXIT_SKIPPED
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m recio.im2rec PREFIX ROOT ...``, the same as ``recio im2rec``."""
+    parser = argparse.ArgumentParser(prog="im2rec", description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

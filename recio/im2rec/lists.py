@@ -1,0 +1,131 @@
+"""Making ``.lst`` files: the images of a folder, MXNet's labels, shuffle and split."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .. import storage
+from ..format import ListEntry, format_lst_line
+
+log = logging.getLogger("recio.im2rec")
+
+DEFAULT_EXTS = (".jpeg", ".jpg", ".png")
+#: MXNet's im2rec hard-codes this shuffle seed.
+MXNET_SEED = 100
+
+
+def list_images(root: str, recursive: bool = False, exts: Iterable[str] = DEFAULT_EXTS):
+    """``(index, relpath, label)`` for every image under ``root``, as MXNet lists them.
+
+    Recursive: a top-down walk with sorted sub-folders and files; each folder that
+    holds an image gets the next label when its first image is seen.
+    """
+    exts = {e.lower() for e in exts}
+    items: list[ListEntry] = []
+    if recursive:
+        cat: dict[str, int] = {}
+        for path, dirs, files in os.walk(root, followlinks=True):
+            dirs.sort()  # in place: os.walk descends in this order
+            files.sort()
+            for fname in files:
+                fpath = os.path.join(path, fname)
+                if os.path.splitext(fname)[1].lower() in exts and os.path.isfile(fpath):
+                    label = cat.setdefault(path, len(cat))
+                    items.append(
+                        ListEntry(len(items), (float(label),), os.path.relpath(fpath, root))
+                    )
+        for path, label in cat.items():
+            log.info("label %d: %s", label, os.path.relpath(path, root))
+    else:
+        for fname in sorted(os.listdir(root)):
+            fpath = os.path.join(root, fname)
+            if os.path.splitext(fname)[1].lower() in exts and os.path.isfile(fpath):
+                items.append(ListEntry(len(items), (0.0,), os.path.relpath(fpath, root)))
+    return items
+
+
+def split_list(
+    items: Sequence[ListEntry],
+    prefix: str,
+    *,
+    chunks: int = 1,
+    train_ratio: float = 1.0,
+    test_ratio: float = 0.0,
+) -> list[tuple[str, list[ListEntry]]]:
+    """``(lst_name, entries)`` for each file MXNet's ``make_list`` writes, same names and cuts."""
+    if chunks < 1:
+        raise ValueError(f"chunks must be >= 1, not {chunks}")
+    n = len(items)
+    chunk_size = (n + chunks - 1) // chunks
+    out = []
+    for i in range(chunks):
+        chunk = list(items[i * chunk_size : (i + 1) * chunk_size])
+        suffix = f"_{i}" if chunks > 1 else ""
+        # MXNet cuts by the nominal chunk size, not len(chunk): kept for equal outputs.
+        sep = int(chunk_size * train_ratio)
+        sep_test = int(chunk_size * test_ratio)
+        if train_ratio == 1.0:
+            out.append((f"{prefix}{suffix}.lst", chunk))
+            continue
+        if test_ratio:
+            out.append((f"{prefix}{suffix}_test.lst", chunk[:sep_test]))
+        if train_ratio + test_ratio < 1.0:
+            out.append((f"{prefix}{suffix}_val.lst", chunk[sep_test + sep :]))
+        out.append((f"{prefix}{suffix}_train.lst", chunk[sep_test : sep_test + sep]))
+    return out
+
+
+def make_lists(
+    prefix: str,
+    root: str,
+    *,
+    recursive: bool = False,
+    exts: Iterable[str] = DEFAULT_EXTS,
+    chunks: int = 1,
+    train_ratio: float = 1.0,
+    test_ratio: float = 0.0,
+    shuffle: bool = True,
+    seed: int = MXNET_SEED,
+    storage_options: dict[str, Any] | None = None,
+) -> list[str]:
+    """Write the ``.lst`` file(s) for the images under ``root``; returns their names."""
+    items = list_images(root, recursive, exts)
+    if shuffle:
+        random.Random(seed).shuffle(items)  # same sequence as random.seed(seed); shuffle()
+    written = []
+    for name, entries in split_list(
+        items, prefix, chunks=chunks, train_ratio=train_ratio, test_ratio=test_ratio
+    ):
+        out = storage.AtomicOutput(name, storage_options)
+        try:
+            out.write("".join(format_lst_line(e) for e in entries).encode())
+        except BaseException:
+            out.abort()
+            raise
+        out.commit()
+        written.append(name)
+        log.info("wrote %s (%d images)", name, len(entries))
+    return written
+
+
+def find_lists(prefix: str, storage_options: dict[str, Any] | None = None) -> list[str]:
+    """The ``.lst`` files MXNet would pack for ``prefix``: every ``PREFIX*.lst`` in its folder.
+
+    A prefix that is a folder means every ``.lst`` in it.
+    """
+    if storage.is_local(prefix):
+        prefix = os.path.abspath(storage.local_path(prefix))
+        folder = prefix if os.path.isdir(prefix) else os.path.dirname(prefix)
+        names = [os.path.join(folder, f) for f in sorted(os.listdir(folder))]
+        names = [n for n in names if os.path.isfile(n)]
+    else:
+        fs, path = storage.filesystem(prefix, storage_options)
+        protocol = storage.split_protocol(prefix)[0]
+        folder = path if fs.isdir(path) else path.rsplit("/", 1)[0]
+        names = sorted(f"{protocol}://{p}" for p in fs.ls(folder, detail=False))
+        prefix = f"{protocol}://{path}"
+    return [n for n in names if n.startswith(prefix) and n.endswith(".lst")]

@@ -1,0 +1,242 @@
+""".lst → .rec/.idx: a pool encodes the images, writers publish only complete files.
+
+NOTE [output order]: records are written in ``.lst`` order whatever ``--num-thread`` is,
+and each image's bytes depend only on its file and the options, so the same input and
+seed give byte-identical ``.rec``/``.idx`` files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import signal
+import sys
+import time
+import warnings
+from collections import deque
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from .. import storage
+from ..format import ListEntry, parse_lst
+from ..recordio import MXIndexedRecordIO
+from .transcode import (
+    EncodeOptions,
+    make_records,
+    native_available,
+)
+
+log = logging.getLogger("recio.im2rec")
+
+
+class TooManyErrors(RuntimeError):
+    """More files were skipped than ``max_errors`` allows."""
+
+
+@dataclasses.dataclass
+class PackReport:
+    """What packing one ``.lst`` did; ``status`` is complete, aborted or interrupted."""
+
+    list: str
+    outputs: list[str]
+    images: int = 0
+    written: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    skipped: list[dict] = dataclasses.field(default_factory=list)
+    status: str = "running"
+    options: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def images_per_second(self) -> float:
+        return (self.written + len(self.skipped)) / self.seconds if self.seconds else 0.0
+
+    def to_json(self) -> str:
+        d = dataclasses.asdict(self)
+        d["images_per_second"] = round(self.images_per_second, 1)
+        d["seconds"] = round(self.seconds, 3)
+        return json.dumps(d, indent=1) + "\n"
+
+    def summary(self) -> str:
+        s = (
+            f"{self.list}: {self.status}; {self.written} of {self.images} images written "
+            f"({self.bytes / 1e6:.1f} MB) in {self.seconds:.1f} s "
+            f"({self.images_per_second:.0f} images/s), {len(self.skipped)} skipped"
+        )
+        return s + "".join(f"\n  skipped {x['path']}: {x['reason']}" for x in self.skipped)
+
+
+def output_names(stem: str, shards: int = 1) -> list[tuple[str, str]]:
+    """``(rec, idx)`` names: ``STEM.rec`` or ``STEM-00000-of-00004.rec`` ... for shards."""
+    if shards == 1:
+        return [(stem + ".rec", stem + ".idx")]
+    return [
+        (f"{stem}-{k:05d}-of-{shards:05d}.rec", f"{stem}-{k:05d}-of-{shards:05d}.idx")
+        for k in range(shards)
+    ]
+
+
+def read_list(url: str, storage_options: dict[str, Any] | None = None):
+    """``(entries, bad_lines)`` of a .lst; bad lines are kept to report, as MXNet skips them."""
+    entries, bad = [], []
+    for lineno, line in enumerate(storage.read_text(url, storage_options).splitlines(), 1):
+        try:
+            entries.extend(parse_lst([line], path=url))
+        except ValueError as exc:
+            bad.append({"index": None, "path": f"{url}:{lineno}", "reason": str(exc)})
+    return entries, bad
+
+
+def _ignore_sigint() -> None:
+    # Ctrl-C is the parent's to handle: it cancels the work and aborts the writers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _make_pool(kind: str, workers: int):
+    if kind == "thread":
+        return ThreadPoolExecutor(workers, thread_name_prefix="im2rec")
+    import multiprocessing  # only here: its import costs ~20 ms of every command's start-up
+    from concurrent.futures import ProcessPoolExecutor
+
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    return ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_sigint)
+
+
+def default_pool(opts: EncodeOptions) -> str:
+    """Threads where the work releases the GIL (pass-through, JPEG → JPEG in C); else
+    processes, as Pillow's Python-level work would serialise threads."""
+    if opts.pass_through or (opts.encoding == ".jpg" and native_available()):
+        return "thread"
+    return "process"
+
+
+def _paired(entries: Sequence[ListEntry], results: list) -> Iterable[tuple]:
+    return ((e, payload, reason) for e, (payload, reason) in zip(entries, results, strict=True))
+
+
+def _record_stream(
+    entries: Sequence[ListEntry],
+    root: str,
+    opts: EncodeOptions,
+    num_thread: int,
+    pool: str = "process",
+) -> Iterable[tuple[ListEntry, bytes | None, str | None]]:
+    """Records in ``entries`` order, made by ``num_thread`` workers (NOTE [output order]).
+
+    Work goes out in small batches; at most ``4 * num_thread`` batches are in flight
+    or waiting to be written, so memory does not grow with the dataset.
+    """
+    # Batches amortise the hand-off (and, for processes, the pickling).
+    batch = 8
+    batches = (entries[i : i + batch] for i in range(0, len(entries), batch))
+    if num_thread <= 1:
+        for chunk in batches:
+            yield from _paired(chunk, make_records(chunk, root, opts))
+        return
+    window = max(4, 4 * num_thread)
+    with _make_pool(pool, num_thread) as executor:
+        pending: deque[tuple[Sequence[ListEntry], Future]] = deque()
+        try:
+            for chunk in batches:
+                pending.append((chunk, executor.submit(make_records, chunk, root, opts)))
+                if len(pending) >= window:
+                    chunk, future = pending.popleft()
+                    yield from _paired(chunk, future.result())
+            while pending:
+                chunk, future = pending.popleft()
+                yield from _paired(chunk, future.result())
+        finally:  # on error or Ctrl-C: drop queued work; running batches finish quickly
+            for _, future in pending:
+                future.cancel()
+
+
+def pack_list(
+    lst: str,
+    root: str,
+    opts: EncodeOptions | None = None,
+    *,
+    out_stem: str | None = None,
+    num_thread: int = 1,
+    pool: str | None = None,
+    shards: int = 1,
+    max_errors: int | None = None,
+    storage_options: dict[str, Any] | None = None,
+    progress: bool = False,
+    report: PackReport | None = None,
+) -> PackReport:
+    """Pack the images of ``lst`` (relative to ``root``) into ``out_stem``.rec/.idx.
+
+    ``out_stem`` defaults to the list's name without ``.lst`` (MXNet's naming). With
+    ``shards`` > 1 the k-th written record goes to shard k mod ``shards``. Bad files are
+    skipped and listed in the report; past ``max_errors`` skips, TooManyErrors is raised.
+    On any exception (Ctrl-C too) every writer is aborted, so no output looks whole,
+    and ``report.status`` says why (pass ``report`` to read it after an exception).
+    ``pool`` is "process" or "thread" (default: :func:`default_pool`).
+    """
+    if shards < 1:
+        raise ValueError(f"shards must be >= 1, not {shards}")
+    opts = opts or EncodeOptions()
+    if out_stem is None:
+        out_stem = lst[: -len(".lst")] if lst.endswith(".lst") else lst
+    stem = out_stem
+    names = output_names(stem, shards)
+    if report is None:
+        report = PackReport(list=lst, outputs=[])
+    report.list, report.outputs = lst, [n for pair in names for n in pair]
+    report.options = dataclasses.asdict(opts)
+    start = time.perf_counter()
+    entries, bad_lines = read_list(lst, storage_options)
+    report.images = len(entries)
+    report.skipped.extend(bad_lines)
+    from tqdm import tqdm
+
+    writers: list[MXIndexedRecordIO] = []
+    bar = tqdm(
+        total=len(entries),
+        unit="img",
+        desc=os.path.basename(stem),
+        disable=not progress,
+        dynamic_ncols=True,
+        mininterval=0.5,
+        file=sys.stderr,
+    )
+    try:
+        for rec, idx in names:
+            writers.append(MXIndexedRecordIO(idx, rec, "w", storage_options=storage_options))
+        with warnings.catch_warnings():
+            # libjpeg-turbo warns on recoverable damage (as OpenCV accepts it); keep quiet
+            warnings.filterwarnings("ignore", module="turbojpeg")
+            kind = pool or default_pool(opts)
+            for entry, payload, reason in _record_stream(entries, root, opts, num_thread, kind):
+                if payload is None:
+                    report.skipped.append(
+                        {"index": entry.index, "path": entry.path, "reason": reason}
+                    )
+                    log.debug("skipped %s: %s", entry.path, reason)
+                    if max_errors is not None and len(report.skipped) > max_errors:
+                        raise TooManyErrors(
+                            f"{len(report.skipped)} files skipped, more than --max-errors "
+                            f"{max_errors} (last: {entry.path}: {reason})"
+                        )
+                else:
+                    writers[report.written % shards].write_idx(entry.index, payload)
+                    report.written += 1
+                bar.update(1)
+    except BaseException as exc:
+        for w in writers:
+            w.abort()
+        report.status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "aborted"
+        report.seconds = time.perf_counter() - start
+        raise
+    finally:
+        bar.close()
+    report.bytes = sum(w.tell() for w in writers)
+    for w in writers:
+        w.close()
+    report.seconds = time.perf_counter() - start
+    report.status = "complete"
+    return report

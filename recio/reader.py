@@ -1,0 +1,257 @@
+"""The engine's reader: random access to the records of a ``.rec`` by position in its index.
+
+``RecordFile`` takes record offsets from the ``.idx`` (or a scan of the file when there is
+none) and reads payloads zero-copy from local files, by ranged reads from remote ones.
+``RecordCursor`` parses records at arbitrary offsets of any ``ByteSource``; MXNet's sequential
+``MXRecordIO`` reader (:mod:`recio.recordio`) walks a file with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import storage
+from .errors import CorruptRecordError, IndexMismatchError, RecordIOError, TruncatedRecordError
+from .format import IR_HEADER_SIZE, parse_idx, read_record, scan_offsets, unpack_labels
+
+__all__ = ["RecordCursor", "RecordFile", "batch_headers", "default_idx_path", "scan_source"]
+
+# Remote sequential reads fetch this much at a time.
+_WINDOW = 8 << 20
+
+
+class RecordCursor:
+    """Parses records at arbitrary offsets of a ByteSource.
+
+    Local sources are parsed in place (zero-copy). Remote ones through a
+    window of the file that grows or moves as records need.
+    """
+
+    def __init__(self, source: storage.ByteSource) -> None:
+        self.source = source
+        self._buffer = getattr(source, "buffer", None)
+        self._window = memoryview(b"")
+        self._window_start = 0
+
+    def read_at(
+        self, offset: int, record_index: int | None = None
+    ) -> tuple[memoryview | bytes, int]:
+        if self._buffer is not None:
+            return read_record(
+                self._buffer, offset, path=self.source.url, record_index=record_index
+            )
+        while True:
+            start = self._window_start
+            inside = start <= offset <= start + len(self._window)
+            window_at_eof = start + len(self._window) >= self.source.size
+            if inside:
+                try:
+                    payload, next_offset = read_record(
+                        self._window,
+                        offset - start,
+                        path=self.source.url,
+                        record_index=record_index,
+                        base=start,
+                    )
+                    return payload, start + next_offset
+                except TruncatedRecordError:
+                    if window_at_eof:
+                        raise
+                    grow = max(_WINDOW, 2 * len(self._window))
+                else:
+                    grow = _WINDOW
+            else:
+                grow = _WINDOW
+            length = min(grow, self.source.size - offset)
+            self._window = memoryview(self.source.read(offset, length))
+            self._window_start = offset
+
+
+def check_offsets(
+    idx_path: str, keys: Sequence, offsets: Sequence[int], source: storage.ByteSource
+) -> None:
+    for i, offset in enumerate(offsets):
+        if offset < 0 or offset >= source.size or offset % 4:
+            why = "past the end" if offset >= source.size else "not 4-byte aligned"
+            raise IndexMismatchError(
+                f"{idx_path} gives key {keys[i]} offset {offset}, {why} of {source.url} "
+                f"({source.size} bytes)",
+                path=idx_path,
+                offset=offset,
+                record_index=i,
+            )
+
+
+def not_a_record_start(idx_path: str, key, offset: int, exc: RecordIOError) -> RecordIOError:
+    if exc.offset != offset:
+        return exc
+    return IndexMismatchError(
+        f"{idx_path} gives key {key} offset {offset}, which is not a record start ({exc})",
+        path=idx_path,
+        offset=offset,
+        record_index=exc.record_index,
+    )
+
+
+class RecordFile:
+    """Random access to every record of a ``.rec``, by position in its index.
+
+    Offsets come from ``idx_url`` (default: the ``.rec`` name with ``.idx``) or,
+    when there is no ``.idx``, from a scan of the file. ``read(i)`` returns the
+    payload of the i-th record in index order: a zero-copy memoryview for local
+    files. ``read_many`` fetches several records, concurrently for remote files.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        idx_url: str | None = None,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        fetch: storage.FetchOptions | None = None,
+        cache_dir: str | None = None,
+    ) -> None:
+        self.url = str(url)
+        self.storage_options = storage_options
+        self.fetch, self.cache_dir = fetch, cache_dir
+        self.source = storage.open_source(
+            self.url, storage_options, fetch=fetch, cache_dir=cache_dir
+        )
+        self._cursor = RecordCursor(self.source)
+        if idx_url is None:
+            candidate = default_idx_path(self.url)
+            idx_url = candidate if storage.exists(candidate, storage_options) else None
+        self.idx_url = idx_url
+        if idx_url is not None:
+            entries = parse_idx(storage.read_text(idx_url, storage_options), path=idx_url)
+            self.keys = np.array([k for k, _ in entries], dtype=np.int64)
+            self.offsets = np.array([o for _, o in entries], dtype=np.int64)
+            check_offsets(idx_url, self.keys, self.offsets, self.source)
+        else:
+            self.offsets = np.array(scan_source(self.source), dtype=np.int64)
+            self.keys = np.arange(len(self.offsets), dtype=np.int64)
+        # Each record's byte extent: up to the next record start in file order.
+        order = np.argsort(self.offsets, kind="stable")
+        ends = np.empty_like(self.offsets)
+        sorted_offsets = self.offsets[order]
+        ends[order] = np.append(sorted_offsets[1:], self.source.size)
+        self.lengths = ends - self.offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def read(self, i: int) -> memoryview | bytes:
+        offset = int(self.offsets[i])
+        try:
+            payload, _ = self._cursor.read_at(offset, i) if self._is_local else self._read_remote(i)
+        except CorruptRecordError as exc:
+            key = int(self.keys[i])
+            raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
+        return payload
+
+    @property
+    def _is_local(self) -> bool:
+        return isinstance(self.source, storage.MappedSource)
+
+    def _read_remote(self, i: int) -> tuple[memoryview | bytes, int]:
+        offset, length = int(self.offsets[i]), int(self.lengths[i])
+        return self._parse_extent(i, self.source.read(offset, length))
+
+    def _parse_extent(self, i: int, data) -> tuple[memoryview | bytes, int]:
+        offset = int(self.offsets[i])
+        return read_record(memoryview(data), 0, path=self.url, record_index=i, base=offset)
+
+    def read_many(self, indices: Sequence[int]) -> list[memoryview | bytes]:
+        """Payloads of several records (remote: one concurrent ranged fetch)."""
+        if self._is_local:
+            return [self.read(int(i)) for i in indices]
+        ranges = [(int(self.offsets[i]), int(self.lengths[i])) for i in indices]
+        datas = self.source.read_ranges(ranges)
+        out = []
+        for i, data in zip(indices, datas, strict=False):
+            try:
+                out.append(self._parse_extent(int(i), data)[0])
+            except CorruptRecordError as exc:
+                key, offset = int(self.keys[i]), int(self.offsets[i])
+                raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
+        return out
+
+    def describe(self, position: int, record_id: int | None = None) -> str:
+        """ "record id N (record P, at byte B of URL)", for messages about one record."""
+        where = f"record {position}, at byte {int(self.offsets[position])} of {self.url}"
+        return f"record id {record_id} ({where})" if record_id is not None else where
+
+    def close(self) -> None:
+        self.source.close()
+
+    def __enter__(self) -> RecordFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict:
+        return {
+            "url": self.url,
+            "idx_url": self.idx_url,
+            "storage_options": self.storage_options,
+            "fetch": self.fetch,
+            "cache_dir": self.cache_dir,
+        }
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(
+            state["url"],
+            state["idx_url"],
+            storage_options=state["storage_options"],
+            fetch=state.get("fetch"),
+            cache_dir=state.get("cache_dir"),
+        )
+
+
+def default_idx_path(rec_url: str) -> str:
+    base = rec_url[:-4] if rec_url.endswith(".rec") else rec_url
+    return base + ".idx"
+
+
+def scan_source(source: storage.ByteSource) -> list[int]:
+    """Record start offsets of a whole file, by walking its frame headers."""
+    buffer = getattr(source, "buffer", None)
+    if buffer is not None:
+        return scan_offsets(buffer, path=source.url)
+    cursor = RecordCursor(source)
+    offsets = []
+    offset = 0
+    while offset < source.size:
+        offsets.append(offset)
+        _, offset = cursor.read_at(offset, len(offsets) - 1)
+    return offsets
+
+
+def batch_headers(
+    records: RecordFile, positions: np.ndarray, payloads: Sequence[Any], label_width: int
+) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Labels (float32, ``label_width`` each), record ids (int64) and where each payload's
+    image starts, for one batch read from ``records`` at ``positions``.
+
+    Raises:
+        RecordIOError: a record too short for its IRHeader, naming the file and byte offset.
+    """
+    n = len(payloads)
+    labels = np.zeros((n, label_width), dtype=np.float32)
+    ids = np.zeros(n, dtype=np.int64)
+    starts = []
+    for j, payload in enumerate(payloads):
+        if len(payload) < IR_HEADER_SIZE:
+            raise RecordIOError(
+                f"record of {len(payload)} bytes has no image header",
+                path=records.url,
+                offset=int(records.offsets[positions[j]]),
+                record_index=int(positions[j]),
+            )
+        labels[j], ids[j], start = unpack_labels(payload, label_width)
+        starts.append(start)
+    return labels, ids, starts

@@ -1,0 +1,44 @@
+"""How remote byte ranges are fetched: request sizes, concurrency, retries, presigning."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Lifetime of the presigned URLs S3 range reads go through (renewed at half of it).
+PRESIGN_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class FetchOptions:
+    """How remote ranges are fetched.
+
+    Args:
+        gap: ranges closer than this many bytes merge into one request (the gap is
+            read and thrown away: cheaper than a request round trip).
+        max_request: a merged request grows to at most this many bytes (a single
+            range larger than this is still read whole).
+        concurrency: requests in flight at once per ``read_ranges`` call.
+        retries: attempts after the first for a transient error (reset, timeout, 5xx).
+        backoff: first retry delay in seconds; doubles each attempt, with full jitter.
+        max_backoff: cap of one delay.
+        presign_s3: read ``s3://`` ranges over plain HTTP with a presigned GET URL
+            (fsspec's aiohttp client) instead of one signed botocore call per range: about
+            a sixth of the client CPU per request (measured in tools/bench_storage.py).
+            Turn off for what a presigned URL cannot carry (SSE-C keys, requester pays).
+    """
+
+    gap: int = 256 << 10
+    max_request: int = 16 << 20
+    concurrency: int = 8
+    retries: int = 5
+    backoff: float = 0.2
+    max_backoff: float = 5.0
+    presign_s3: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("gap", "retries"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"FetchOptions.{name} must be >= 0, not {getattr(self, name)}")
+        for name in ("max_request", "concurrency"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"FetchOptions.{name} must be >= 1, not {getattr(self, name)}")

@@ -1,0 +1,219 @@
+"""Remote files behind any fsspec URL, read by coalesced, concurrent, retried byte ranges.
+
+The ranges of one ``read_ranges`` call are coalesced into large requests (neighbours closer
+than ``FetchOptions.gap`` merge, up to ``max_request`` bytes), several requests run
+concurrently, and transient failures are retried (:mod:`recio.storage.retry`). S3 ranges go
+over plain HTTP on a presigned URL (``FetchOptions.presign_s3``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .options import PRESIGN_SECONDS, FetchOptions
+from .retry import (
+    RemoteReadError,
+    backoff_delay,
+    http_status,
+    is_transient,
+    retrying,
+    translate_error,
+)
+from .source import ByteSource
+from .urls import filesystem, split_protocol, with_client_defaults
+
+
+def coalesce(
+    ranges: Sequence[tuple[int, int]], gap: int, max_request: int
+) -> list[tuple[int, int, list[int]]]:
+    """Merge (offset, length) ranges into requests ``(start, end, members)``.
+
+    Ranges are taken in file order; a range joins the current request when it starts
+    at most ``gap`` bytes after the request's end and the request stays within
+    ``max_request`` bytes. ``members`` are positions in ``ranges``. Overlapping and
+    repeated ranges share a request.
+    """
+    order = sorted(range(len(ranges)), key=lambda k: ranges[k][0])
+    merged: list[tuple[int, int, list[int]]] = []
+    for k in order:
+        offset, length = ranges[k]
+        end = offset + length
+        if merged:
+            start, cur_end, members = merged[-1]
+            new_end = max(cur_end, end)
+            if offset - cur_end <= gap and new_end - start <= max_request:
+                merged[-1] = (start, new_end, members)
+                members.append(k)
+                continue
+        merged.append((offset, end, [k]))
+    return merged
+
+
+class FsspecSource(ByteSource):
+    """A file behind any fsspec URL, read by coalesced, concurrent, retried byte ranges.
+
+    ``read_ranges`` returns, for each range, bytes or a zero-copy memoryview into the
+    larger request it was merged into. ``stats`` counts requests and bytes fetched.
+    Pickles as its URL and options; the copy reconnects.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        storage_options: dict[str, Any] | None = None,
+        *,
+        fetch: FetchOptions | None = None,
+    ) -> None:
+        self.url = url
+        self.storage_options = storage_options
+        self.fetch = fetch or FetchOptions()
+        self.fs, self.path = filesystem(url, with_client_defaults(url, storage_options))
+        self._async = bool(getattr(self.fs, "async_impl", False))
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self.stats = {"requests": 0, "bytes": 0, "retries": 0}
+        self.size = int(retrying(lambda: self.fs.size(self.path), url, 0, 0, self.fetch))
+        # S3 ranges over plain HTTP (FetchOptions.presign_s3): the URL and when it was made.
+        self._http: Any = None
+        self._presigned: tuple[str, float] | None = None
+        if self.fetch.presign_s3 and split_protocol(url)[0] in ("s3", "s3a"):
+            import aiohttp
+            import fsspec
+
+            # Bounded like the S3 client (with_client_defaults): a stalled read fails and
+            # is retried instead of waiting out aiohttp's five minutes.
+            timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=30)
+            self._http = fsspec.filesystem("http", client_kwargs={"timeout": timeout})
+
+    def _ranges_from(self, refresh: bool = False) -> tuple[Any, str]:
+        """The filesystem and path that range reads go to: the store's own, or (S3) plain
+        HTTP on a presigned URL, renewed at half its lifetime or when refused (expired)."""
+        if self._http is None:
+            return self.fs, self.path
+        with self._lock:
+            now = time.monotonic()
+            if refresh or self._presigned is None or now - self._presigned[1] > PRESIGN_SECONDS / 2:
+                self._presigned = (self.fs.url(self.path, expires=PRESIGN_SECONDS), now)
+            return self._http, self._presigned[0]
+
+    def __getstate__(self) -> dict:
+        return {"url": self.url, "storage_options": self.storage_options, "fetch": self.fetch}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["url"], state["storage_options"], fetch=state["fetch"])
+
+    def _count(self, requests: int, nbytes: int) -> None:
+        with self._lock:
+            self.stats["requests"] += requests
+            self.stats["bytes"] += nbytes
+
+    def _retried(self, exc: BaseException) -> None:
+        with self._lock:
+            self.stats["retries"] += 1
+
+    def _cat(self, start: int, end: int) -> bytes:
+        fs, path = self._ranges_from()
+        try:
+            data = fs.cat_file(path, start=start, end=end)
+        except Exception as exc:
+            if fs is not self._http or http_status(exc) != 403:
+                raise
+            fs, path = self._ranges_from(refresh=True)  # the presigned URL expired
+            data = fs.cat_file(path, start=start, end=end)
+        if len(data) != end - start:
+            # A short body (connection cut mid-transfer) must not pass as the record.
+            raise ConnectionError(f"short read: {len(data)} of {end - start} bytes")
+        return data
+
+    def read(self, offset: int, length: int) -> bytes:
+        end = min(offset + length, self.size)
+        if end <= offset:
+            return b""
+        data = retrying(
+            lambda: self._cat(offset, end), self.url, offset, end, self.fetch, self._retried
+        )
+        self._count(1, len(data))
+        return data
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | memoryview]:
+        if not ranges:
+            return []
+        ranges = [(int(o), max(0, min(int(o) + int(n), self.size) - int(o))) for o, n in ranges]
+        requests = coalesce(ranges, self.fetch.gap, self.fetch.max_request)
+        blobs = self._fetch_all([(start, end) for start, end, _ in requests])
+        out: list[bytes | memoryview] = [b""] * len(ranges)
+        for (start, _, members), blob in zip(requests, blobs, strict=True):
+            if len(members) == 1 and ranges[members[0]] == (start, len(blob)):
+                out[members[0]] = blob
+                continue
+            view = memoryview(blob)
+            for k in members:
+                offset, length = ranges[k]
+                out[k] = view[offset - start : offset - start + length]
+        return out
+
+    def _fetch_all(self, spans: list[tuple[int, int]]) -> list[bytes]:
+        """The bytes of every (start, end) span, concurrently, each retried on its own."""
+        if len(spans) == 1:
+            return [self.read(spans[0][0], spans[0][1] - spans[0][0])]
+        if self._async:
+            return self._fetch_async(spans)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.fetch.concurrency, thread_name_prefix="recio-io")
+        futures = [self._pool.submit(self.read, s, e - s) for s, e in spans]
+        return [f.result() for f in futures]
+
+    def _fetch_async(self, spans: list[tuple[int, int]]) -> list[bytes]:
+        # One cat_ranges call keeps every request on fsspec's event loop (no thread per
+        # request). It returns errors inside the list: check each, retry only those.
+        results: list[Any] = [None] * len(spans)
+        pending = list(range(len(spans)))
+        attempt = 0
+        renewed = False
+        while pending:
+            fs, path = self._ranges_from()
+            got = fs.cat_ranges(
+                [path] * len(pending),
+                [spans[k][0] for k in pending],
+                [spans[k][1] for k in pending],
+                on_error="return",
+                batch_size=self.fetch.concurrency,
+            )
+            failed = []
+            expired = False
+            for k, data in zip(pending, got, strict=True):
+                start, end = spans[k]
+                if isinstance(data, bytes | bytearray) and len(data) != end - start:
+                    data = ConnectionError(f"short read: {len(data)} of {end - start} bytes")
+                if isinstance(data, BaseException):
+                    if fs is self._http and http_status(data) == 403 and not renewed:
+                        expired = True  # the presigned URL expired: renew it (once), retry
+                        failed.append(k)
+                        continue
+                    if not is_transient(data):
+                        raise translate_error(data, self.url) from data
+                    if attempt >= self.fetch.retries:
+                        raise RemoteReadError(self.url, start, end, attempt + 1, data) from data
+                    failed.append(k)
+                else:
+                    results[k] = data
+                    self._count(1, len(data))
+            if expired:
+                renewed = True
+                self._ranges_from(refresh=True)
+            if failed:
+                with self._lock:
+                    self.stats["retries"] += len(failed)
+                time.sleep(backoff_delay(attempt, self.fetch))
+                attempt += 1
+            pending = failed
+        return results
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None

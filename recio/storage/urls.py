@@ -1,0 +1,82 @@
+"""URLs: which store a URL names, its fsspec filesystem, and small whole-file reads."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .._install import install_hint
+from .options import FetchOptions
+from .retry import retrying, translate_error
+
+# Optional backends named by the extra that installs them.
+_EXTRA_FOR_PROTOCOL = {"s3": "s3", "s3a": "s3", "hdfs": "hdfs", "viewfs": "hdfs"}
+
+
+def split_protocol(url: str) -> tuple[str, str]:
+    """('file', '/x/y.rec') for plain paths and file:// URLs; ('s3', 'bucket/key') etc."""
+    url = os.fspath(url)
+    if "://" not in url:
+        return "file", url
+    protocol, rest = url.split("://", 1)
+    return protocol, rest
+
+
+def is_local(url: str) -> bool:
+    return split_protocol(url)[0] in ("file", "local")
+
+
+def local_path(url: str) -> str:
+    return split_protocol(url)[1]
+
+
+def filesystem(url: str, storage_options: dict[str, Any] | None = None):
+    """The fsspec filesystem for ``url`` and the path within it.
+
+    A missing optional backend is reported with the extra that installs it.
+    """
+    import fsspec.core  # here, not at the top: local-only runs skip its ~60 ms import
+
+    protocol, _ = split_protocol(url)
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    except ImportError as exc:
+        extra = _EXTRA_FOR_PROTOCOL.get(protocol)
+        hint = install_hint(extra) if extra else f"install fsspec's {protocol} backend"
+        raise ImportError(f"reading {protocol}:// URLs needs an extra package: {hint}") from exc
+    return fs, path
+
+
+def with_client_defaults(url: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
+    """Storage options with bounded timeouts and client retries, so recio's own retry
+    loop (which names the range) decides, and a dead server fails in seconds, not minutes.
+    The caller's options win."""
+    options = dict(storage_options or {})
+    if split_protocol(url)[0] in ("s3", "s3a"):
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("connect_timeout", 5)
+        config.setdefault("read_timeout", 30)
+        config.setdefault("retries", {"max_attempts": 2, "mode": "standard"})
+        # botocore's default pool of 10 connections caps concurrent range requests.
+        config.setdefault("max_pool_connections", 64)
+        options["config_kwargs"] = config
+    return options
+
+
+def read_text(url: str, storage_options: dict[str, Any] | None = None) -> str:
+    if is_local(url):
+        try:
+            with open(local_path(url), encoding="utf-8") as f:
+                return f.read()
+        except FileNotFoundError as exc:
+            raise translate_error(exc, url) from exc
+    fs, path = filesystem(url, with_client_defaults(url, storage_options))
+    data = retrying(lambda: fs.cat_file(path), url, 0, -1, FetchOptions())
+    return data.decode("utf-8")
+
+
+def exists(url: str, storage_options: dict[str, Any] | None = None) -> bool:
+    if is_local(url):
+        return os.path.exists(local_path(url))
+    fs, path = filesystem(url, with_client_defaults(url, storage_options))
+    return bool(retrying(lambda: fs.exists(path), url, 0, 0, FetchOptions()))
