@@ -85,6 +85,11 @@ class ImageRecordIter(PositionedIterator):
         self.tracer = tracer
         # Image sizes never change: cache them so only the first epoch reads headers.
         self._sizes = np.full((len(self.records), 2), -1, dtype=np.int32)
+        # Batch arrays outlive each epoch's pipeline: one in decode, the queued ones, and the
+        # one the consumer holds are in flight at once.
+        self.buffers = BatchBuffers(
+            config.batch_shape, np.dtype(config.normalize.dtype), _queue_depth(config) + 3
+        )
         self._pipeline: _Pipeline | None = None
         self._lookahead = Lookahead()  # remote sources: the next epoch's first fetches
         self._finalizer = weakref.finalize(self, _shutdown, [None], self.pool, self._lookahead)
@@ -140,6 +145,12 @@ class ImageRecordIter(PositionedIterator):
         self.records.close()
 
 
+def _queue_depth(config: IterConfig) -> int:
+    """Batches each of the pipeline's queues holds: prefetch_buffer in all, with the one
+    being decoded."""
+    return max(1, (config.prefetch_buffer or _DEFAULT_PREFETCH) - 1)
+
+
 def _shutdown(pipeline_box: list, pool: DecodePool, lookahead: Lookahead) -> None:
     # A finalizer made after the pool's runs before it at exit: no thread is
     # left inside a decode call when the pool shuts down.
@@ -152,38 +163,55 @@ def _shutdown(pipeline_box: list, pool: DecodePool, lookahead: Lookahead) -> Non
 class BatchBuffers:
     """Batch arrays the decoder writes into, reused once the consumer has let go of them.
 
-    Each batch is handed out as a fresh *view* of a long-lived buffer, and the buffer
-    keeps only a weak reference to that view. Whatever the consumer keeps — the batch, its
-    ``data`` array, a slice of it, a torch tensor made with ``torch.from_numpy`` — holds
-    the view alive, and a buffer whose view is alive is never written again. Reuse saves
-    the page faults of a fresh allocation (a 128×3×224×224 float32 batch: 77 MB).
+    Each batch is handed out as an array made from a fresh :class:`_Lease` on a long-lived
+    buffer, and the pool keeps only a weak reference to the lease. Every array derived from
+    the batch (a slice, a reshape, ``np.asarray``, a torch tensor made with
+    ``torch.from_numpy``) references the lease through its ``base`` chain, so while the
+    consumer keeps any of them the buffer is never written again. Reuse saves the page
+    faults of a fresh allocation (a 128×3×224×224 float32 batch is 77 MB).
 
     At most ``limit`` buffers are tracked; beyond that, the oldest one still held is
-    left to the consumer and forgotten.
+    left to the consumer and forgotten. One thread at a time may call :meth:`take` (the
+    decode thread of the running pipeline).
     """
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, limit: int) -> None:
         self.shape, self.dtype, self.limit = shape, np.dtype(dtype), limit
-        self._slots: list[tuple[np.ndarray, weakref.ref | None]] = []
+        self._slots: list[tuple[np.ndarray, weakref.ref]] = []
         self.allocated = 0
         self.reused = 0
 
     def take(self) -> np.ndarray:
         """A writable batch array that nothing outside the pipeline references."""
-        for i, (base, handed) in enumerate(self._slots):
-            if handed is None or handed() is None:
+        for i, (buffer, lease) in enumerate(self._slots):
+            if lease() is None:
                 del self._slots[i]
                 self.reused += 1
-                return self._hand_out(base)
+                return self._hand_out(buffer)
         if len(self._slots) >= self.limit:
             del self._slots[0]  # still held by the consumer: theirs now
         self.allocated += 1
         return self._hand_out(np.empty(self.shape, dtype=self.dtype))
 
-    def _hand_out(self, base: np.ndarray) -> np.ndarray:
-        view = base.view()
-        self._slots.append((base, weakref.ref(view)))
-        return view
+    def _hand_out(self, buffer: np.ndarray) -> np.ndarray:
+        lease = _Lease(buffer)
+        self._slots.append((buffer, weakref.ref(lease)))
+        return np.asarray(lease)
+
+
+class _Lease:
+    """The base object of one handed-out batch array (see :class:`BatchBuffers`).
+
+    numpy collapses a view's ``base`` chain down to the first object that owns the memory
+    or is not an ndarray; this is such an object, so every array derived from the batch
+    keeps it alive, and it keeps the buffer alive.
+    """
+
+    __slots__ = ("__array_interface__", "__weakref__", "buffer")
+
+    def __init__(self, buffer: np.ndarray) -> None:
+        self.buffer = buffer
+        self.__array_interface__ = buffer.__array_interface__
 
 
 @dataclass
@@ -236,11 +264,9 @@ class _Pipeline:
         self.epoch, self.first_step = epoch, step
         self.end_step = self.sampler.steps_in_epoch(epoch)
         self.stopping = threading.Event()
-        depth = max(1, (config.prefetch_buffer or _DEFAULT_PREFETCH) - 1)
-        self.read_q: queue.Queue = queue.Queue(maxsize=depth)
-        self.ready_q: queue.Queue = queue.Queue(maxsize=depth)
-        # In flight at once: one being decoded, `depth` queued, one the consumer holds.
-        self.buffers = BatchBuffers(config.batch_shape, np.dtype(norm.dtype), depth + 3)
+        self.buffers = it.buffers
+        self.read_q: queue.Queue = queue.Queue(maxsize=_queue_depth(config))
+        self.ready_q: queue.Queue = queue.Queue(maxsize=_queue_depth(config))
         self.threads = [
             threading.Thread(target=self._guard, args=(work, out_q), name=name, daemon=True)
             for work, out_q, name in (
