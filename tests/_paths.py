@@ -1,7 +1,6 @@
-"""Where the shared test vectors live: ../shared beside the repository."""
+"""Paths the tests share: the repository root and the in-repo MXNet golden files."""
 
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-GOLDEN = SHARED / "golden"
+GOLDEN = Path(__file__).resolve().parent / "data" / "golden"

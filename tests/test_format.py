@@ -29,8 +29,6 @@ from recio.format import (
 
 from ._paths import GOLDEN
 
-pytestmark = pytest.mark.skipif(not GOLDEN.is_dir(), reason="shared/golden is not beside the repo")
-
 
 def golden():
     return json.loads((GOLDEN / "golden.json").read_text())

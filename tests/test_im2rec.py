@@ -17,11 +17,7 @@ from recio.bench.sample import make_sample_folder
 from recio.format import parse_lst, unpack
 from recio.recordio import MXIndexedRecordIO
 
-REPO = Path(__file__).resolve().parents[1]
-GOLDEN = REPO.parent / "shared" / "golden"
-needs_golden = pytest.mark.skipif(
-    not (GOLDEN / "subset20.lst").exists(), reason="golden files (../shared/golden) absent"
-)
+from ._paths import GOLDEN
 
 
 def run(*argv: object) -> int:
@@ -58,14 +54,12 @@ def make_list(tmp_path: Path, root: Path, name: str = "data", *extra: object) ->
 # --- MXNet compatibility (golden files written by MXNet 1.9.1) -------------------------
 
 
-@needs_golden
 def test_list_equals_mxnet_golden(tmp_path):
     prefix = make_list(tmp_path, GOLDEN / "subset20_images", "subset20")
     assert (tmp_path / "subset20.lst").read_text() == (GOLDEN / "subset20.lst").read_text()
     assert prefix.with_suffix(".lst").exists()
 
 
-@needs_golden
 def test_pack_mxnet_list_matches_golden_records(tmp_path):
     shutil.copy(GOLDEN / "subset20.lst", tmp_path)
     assert run("--resize", 64, "--quality", 90, "--num-thread", 2, tmp_path / "subset20",
@@ -86,7 +80,6 @@ def test_pack_mxnet_list_matches_golden_records(tmp_path):
         assert np.abs(pixels - ref).mean() < 12, lst[key].path
 
 
-@needs_golden
 def test_pack_label_matches_golden_multilabel(tmp_path):
     shutil.copy(GOLDEN / "multilabel.lst", tmp_path)
     code = run("--pack-label", "--resize", 64, "--quality", 90, tmp_path / "multilabel",

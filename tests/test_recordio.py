@@ -153,7 +153,6 @@ def test_pack_img_round_trip_png_lossless():
     assert gray.shape == (16, 20)
 
 
-@pytest.mark.skipif(not GOLDEN.is_dir(), reason="shared/golden is not beside the repo")
 def test_unpack_img_golden():
     spec = json.loads((GOLDEN / "golden.json").read_text())["images3"]
     with MXIndexedRecordIO(str(GOLDEN / "images3.idx"), str(GOLDEN / "images3.rec"), "r") as r:
