@@ -103,3 +103,16 @@ def test_no_import_cycles():
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
+
+
+def test_every_subpackage_ships_in_the_wheel():
+    tomllib = pytest.importorskip("tomllib")
+    from setuptools import find_packages
+
+    config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())
+    include = config["tool"]["setuptools"]["packages"]["find"]["include"]
+    shipped = set(find_packages(str(PACKAGE.parent), include=include))
+    on_disk = {
+        ".".join(p.parent.relative_to(PACKAGE.parent).parts) for p in PACKAGE.rglob("__init__.py")
+    }
+    assert on_disk <= shipped
