@@ -166,7 +166,7 @@ static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
  * threads (and batches) do not exist and `mu` may be the copy of a locked mutex, so it is not
  * taken: the fields are read and written under the GIL alone (no thread of the child can be
  * in a batch on this pool, enter_pool refuses it). pid is only written by Pool_init with the
- * GIL held. */
+ * GIL held, and this module runs with the GIL (see PyInit__native). */
 static int forked(const PoolObject *self) {
   return self->pid && self->pid != getpid();
 }
@@ -712,9 +712,10 @@ PyMODINIT_FUNC PyInit__native(void) {
   if (PyType_Ready(&PoolType) < 0) return NULL;
   PyObject *m = PyModule_Create(&native_module);
   if (!m) return NULL;
-#ifdef Py_GIL_DISABLED
-  PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED);
-#endif
+  /* No Py_MOD_GIL_NOT_USED: a free-threaded build turns the GIL on when it imports this
+   * module. Pool's close/batch state is under its own mutex, but the rest relies on the GIL:
+   * the buffers sequence is read item by item (PySequence_Fast_GET_ITEM on a list another
+   * thread could change), Pool.pid and the fork checks are ordered by the GIL only. */
   if (PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) < 0 ||
       PyModule_AddStringConstant(m, "LIBJPEG_TURBO_VERSION", STR(LIBJPEG_TURBO_VERSION)) < 0 ||
       PyModule_AddIntConstant(m, "ERRLEN", RC_ERRLEN) < 0 ||
