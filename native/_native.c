@@ -708,6 +708,32 @@ static struct PyModuleDef native_module = {
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
+#define RC_STATUS_ROW_(suffix, value, name) {"STATUS_" #suffix, value, name},
+static const struct {
+  const char *attr;
+  int code;
+  const char *name;
+} status_codes[] = {RC_STATUS_LIST(RC_STATUS_ROW_)};
+#undef RC_STATUS_ROW_
+
+/* STATUS_<suffix> constants and STATUS_NAMES {code: name}, from RC_STATUS_LIST. */
+static int add_status_codes(PyObject *m) {
+  PyObject *names = PyDict_New();
+  int rc = names ? 0 : -1;
+  for (size_t i = 0; rc == 0 && i < sizeof status_codes / sizeof status_codes[0]; i++) {
+    PyObject *code = PyLong_FromLong(status_codes[i].code);
+    PyObject *name = PyUnicode_FromString(status_codes[i].name);
+    if (!code || !name || PyDict_SetItem(names, code, name) < 0 ||
+        PyModule_AddObjectRef(m, status_codes[i].attr, code) < 0)
+      rc = -1;
+    Py_XDECREF(code);
+    Py_XDECREF(name);
+  }
+  if (rc == 0) rc = PyModule_AddObjectRef(m, "STATUS_NAMES", names);
+  Py_XDECREF(names);
+  return rc;
+}
+
 PyMODINIT_FUNC PyInit__native(void) {
   if (PyType_Ready(&PoolType) < 0) return NULL;
   PyObject *m = PyModule_Create(&native_module);
@@ -719,7 +745,7 @@ PyMODINIT_FUNC PyInit__native(void) {
   if (PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) < 0 ||
       PyModule_AddStringConstant(m, "LIBJPEG_TURBO_VERSION", STR(LIBJPEG_TURBO_VERSION)) < 0 ||
       PyModule_AddIntConstant(m, "ERRLEN", RC_ERRLEN) < 0 ||
-      PyModule_AddStringConstant(m, "SIMD", rc_simd_init()) < 0) {
+      PyModule_AddStringConstant(m, "SIMD", rc_simd_init()) < 0 || add_status_codes(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

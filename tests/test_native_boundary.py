@@ -1,4 +1,5 @@
-"""The C boundary of recio._native: close() racing running batches.
+"""The C boundary of recio._native: close() racing running batches, and the status codes
+the extension exports.
 
 Skips only when the extension cannot be imported and CI is unset; under CI a missing
 extension fails.
@@ -24,6 +25,8 @@ except ImportError as exc:
     if _in_ci():
         raise ImportError(f"recio._native cannot be imported under CI: {exc}") from exc
     pytest.skip(f"recio._native cannot be imported: {exc}", allow_module_level=True)
+
+from recio import decode  # noqa: E402
 
 
 def _run(script: str, timeout: float, **env: str) -> subprocess.CompletedProcess:
@@ -321,3 +324,19 @@ def test_closed_pool_cannot_be_reinitialised() -> None:
     with pytest.raises(RuntimeError, match="closed"):
         pool.__init__(1)
     assert pool.closed
+
+
+def _status_codes(module: object) -> dict[str, int]:
+    names = vars(module)
+    return {k: v for k, v in names.items() if k.startswith("STATUS_") and k != "STATUS_NAMES"}
+
+
+def test_status_codes_match_decode_module() -> None:
+    """recio.decode's STATUS_* and STATUS_NAMES are the extension's (the C enum), both ways."""
+    c_codes = _status_codes(_native)
+    assert _status_codes(decode) == c_codes
+    assert decode.STATUS_NAMES == _native.STATUS_NAMES
+    assert set(_native.STATUS_NAMES) == set(c_codes.values())
+    assert all(type(v) is int for v in c_codes.values())
+    assert all(type(v) is str for v in _native.STATUS_NAMES.values())
+    assert _native.STATUS_OK == 0
