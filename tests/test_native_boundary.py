@@ -1,5 +1,5 @@
-"""The C boundary of recio._native: close() racing running batches, and the status codes
-the extension exports.
+"""The C boundary of recio._native: close() racing running batches, the status codes the
+extension exports, and what it links.
 
 Skips only when the extension cannot be imported and CI is unset; under CI a missing
 extension fails.
@@ -8,6 +8,7 @@ extension fails.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -340,3 +341,12 @@ def test_status_codes_match_decode_module() -> None:
     assert all(type(v) is int for v in c_codes.values())
     assert all(type(v) is str for v in _native.STATUS_NAMES.values())
     assert _native.STATUS_OK == 0
+
+
+@pytest.mark.skipif(shutil.which("ldd") is None, reason="needs ldd")
+def test_does_not_link_turbojpeg() -> None:
+    """Only the libjpeg API is used from C; TurboJPEG (PyTurboJPEG's) is not linked."""
+    res = subprocess.run(["ldd", _native.__file__], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "libjpeg" in res.stdout
+    assert "turbojpeg" not in res.stdout.lower(), res.stdout
