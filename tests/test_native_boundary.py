@@ -1,5 +1,5 @@
 """The C boundary of recio._native: close() racing running batches, the status codes the
-extension exports, and what it links.
+extension exports, the SIMD path it reports, and what it links.
 
 Skips only when the extension cannot be imported and CI is unset; under CI a missing
 extension fails.
@@ -8,6 +8,7 @@ extension fails.
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,10 @@ except ImportError as exc:
     pytest.skip(f"recio._native cannot be imported: {exc}", allow_module_level=True)
 
 from recio import decode  # noqa: E402
+
+MACHINE = platform.machine().lower()
+X86_64 = MACHINE in ("x86_64", "amd64")
+X86 = X86_64 or MACHINE in ("i386", "i486", "i586", "i686", "x86")
 
 
 def _run(script: str, timeout: float, **env: str) -> subprocess.CompletedProcess:
@@ -341,6 +346,41 @@ def test_status_codes_match_decode_module() -> None:
     assert all(type(v) is int for v in c_codes.values())
     assert all(type(v) is str for v in _native.STATUS_NAMES.values())
     assert _native.STATUS_OK == 0
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def test_simd_reports_the_path_that_runs() -> None:
+    """SIMD names the passes that run: AVX2 only on an x86-64 CPU with it, SSE2 on other
+    x86-64 CPUs (or under RECIO_SIMD=sse2), the plain C loops ("scalar") off x86."""
+    assert _native.SIMD in ("avx2", "sse2", "scalar")
+    flags = _cpu_flags()
+    if _native.SIMD == "avx2" and flags:
+        assert "avx2" in flags
+    if not X86:
+        assert _native.SIMD == "scalar"  # the SSE2 and AVX2 passes are x86 code
+    elif not X86_64:
+        assert _native.SIMD in ("sse2", "scalar")  # no AVX2 path on 32-bit x86
+    elif os.environ.get("RECIO_SIMD") == "sse2" or (flags and "avx2" not in flags):
+        assert _native.SIMD == "sse2"
+    elif "avx2" in flags:
+        assert _native.SIMD == "avx2"
+
+
+@pytest.mark.skipif(not X86_64, reason="the SSE2 path is compiled on x86-64 only")
+def test_simd_env_selects_sse2() -> None:
+    res = _run("from recio import _native; print(_native.SIMD)", 60, RECIO_SIMD="sse2")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split()[-1] == "sse2"
 
 
 @pytest.mark.skipif(shutil.which("ldd") is None, reason="needs ldd")
