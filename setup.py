@@ -1,7 +1,8 @@
 """Build of the C extension `recio._native` (sources under native/).
 
-The extension links the system's libjpeg-turbo (Debian: libjpeg62-turbo-dev for
-the libjpeg API, libturbojpeg0-dev for TurboJPEG). Overrides for packagers:
+The extension links the libjpeg API of the system's libjpeg-turbo (Debian:
+libjpeg62-turbo-dev); it does not use TurboJPEG (libturbojpeg is PyTurboJPEG's, on
+the Python side). Overrides for packagers:
 RECIO_JPEG_PREFIX (include/ and lib/ below it), RECIO_NATIVE_DEBUG=asan
 (AddressSanitizer + UndefinedBehaviorSanitizer, -O1 -g), RECIO_NO_NATIVE=1
 (skip the extension; recio then runs on its Python fallback).
@@ -35,7 +36,7 @@ def native_extension() -> Extension:
         depends=sorted(str(p) for p in NATIVE.glob("*.h")),
         include_dirs=include_dirs,
         library_dirs=library_dirs,
-        libraries=["jpeg", "turbojpeg"],
+        libraries=["jpeg"],
         extra_compile_args=compile_args,
         extra_link_args=link_args,
     )

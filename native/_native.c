@@ -9,6 +9,7 @@
 #include <Python.h>
 
 #include <jconfig.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "decode_core.h"
@@ -16,10 +17,25 @@
 #include "pool.h"
 #include "resample.h"
 
+/* NOTE [close vs batch]: a batch runs on the rc_pool with the GIL released, so another
+ * thread's close() can run meanwhile. `mu` guards pool, closed, busy and
+ * tearing_down. A batch marks the pool busy (enter_pool) before it releases the GIL and
+ * unmarks it (leave_pool) after taking the GIL back; close sets `closed` first, so that no
+ * new batch enters, then waits with the GIL released until `busy` is 0, and only then shuts
+ * the rc_pool down and frees it. A second close() waits until the first one's teardown is
+ * over. `mu` is never held while waiting for the GIL or running a batch: it only guards these
+ * few fields, so taking it with the GIL held cannot deadlock. Pool_init counts as busy too.
+ * Dealloc cannot meet a running batch: a method call holds a reference to its Pool. */
 typedef struct {
   PyObject_HEAD
   rc_pool *pool;
   pid_t pid;
+  int nthreads;
+  pthread_mutex_t mu;
+  pthread_cond_t idle; /* signalled when busy drops to 0 and when teardown ends */
+  int busy;            /* batches (and an init) between enter_pool and leave_pool */
+  int closed;          /* close() began: new batches are refused */
+  int tearing_down;    /* a close() is shutting the rc_pool down */
 } PoolObject;
 
 typedef struct {
@@ -138,6 +154,44 @@ static void resize_encode_task(void *vctx, void *vstate, size_t i) {
                                &c->opts, c->quality, &c->out, &c->len, c->err);
 }
 
+static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  PoolObject *self = (PoolObject *)type->tp_alloc(type, 0);
+  if (!self) return NULL;
+  pthread_mutex_init(&self->mu, NULL);
+  pthread_cond_init(&self->idle, NULL);
+  return (PyObject *)self;
+}
+
+/* Whether this is a forked child of the process that made the pool. There the parent's pool
+ * threads (and batches) do not exist and `mu` may be the copy of a locked mutex, so it is not
+ * taken: the fields are read and written under the GIL alone (no thread of the child can be
+ * in a batch on this pool, enter_pool refuses it). pid is only written by Pool_init with the
+ * GIL held, and this module runs with the GIL (see PyInit__native). */
+static int forked(const PoolObject *self) {
+  return self->pid && self->pid != getpid();
+}
+
+/* The pool, marked busy, for a caller holding the GIL; NULL with ValueError when it is closed
+ * (or not initialised) and RuntimeError in a forked child. Pair with leave_pool. */
+static rc_pool *enter_pool(PoolObject *self) {
+  if (forked(self)) {
+    PyErr_SetString(PyExc_RuntimeError, "decode pool was created in another process (fork)");
+    return NULL;
+  }
+  pthread_mutex_lock(&self->mu);
+  rc_pool *p = self->closed ? NULL : self->pool;
+  if (p) self->busy++;
+  pthread_mutex_unlock(&self->mu);
+  if (!p) PyErr_SetString(PyExc_ValueError, "decode pool is closed");
+  return p;
+}
+
+static void leave_pool(PoolObject *self) {
+  pthread_mutex_lock(&self->mu);
+  if (--self->busy == 0) pthread_cond_broadcast(&self->idle);
+  pthread_mutex_unlock(&self->mu);
+}
+
 static int Pool_init(PoolObject *self, PyObject *args, PyObject *kwds) {
   static char *kwlist[] = {"num_threads", NULL};
   int n;
@@ -146,39 +200,97 @@ static int Pool_init(PoolObject *self, PyObject *args, PyObject *kwds) {
     PyErr_Format(PyExc_ValueError, "num_threads must be in 1..1024, got %d", n);
     return -1;
   }
-  if (self->pool) {
-    PyErr_SetString(PyExc_RuntimeError, "Pool already initialised");
+  if (forked(self)) {
+    PyErr_SetString(PyExc_RuntimeError, "Pool already initialised (in the parent process)");
+    return -1;
+  }
+  pthread_mutex_lock(&self->mu);
+  const char *refuse = self->closed               ? "Pool is closed"
+                       : self->pool || self->busy ? "Pool already initialised"
+                                                  : NULL;
+  if (!refuse) self->busy++; /* a close() meanwhile waits for the threads to exist */
+  pthread_mutex_unlock(&self->mu);
+  if (refuse) {
+    PyErr_SetString(PyExc_RuntimeError, refuse);
     return -1;
   }
   rc_pool *p;
   Py_BEGIN_ALLOW_THREADS
   p = rc_pool_new(n, worker_new, worker_free);
   Py_END_ALLOW_THREADS
+  pthread_mutex_lock(&self->mu);
+  if (p) {
+    self->pool = p;
+    self->nthreads = n;
+    self->pid = getpid();
+  }
+  pthread_mutex_unlock(&self->mu);
+  leave_pool(self);
   if (!p) {
     PyErr_SetString(PyExc_RuntimeError, "could not start the decode threads");
     return -1;
   }
-  self->pool = p;
-  self->pid = getpid();
   return 0;
 }
 
+#if PY_VERSION_HEX >= 0x030D0000
+#define interpreter_exiting() Py_IsFinalizing()
+#else
+#define interpreter_exiting() _Py_IsFinalizing()
+#endif
+
+/* Refuses new batches, waits for the running ones and shuts the threads down. Idempotent; a
+ * concurrent second call returns once the first one's teardown is done. */
 static void pool_close(PoolObject *self) {
-  rc_pool *p = self->pool;
-  if (!p) return;
-  self->pool = NULL;
-  if (self->pid != getpid()) {
-    rc_pool_forget(p); /* forked child: the threads are the parent's */
-  } else {
-    Py_BEGIN_ALLOW_THREADS
-    rc_pool_shutdown(p);
-    Py_END_ALLOW_THREADS
+  if (forked(self)) {
+    /* The parent's threads are forgotten unjoined, its batches (counted in busy) not waited
+     * for; the GIL is kept throughout, so this runs alone. */
+    rc_pool *p = self->pool;
+    self->pool = NULL;
+    self->closed = 1;
+    self->busy = self->tearing_down = 0;
+    pthread_mutex_init(&self->mu, NULL);
+    pthread_cond_init(&self->idle, NULL);
+    if (p) {
+      rc_pool_forget(p);
+      rc_pool_free(p);
+    }
+    return;
   }
-  rc_pool_free(p);
+  if (interpreter_exiting()) {
+    /* Daemon threads never take the GIL back now, so a batch one of them runs never leaves
+     * the pool: waiting would hang the exit. Such a pool is refused to new batches and left
+     * as it is (its threads end with the process). */
+    pthread_mutex_lock(&self->mu);
+    self->closed = 1;
+    const int busy = self->busy > 0;
+    pthread_mutex_unlock(&self->mu);
+    if (busy) return;
+  }
+  Py_BEGIN_ALLOW_THREADS
+  pthread_mutex_lock(&self->mu);
+  self->closed = 1;
+  while (self->busy > 0 || self->tearing_down) pthread_cond_wait(&self->idle, &self->mu);
+  rc_pool *p = self->pool;
+  self->pool = NULL;
+  self->tearing_down = p != NULL;
+  pthread_mutex_unlock(&self->mu);
+  if (p) {
+    rc_pool_shutdown(p);
+    rc_pool_free(p);
+    pthread_mutex_lock(&self->mu);
+    self->tearing_down = 0;
+    pthread_cond_broadcast(&self->idle);
+    pthread_mutex_unlock(&self->mu);
+  }
+  Py_END_ALLOW_THREADS
 }
 
 static void Pool_dealloc(PoolObject *self) {
+  /* busy is 0 here: every batch and init call holds a reference to self */
   pool_close(self);
+  pthread_cond_destroy(&self->idle);
+  pthread_mutex_destroy(&self->mu);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -187,15 +299,10 @@ static PyObject *Pool_close(PoolObject *self, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+/* An early check, before a batch's arguments are read (enter_pool checks again). */
 static int check_open(PoolObject *self) {
-  if (!self->pool) {
-    PyErr_SetString(PyExc_ValueError, "decode pool is closed");
-    return -1;
-  }
-  if (self->pid != getpid()) {
-    PyErr_SetString(PyExc_RuntimeError, "decode pool was created in another process (fork)");
-    return -1;
-  }
+  if (!enter_pool(self)) return -1;
+  leave_pool(self);
   return 0;
 }
 
@@ -245,12 +352,16 @@ static void release_param(Py_buffer *view) {
   if (view->obj) PyBuffer_Release(view);
 }
 
-/* Runs a batch on the pool with the GIL released; -1 with an exception if the pool is shut. */
+/* Runs a batch on the pool with the GIL released, the pool marked busy throughout (see NOTE
+ * [close vs batch]); -1 with an exception if the pool is closed. */
 static int run_released(PoolObject *self, rc_task_fn fn, void *ctx, Py_ssize_t n) {
+  rc_pool *p = enter_pool(self);
+  if (!p) return -1;
   int rc;
   Py_BEGIN_ALLOW_THREADS
-  rc = rc_pool_run(self->pool, fn, ctx, (size_t)n);
+  rc = rc_pool_run(p, fn, ctx, (size_t)n);
   Py_END_ALLOW_THREADS
+  leave_pool(self);
   if (rc < 0) PyErr_SetString(PyExc_ValueError, "decode pool is closed");
   return rc;
 }
@@ -534,11 +645,19 @@ done_seq:
 }
 
 static PyObject *Pool_get_num_threads(PoolObject *self, void *closure) {
-  return PyLong_FromLong(self->pool ? rc_pool_size(self->pool) : 0);
+  const int lock = !forked(self);
+  if (lock) pthread_mutex_lock(&self->mu);
+  long n = self->pool && !self->closed ? self->nthreads : 0;
+  if (lock) pthread_mutex_unlock(&self->mu);
+  return PyLong_FromLong(n);
 }
 
 static PyObject *Pool_get_closed(PoolObject *self, void *closure) {
-  return PyBool_FromLong(self->pool == NULL);
+  const int lock = !forked(self);
+  if (lock) pthread_mutex_lock(&self->mu);
+  int closed = self->pool == NULL || self->closed;
+  if (lock) pthread_mutex_unlock(&self->mu);
+  return PyBool_FromLong(closed);
 }
 
 static PyMethodDef Pool_methods[] = {
@@ -561,7 +680,7 @@ static PyTypeObject PoolType = {
     .tp_doc = PyDoc_STR("Pool(num_threads): persistent libjpeg-turbo decode threads."),
     .tp_basicsize = sizeof(PoolObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = PyType_GenericNew,
+    .tp_new = Pool_new,
     .tp_init = (initproc)Pool_init,
     .tp_dealloc = (destructor)Pool_dealloc,
     .tp_methods = Pool_methods,
@@ -589,17 +708,44 @@ static struct PyModuleDef native_module = {
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
+#define RC_STATUS_ROW_(suffix, value, name) {"STATUS_" #suffix, value, name},
+static const struct {
+  const char *attr;
+  int code;
+  const char *name;
+} status_codes[] = {RC_STATUS_LIST(RC_STATUS_ROW_)};
+#undef RC_STATUS_ROW_
+
+/* STATUS_<suffix> constants and STATUS_NAMES {code: name}, from RC_STATUS_LIST. */
+static int add_status_codes(PyObject *m) {
+  PyObject *names = PyDict_New();
+  int rc = names ? 0 : -1;
+  for (size_t i = 0; rc == 0 && i < sizeof status_codes / sizeof status_codes[0]; i++) {
+    PyObject *code = PyLong_FromLong(status_codes[i].code);
+    PyObject *name = PyUnicode_FromString(status_codes[i].name);
+    if (!code || !name || PyDict_SetItem(names, code, name) < 0 ||
+        PyModule_AddObjectRef(m, status_codes[i].attr, code) < 0)
+      rc = -1;
+    Py_XDECREF(code);
+    Py_XDECREF(name);
+  }
+  if (rc == 0) rc = PyModule_AddObjectRef(m, "STATUS_NAMES", names);
+  Py_XDECREF(names);
+  return rc;
+}
+
 PyMODINIT_FUNC PyInit__native(void) {
   if (PyType_Ready(&PoolType) < 0) return NULL;
   PyObject *m = PyModule_Create(&native_module);
   if (!m) return NULL;
-#ifdef Py_GIL_DISABLED
-  PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED);
-#endif
+  /* No Py_MOD_GIL_NOT_USED: a free-threaded build turns the GIL on when it imports this
+   * module. Pool's close/batch state is under its own mutex, but the rest relies on the GIL:
+   * the buffers sequence is read item by item (PySequence_Fast_GET_ITEM on a list another
+   * thread could change), Pool.pid and the fork checks are ordered by the GIL only. */
   if (PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) < 0 ||
       PyModule_AddStringConstant(m, "LIBJPEG_TURBO_VERSION", STR(LIBJPEG_TURBO_VERSION)) < 0 ||
       PyModule_AddIntConstant(m, "ERRLEN", RC_ERRLEN) < 0 ||
-      PyModule_AddStringConstant(m, "SIMD", rc_simd_init()) < 0) {
+      PyModule_AddStringConstant(m, "SIMD", rc_simd_init()) < 0 || add_status_codes(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

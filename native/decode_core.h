@@ -9,17 +9,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Per-image status codes, mirrored in recio/decode.py. */
-enum {
-  RC_OK = 0,
-  RC_EMPTY = 1,       /* zero-length buffer */
-  RC_UNSUPPORTED = 2, /* not a JPEG (or a JPEG colour space we leave to the fallback) */
-  RC_CORRUPT = 3,     /* libjpeg reported an error */
-  RC_TRUNCATED = 4,   /* data ended early; pixels were written but are incomplete */
-  RC_TOO_LARGE = 5,   /* width * height above the pixel limit: refused, nothing allocated */
-  RC_NOMEM = 6,
-  RC_BAD_PARAM = 7,
-};
+/* Per-image status codes: X(suffix, value, name) gives RC_<suffix> = value here, and the
+ * extension exports recio._native.STATUS_<suffix> = value and STATUS_NAMES {value: name}
+ * from this list (the one definition; recio/decode.py's copies are checked against it). */
+#define RC_STATUS_LIST(X)                                                                        \
+  X(OK, 0, "ok")                                                                                 \
+  X(EMPTY, 1, "empty")             /* zero-length buffer */                                      \
+  X(UNSUPPORTED, 2, "unsupported") /* not a JPEG (or a colour space left to the fallback) */     \
+  X(CORRUPT, 3, "corrupt")         /* libjpeg reported an error */                               \
+  X(TRUNCATED, 4, "truncated")     /* data ended early; pixels written but incomplete */         \
+  X(TOO_LARGE, 5, "too large")     /* width * height above the pixel limit: nothing allocated */ \
+  X(NOMEM, 6, "out of memory")                                                                   \
+  X(BAD_PARAM, 7, "bad parameter")
+
+#define RC_STATUS_ENUM_(suffix, value, name) RC_##suffix = value,
+enum { RC_STATUS_LIST(RC_STATUS_ENUM_) };
+#undef RC_STATUS_ENUM_
 
 enum { RC_INTERP_BILINEAR = 0, RC_INTERP_AREA = 1, RC_INTERP_NEAREST = 2 };
 enum { RC_LAYOUT_NHWC = 0, RC_LAYOUT_NCHW = 1 };

@@ -1,6 +1,7 @@
-/* recio resampler (see resample.h): Pillow's Resample.c in 14-bit fixed point with SSE2.
- * The vertical pass and the single-channel horizontal pass also have AVX2 versions, chosen
- * at run time (RECIO_SIMD=sse2 keeps to SSE2); both give the same bytes.
+/* recio resampler (see resample.h): Pillow's Resample.c in 14-bit fixed point with SSE2
+ * (plain C loops where SSE2 is not compiled in). The vertical pass and the single-channel
+ * horizontal pass also have AVX2 versions on x86-64, chosen at run time (RECIO_SIMD=sse2
+ * keeps to SSE2); AVX2 and SSE2 give the same bytes.
  *
  * Coefficients follow Pillow's precompute_coeffs/normalize_coeffs_8bpc, then the zero taps at
  * both ends are trimmed. The passes run every kernel at its full (even, zero-padded) width, so
@@ -225,9 +226,12 @@ const char *rc_simd_init(void) {
 #ifdef RC_HAVE_AVX2_PATH
   const char *simd = getenv("RECIO_SIMD");
   use_avx2 = __builtin_cpu_supports("avx2") && !(simd && strcmp(simd, "sse2") == 0);
-  return use_avx2 ? "avx2" : "sse2";
-#else
+  if (use_avx2) return "avx2";
+#endif
+#ifdef __SSE2__
   return "sse2";
+#else
+  return "scalar"; /* built without SSE2 (not x86, say): the plain C loops run */
 #endif
 }
 

@@ -50,8 +50,9 @@ void rc_vpass(const uint8_t *tmp, size_t stride, size_t width, int ymin, int yma
 void rc_hpass1(const uint8_t *line, int off, uint8_t *out, int out_n, const rc_coeffs *c);
 
 /* Picks the passes' instruction set once, at module import (before any thread runs): AVX2
- * where the CPU has it, unless the environment says RECIO_SIMD=sse2; SSE2 until called.
- * Returns "avx2" or "sse2". */
+ * on x86-64 where the CPU has it, unless the environment says RECIO_SIMD=sse2; until called,
+ * the AVX2 passes are off. Returns what runs: "avx2", "sse2" (built with SSE2, always so on
+ * x86-64) or "scalar" (built without SSE2, e.g. on ARM: the plain C loops). */
 const char *rc_simd_init(void);
 
 /* One past the last input row that rc_precompute(.., in0, in1, out_size, ..) reads. */

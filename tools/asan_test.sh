@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# Builds recio._native with AddressSanitizer + UndefinedBehaviorSanitizer and runs the decode
-# and transcode tests against it (native and fallback backends). Python itself is not
-# instrumented, so the ASan runtime is preloaded and leak detection (which would report the
-# interpreter) is off.
+# Builds recio._native with AddressSanitizer + UndefinedBehaviorSanitizer and runs the decode,
+# transcode and native-boundary tests against it (native and fallback backends), in the
+# checkout this script is in (a git worktree too: its recio, not an installed one). Python
+# itself is not instrumented, so the ASan runtime is preloaded and leak detection (which would
+# report the interpreter) is off.
 # Rebuild the normal extension afterwards with: python setup.py build_ext --inplace --force
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RECIO_NATIVE_DEBUG=asan python setup.py build_ext --inplace --force
+# the tests must import this checkout's recio (an editable install may point elsewhere)
+PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH
+LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0 python -c \
+  'import os, recio._native as n; assert n.__file__.startswith(os.getcwd() + os.sep), n.__file__'
 LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   RECIO_FUZZ_EXAMPLES="${RECIO_FUZZ_EXAMPLES:-250}" \
   python -m pytest -q -p no:cacheprovider tests/test_decode.py tests/test_decode_fuzz.py \
-  tests/test_transcode.py \
+  tests/test_transcode.py tests/test_native_boundary.py \
   --deselect tests/test_decode.py::test_no_memory_growth "$@"
 # (not the RSS test: ASan's quarantine holds freed memory, so RSS says nothing under it)

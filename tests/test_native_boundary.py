@@ -1,0 +1,392 @@
+"""The C boundary of recio._native: close() racing running batches, the status codes the
+extension exports, the SIMD path it reports, and what it links.
+
+Skips only when the extension cannot be imported and CI is unset; under CI a missing
+extension fails.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+try:
+    from recio import _native
+except ImportError as exc:
+    if _in_ci():
+        raise ImportError(f"recio._native cannot be imported under CI: {exc}") from exc
+    pytest.skip(f"recio._native cannot be imported: {exc}", allow_module_level=True)
+
+from recio import decode  # noqa: E402
+
+MACHINE = platform.machine().lower()
+X86_64 = MACHINE in ("x86_64", "amd64")
+X86 = X86_64 or MACHINE in ("i386", "i486", "i586", "i686", "x86")
+
+
+def _run(script: str, timeout: float, **env: str) -> subprocess.CompletedProcess:
+    """Runs script in a fresh interpreter that imports this checkout's recio (a crash shows
+    as a negative or non-zero return code instead of taking pytest down)."""
+    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), **env)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+    )
+
+
+# Pools, each closed from a second thread while a batch may be running on it. Every fourth
+# entry point in turn (decode_batch, image_sizes, transcode_batch, resize_encode); every tenth
+# pool is closed before the batch starts, which must be refused. A tiny switch interval makes
+# the GIL change hands as soon as the batch releases it, so that close() runs inside the
+# released section as often as possible.
+STRESS = """
+import io, random, sys, threading, time
+import numpy as np
+from PIL import Image
+from recio import _native
+
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 300
+sys.setswitchinterval(1e-6)
+rng = random.Random(1234)
+failures = []
+threading.excepthook = lambda a: failures.append(f"{a.exc_type.__name__}: {a.exc_value}")
+
+def jpeg(seed):
+    g = np.random.default_rng(seed)
+    px = g.integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    b = io.BytesIO()
+    Image.fromarray(px).save(b, "JPEG", quality=85)
+    return b.getvalue()
+
+bufs = [jpeg(s) for s in range(32)]
+n = len(bufs)
+H, W = 24, 32
+rgb = np.random.default_rng(7).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+
+def run_batch(pool, kind):
+    if kind == 0:
+        out = np.zeros((n, H, W, 3), np.uint8)
+        status = np.full(n, -1, np.int32)
+        errors = pool.decode_batch(bufs, out, status, H, W, 0, 1, None, None, None, 0, 0, 1, 1,
+                                   1 << 27)
+        assert status.tolist() == [0] * n, status
+        assert errors == [None] * n, errors
+        assert out.reshape(n, -1).max(axis=1).min() > 0  # every image written
+    elif kind == 1:
+        sizes = np.zeros((n, 2), np.int32)
+        assert pool.image_sizes(bufs, sizes) is None
+        assert sizes.tolist() == [[64, 48]] * n, sizes
+    elif kind == 2:
+        status = np.full(n, -1, np.int32)
+        sizes = np.array([[W, H]] * n, np.int32)
+        res = pool.transcode_batch(bufs, status, None, sizes, 90, 0, 0, 1, 1 << 27)
+        assert status.tolist() == [0] * n, status
+        assert all(isinstance(r, bytes) and r[:2] == b"\\xff\\xd8" for r in res)
+    else:
+        res = pool.resize_encode(rgb, 64, 48, (0, 0, 64, 48), W, H, 90, 0)
+        assert res[:2] == b"\\xff\\xd8"
+
+completed = refused = 0
+for i in range(N):
+    pool = _native.Pool(2)
+    kind = i % 4
+    early = i % 10 == 0
+    go = threading.Event()
+    delay = rng.random() * 0.002
+
+    def closer():
+        go.wait()
+        end = time.perf_counter() + delay
+        while time.perf_counter() < end:
+            pass
+        pool.close()
+
+    t = threading.Thread(target=closer)
+    t.start()
+    if early:
+        go.set()
+        t.join()
+    go.set()
+    try:
+        run_batch(pool, kind)
+    except ValueError as e:
+        assert "pool is closed" in str(e), e
+        refused += 1
+    else:
+        assert not early, "a batch on a closed pool ran"
+        completed += 1
+    t.join()
+    assert pool.closed and pool.num_threads == 0
+    try:
+        run_batch(pool, kind)
+    except ValueError as e:
+        assert "pool is closed" in str(e), e
+    else:
+        raise AssertionError("a batch after close() ran")
+    pool.close()  # idempotent
+assert not failures, failures
+print("completed", completed, "refused", refused)
+"""
+
+
+def test_close_while_batches_run() -> None:
+    """close() from another thread waits for the running batch or refuses a new one with a
+    ValueError; it never crashes (the subprocess would die of a signal, or ASan abort)."""
+    res = _run(STRESS, 120)
+    assert res.returncode == 0, f"rc={res.returncode}\n{res.stdout[-2000:]}\n{res.stderr[-4000:]}"
+    words = res.stdout.split()
+    completed, refused = int(words[-3]), int(words[-1])
+    assert completed + refused == 300
+    assert refused >= 30  # the pools closed before their batch
+    assert completed > 0
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
+def test_concurrent_close_calls_and_batches() -> None:
+    """Several threads run batches on one pool while two others close it: each batch either
+    completes or is refused, and both close() calls return only once the pool's threads are
+    joined."""
+    script = """
+    import io, os, sys, threading
+    import numpy as np
+    from PIL import Image
+    from recio import _native
+
+    sys.setswitchinterval(1e-6)
+    failures = []
+    threading.excepthook = lambda a: failures.append(f"{a.exc_type.__name__}: {a.exc_value}")
+    b = io.BytesIO()
+    Image.fromarray(np.full((40, 40, 3), 99, np.uint8)).save(b, "JPEG")
+    bufs = [b.getvalue()] * 16
+    results = []
+
+    def tasks():
+        return len(os.listdir("/proc/self/task"))
+
+    for _ in range(40):
+        before = tasks()
+        pool = _native.Pool(2)
+        start = threading.Barrier(6)
+
+        def batch():
+            start.wait()
+            for _ in range(5):
+                out = np.zeros((16, 8, 8, 3), np.uint8)
+                st = np.zeros(16, np.int32)
+                try:
+                    pool.decode_batch(bufs, out, st, 8, 8, 0, 1, None, None, None, 0, 0, 1, 1,
+                                      1 << 27)
+                    assert st.tolist() == [0] * 16
+                    results.append("ok")
+                except ValueError as e:
+                    assert "pool is closed" in str(e)
+                    results.append("refused")
+
+        def close():
+            start.wait()
+            pool.close()
+            assert pool.closed and pool.num_threads == 0
+            # returns only once the pool's threads are joined, also for the second caller
+            assert tasks() <= before + 6, (tasks(), before)
+
+        ts = [threading.Thread(target=f) for f in [batch] * 4 + [close] * 2]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    assert not failures, failures
+    print(len(results))
+    """
+    res = _run(script, 120)
+    assert res.returncode == 0, f"rc={res.returncode}\n{res.stderr[-4000:]}"
+    assert res.stdout.split()[-1] == str(40 * 4 * 5)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_close_in_forked_child_does_not_wait_for_the_parents_batch() -> None:
+    """A child forked while a batch runs in the parent sees that batch as busy in its copy of
+    the pool; there the pool refuses batches and close() returns at once (no join, no wait)."""
+    script = """
+    import io, os, signal, threading, time, traceback
+    import numpy as np
+    from PIL import Image
+    from recio import _native
+
+    b = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (256, 256, 3), np.uint8)).save(
+        b, "JPEG")
+    bufs = [b.getvalue()] * 64
+    pool = _native.Pool(2)
+    stop = False
+
+    def batch():
+        out = np.zeros((64, 32, 32, 3), np.uint8)
+        st = np.zeros(64, np.int32)
+        pool.decode_batch(bufs, out, st, 32, 32, 0, 1, None, None, None, 0, 0, 1, 1, 1 << 27)
+
+    def loop():
+        while not stop:
+            batch()
+
+    t = threading.Thread(target=loop)
+    t.start()
+    time.sleep(0.05)
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(20)  # a hang dies of SIGALRM
+        try:
+            try:
+                batch()
+                os._exit(3)
+            except RuntimeError as e:
+                assert "another process" in str(e), e
+            assert not pool.closed
+            pool.close()
+            assert pool.closed and pool.num_threads == 0
+            pool.close()
+            os._exit(0)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+    stop = True
+    t.join()
+    _, status = os.waitpid(pid, 0)
+    pool.close()
+    print(os.waitstatus_to_exitcode(status))
+    """
+    res = _run(script, 120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split()[-1] == "0", res.stdout + res.stderr
+
+
+def test_close_at_exit_while_a_daemon_thread_decodes() -> None:
+    """close() while the interpreter exits and a daemon thread is in a batch: that thread
+    never takes the GIL back, so close() must not wait for it (the exit would hang)."""
+    script = """
+    import gc, io, os, threading, time
+    import numpy as np
+    from PIL import Image
+    from recio import _native
+
+    b = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (512, 512, 3), np.uint8)).save(
+        b, "JPEG")
+    bufs = [b.getvalue()] * 64
+    pool = _native.Pool(2)
+
+    def loop():
+        out = np.zeros((64, 32, 32, 3), np.uint8)
+        st = np.zeros(64, np.int32)
+        while True:
+            pool.decode_batch(bufs, out, st, 32, 32, 0, 1, None, None, None, 0, 0, 1, 1, 1 << 27)
+
+    class Closer:
+        def __init__(self, p):
+            self.p = p
+
+        def __del__(self, write=os.write):
+            self.p.close()
+            write(1, b"closed\\n")
+
+    gc.disable()
+    closer = Closer(pool)
+    closer.cycle = closer
+    del closer  # collected by the last collection of the exit, after daemon threads stop
+    threading.Thread(target=loop, daemon=True).start()
+    time.sleep(0.2)
+    """
+    res = _run(script, 60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["closed"], res.stdout
+
+
+def test_uninitialised_pool_is_closed() -> None:
+    pool = _native.Pool.__new__(_native.Pool)
+    assert pool.closed and pool.num_threads == 0
+    with pytest.raises(ValueError, match="pool is closed"):
+        pool.image_sizes([], bytearray(0))
+    pool.close()
+
+
+def test_closed_pool_cannot_be_reinitialised() -> None:
+    pool = _native.Pool(1)
+    with pytest.raises(RuntimeError, match="initialised"):
+        pool.__init__(1)
+    pool.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.__init__(1)
+    assert pool.closed
+
+
+def _status_codes(module: object) -> dict[str, int]:
+    names = vars(module)
+    return {k: v for k, v in names.items() if k.startswith("STATUS_") and k != "STATUS_NAMES"}
+
+
+def test_status_codes_match_decode_module() -> None:
+    """recio.decode's STATUS_* and STATUS_NAMES are the extension's (the C enum), both ways."""
+    c_codes = _status_codes(_native)
+    assert _status_codes(decode) == c_codes
+    assert decode.STATUS_NAMES == _native.STATUS_NAMES
+    assert set(_native.STATUS_NAMES) == set(c_codes.values())
+    assert all(type(v) is int for v in c_codes.values())
+    assert all(type(v) is str for v in _native.STATUS_NAMES.values())
+    assert _native.STATUS_OK == 0
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def test_simd_reports_the_path_that_runs() -> None:
+    """SIMD names the passes that run: AVX2 only on an x86-64 CPU with it, SSE2 on other
+    x86-64 CPUs (or under RECIO_SIMD=sse2), the plain C loops ("scalar") off x86."""
+    assert _native.SIMD in ("avx2", "sse2", "scalar")
+    flags = _cpu_flags()
+    if _native.SIMD == "avx2" and flags:
+        assert "avx2" in flags
+    if not X86:
+        assert _native.SIMD == "scalar"  # the SSE2 and AVX2 passes are x86 code
+    elif not X86_64:
+        assert _native.SIMD in ("sse2", "scalar")  # no AVX2 path on 32-bit x86
+    elif os.environ.get("RECIO_SIMD") == "sse2" or (flags and "avx2" not in flags):
+        assert _native.SIMD == "sse2"
+    elif "avx2" in flags:
+        assert _native.SIMD == "avx2"
+
+
+@pytest.mark.skipif(not X86_64, reason="the SSE2 path is compiled on x86-64 only")
+def test_simd_env_selects_sse2() -> None:
+    res = _run("from recio import _native; print(_native.SIMD)", 60, RECIO_SIMD="sse2")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split()[-1] == "sse2"
+
+
+@pytest.mark.skipif(shutil.which("ldd") is None, reason="needs ldd")
+def test_does_not_link_turbojpeg() -> None:
+    """Only the libjpeg API is used from C; TurboJPEG (PyTurboJPEG's) is not linked."""
+    res = subprocess.run(["ldd", _native.__file__], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "libjpeg" in res.stdout
+    assert "turbojpeg" not in res.stdout.lower(), res.stdout
