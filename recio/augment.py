@@ -47,6 +47,7 @@ class CropSpec:
 
 
 def batch_rng(seed: int, epoch: int, step: int, part: int) -> np.random.Generator:
+    """The RNG of one batch of one rank: the same draws whenever the batch is made again."""
     return np.random.default_rng([seed, epoch, step, part])
 
 
@@ -92,7 +93,7 @@ def _fixed_size(spec: CropSpec, width, height, position) -> np.ndarray:
 
 
 def _random_resized(spec: CropSpec, width, height, uniform) -> np.ndarray:
-    """torchvision's RandomResizedCrop window, vectorised over the batch."""
+    """The window of torchvision's RandomResizedCrop, vectorised over the batch."""
     area = (width * height)[:, None]
     scale = spec.min_area + (spec.max_area - spec.min_area) * uniform[..., 0]
     log_lo, log_hi = np.log(spec.min_aspect), np.log(spec.max_aspect)

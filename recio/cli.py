@@ -47,6 +47,7 @@ def _add_storage_option(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    """``recio info``: records, bytes, labels and whether the .idx agrees (1 if not)."""
     options = _storage_options(args.storage_options)
     with RecordFile(args.rec, args.idx, storage_options=options) as rf:
         labels: Counter = Counter()
@@ -91,6 +92,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    """``recio verify``: walk every frame; 1 and the first problem if the file is damaged."""
     options = _storage_options(args.storage_options)
     with storage.open_source(args.rec, options) as source:
         try:
@@ -103,6 +105,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    """``recio index``: scan the .rec and write its .idx (keys 0..N-1), atomically."""
     options = _storage_options(args.storage_options)
     idx_url = args.idx or default_idx_path(args.rec)
     with storage.open_source(args.rec, options) as source:
@@ -119,6 +122,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``recio`` parser; stage commands are placeholders that parse their own arguments."""
     parser = argparse.ArgumentParser(prog="recio", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"recio {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -140,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``recio`` with ``argv`` (default: the process's); the exit code, 2 on a read error."""
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     # Stage commands parse their own arguments, so their modules load lazily.

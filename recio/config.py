@@ -78,8 +78,11 @@ class Normalize:
 
 @dataclass(frozen=True)
 class Sharding:
-    """Which part of the data this process reads: MXNet's ``kv`` or ``part_index``/``num_parts``;
-    neither: the environment (torchrun, MPI, SLURM, torch.distributed), see :mod:`recio.dist`."""
+    """Which part of the data this process reads.
+
+    MXNet's ``kv`` or ``part_index``/``num_parts``; neither: the environment (torchrun, MPI,
+    SLURM, torch.distributed), see :mod:`recio.dist`.
+    """
 
     part_index: int | None = None
     num_parts: int | None = None

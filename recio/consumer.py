@@ -32,8 +32,10 @@ __all__ = ["Batch", "ErrorPolicy", "IterStats", "PositionedIterator"]
 
 @dataclass
 class Batch:
-    """One batch: ``data`` (N×C×H×W or N×H×W×C), ``label`` (float32, N or N×label_width),
-    ``index`` (record ids from the headers), and ``pad`` (how many trailing samples are padding).
+    """One batch of images, their labels and record ids, and where it stands in the epochs.
+
+    ``data`` is N×C×H×W or N×H×W×C, ``label`` float32 N or N×label_width, ``index`` the
+    record ids from the headers, and ``pad`` how many trailing samples are padding.
     """
 
     data: Any  # numpy array; a torch tensor on the GPU from the DALI stage
@@ -103,8 +105,10 @@ class ErrorPolicy:
         describe: Callable[[int], str],
         batch: str,
     ) -> np.ndarray | None:
-        """For a batch with bad slots (``status`` non-zero): the slot each slot takes its
-        image, label and id from under "skip"; None under "replace" (blank the bad slots).
+        """Where each slot of a batch with bad slots (``status`` non-zero) takes its image from.
+
+        Under "skip", the slot each slot takes its image, label and id from; None under
+        "replace" (blank the bad slots).
 
         Args:
             status: per-slot decoder status, 0 for a good image.
@@ -181,14 +185,17 @@ class PositionedIterator:
 
     @property
     def batch_size(self) -> int:
+        """Samples per batch, on each rank."""
         return self.config.batch_size
 
     @property
     def seed(self) -> int:
+        """The seed of the shuffle and of the augmentation draws."""
         return self.config.seed
 
     @property
     def label_width(self) -> int:
+        """Labels per record: a batch's ``label`` is N (width 1) or N×label_width."""
         return self.config.label_width
 
     @property
@@ -198,6 +205,7 @@ class PositionedIterator:
 
     @property
     def batch_shape(self) -> tuple[int, ...]:
+        """The shape of one batch's data, in the configured layout."""
         return self.config.batch_shape
 
     @property
@@ -290,6 +298,7 @@ class PositionedIterator:
         raise NotImplementedError
 
     def close(self) -> None:
+        """Stop whatever runs ahead of the position and close the records."""
         raise NotImplementedError
 
     def __enter__(self):

@@ -24,6 +24,8 @@ _ENV_PAIRS = (
 
 
 class World(NamedTuple):
+    """A process's ``rank`` of ``size``, and the ``source`` they came from (for messages)."""
+
     rank: int
     size: int
     source: str

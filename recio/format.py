@@ -262,11 +262,12 @@ def unpack_labels(s: bytes | memoryview, label_width: int = 1) -> tuple[np.ndarr
 
 
 def format_idx_line(key: object, offset: int) -> str:
+    r"""One ``.idx`` line, ``key\toffset\n``, as MXNet's ``MXIndexedRecordIO`` writes it."""
     return f"{key}\t{offset}\n"
 
 
 def parse_idx(text: str, *, path: str | None = None, key_type: type = int) -> list[tuple]:
-    """Parse ``key\\toffset`` lines into (key, offset) pairs, in file order."""
+    r"""Parse ``key\toffset`` lines into (key, offset) pairs, in file order."""
     entries = []
     for lineno, line in enumerate(io.StringIO(text), 1):
         line = line.strip()
@@ -283,7 +284,7 @@ def parse_idx(text: str, *, path: str | None = None, key_type: type = int) -> li
 
 
 class ListEntry(NamedTuple):
-    """One line of an im2rec .lst file: ``index\\tlabel[\\tlabel...]\\tpath``."""
+    r"""One line of an im2rec .lst file: ``index\tlabel[\tlabel...]\tpath``."""
 
     index: int
     labels: tuple[float, ...]

@@ -146,8 +146,10 @@ class ImageRecordIter(PositionedIterator):
 
 
 def _queue_depth(config: IterConfig) -> int:
-    """Batches each of the pipeline's queues holds: prefetch_buffer in all, with the one
-    being decoded."""
+    """Batches each of the pipeline's queues holds.
+
+    ``prefetch_buffer`` counts all the batches ahead, the one being decoded included.
+    """
     return max(1, (config.prefetch_buffer or _DEFAULT_PREFETCH) - 1)
 
 

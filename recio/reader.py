@@ -39,6 +39,10 @@ class RecordCursor:
     def read_at(
         self, offset: int, record_index: int | None = None
     ) -> tuple[memoryview | bytes, int]:
+        """Parse the record at byte ``offset``: ``(payload, next_offset)``, as ``read_record``.
+
+        ``record_index`` only names the record in error messages.
+        """
         if self._buffer is not None:
             return read_record(
                 self._buffer, offset, path=self.source.url, record_index=record_index
@@ -144,6 +148,11 @@ class RecordFile:
         return len(self.offsets)
 
     def read(self, i: int) -> memoryview | bytes:
+        """The payload of the ``i``-th record in index order (zero-copy for local files).
+
+        Raises:
+            IndexMismatchError: the ``.idx`` gives an offset that is not a record start.
+        """
         offset = int(self.offsets[i])
         try:
             payload, _ = self._cursor.read_at(offset, i) if self._is_local else self._read_remote(i)
@@ -180,11 +189,15 @@ class RecordFile:
         return out
 
     def describe(self, position: int, record_id: int | None = None) -> str:
-        """ "record id N (record P, at byte B of URL)", for messages about one record."""
+        """Text for messages about one record: 'record id N (record P, at byte B of URL)'.
+
+        Without ``record_id``, only the part in brackets.
+        """
         where = f"record {position}, at byte {int(self.offsets[position])} of {self.url}"
         return f"record id {record_id} ({where})" if record_id is not None else where
 
     def close(self) -> None:
+        """Close the file; payloads already read stay valid (views keep a local file's map)."""
         self.source.close()
 
     def __enter__(self) -> RecordFile:
@@ -213,6 +226,7 @@ class RecordFile:
 
 
 def default_idx_path(rec_url: str) -> str:
+    """The ``.idx`` beside a ``.rec``: ``.rec`` replaced by ``.idx`` (appended to other names)."""
     base = rec_url[:-4] if rec_url.endswith(".rec") else rec_url
     return base + ".idx"
 
@@ -234,8 +248,10 @@ def scan_source(source: storage.ByteSource) -> list[int]:
 def batch_headers(
     records: RecordFile, positions: np.ndarray, payloads: Sequence[Any], label_width: int
 ) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """Labels (float32, ``label_width`` each), record ids (int64) and where each payload's
-    image starts, for one batch read from ``records`` at ``positions``.
+    """Labels, record ids and image starts of one batch read from ``records`` at ``positions``.
+
+    Labels are float32, ``label_width`` per record; ids int64; a start is the byte of its
+    payload where the image begins.
 
     Raises:
         RecordIOError: a record too short for its IRHeader, naming the file and byte offset.

@@ -52,9 +52,14 @@ class MXRecordIO:
 
     @property
     def writable(self) -> bool:
+        """Whether this is a writer (``flag="w"``)."""
         return self.flag == "w"
 
     def open(self) -> None:
+        """Open ``uri``: a reader at the first record, a writer on a new output.
+
+        A writer's output replaces the file of that name only when it is closed.
+        """
         if self.writable:
             self._out = storage.AtomicOutput(self.uri, self.storage_options)
             self._pos = 0
@@ -154,7 +159,7 @@ class MXRecordIO:
 
 
 class MXIndexedRecordIO(MXRecordIO):
-    """RecordIO with a ``.idx`` file of ``key\\toffset`` lines, for random access."""
+    r"""RecordIO with a ``.idx`` file of ``key\toffset`` lines, for random access."""
 
     def __init__(
         self,
@@ -172,6 +177,12 @@ class MXIndexedRecordIO(MXRecordIO):
         super().__init__(uri, flag, storage_options=storage_options)
 
     def open(self) -> None:
+        """Open the ``.rec`` and its ``.idx``; a reader loads the keys and checks the offsets.
+
+        Raises:
+            RecordIOError: a malformed ``.idx`` line.
+            IndexMismatchError: an offset past the end of the ``.rec`` or not 4-byte aligned.
+        """
         super().open()
         self.idx = {}
         self.keys = []
@@ -186,12 +197,14 @@ class MXIndexedRecordIO(MXRecordIO):
         check_offsets(self.idx_path, self.keys, [self.idx[k] for k in self.keys], self._source)
 
     def close(self) -> None:
+        """Close; a writer's ``.rec`` and ``.idx`` are flushed and moved into place."""
         was_open = self.is_open
         super().close()
         if was_open and self.writable:
             self._idx_out.commit()
 
     def abort(self) -> None:
+        """Close a writer without publishing its ``.rec`` or ``.idx`` (a reader just closes)."""
         if self.is_open and self.writable:
             self._idx_out.abort()
         super().abort()

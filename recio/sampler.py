@@ -26,12 +26,16 @@ import numpy as np
 
 
 class LastBatch(str, enum.Enum):
+    """What becomes of an epoch's incomplete last global step (see the module docstring)."""
+
     PAD = "pad"
     DISCARD = "discard"
     ROLLOVER = "rollover"
 
 
 class Shuffle(str, enum.Enum):
+    """How an epoch's order is drawn (see :func:`epoch_order`)."""
+
     NONE = "none"
     GLOBAL = "global"  # an exact permutation of all records
     BLOCK = "block"  # blocks of consecutive records, shuffled, then shuffled within a window
@@ -160,6 +164,10 @@ class Sampler:
         return max(1, -(-self.block_size * self.window // self.batch_size))
 
     def order(self, epoch: int) -> np.ndarray:
+        """The record positions of ``epoch`` in order (:func:`epoch_order`), all ranks' alike.
+
+        The last few epochs' orders are cached; treat the array as read-only.
+        """
         if epoch not in self._order_cache:
             if len(self._order_cache) > 2:
                 self._order_cache.clear()
@@ -183,6 +191,7 @@ class Sampler:
         return 0, steps
 
     def steps_in_epoch(self, epoch: int = 0) -> int:
+        """Batches of ``epoch``, the same on every rank (rollover: epochs differ by at most one)."""
         first, end = self._step_range(epoch)
         return end - first
 

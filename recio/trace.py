@@ -17,12 +17,15 @@ from contextlib import contextmanager
 
 
 class Tracer:
+    """Spans recorded in memory, saved as one Chrome-trace JSON file; any thread may add."""
+
     def __init__(self) -> None:
         self.events: list[dict] = []
         self._t0 = time.perf_counter_ns()
         self._tracks: dict[str, int] = {}
 
     def now_us(self) -> float:
+        """Microseconds since the tracer was made: the clock of span starts and ends."""
         return (time.perf_counter_ns() - self._t0) / 1000
 
     def add(
@@ -51,6 +54,7 @@ class Tracer:
 
     @contextmanager
     def span(self, name: str, **args: object) -> Iterator[None]:
+        """Record the ``with`` block as a span on the calling thread's track, with ``args``."""
         start = self.now_us()
         try:
             yield
@@ -58,6 +62,7 @@ class Tracer:
             self.add(name, start, self.now_us(), **args)
 
     def to_json(self) -> dict:
+        """The trace as a Chrome-trace dict: thread-name metadata, then the spans."""
         meta = [
             {
                 "name": "thread_name",
@@ -71,6 +76,7 @@ class Tracer:
         return {"traceEvents": meta + self.events, "displayTimeUnit": "ms"}
 
     def save(self, path: str) -> None:
+        """Write the trace to ``path`` as JSON (chrome://tracing, ui.perfetto.dev)."""
         with open(path, "w") as f:
             json.dump(self.to_json(), f)
 

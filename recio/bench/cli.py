@@ -14,6 +14,7 @@ from .sample import build_sample_rec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``recio bench``'s arguments to ``parser``."""
     parser.add_argument("rec", nargs="?", help=".rec path or URL (default: built-in sample)")
     parser.add_argument("--num-images", type=int, default=400, help="size of the built-in sample")
     parser.add_argument("--threads", type=int, help="decode threads (default: usable cores)")
@@ -30,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the benchmark ``args`` describe (on a built-in sample without a .rec); exit status."""
     shape = tuple(int(v) for v in args.shape.split(","))
     if len(shape) != 3:
         raise SystemExit(f"--shape must be C,H,W, not {args.shape!r}")

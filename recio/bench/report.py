@@ -6,6 +6,7 @@ from .run import BASELINE
 
 
 def print_report(result: dict, out=print) -> None:
+    """Print a ``run_bench`` result as a table, one stage a line, then skips and the verdict."""
     stages = result["stages"]
     width = max(len(n) for n in stages)
     out(f"{'stage':<{width}}  {'images/s':>10}  {'min':>8}  {'max':>8}  {'MB/s':>8}  vs Pillow")
@@ -23,6 +24,7 @@ def print_report(result: dict, out=print) -> None:
 
 
 def save_plot(result: dict, path: str) -> None:
+    """Save a ``run_bench`` result as a PNG bar chart (log scale) at ``path``; needs matplotlib."""
     import matplotlib
 
     matplotlib.use("Agg")

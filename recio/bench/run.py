@@ -38,6 +38,7 @@ DALI_STAGES = {
 
 
 def machine_info() -> dict:
+    """Cores, CPU, platform, library versions and decoder backend, for the JSON result."""
     info: dict[str, Any] = {
         "cores": os.cpu_count(),
         "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,

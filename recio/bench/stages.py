@@ -42,6 +42,7 @@ def timed(step: Callable[[], tuple[int, int]], seconds: float, repeats: int) -> 
 
 
 def summary(values: list[float]) -> dict:
+    """Median, min and max of ``values``."""
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
@@ -63,9 +64,11 @@ class Data:
         self._cursor = 0
 
     def next_batch(self) -> list[bytes]:
+        """The image bytes of the next ``batch_size`` records, wrapping at the end."""
         return [self.images[i] for i in self.next_indices()]
 
     def next_indices(self) -> np.ndarray:
+        """Positions of the next ``batch_size`` records, in file order, wrapping at the end."""
         n = self.num_records
         idx = (self._cursor + np.arange(self.batch_size)) % n
         self._cursor = (self._cursor + self.batch_size) % n
@@ -73,6 +76,7 @@ class Data:
 
 
 def stage_read(rec: str, storage_options: dict | None, batch_size: int):
+    """Record reads alone, batch by batch in file order: the storage's limit."""
     rf = RecordFile(rec, storage_options=storage_options)
     cursor = [0]
 
@@ -108,6 +112,7 @@ def stage_turbo_decode(data: Data, threads: int):
 
 
 def stage_native_pool(data: Data, threads: int, spec: CropSpec, out_shape, dtype):
+    """The native decode pool on in-memory images: decode, crop, resize and flip, no I/O."""
     pool = DecodePool(threads)
     out = np.empty(out_shape, dtype=dtype)
     counter = [0]
@@ -127,6 +132,10 @@ def stage_native_pool(data: Data, threads: int, spec: CropSpec, out_shape, dtype
 
 
 def stage_iterator(rec, storage_options, threads, batch_size, shape, dtype, tracer=None):
+    """The whole ``ImageRecordIter``: reads, decode, augmentation; bytes are estimated.
+
+    Counts real (non-pad) images, and their bytes at the file's mean record length.
+    """
     it = ImageRecordIter(
         rec,
         shape,

@@ -53,8 +53,16 @@ def build_pipeline(
             resumed run repeats them) go to ``fn.decoders.image_slice`` + ``fn.resize``;
             without, DALI draws them (``fn.random_resized_crop``, ``fn.random.coin_flip``,
             seeded by ``seed``).
+        batch_size: samples per batch, as the source's sampler plans them.
         device: ``"gpu"`` (mixed decode, nvJPEG, GPU operators) or ``"cpu"``.
+        device_id: the GPU with ``device="gpu"``; not used on the CPU.
+        num_threads: DALI's CPU worker threads.
+        prefetch_queue_depth: batches DALI prepares ahead of the one consumed.
+        seed: the pipeline's seed, and DALI's crop and flip draws without ``source.windows``.
+        normalize: mean/std, dtype, layout and channel order of the output images.
+        interpolation: ``"bilinear"`` or ``"nearest"`` (a ValueError for anything else).
         parallel: run the source in DALI's parallel external source worker processes.
+        py_num_workers: how many of those worker processes, with ``parallel``.
         pipeline_kwargs: passed to the DALI ``Pipeline`` (override anything here).
 
     Returns:

@@ -99,6 +99,7 @@ class RecioSource:
 
     @property
     def num_outputs(self) -> int:
+        """Outputs per batch: 3, plus 2 with ``windows``, plus 1 with on_error="replace"."""
         return 3 + (2 if self.windows else 0) + (self.on_error == "replace")
 
     def __getstate__(self) -> dict:
@@ -112,6 +113,7 @@ class RecioSource:
         return self._pool
 
     def __call__(self, info: Any) -> tuple:
+        """The outputs for DALI's ``BatchInfo``; StopIteration past the epoch's last step."""
         epoch = self.start_epoch + int(info.epoch_idx)
         step = int(info.iteration) + (self.start_step if info.epoch_idx == 0 else 0)
         if step >= self.sampler.steps_in_epoch(epoch):

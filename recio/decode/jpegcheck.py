@@ -172,7 +172,7 @@ def jpeg_structure_problem(buf: Any) -> Problem | None:
 
 
 def _bogus_huffman(kind: int, counts: np.ndarray, symbols: np.ndarray) -> bool:
-    """libjpeg's own table checks (jdhuff.c), which it runs only when decoding starts."""
+    """Whether a Huffman table fails libjpeg's checks (jdhuff.c), run only once decoding starts."""
     code = 0
     for length in range(1, 17):
         code += int(counts[length - 1])

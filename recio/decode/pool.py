@@ -207,8 +207,9 @@ class DecodePool:
                 the whole image.
             flips: bool/uint8 (N,), flip horizontally where true.
             interpolation: "bilinear", "area" (Pillow BOX) or "nearest".
-            mean, std: per output channel on the 0..255 scale; float outputs only:
+            mean: per output channel on the 0..255 scale; float outputs only:
                 ``out = (pixel - mean) / std``.
+            std: per output channel on the 0..255 scale, as ``mean``.
             layout: "NHWC" or "NCHW".
             channel_order: "RGB" or "BGR".
 

@@ -52,15 +52,18 @@ class PackReport:
 
     @property
     def images_per_second(self) -> float:
+        """Files handled (written or skipped) per second; 0 before any time is counted."""
         return (self.written + len(self.skipped)) / self.seconds if self.seconds else 0.0
 
     def to_json(self) -> str:
+        """The report as indented JSON, with the rate, and times rounded."""
         d = dataclasses.asdict(self)
         d["images_per_second"] = round(self.images_per_second, 1)
         d["seconds"] = round(self.seconds, 3)
         return json.dumps(d, indent=1) + "\n"
 
     def summary(self) -> str:
+        """The report for people: one line of counts and rates, then one per skipped file."""
         s = (
             f"{self.list}: {self.status}; {self.written} of {self.images} images written "
             f"({self.bytes / 1e6:.1f} MB) in {self.seconds:.1f} s "
@@ -107,8 +110,11 @@ def _make_pool(kind: str, workers: int):
 
 
 def default_pool(opts: EncodeOptions) -> str:
-    """Threads where the work releases the GIL (pass-through, JPEG → JPEG in C); else
-    processes, as Pillow's Python-level work would serialise threads."""
+    """The worker kind for ``opts``: ``"thread"`` or ``"process"``.
+
+    Threads where the work releases the GIL (pass-through, JPEG → JPEG in C); else
+    processes, as Pillow's Python-level work would serialise threads.
+    """
     if opts.pass_through or (opts.encoding == ".jpg" and native_available()):
         return "thread"
     return "process"

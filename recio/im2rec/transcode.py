@@ -198,8 +198,10 @@ def encode_image(data: bytes, opts: EncodeOptions) -> bytes:
 
 
 def encode_images(datas: Sequence[bytes], opts: EncodeOptions) -> list[bytes | SkipImage]:
-    """:func:`encode_image` for many files: the JPEGs that C re-encodes go in one call (one
-    GIL release for the lot); each result is the bytes or the SkipImage saying why not."""
+    """:func:`encode_image` for many files: per file, the bytes or the SkipImage saying why not.
+
+    The JPEGs that C re-encodes go in one call (one GIL release for the lot).
+    """
     out: list[bytes | SkipImage | None] = [None] * len(datas)
     pool = _native_pool() if opts.encoding == ".jpg" and not opts.pass_through else None
     jobs: dict[bool, list[tuple[int, _NativeJob]]] = {False: [], True: []}  # by grey output
@@ -231,8 +233,10 @@ def encode_images(datas: Sequence[bytes], opts: EncodeOptions) -> list[bytes | S
 
 
 def _reported(step, data: bytes, opts: EncodeOptions):
-    """``step(data, opts)``, or the SkipImage saying why not: one bad image never ends the
-    run, it is reported."""
+    """``step(data, opts)``, or the SkipImage saying why not.
+
+    One bad image never ends the run, it is reported.
+    """
     try:
         return step(data, opts)
     except SkipImage as exc:
@@ -257,8 +261,10 @@ class _NativeJob(NamedTuple):
 
 
 def _native_job(data: bytes, opts: EncodeOptions) -> _NativeJob | None:
-    """What C does with this file, or None when it is not a JPEG for C (EXIF-rotated JPEGs
-    go through Pillow, which applies the orientation)."""
+    """What C does with this file, or None when it is not a JPEG for C.
+
+    EXIF-rotated JPEGs go through Pillow, which applies the orientation.
+    """
     if not data or _sniff(data) != "jpeg":
         return None
     header = jpeg_header(data)
@@ -332,8 +338,10 @@ def _encode_pillow(data: bytes, opts: EncodeOptions) -> bytes:
 
 
 def read_file(path: str) -> bytes:
-    """A whole local file, in one read() where its size is known (a third of the cost of
-    ``open().read()``'s buffered objects for a 75 KB image)."""
+    """A whole local file, in one read() where its size is known.
+
+    That costs a third of ``open().read()``'s buffered objects for a 75 KB image.
+    """
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size

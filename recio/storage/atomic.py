@@ -56,9 +56,15 @@ class AtomicOutput:
             raise (new if new is not exc else exc) from exc
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
+        """Append ``data``; the number of bytes written."""
         return self._file.write(data)
 
     def commit(self) -> None:
+        """Close and publish the file under its name, replacing any file there.
+
+        Once closed (committed or aborted), a no-op. If publishing fails, the temporary
+        file is removed and the error raised.
+        """
         if self.closed:
             return
         self.closed = True
@@ -76,6 +82,10 @@ class AtomicOutput:
             raise
 
     def abort(self) -> None:
+        """Close and discard what was written: nothing appears under the name.
+
+        Once closed (committed or aborted), a no-op.
+        """
         if self.closed:
             return
         self.closed = True

@@ -11,6 +11,11 @@ from .source import MappedSource
 
 
 def cached_copy(source: FsspecSource, cache_dir: str) -> MappedSource:
+    """The mmap'd local copy of ``source`` in ``cache_dir``, copied first if not there.
+
+    A copy is keyed by URL, size and version (ETag or mtime), so a changed file is copied
+    again. ``source`` is closed; the returned source keeps its URL for messages.
+    """
     info = retrying(lambda: source.fs.info(source.path), source.url, 0, 0, source.fetch)
     version = info.get("ETag") or info.get("etag") or info.get("mtime") or info.get("modified")
     import hashlib  # here, as uuid below: ~12 ms of start-up that local reads never need

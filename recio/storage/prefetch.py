@@ -148,15 +148,19 @@ class Prefetcher:
 
 
 class Lookahead:
-    """One Prefetcher started ahead for a known ``(epoch, step)``: the next epoch's first
-    fetches run while the decoder finishes this epoch, so an epoch does not start by
-    waiting for its first window. A thread-safe box; a mismatched or unused one is closed."""
+    """One Prefetcher started ahead for a known ``(epoch, step)``.
+
+    The next epoch's first fetches run while the decoder finishes this epoch, so an epoch
+    does not start by waiting for its first window. A thread-safe box; a mismatched or
+    unused one is closed.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._held: tuple[tuple[int, int], Prefetcher] | None = None
 
     def put(self, key: tuple[int, int], prefetcher: Prefetcher) -> None:
+        """Hold ``prefetcher``, started for ``key``; the one held before is closed."""
         with self._lock:
             old, self._held = self._held, (key, prefetcher)
         if old is not None:
@@ -175,10 +179,12 @@ class Lookahead:
 
     @property
     def key(self) -> tuple[int, int] | None:
+        """The ``(epoch, step)`` of the prefetcher held, or None when none is."""
         held = self._held
         return None if held is None else held[0]
 
     def close(self) -> None:
+        """Close the prefetcher held, if any."""
         with self._lock:
             held, self._held = self._held, None
         if held is not None:

@@ -90,8 +90,11 @@ class FsspecSource(ByteSource):
             self._http = fsspec.filesystem("http", client_kwargs={"timeout": timeout})
 
     def _ranges_from(self, refresh: bool = False) -> tuple[Any, str]:
-        """The filesystem and path that range reads go to: the store's own, or (S3) plain
-        HTTP on a presigned URL, renewed at half its lifetime or when refused (expired)."""
+        """The filesystem and path that range reads go to.
+
+        The store's own, or (S3) plain HTTP on a presigned URL, renewed at half its
+        lifetime or when refused (expired).
+        """
         if self._http is None:
             return self.fs, self.path
         with self._lock:
@@ -130,6 +133,11 @@ class FsspecSource(ByteSource):
         return data
 
     def read(self, offset: int, length: int) -> bytes:
+        """``length`` bytes from ``offset`` (fewer at the end of the file), one retried request.
+
+        Raises:
+            RemoteReadError: the range still fails after ``fetch.retries`` retries.
+        """
         end = min(offset + length, self.size)
         if end <= offset:
             return b""
@@ -140,6 +148,14 @@ class FsspecSource(ByteSource):
         return data
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | memoryview]:
+        """The bytes of each (offset, length) range, fetched as coalesced concurrent requests.
+
+        A range merged into a larger request comes back as a memoryview into it. Ranges are
+        clipped to the file's size.
+
+        Raises:
+            RemoteReadError: a request still fails after ``fetch.retries`` retries.
+        """
         if not ranges:
             return []
         ranges = [(int(o), max(0, min(int(o) + int(n), self.size) - int(o))) for o, n in ranges]
@@ -214,6 +230,7 @@ class FsspecSource(ByteSource):
         return results
 
     def close(self) -> None:
+        """Shut down the fetch threads, without waiting for requests in flight."""
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None

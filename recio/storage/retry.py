@@ -113,6 +113,7 @@ def http_status(exc: object) -> int | None:
 
 
 def backoff_delay(attempt: int, options: FetchOptions) -> float:
+    """Seconds to wait before retry ``attempt`` (0-based), at most ``options.max_backoff``."""
     # Full jitter: clients retrying together spread out instead of hitting the server in step.
     return random.uniform(0, min(options.max_backoff, options.backoff * (2**attempt)))
 

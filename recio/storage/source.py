@@ -1,5 +1,6 @@
-"""Random access to the bytes of one file: the ``ByteSource`` interface, mmap'd local files,
-and ``open_source``, which picks the right source for a URL.
+"""Random access to the bytes of one file: ``ByteSource``, mmap'd files, and ``open_source``.
+
+``open_source`` picks the right source for a URL.
 
 A local file is mmap'd and its reads are zero-copy memoryview slices; a remote one is an
 :class:`recio.storage.remote.FsspecSource`, optionally copied whole into a local cache first.
@@ -27,6 +28,7 @@ class ByteSource:
     size: int
 
     def read(self, offset: int, length: int) -> bytes | memoryview:
+        """``length`` bytes from ``offset`` (fewer at the end of the file)."""
         raise NotImplementedError
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | memoryview]:
@@ -34,6 +36,7 @@ class ByteSource:
         return [self.read(offset, length) for offset, length in ranges]
 
     def close(self) -> None:
+        """Release the file; reads already returned stay valid."""
         pass
 
     def __enter__(self) -> ByteSource:
@@ -55,9 +58,11 @@ class MappedSource(ByteSource):
         self.buffer = memoryview(self._map) if self._map is not None else memoryview(b"")
 
     def read(self, offset: int, length: int) -> memoryview:
+        """A zero-copy slice of the map (fewer bytes at the end of the file)."""
         return self.buffer[offset : offset + length]
 
     def close(self) -> None:
+        """Drop the map; views already handed out keep it alive until they go."""
         # Views handed out keep the map alive; release ours and let GC unmap.
         self.buffer = memoryview(b"")
         self._map = None

@@ -23,10 +23,12 @@ def split_protocol(url: str) -> tuple[str, str]:
 
 
 def is_local(url: str) -> bool:
+    """Whether ``url`` is a local file: a plain path, ``file://`` or ``local://``."""
     return split_protocol(url)[0] in ("file", "local")
 
 
 def local_path(url: str) -> str:
+    """The path of a local ``url``: a plain path as it is, else the part after ``://``."""
     return split_protocol(url)[1]
 
 
@@ -48,9 +50,11 @@ def filesystem(url: str, storage_options: dict[str, Any] | None = None):
 
 
 def with_client_defaults(url: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
-    """Storage options with bounded timeouts and client retries, so recio's own retry
-    loop (which names the range) decides, and a dead server fails in seconds, not minutes.
-    The caller's options win."""
+    """Storage options with bounded timeouts and client retries; the caller's options win.
+
+    So recio's own retry loop (which names the range) decides, and a dead server fails in
+    seconds, not minutes.
+    """
     options = dict(storage_options or {})
     if split_protocol(url)[0] in ("s3", "s3a"):
         config = dict(options.get("config_kwargs") or {})
@@ -64,6 +68,7 @@ def with_client_defaults(url: str, storage_options: dict[str, Any] | None) -> di
 
 
 def read_text(url: str, storage_options: dict[str, Any] | None = None) -> str:
+    """A whole small file (such as an ``.idx``) as UTF-8 text; remote reads are retried."""
     if is_local(url):
         try:
             with open(local_path(url), encoding="utf-8") as f:
@@ -76,6 +81,7 @@ def read_text(url: str, storage_options: dict[str, Any] | None = None) -> str:
 
 
 def exists(url: str, storage_options: dict[str, Any] | None = None) -> bool:
+    """Whether ``url`` names an existing file; remote checks are retried."""
     if is_local(url):
         return os.path.exists(local_path(url))
     fs, path = filesystem(url, with_client_defaults(url, storage_options))

@@ -60,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Train as ``args`` say; rank 0 writes ``--report``. The exit code: 2 for a failed run."""
     rank = int(os.environ.get("RANK", "0"))
     logging.basicConfig(
         level=logging.INFO if rank == 0 else logging.WARNING,

@@ -84,10 +84,12 @@ class TwoBitState:
     def for_model(
         cls, model: torch.nn.Module, threshold: float, process_group: Any = None
     ) -> "TwoBitState":
+        """A fresh state for ``model``'s trainable parameters (their names key the residuals)."""
         names = {id(p): n for n, p in model.named_parameters() if p.requires_grad}
         return cls(threshold=threshold, process_group=process_group, names=names)
 
     def reset_counts(self) -> tuple[int, int]:
+        """``(sent_bytes, dense_bytes)`` since the last reset; both start again from 0."""
         counts = (self.sent_bytes, self.dense_bytes)
         self.sent_bytes = self.dense_bytes = 0
         return counts

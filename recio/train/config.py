@@ -78,6 +78,11 @@ class TrainConfig:
 
 @dataclass
 class EpochStats:
+    """One epoch of the whole job: mean step loss, images/s, share of time waiting for data.
+
+    ``steps`` and ``skipped_steps`` are per process; loss and rates cover all ranks.
+    """
+
     epoch: int
     steps: int
     loss: float
@@ -93,6 +98,8 @@ class EpochStats:
 
 @dataclass
 class TrainResult:
+    """What a run did: per-epoch stats, this process's step losses, and the trained model."""
+
     epochs: list[EpochStats] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)  # every step's loss (this process)
     global_step: int = 0
@@ -133,6 +140,11 @@ def lr_at(config: TrainConfig, step: int, steps_per_epoch: int) -> float:
 
 
 def torch_device(config: TrainConfig) -> torch.device:
+    """The torch device for ``config.device``; CUDA uses this process's ``LOCAL_RANK`` GPU.
+
+    Raises:
+        RuntimeError: CUDA asked for where torch sees no GPU.
+    """
     if config.device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(
             "--device cuda was asked for, but torch sees no CUDA GPU "

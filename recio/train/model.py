@@ -30,6 +30,7 @@ class BasicBlock(nn.Module):
             )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Two 3×3 convolutions with batch norm, plus the shortcut, then ReLU."""
         out = torch.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
         return torch.relu(out + self.shortcut(x))
@@ -80,6 +81,7 @@ class ResNet(nn.Module):
                 nn.init.zeros_(m.bn2.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits (N×num_classes) for images ``x`` (N×3×H×W)."""
         x = self.stages(self.stem(x))
         return self.fc(torch.flatten(self.pool(x), 1))
 

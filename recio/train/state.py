@@ -1,7 +1,8 @@
-"""What the training core shares across ranks and keeps across runs: joining torchrun's
-process group, sums and gathers over ranks, a digest of the parameters (to check the
-replicas agree) and checkpoints that resume a run exactly (model, optimizer, loss
-scaler, compression residuals, iterator position).
+"""What the training core shares across ranks and keeps across runs.
+
+Joining torchrun's process group, sums and gathers over ranks, a digest of the parameters
+(to check the replicas agree) and checkpoints that resume a run exactly (model, optimizer,
+loss scaler, compression residuals, iterator position).
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ def init_distributed(device: str) -> bool:
 
 
 def rank_world() -> tuple[int, int]:
+    """This process's (rank, world size) in torch.distributed; (0, 1) outside a group."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
 
 
 def all_sum(values: Sequence[float], device: torch.device) -> list[float]:
+    """``values`` summed element-wise over all ranks (float64, via a tensor on ``device``)."""
     t = torch.tensor(values, dtype=torch.float64, device=device)
     if rank_world()[1] > 1:
         dist.all_reduce(t)
@@ -46,6 +49,7 @@ def all_sum(values: Sequence[float], device: torch.device) -> list[float]:
 
 
 def gather(obj: Any) -> list[Any]:
+    """Every rank's ``obj`` (picklable), in rank order; a collective: all ranks must call."""
     world = rank_world()[1]
     if world == 1:
         return [obj]

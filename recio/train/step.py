@@ -48,6 +48,7 @@ class Stepper:
         self.compression: TwoBitState | None = None
 
     def autocast(self) -> contextlib.AbstractContextManager:
+        """The autocast context of the configured dtype; a no-op for float32."""
         if self.amp_dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.amp_dtype)
