@@ -390,3 +390,35 @@ def test_does_not_link_turbojpeg() -> None:
     assert res.returncode == 0, res.stderr
     assert "libjpeg" in res.stdout
     assert "turbojpeg" not in res.stdout.lower(), res.stdout
+
+
+def test_decode_pool_close_while_the_pillow_part_runs() -> None:
+    """A DecodePool closed from another thread mid-batch (PNGs go to Pillow's threads):
+    the batch completes or raises ValueError("DecodePool is closed"), never RuntimeError."""
+    import io
+    import threading
+    import time
+
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    pngs = []
+    for _ in range(16):
+        buf = io.BytesIO()
+        Image.fromarray(rng.integers(0, 255, (300, 300, 3), dtype=np.uint8)).save(buf, "PNG")
+        pngs.append(buf.getvalue())
+    outcomes = []
+    for k in range(20):
+        pool = decode.DecodePool(2)
+        out = np.empty((len(pngs), 32, 32, 3), dtype=np.uint8)
+        closer = threading.Thread(target=lambda p=pool, k=k: (time.sleep(0.002 * k), p.close()))
+        closer.start()
+        try:
+            pool.decode_batch(pngs, out)
+            outcomes.append("done")
+        except ValueError as exc:
+            assert "closed" in str(exc)
+            outcomes.append("refused")
+        closer.join()
+    assert set(outcomes) <= {"done", "refused"} and "refused" in outcomes

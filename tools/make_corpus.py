@@ -151,8 +151,9 @@ def object_mask(rng: np.random.Generator, w: int, h: int) -> Image.Image:
         n = int(rng.integers(3, 8))
         angles = np.sort(rng.uniform(0, 2 * np.pi, n))
         radii = size * rng.uniform(0.4, 1.0, n)
-        draw.polygon([(cx + r * np.cos(a), cy + r * np.sin(a)) for a, r in zip(angles, radii)],
-                     fill=255)  # fmt: skip
+        points = [(cx + r * np.cos(a), cy + r * np.sin(a))
+                  for a, r in zip(angles, radii, strict=True)]  # fmt: skip
+        draw.polygon(points, fill=255)
     elif kind == 2:
         a = rng.uniform(0, np.pi)
         hw, hh = size * rng.uniform(0.2, 1.0), size * rng.uniform(0.1, 0.6)
@@ -166,8 +167,9 @@ def object_mask(rng: np.random.Generator, w: int, h: int) -> Image.Image:
             [[0], rng.normal(0, 1, 5) + 1j * rng.normal(0, 1, 5), np.zeros(n - 11),
              rng.normal(0, 1, 5) + 1j * rng.normal(0, 1, 5)])))  # fmt: skip
         radii = size * (0.7 + 0.3 * wobble / max(float(np.abs(wobble).max()), 1e-6))
-        draw.polygon([(cx + r * np.cos(a), cy + r * np.sin(a)) for a, r in zip(angles, radii)],
-                     fill=255)  # fmt: skip
+        points = [(cx + r * np.cos(a), cy + r * np.sin(a))
+                  for a, r in zip(angles, radii, strict=True)]  # fmt: skip
+        draw.polygon(points, fill=255)
     return mask
 
 
@@ -276,7 +278,7 @@ def plan_specials(opts: Options) -> dict[int, str]:
     order = [int(i) for i in rng.permutation(opts.count)]
     n_png = int(round(opts.count * opts.png_fraction))
     kinds = ["PNG"] * n_png + ["L"] * opts.gray + ["CMYK"] * opts.cmyk
-    return dict(zip(order, kinds))  # fewer images than kinds: the first kinds win
+    return dict(zip(order, kinds, strict=False))  # fewer images than kinds: the first kinds win
 
 
 def make_image(opts: Options, index: int, kind: str | None) -> tuple[str, bytes, tuple]:

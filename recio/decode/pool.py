@@ -251,9 +251,14 @@ class DecodePool:
             def run(i: int) -> tuple[int, str | None]:
                 return job.decode_pil(i, buffers[i], self.max_pixels)
 
-            results = self._executor.map(run, todo) if len(todo) > 1 else map(run, todo)
-            for i, (st, err) in zip(todo, results, strict=True):
-                status[i], errors[i] = st, err
+            try:
+                results = self._executor.map(run, todo) if len(todo) > 1 else map(run, todo)
+                for i, (st, err) in zip(todo, results, strict=True):
+                    status[i], errors[i] = st, err
+            except RuntimeError:
+                if self._closed:  # close() from another thread shut the executor down
+                    raise ValueError("DecodePool is closed") from None
+                raise
         for i in np.flatnonzero(status):
             job.out[i] = 0  # failed slots are zeroed so that the batch is deterministic
         self._last_errors = errors

@@ -1,9 +1,9 @@
 """The decoder's status codes: one per image, 0 for success.
 
-The codes are defined once, by the C core (``rc_status`` in ``native/decode_core.h``); this
-enum gives them names in Python, and a test checks it against ``recio._native.STATUS_NAMES``
-so that the two can never drift apart. The Pillow path and the JPEG checks report the same
-codes.
+The codes are defined once, by the C core (``RC_STATUS_LIST`` in ``native/decode_core.h``,
+exported as ``recio._native.STATUS_NAMES``); this enum names them in Python, where the
+Pillow path and the JPEG checks report them too, and works without the extension. A test
+checks the two against each other both ways.
 """
 
 from __future__ import annotations
