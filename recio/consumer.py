@@ -98,6 +98,16 @@ class ErrorPolicy:
     def __init__(self, on_error: str) -> None:
         self.on_error = check_choice("on_error", on_error, ON_ERROR)
 
+    def check_headers(self, problems: dict[int, Exception]) -> None:
+        """Raise the first unreadable record header of a batch, under "raise".
+
+        ``problems`` come from :func:`recio.reader.batch_headers` (``RecordIOError``s naming
+        the file and byte offset); under "skip" and "replace" such records are bad images
+        like any other.
+        """
+        if problems and self.on_error == "raise":
+            raise problems[min(problems)]
+
     def fill_from(
         self,
         status: np.ndarray,
@@ -154,6 +164,7 @@ class PositionedIterator:
     _epoch = 0
     _step = 0
     _epoch_done = False
+    _closed = False
 
     def _open(self, config: IterConfig) -> None:
         """Open the records and plan their order and sharding for ``config``."""
@@ -234,6 +245,8 @@ class PositionedIterator:
         return self
 
     def __next__(self) -> Batch:
+        if self._closed:
+            raise ValueError(f"the {type(self).__name__} was closed")
         if self._epoch_done:
             raise StopIteration
         if self._step >= len(self):

@@ -30,7 +30,7 @@ from . import storage
 from .augment import batch_rng, draw
 from .config import IterConfig
 from .consumer import Batch, IterStats, PositionedIterator
-from .decode import DecodePool
+from .decode import DecodePool, Status
 from .reader import batch_headers
 from .storage.prefetch import Lookahead, Prefetcher
 from .trace import Tracer, maybe_span
@@ -139,7 +139,8 @@ class ImageRecordIter(PositionedIterator):
             self._pipeline = None
 
     def close(self) -> None:
-        """Stop the threads and release the decoder and the file."""
+        """Stop the threads and release the decoder and the file (from any thread)."""
+        self._closed = True
         self._stop_pipeline()
         self._finalizer()  # also drops the next epoch's lookahead fetches
         self.records.close()
@@ -231,6 +232,7 @@ class _RawBatch:
     labels: np.ndarray
     ids: np.ndarray
     sizes: np.ndarray
+    bad_headers: dict[int, str]  # slot -> why its record header is unreadable
 
 
 class _Stop(Exception):
@@ -286,6 +288,8 @@ class _Pipeline:
             try:
                 return self.ready_q.get(timeout=_POLL)
             except queue.Empty:
+                if self.stopping.is_set():  # close() from another thread
+                    return _Failure(ValueError("the ImageRecordIter was closed"))
                 if not any(t.is_alive() for t in self.threads) and self.ready_q.empty():
                     return _Failure(RuntimeError("recio pipeline threads ended unexpectedly"))
 
@@ -369,10 +373,13 @@ class _Pipeline:
 
     def _read_batches(self, plans, fetched) -> None:
         for plan, (_, payloads) in zip(plans, _traced(self.tracer, "read", fetched), strict=False):
-            labels, ids, starts = batch_headers(
+            labels, ids, starts, bad_headers = batch_headers(
                 self.records, plan.positions, payloads, self.label_width
             )
+            self.policy.check_headers(bad_headers)
             images = [payload[start:] for payload, start in zip(payloads, starts, strict=True)]
+            for j in bad_headers:
+                images[j] = b""
             sizes = self.sizes[plan.positions]
             unknown = np.flatnonzero(sizes[:, 0] < 0)
             if len(unknown):
@@ -381,8 +388,9 @@ class _Pipeline:
                 sizes[unknown] = found
                 self.sizes[plan.positions[unknown]] = found
             raw = _RawBatch(
-                self.epoch, plan.step, plan.positions, plan.pad, images, labels, ids, sizes
-            )
+                self.epoch, plan.step, plan.positions, plan.pad, images, labels, ids, sizes,
+                {j: str(e) for j, e in bad_headers.items()},
+            )  # fmt: skip
             with maybe_span(self.tracer, "queue wait (read queue full)"):
                 self._put(self.read_q, raw)
 
@@ -401,8 +409,12 @@ class _Pipeline:
                     raw.images, out, crops=windows, flips=flips, **self.decode_kwargs
                 )
             labels, ids, reasons = raw.labels, raw.ids, ()
+            if raw.bad_headers:
+                status[list(raw.bad_headers)] = Status.CORRUPT
             if status.any():
                 reasons = self.pool.last_errors()
+                for j, why in raw.bad_headers.items():
+                    reasons[j] = why
                 labels, ids = self._bad_images(raw, out, status, reasons)
             label = labels[:, 0] if self.label_width == 1 else labels
             batch = Batch(out, label, ids, raw.pad, raw.epoch, raw.step)

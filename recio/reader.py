@@ -247,27 +247,52 @@ def scan_source(source: storage.ByteSource) -> list[int]:
 
 def batch_headers(
     records: RecordFile, positions: np.ndarray, payloads: Sequence[Any], label_width: int
-) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """Labels, record ids and image starts of one batch read from ``records`` at ``positions``.
+) -> tuple[np.ndarray, np.ndarray, list[int], dict[int, RecordIOError]]:
+    """Parse the IRHeaders of one batch read from ``records`` at ``positions``.
 
-    Labels are float32, ``label_width`` per record; ids int64; a start is the byte of its
-    payload where the image begins.
+    Returns:
+        Labels (float32, ``label_width`` each), record ids (int64; the ``.idx`` key where
+        the header is unreadable), where each payload's image starts, and the records
+        whose header cannot be read (slot -> error naming the file, byte offset and
+        record): too short for an IRHeader, or more labels than bytes. Such a slot is a
+        bad image for the iterator's ``on_error`` policy.
 
     Raises:
-        RecordIOError: a record too short for its IRHeader, naming the file and byte offset.
+        ValueError: ``label_width`` > 1 for a record that has a single label (a setting
+            that does not fit the data, whatever the policy).
     """
     n = len(payloads)
     labels = np.zeros((n, label_width), dtype=np.float32)
-    ids = np.zeros(n, dtype=np.int64)
-    starts = []
+    ids = np.full(n, -1, dtype=np.int64)
+    starts = [0] * n
+    problems: dict[int, RecordIOError] = {}
     for j, payload in enumerate(payloads):
-        if len(payload) < IR_HEADER_SIZE:
-            raise RecordIOError(
-                f"record of {len(payload)} bytes has no image header",
-                path=records.url,
-                offset=int(records.offsets[positions[j]]),
-                record_index=int(positions[j]),
+        flag = _header_flag(payload)
+        size = len(payload)
+        if flag is None or IR_HEADER_SIZE + 4 * flag > size:
+            why = (
+                f"record of {size} bytes has no image header"
+                if flag is None
+                else f"IRHeader says {flag} labels, but the record has only {size} bytes"
             )
-        labels[j], ids[j], start = unpack_labels(payload, label_width)
-        starts.append(start)
-    return labels, ids, starts
+            position = int(positions[j])
+            problems[j] = RecordIOError(
+                why, path=records.url, offset=int(records.offsets[position]), record_index=position
+            )
+            ids[j] = int(records.keys[position])  # the .idx key: the best id there is
+            continue
+        if flag == 0 and label_width > 1:
+            position = int(positions[j])
+            raise ValueError(
+                f"label_width={label_width}, but {records.describe(position)} has a single "
+                "label (flag 0): set label_width=1, or pack the records with several labels"
+            )
+        labels[j], ids[j], starts[j] = unpack_labels(payload, label_width)
+    return labels, ids, starts, problems
+
+
+def _header_flag(payload: Any) -> int | None:
+    """The IRHeader's flag (label count), or None if the payload is too short for one."""
+    if len(payload) < IR_HEADER_SIZE:
+        return None
+    return int.from_bytes(bytes(payload[:4]), "little")

@@ -168,5 +168,6 @@ class DALIImageRecordIter(PositionedIterator):
 
     def close(self) -> None:
         """Drop the pipeline and close the file."""
+        self._closed = True
         self._restart()
         self.records.close()

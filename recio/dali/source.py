@@ -125,16 +125,20 @@ class RecioSource:
         plan = self.sampler.plan(epoch, step)
         payloads = self.records.read_many(plan.positions)
         n = len(payloads)
-        labels, ids, starts = batch_headers(
+        labels, ids, starts, bad_headers = batch_headers(
             self.records, plan.positions, payloads, self.label_width
         )
+        self.policy.check_headers(bad_headers)
         meta = np.zeros((n, META_COLUMNS), dtype=np.int64)
         meta[:, 0], meta[:, 1:4], meta[:, 4] = ids, (epoch, step, plan.pad), -1
         images = [
             np.frombuffer(payload, dtype=np.uint8, offset=start)
             for payload, start in zip(payloads, starts, strict=True)
         ]
+        for j in bad_headers:
+            images[j] = np.zeros(0, dtype=np.uint8)
         sizes, problems = self._check(plan.positions, images)
+        problems.update({j: Problem(Status.CORRUPT, str(e)) for j, e in bad_headers.items()})
         keep = np.ones(n, dtype=np.float32)
         if problems:
             self._handle_bad(plan, images, labels, meta, sizes, keep, problems)

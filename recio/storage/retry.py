@@ -85,23 +85,24 @@ def translate_error(exc: BaseException, url: str) -> BaseException:
     """A builtin OSError subclass that names ``url``, for errors that retrying cannot fix.
 
     Missing files and buckets become FileNotFoundError; refused or unknown credentials
-    PermissionError. Anything else is returned unchanged.
+    PermissionError; the URL is the error's ``filename`` (so the message names it once).
+    Anything else is returned unchanged.
     """
+    missing = "no such file" if "://" not in url or url.startswith("file://") else None
     if isinstance(exc, FileNotFoundError):
-        new: OSError = FileNotFoundError(errno.ENOENT, f"no such file or bucket: {url}")
+        new: OSError = FileNotFoundError(errno.ENOENT, missing or "no such file or bucket", url)
     elif isinstance(exc, PermissionError):
-        new = PermissionError(errno.EACCES, f"access denied to {url} (check credentials): {exc}")
+        new = PermissionError(errno.EACCES, f"access denied (check credentials): {exc}", url)
     elif type(exc).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
-        new = PermissionError(errno.EACCES, f"no credentials found for {url}: {exc}")
+        new = PermissionError(errno.EACCES, f"no credentials found: {exc}", url)
     elif http_status(exc) == 403:
-        new = PermissionError(errno.EACCES, f"access denied to {url}: {exc}")
+        new = PermissionError(errno.EACCES, f"access denied: {exc}", url)
     elif http_status(exc) == 404:
-        new = FileNotFoundError(errno.ENOENT, f"no such file or bucket: {url}")
+        new = FileNotFoundError(errno.ENOENT, "no such file or bucket", url)
     elif type(exc).__name__ == "NoSuchBucket" or "NoSuchBucket" in str(exc):
-        new = FileNotFoundError(errno.ENOENT, f"no such bucket: {url}")
+        new = FileNotFoundError(errno.ENOENT, "no such bucket", url)
     else:
         return exc
-    new.filename = url
     new.__cause__ = exc
     return new
 
