@@ -110,10 +110,17 @@ static int precompute(rc_coeffs *c, int in_size, double in0, double in1, int out
       k[x] = filter((x + xmin - center + 0.5) * ss);
       ww += k[x];
     }
+    /* Quantised by rounding the running sum, not each weight: the weights then add up to
+     * exactly 1 << PRECISION_BITS however many taps share it, so a flat image stays flat
+     * (rounding each of 2,000+ tiny weights on its own loses or gains whole levels). */
     int16_t *kk = c->kk + (size_t)xx * ksize;
+    double sum = 0.0;
+    int32_t before = 0;
     for (int x = 0; x < ksize; x++) { /* bilinear and box weights are in [0, 1] */
-      double v = x < xmax && ww != 0.0 ? k[x] / ww : 0.0;
-      kk[x] = (int16_t)(0.5 + v * (1 << PRECISION_BITS));
+      sum += x < xmax && ww != 0.0 ? k[x] / ww : 0.0;
+      int32_t upto = (int32_t)(0.5 + sum * (1 << PRECISION_BITS));
+      kk[x] = (int16_t)(upto - before);
+      before = upto;
     }
     c->bounds[2 * xx] = xmin;
     c->bounds[2 * xx + 1] = xmax;

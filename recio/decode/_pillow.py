@@ -67,6 +67,9 @@ def pil_decode(
         return status, f"{type(e).__name__}: {e}", None
     except MemoryError:
         return Status.NOMEM, "out of memory", None
+    except Exception as e:  # noqa: BLE001 - a plugin's own bug (NotImplementedError in DDS,
+        # AttributeError in Spider) is still this image's error, never the batch's
+        return Status.CORRUPT, f"{type(e).__name__}: {e}", None
     if (x0, y0, x1, y1) != (0, 0, w, h):
         rgb = rgb.crop((x0, y0, x1, y1))
     if rgb.size != (width, height):
