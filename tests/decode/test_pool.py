@@ -24,7 +24,7 @@ from PIL import Image
 from recio import decode
 from recio.errors import DecodeError
 
-from .images import encode, make_pixels
+from ..images import encode, make_pixels
 
 FILTERS = {
     "bilinear": Image.Resampling.BILINEAR,

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from recio import decode
 
-from .images import encode
+from ..images import encode
 
 SEEDS = [
     encode(64, 48),

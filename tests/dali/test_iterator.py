@@ -12,8 +12,8 @@ from recio.dali import bench as dali_bench
 from recio.decode import jpegcheck
 from recio.iterator import ImageRecordIter
 
-from ._paths import REPO
-from .test_iterator import make_rec
+from .._paths import REPO
+from ..test_iterator import make_rec
 
 try:
     import nvidia.dali  # noqa: F401
@@ -137,7 +137,7 @@ def test_corrupt_records_raise(bad_rec):
 
 
 def _jpeg(seed=0, progressive=False):
-    from .images import encode
+    from ..images import encode
 
     return encode(96, 64, seed=seed, progressive=progressive)
 

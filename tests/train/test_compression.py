@@ -8,12 +8,12 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ._train_data import make_shapes_rec
+from .._paths import REPO
+from .._train_data import make_shapes_rec
 
 try:
     import torch
@@ -27,7 +27,6 @@ else:
 # Every test here but the two data-only examples (mxnet_port, read_s3) needs PyTorch.
 needs_torch = pytest.mark.skipif(torch is None, reason="needs PyTorch (the train extra)")
 
-REPO = Path(__file__).resolve().parents[1]
 # Small enough for a shared 2-core machine: 16 px images, an 8-channel two-stage ResNet.
 TINY = dict(image_size=16, width=8, blocks=(1, 1), num_classes=4, augment=False)
 

@@ -17,7 +17,7 @@ from recio.bench.sample import make_sample_folder
 from recio.format import parse_lst, unpack
 from recio.recordio import MXIndexedRecordIO
 
-from ._paths import GOLDEN
+from .._paths import GOLDEN
 
 
 def run(*argv: object) -> int:

@@ -17,7 +17,7 @@ from recio.recordio import MXIndexedRecordIO
 from recio.sampler import Sampler, epoch_order
 from recio.storage.prefetch import Prefetcher
 
-from .storage_helpers import ids_of, write_rec
+from ..storage_helpers import ids_of, write_rec
 
 FAST = storage.FetchOptions(backoff=0.001, max_backoff=0.01, retries=3)
 

@@ -19,7 +19,8 @@ from PIL import Image
 from recio import decode
 from recio.im2rec.transcode import EncodeOptions, crop_box, encode_image, output_size, read_file
 
-from .images import encode
+from .._paths import REPO
+from ..images import encode
 
 native_only = pytest.mark.skipif(not decode.native_available(), reason="extension not built")
 
@@ -202,12 +203,11 @@ def test_avx2_and_sse2_passes_give_the_same_bytes():
     """The vertical pass and the single-channel horizontal pass have AVX2 versions picked
     at run time; with RECIO_SIMD=sse2 the SSE2 ones run. Same images, same bytes, at every
     kernel width, for transcodes (planes) and decodes (interleaved RGB rows)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
     def digest(**env: str) -> str:
         run = subprocess.run(
             [sys.executable, "-c", _DIGEST_OF_TRANSCODES],
-            cwd=root,
+            cwd=REPO,
             env={**os.environ, **env},
             capture_output=True,
             text=True,
