@@ -11,7 +11,7 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   RECIO_FUZZ_EXAMPLES="${RECIO_FUZZ_EXAMPLES:-250}" \
-  python -m pytest -q -p no:cacheprovider tests/decode/test_pool.py tests/decode/test_fuzz.py \
-  tests/im2rec/test_transcode.py \
+  python -m pytest -q -p no:cacheprovider tests/decode/test_pool.py tests/decode/test_pillow.py \
+  tests/decode/test_fuzz.py tests/im2rec/test_transcode.py \
   --deselect tests/decode/test_pool.py::test_no_memory_growth "$@"
 # (not the RSS test: ASan's quarantine holds freed memory, so RSS says nothing under it)
