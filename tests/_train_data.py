@@ -1,15 +1,24 @@
-"""Small learnable .rec files for the training tests: the sample shapes at 40-64 px."""
+"""For the training tests and the examples: small learnable .rec files (the sample shapes at
+40-64 px), a tiny model, and running Python programs (under torchrun) the way users do."""
 
 from __future__ import annotations
 
 import io
 import os
+import socket
+import subprocess
+import sys
 
 import numpy as np
 
 from recio.bench.sample import SHAPES, sample_image
 from recio.format import IRHeader, pack
 from recio.recordio import MXIndexedRecordIO
+
+from ._paths import REPO
+
+# Small enough for a shared 2-core machine: 16 px images, an 8-channel two-stage ResNet.
+TINY = dict(image_size=16, width=8, blocks=(1, 1), num_classes=4, augment=False)
 
 
 def make_shapes_rec(
@@ -25,3 +34,32 @@ def make_shapes_rec(
             sample_image(rng, label, size).save(buf, "JPEG", quality=90)
             writer.write_idx(key, pack(IRHeader(0, float(label), key, 0), buf.getvalue()))
     return path
+
+
+def env() -> dict[str, str]:
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(args: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
+    """``args`` under torchrun with two processes, from the repository root; must succeed."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    cmd += ["--master-port", str(free_port()), *args]
+    proc = subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def run_example(args: list[str], timeout: float = 120) -> str:
+    """``python args...`` from the repository root; must succeed; its stdout."""
+    proc = subprocess.run(
+        [sys.executable, *args], cwd=REPO, env=env(), capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout

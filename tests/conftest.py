@@ -8,10 +8,17 @@ hdfs://127.0.0.1:9000) / ``RECIO_WEBHDFS_URL`` (default webhdfs://127.0.0.1:9870
 When one does not answer, the fixture starts it with ``tools/s3_server.sh start`` or
 ``tools/hdfs_server.sh start``. If that fails the tests marked ``s3`` / ``hdfs`` skip
 with the reason, except under CI (env ``CI`` set), where they fail.
+
+Optional pieces are asked for per test: ``@pytest.mark.needs_native`` (the C extension
+``recio._native``: skipped where it is not built, failed under CI, which builds it),
+``@needs_torch`` and ``@needs_dali`` (the train and dali extras: skipped where missing).
+The ``shapes`` fixture holds the small learnable .rec files of the training tests and the
+examples.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import subprocess
@@ -34,13 +41,83 @@ HDFS_URL = os.environ.get("RECIO_HDFS_URL", "hdfs://127.0.0.1:9000")
 WEBHDFS_URL = os.environ.get("RECIO_WEBHDFS_URL", "webhdfs://127.0.0.1:9870")
 
 
-def _in_ci() -> bool:
+def in_ci() -> bool:
+    """Whether the environment variable ``CI`` is set (CI runs with CI=true)."""
     return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+# --- the C extension ---------------------------------------------------------------------
+
+NATIVE_MISSING = "the C extension recio._native is not built: run pip install -e ."
+
+
+def native_decision(available: bool, ci: bool) -> str:
+    """What a test that needs ``recio._native`` does: "run", "skip" or (under CI, which
+    builds the extension, so its absence is a broken build) "fail"."""
+    if available:
+        return "run"
+    return "fail" if ci else "skip"
+
+
+def native_built() -> bool:
+    """Whether the extension is built; where it is not, under CI, the calling test fails."""
+    if native_decision(decode.native_available(), in_ci()) == "fail":
+        pytest.fail(NATIVE_MISSING + " (CI expects it)", pytrace=False)
+    return decode.native_available()
+
+
+def require_native() -> None:
+    """Skip (or under CI fail) the calling test or fixture unless the extension is built."""
+    if not native_built():
+        pytest.skip(NATIVE_MISSING)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("needs_native") is not None:
+        require_native()
+
+
+# --- optional extras: skipped where not installed -----------------------------------------
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # a parent package is missing (nvidia)
+        return False
+
+
+needs_torch = pytest.mark.skipif(not _installed("torch"), reason="needs PyTorch (the train extra)")
+_needs_dali = pytest.mark.skipif(
+    not _installed("nvidia.dali"), reason="needs nvidia-dali (the dali extra)"
+)
+
+
+def needs_dali(test):
+    """Marks a test ``dali`` and skips it where nvidia-dali is not installed."""
+    return pytest.mark.dali(_needs_dali(test))
+
+
+@pytest.fixture(scope="session")
+def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Small learnable .rec files (the sample shapes) for the training tests and examples."""
+    from ._train_data import make_shapes_rec
+
+    root = tmp_path_factory.mktemp("shapes")
+    return {
+        "train": make_shapes_rec(str(root / "train.rec"), 384, seed=1),
+        "val": make_shapes_rec(str(root / "val.rec"), 128, seed=2),
+        "small": make_shapes_rec(str(root / "small.rec"), 96, seed=3),
+    }
+
+
+# --- the S3 and HDFS test servers ----------------------------------------------------------
 
 
 def _unavailable(what: str, why: str) -> None:
     message = f"{what} test server unavailable: {why}"
-    if _in_ci():
+    if in_ci():
         pytest.fail(message + " (CI is set: storage tests must run, not skip)", pytrace=False)
     pytest.skip("!!! " + message + " -- start it with tools/ci_services.sh start !!!")
 

@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from recio import decode
-
 
 def make_pixels(width: int, height: int, seed: int = 0, noise: float = 3.0) -> np.ndarray:
     """Smooth colour gradients plus mild noise: realistic for JPEG, easy to compare."""
@@ -46,8 +44,5 @@ def encode(
 
 
 def backends() -> list[object]:
-    native = pytest.param(
-        "native",
-        marks=pytest.mark.skipif(not decode.native_available(), reason="extension not built"),
-    )
-    return [native, "python"]
+    """The decode backends to parametrize over: "native" needs the C extension."""
+    return [pytest.param("native", marks=pytest.mark.needs_native), "python"]

@@ -1,17 +1,12 @@
-"""The layer both iterators share: the on_error policy, the stats, batch buffer ownership."""
+"""The layer both iterators share: the on_error policy and the stats."""
 
 from __future__ import annotations
-
-import gc
 
 import numpy as np
 import pytest
 
 from recio.consumer import ErrorPolicy, IterStats
 from recio.errors import DecodeError
-from recio.iterator import BatchBuffers, ImageRecordIter
-
-from .test_iterator import make_rec
 
 STATUS = np.array([0, 3, 0, 0, 4], dtype=np.int32)  # slots 1 and 4 bad
 REASONS = [None, "corrupt", None, None, "truncated"]
@@ -56,61 +51,3 @@ def test_stats_count_real_images_not_padding():
     stats.count_batch(STATUS, ids, [None] * 5, pad=0, on_error="replace", url="x.rec")
     assert (stats.decoded, stats.replaced) == (5, 2)
     assert stats.bad_records[101] == "corrupt"  # a code's name when no text came
-
-
-def test_buffers_reuse_only_what_nobody_holds():
-    buffers = BatchBuffers((2, 3), np.uint8, limit=4)
-    a = buffers.take()
-    a[...] = 1
-    b = buffers.take()  # `a` is held: a new buffer
-    assert buffers.allocated == 2 and not np.shares_memory(a, b)
-    kept = a[0]  # a slice keeps the view alive
-    del a
-    gc.collect()
-    c = buffers.take()
-    assert buffers.allocated == 3 and kept.tolist() == [1, 1, 1]
-    del kept, c
-    d = buffers.take()
-    assert buffers.reused == 1 and buffers.allocated == 3
-    assert d.flags.writeable and d.flags.c_contiguous
-
-
-def test_buffers_forget_what_the_consumer_keeps_beyond_the_limit():
-    buffers = BatchBuffers((4,), np.float32, limit=2)
-    held = [buffers.take() for _ in range(5)]
-    assert buffers.allocated == 5 and len(buffers._slots) == 2
-    for i, h in enumerate(held):
-        h[...] = i
-    assert [float(h[0]) for h in held] == [0, 1, 2, 3, 4]
-
-
-def test_the_iterator_reuses_batch_arrays_across_epochs(tmp_path):
-    rec = make_rec(tmp_path, n=48)
-    with ImageRecordIter(rec, (3, 24, 24), 4, dtype="uint8", prefetch_buffer=2) as it:
-        for _ in range(4):
-            for _batch in it:
-                pass
-        # 48 batches; in flight at once: one decoding, one queued, one the consumer holds
-        assert it.buffers.allocated <= 4
-        assert it.buffers.reused >= 44
-
-
-def test_kept_batches_and_tensors_are_never_overwritten(tmp_path):
-    torch = pytest.importorskip("torch")
-    rec = make_rec(tmp_path, n=32)
-    with ImageRecordIter(
-        rec, (3, 24, 24), 4, dtype="uint8", prefetch_buffer=1, shuffle=True, rand_mirror=True
-    ) as it:
-        first = list(it)
-        tensors = [torch.from_numpy(b.data) for b in first[:3]]
-        copies = [b.data.copy() for b in first]
-        tensor_copies = [t.clone() for t in tensors]
-        del first[:3]  # only the tensors hold these three now
-        for _ in range(3):  # more epochs while the first one's batches and tensors are held
-            for _batch in it:
-                pass
-        assert it.buffers.reused > 0
-    for b, c in zip(first, copies[3:], strict=True):
-        np.testing.assert_array_equal(b.data, c)
-    for t, c in zip(tensors, tensor_copies, strict=True):
-        assert torch.equal(t, c)

@@ -1,4 +1,5 @@
-"""ImageRecordIter: batches, sharding, shuffle, exact resume, bad data, threads and memory."""
+"""ImageRecordIter: batches, sharding, shuffle, exact resume, bad data, threads, memory and
+the batch buffers."""
 
 import gc
 import io
@@ -17,7 +18,7 @@ from PIL import Image
 from recio.dali.source import RecioSource
 from recio.errors import DecodeError, RecordIOError
 from recio.format import IRHeader, pack
-from recio.iterator import ImageRecordIter
+from recio.iterator import BatchBuffers, ImageRecordIter
 from recio.reader import RecordFile
 from recio.recordio import MXIndexedRecordIO
 from recio.sampler import Sampler
@@ -253,6 +254,64 @@ def test_kept_batches_are_never_overwritten(rec):
             pass
     for b, c in zip(kept, copies, strict=True):
         np.testing.assert_array_equal(b.data, c)
+
+
+def test_buffers_reuse_only_what_nobody_holds():
+    buffers = BatchBuffers((2, 3), np.uint8, limit=4)
+    a = buffers.take()
+    a[...] = 1
+    b = buffers.take()  # `a` is held: a new buffer
+    assert buffers.allocated == 2 and not np.shares_memory(a, b)
+    kept = a[0]  # a slice keeps the view alive
+    del a
+    gc.collect()
+    c = buffers.take()
+    assert buffers.allocated == 3 and kept.tolist() == [1, 1, 1]
+    del kept, c
+    d = buffers.take()
+    assert buffers.reused == 1 and buffers.allocated == 3
+    assert d.flags.writeable and d.flags.c_contiguous
+
+
+def test_buffers_forget_what_the_consumer_keeps_beyond_the_limit():
+    buffers = BatchBuffers((4,), np.float32, limit=2)
+    held = [buffers.take() for _ in range(5)]
+    assert buffers.allocated == 5 and len(buffers._slots) == 2
+    for i, h in enumerate(held):
+        h[...] = i
+    assert [float(h[0]) for h in held] == [0, 1, 2, 3, 4]
+
+
+def test_the_iterator_reuses_batch_arrays_across_epochs(tmp_path):
+    rec = make_rec(tmp_path, n=48)
+    with ImageRecordIter(rec, (3, 24, 24), 4, dtype="uint8", prefetch_buffer=2) as it:
+        for _ in range(4):
+            for _batch in it:
+                pass
+        # 48 batches; in flight at once: one decoding, one queued, one the consumer holds
+        assert it.buffers.allocated <= 4
+        assert it.buffers.reused >= 44
+
+
+def test_kept_batches_and_tensors_are_never_overwritten(tmp_path):
+    torch = pytest.importorskip("torch")
+    rec = make_rec(tmp_path, n=32)
+    with ImageRecordIter(
+        rec, (3, 24, 24), 4, dtype="uint8", prefetch_buffer=1, shuffle=True, rand_mirror=True
+    ) as it:
+        first = list(it)
+        tensors = [torch.from_numpy(b.data) for b in first[:3]]
+        copies = [b.data.copy() for b in first]
+        tensor_copies = [t.clone() for t in tensors]
+        del first[:3]  # only the tensors hold these three now
+        for _ in range(3):  # more epochs while the first one's batches and tensors are held
+            for _batch in it:
+                pass
+        assert it.buffers.reused > 0
+    for b, c in zip(first, copies[3:], strict=True):
+        np.testing.assert_array_equal(b.data, c)
+    for t, c in zip(tensors, tensor_copies, strict=True):
+        assert torch.equal(t, c)
 
 
 @pytest.mark.slow

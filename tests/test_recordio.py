@@ -1,17 +1,14 @@
-"""The MXNet-named reader/writer classes, RecordFile, images in records, and the CLI tools."""
+"""The MXNet-named reader/writer classes and images in records (recio.recordio)."""
 
 import json
 import os
 import pickle
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from recio.cli import main as cli
-from recio.errors import IndexMismatchError, RecordIOError, TruncatedRecordError
-from recio.format import MAGIC_BYTES, IRHeader, encode_record, pack
+from recio.errors import TruncatedRecordError
+from recio.format import MAGIC_BYTES, IRHeader
 from recio.reader import RecordFile
 from recio.recordio import MXIndexedRecordIO, MXRecordIO, pack_img, unpack_img
 
@@ -82,54 +79,6 @@ def test_pickle_reopens_without_closing(tmp_path):
     w.close()
 
 
-def test_record_file_zero_copy_and_scan_without_idx(tmp_path):
-    rec, idx = write_indexed(tmp_path)
-    with RecordFile(rec) as rf:
-        assert rf.idx_url == idx
-        assert isinstance(rf.read(0), memoryview)
-        assert [bytes(rf.read(i)) for i in range(len(rf))] == PAYLOADS
-        assert [bytes(p) for p in rf.read_many([4, 0])] == [PAYLOADS[4], PAYLOADS[0]]
-    os.remove(idx)
-    with RecordFile(rec) as rf:
-        assert rf.idx_url is None and len(rf) == len(PAYLOADS)
-        assert bytes(rf.read(2)) == PAYLOADS[2]
-
-
-def test_record_file_over_fsspec_memory():
-    import fsspec
-
-    fs = fsspec.filesystem("memory")
-    data = b"".join(encode_record(p) for p in PAYLOADS)
-    fs.pipe("/bucket/m.rec", data)
-    with RecordFile("memory://bucket/m.rec") as rf:
-        assert [bytes(p) for p in rf.read_many(range(len(rf)))] == PAYLOADS
-    r = MXRecordIO("memory://bucket/m.rec", "r")
-    assert list(r) == PAYLOADS
-
-
-def test_idx_offset_past_end(tmp_path):
-    rec, idx = write_indexed(tmp_path)
-    with open(idx, "a") as f:
-        f.write("50\t100000\n")
-    with pytest.raises(IndexMismatchError) as info:
-        RecordFile(rec)
-    assert "100000" in str(info.value) and "past the end" in str(info.value)
-    assert info.value.record_index == 5
-    with pytest.raises(IndexMismatchError):
-        MXIndexedRecordIO(idx, rec, "r")
-
-
-def test_idx_offset_not_a_record_start(tmp_path):
-    rec, idx = write_indexed(tmp_path)
-    with open(idx, "w") as f:
-        f.write("0\t0\n1\t4\n")  # 4 is inside the first record's header
-    with RecordFile(rec) as rf, pytest.raises(IndexMismatchError) as info:
-        rf.read(1)
-    assert info.value.offset == 4 and "not a record start" in str(info.value)
-    with MXIndexedRecordIO(idx, rec, "r") as r, pytest.raises(IndexMismatchError):
-        r.read_idx(1)
-
-
 def test_truncated_file_reported_by_reader(tmp_path):
     rec, _ = write_indexed(tmp_path)
     data = open(rec, "rb").read()
@@ -165,39 +114,3 @@ def test_unpack_img_golden():
                 np.testing.assert_array_equal(img, img_a[:16, :16].astype(np.uint8))
             if key == 0:  # JPEG q95
                 assert np.abs(img.astype(int) - img_a).mean() < 6
-
-
-def test_cli_info_verify_index(tmp_path, capsys):
-    rec, idx = str(tmp_path / "c.rec"), str(tmp_path / "c.idx")
-    with MXIndexedRecordIO(idx, rec, "w") as w:
-        for i in range(6):
-            w.write_idx(i, pack(IRHeader(0, float(i % 3), i, 0), b"img%d" % i))
-    assert cli(["info", rec]) == 0
-    out = capsys.readouterr().out
-    assert "records" in out and "6" in out and "index_agrees" in out and "True" in out
-    assert cli(["verify", rec]) == 0
-    os.remove(idx)
-    assert cli(["index", rec]) == 0
-    assert open(idx).read().splitlines() == [
-        f"{i}\t{o}" for i, o in enumerate(RecordFile(rec).offsets.tolist())
-    ]
-    # a wrong .idx is detected by info
-    open(idx, "w").write("0\t0\n")
-    assert cli(["info", rec]) == 1
-    # a corrupt file: verify names the byte offset and exits non-zero
-    data = bytearray(open(rec, "rb").read())
-    data[40:44] = b"\0\0\0\0"
-    open(rec, "wb").write(bytes(data))
-    assert cli(["verify", rec]) == 1
-    assert "at byte" in capsys.readouterr().out
-
-
-def test_console_script_runs():
-    result = subprocess.run(
-        [sys.executable, "-m", "recio.cli", "--version"], capture_output=True, text=True
-    )
-    assert result.returncode == 0 and "recio" in result.stdout
-
-
-def test_errors_are_value_errors():
-    assert issubclass(RecordIOError, ValueError)

@@ -5,7 +5,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recio.dist import discover
 from recio.sampler import LastBatch, Sampler, epoch_order
 
 
@@ -88,6 +87,22 @@ def test_block_shuffle_keeps_runs_and_is_a_permutation():
     assert not np.array_equal(order, np.arange(1000))
 
 
+@given(st.integers(0, 700), st.integers(1, 100), st.integers(1, 5), st.integers(0, 3))
+def test_block_shuffle_is_a_permutation(n, block, window, epoch):
+    order = epoch_order(n, 7, epoch, "block", block_size=block, window=window)
+    assert order.dtype == np.int64 and sorted(order.tolist()) == list(range(n))
+    assert np.array_equal(order, epoch_order(n, 7, epoch, "block", block_size=block, window=window))
+
+
+def test_block_shuffle_keeps_windows_contiguous_and_varies_by_epoch():
+    order = epoch_order(1000, 1, 0, "block", block_size=50, window=2)
+    for w in range(0, 1000, 100):
+        blocks = set((order[w : w + 100] // 50).tolist())
+        assert len(blocks) == 2
+    assert not np.array_equal(order, epoch_order(1000, 1, 1, "block", block_size=50, window=2))
+    assert not np.array_equal(order, np.arange(1000))
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     n=st.integers(1, 300),
@@ -143,20 +158,3 @@ def test_argument_checks():
         Sampler(10, 0)
     with pytest.raises(ValueError, match="last_batch|'x'"):
         Sampler(10, 2, last_batch="x")
-
-
-class KV:
-    rank, num_workers = 1, 4
-
-
-def test_discover_order():
-    env = {"RANK": "2", "WORLD_SIZE": "8", "SLURM_PROCID": "5", "SLURM_NTASKS": "6"}
-    assert discover(KV(), 0, 2, env)[:2] == (1, 4)
-    assert discover(None, 1, 2, env)[:2] == (1, 2)
-    assert discover(None, None, None, env) == (2, 8, "torchrun environment")
-    assert discover(None, None, None, {"SLURM_PROCID": "5", "SLURM_NTASKS": "6"})[:2] == (5, 6)
-    mpi = {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "3"}
-    assert discover(None, None, None, mpi)[:2] == (0, 3)
-    assert discover(None, None, None, {}).source == "single process"
-    with pytest.raises(ValueError, match="outside"):
-        discover(None, 3, 2, {})

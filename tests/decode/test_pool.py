@@ -24,14 +24,14 @@ from PIL import Image
 from recio import decode
 from recio.errors import DecodeError
 
-from .images import encode, make_pixels
+from ..images import backends, encode, make_pixels
 
 FILTERS = {
     "bilinear": Image.Resampling.BILINEAR,
     "area": Image.Resampling.BOX,
     "nearest": Image.Resampling.NEAREST,
 }
-native_only = pytest.mark.skipif(not decode.native_available(), reason="extension not built")
+native_only = pytest.mark.needs_native
 
 
 def reference(buf: bytes, crop, flip: bool, size: tuple[int, int], interp: str) -> np.ndarray:
@@ -178,16 +178,6 @@ def test_grayscale_and_cmyk_come_out_rgb(pool: decode.DecodePool, mode: str) -> 
         assert (out[0, ..., 0] == out[0, ..., 1]).all()
 
 
-@pytest.mark.parametrize("mode", ["RGB", "RGBA", "P", "L"])
-def test_png_goes_through_pillow(pool: decode.DecodePool, mode: str) -> None:
-    buf = encode(120, 90, mode=mode, fmt="PNG")
-    jpg = encode(120, 90)
-    out = np.zeros((2, 40, 50, 3), np.uint8)
-    status = pool.decode_batch([buf, jpg], out, crops=[(5, 5, 100, 80)] * 2, flips=[1, 0])
-    assert status.tolist() == [0, 0]
-    assert_close(out[0], reference(buf, (5, 5, 100, 80), True, (50, 40), "bilinear"), exact=True)
-
-
 def test_bad_inputs_get_statuses(pool: decode.DecodePool) -> None:
     good = encode(128, 96)
     flipped = bytearray(good)
@@ -301,10 +291,8 @@ def test_empty_batch(pool: decode.DecodePool) -> None:
     assert pool.decode_batch([], out).shape == (0,)
 
 
-@pytest.mark.parametrize("backend_", ["native", "python"])
+@pytest.mark.parametrize("backend_", backends())
 def test_same_result_for_1_2_8_threads(backend_: str) -> None:
-    if backend_ == "native" and not decode.native_available():
-        pytest.skip("extension not built")
     rng = np.random.default_rng(5)
     sizes = rng.integers(40, 300, (40, 2))
     bufs = [encode(int(w), int(h), seed=s) for s, (w, h) in enumerate(sizes)]

@@ -1,7 +1,8 @@
-"""JPEG → JPEG in C (im2rec's re-encoding): planes for YCbCr/grey sources, RGB for the rest.
+"""One image file → record bytes. JPEG → JPEG in C (im2rec's re-encoding): planes for
+YCbCr/grey sources, RGB for the rest; Pillow for PNG & co.; EXIF orientation; pass-through.
 
-Every output is compared with Pillow doing the same crop and resize on the decoded source;
-the two differ by JPEG re-encoding and by resampling in YCbCr (chroma at half size).
+Every C transcode is compared with Pillow doing the same crop and resize on the decoded
+source; the two differ by JPEG re-encoding and by resampling in YCbCr (chroma at half size).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import struct
 import subprocess
 import sys
 
@@ -16,18 +18,21 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from recio import decode
+from recio import decode, im2rec
+from recio.format import parse_lst
 from recio.im2rec.transcode import EncodeOptions, crop_box, encode_image, output_size, read_file
 
-from .images import encode
+from .._paths import REPO
+from ..conftest import require_native
+from ..images import encode
+from .conftest import decode_image, make_list, read_records, run
 
-native_only = pytest.mark.skipif(not decode.native_available(), reason="extension not built")
+native_only = pytest.mark.needs_native
 
 
 @pytest.fixture(scope="module")
 def pool():
-    if not decode.native_available():
-        pytest.skip("extension not built")
+    require_native()
     with decode.DecodePool(1, backend="native") as p:
         yield p
 
@@ -202,12 +207,11 @@ def test_avx2_and_sse2_passes_give_the_same_bytes():
     """The vertical pass and the single-channel horizontal pass have AVX2 versions picked
     at run time; with RECIO_SIMD=sse2 the SSE2 ones run. Same images, same bytes, at every
     kernel width, for transcodes (planes) and decodes (interleaved RGB rows)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
     def digest(**env: str) -> str:
         run = subprocess.run(
             [sys.executable, "-c", _DIGEST_OF_TRANSCODES],
-            cwd=root,
+            cwd=REPO,
             env={**os.environ, **env},
             capture_output=True,
             text=True,
@@ -269,3 +273,90 @@ def test_read_file_reads_whole_files(tmp_path):
     assert read_file("/proc/self/status").startswith(b"Name:")
     with pytest.raises(FileNotFoundError):
         read_file(str(tmp_path / "missing"))
+
+
+def test_resize_center_crop_gray_png(tmp_path, images):
+    prefix = make_list(tmp_path, images)
+    lst = list(parse_lst((tmp_path / "data.lst").read_text().splitlines()))
+    assert run("--resize", 40, "--center-crop", "--color", 0, prefix, images) == 0
+    for _, _, img in read_records(prefix):
+        im = Image.open(io.BytesIO(img))
+        assert im.mode == "L" and im.size == (40, 40)
+    assert run("--resize", 40, "--encoding", ".png", "--quality", 3, prefix, images) == 0
+    for (_, _, img), entry in zip(read_records(prefix), lst, strict=True):
+        im = Image.open(io.BytesIO(img))
+        w, h = Image.open(images / entry.path).size
+        assert im.format == "PNG" and min(im.size) == 40
+        assert im.size == ((40, h * 40 // w) if h > w else (w * 40 // h, 40))
+
+
+def test_pass_through_keeps_bytes(tmp_path, images):
+    prefix = make_list(tmp_path, images)
+    assert run("--pass-through", prefix, images) == 0
+    lst = {e.index: e for e in parse_lst((tmp_path / "data.lst").read_text().splitlines())}
+    for key, _, img in read_records(prefix):
+        assert img == (images / lst[key].path).read_bytes()
+
+
+def test_exif_orientation_applied_when_reencoding(tmp_path):
+    root = tmp_path / "img"
+    root.mkdir()
+    pixels = np.zeros((30, 60, 3), np.uint8)
+    pixels[:, :30] = 255  # left half white
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored sideways: display rotated 90° clockwise
+    Image.fromarray(pixels).save(root / "a.jpg", quality=95, exif=exif)
+    assert im2rec.transcode.jpeg_info((root / "a.jpg").read_bytes()) == (60, 30, 6)
+    assert run("--list", tmp_path / "x", root) == 0
+    assert run(tmp_path / "x", root) == 0
+    (_, _, img), = read_records(tmp_path / "x")  # fmt: skip
+    out = decode_image(img, "L")
+    assert out.shape == (60, 30)  # upright: taller than wide
+    assert out[:25].mean() > 200 and out[35:].mean() < 50  # white part on top
+    assert run("--pass-through", tmp_path / "x", root) == 0
+    assert read_records(tmp_path / "x")[0][2] == (root / "a.jpg").read_bytes()
+
+
+def test_png_inputs_are_resized_like_jpegs(tmp_path):
+    """PNGs are decoded by Pillow, then resized and encoded in C (RGBA loses its alpha)."""
+    root = tmp_path / "img"
+    root.mkdir()
+    yy, xx = np.mgrid[0:90, 0:120]
+    rgb = np.stack([xx * 2, yy * 2, (xx + yy) % 256], -1).astype(np.uint8)
+    Image.fromarray(rgb).save(root / "rgb.png")
+    Image.fromarray(np.dstack([rgb, np.full((90, 120), 128, np.uint8)])).save(root / "rgba.png")
+    Image.fromarray(rgb[..., 0]).save(root / "grey.png")
+    assert run("--list", "--no-shuffle", tmp_path / "x", root) == 0
+    assert run("--resize", 60, "--quality", 95, tmp_path / "x", root) == 0
+    lst = list(parse_lst((tmp_path / "x.lst").read_text().splitlines()))
+    for (_, _, img), entry in zip(read_records(tmp_path / "x"), lst, strict=True):
+        got = decode_image(img)
+        assert got.shape == (60, 80, 3), entry.path
+        source = Image.open(root / entry.path).convert("RGB")
+        want = np.asarray(source.resize((80, 60), Image.Resampling.BILINEAR)).astype(int)
+        assert np.abs(got.astype(int) - want).mean() < 3, entry.path
+
+
+def test_grayscale_and_cmyk_inputs_become_rgb(tmp_path):
+    root = tmp_path / "img"
+    root.mkdir()
+    rng = np.random.default_rng(1)
+    gray = rng.integers(0, 255, (40, 50), np.uint8)
+    Image.fromarray(gray).save(root / "g.jpg", quality=95)
+    Image.fromarray(np.dstack([gray] * 3)).convert("CMYK").save(root / "c.jpg", quality=95)
+    assert run("--list", "--no-shuffle", tmp_path / "x", root) == 0
+    assert run(tmp_path / "x", root) == 0
+    for _, _, img in read_records(tmp_path / "x"):
+        im = Image.open(io.BytesIO(img))
+        assert im.mode == "RGB" and im.size == (50, 40)
+        assert np.abs(decode_image(img, "L") - gray).mean() < 8
+
+
+def test_jpeg_header_checks():
+    with pytest.raises(im2rec.SkipImage, match="truncated"):
+        im2rec.transcode.check_image(b"\xff\xd8\xff\xe0\x00\x10JFIF")
+    with pytest.raises(im2rec.SkipImage, match="not an image"):
+        im2rec.transcode.check_image(b"GIF? no")
+    sof = b"\xff\xc0\x00\x11\x08" + struct.pack(">HH", 0, 10) + b"\x03" + b"\x00" * 9
+    with pytest.raises(im2rec.SkipImage, match="frame size"):
+        im2rec.transcode.jpeg_info(b"\xff\xd8" + sof + b"\xff\xd9")

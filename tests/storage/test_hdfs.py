@@ -11,7 +11,7 @@ from recio.recordio import MXIndexedRecordIO
 from recio.sampler import epoch_order
 from recio.storage.prefetch import Prefetcher
 
-from .storage_helpers import ids_of, read_across_restart, write_rec
+from ..storage_helpers import ids_of, read_across_restart, write_rec
 
 pytestmark = pytest.mark.hdfs
 WEBHDFS = {"user": "root"}

@@ -13,9 +13,9 @@ from recio.recordio import MXIndexedRecordIO, MXRecordIO
 from recio.sampler import epoch_order
 from recio.storage.prefetch import Prefetcher
 
-from .conftest import S3_BUCKET, s3_options
-from .faultproxy import FaultProxy
-from .storage_helpers import ids_of, read_across_restart, write_rec
+from ..conftest import S3_BUCKET, s3_options
+from ..faultproxy import FaultProxy
+from ..storage_helpers import ids_of, read_across_restart, write_rec
 
 pytestmark = pytest.mark.s3
 

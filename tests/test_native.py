@@ -1,8 +1,8 @@
 """The C boundary of recio._native: close() racing running batches, the status codes the
 extension exports, the SIMD path it reports, and what it links.
 
-Skips only when the extension cannot be imported and CI is unset; under CI a missing
-extension fails.
+Every test needs the extension (``needs_native``: skipped where it is not built, failed
+under CI).
 """
 
 from __future__ import annotations
@@ -16,19 +16,10 @@ import textwrap
 
 import pytest
 
+from recio import decode
+from recio.decode.pool import _native
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
-
-
-try:
-    from recio import _native
-except ImportError as exc:
-    if _in_ci():
-        raise ImportError(f"recio._native cannot be imported under CI: {exc}") from exc
-    pytest.skip(f"recio._native cannot be imported: {exc}", allow_module_level=True)
-
-from recio import decode  # noqa: E402
+pytestmark = pytest.mark.needs_native
 
 MACHINE = platform.machine().lower()
 X86_64 = MACHINE in ("x86_64", "amd64")

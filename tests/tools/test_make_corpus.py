@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from ._paths import REPO
+from .._paths import REPO
 
 SCRIPT = REPO / "tools" / "make_corpus.py"
 

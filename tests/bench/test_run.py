@@ -1,31 +1,10 @@
-"""recio bench: figures, JSON, trace, plot, verdict, and a run on the built-in sample."""
+"""recio bench, one run: figures, JSON, trace, verdict, and a run on an S3 URL."""
 
 import json
 
 import pytest
 
-from recio.bench import BASELINE, build_sample_rec, run_bench, save_plot
-from recio.cli import main as cli
-
-
-@pytest.fixture(scope="module")
-def result(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("bench")
-    rec = build_sample_rec(str(workdir), num_images=48)
-    trace = workdir / "trace.json"
-    res = run_bench(
-        rec,
-        threads=2,
-        batch_size=8,
-        shape=(3, 64, 64),
-        seconds=0.3,
-        repeats=2,
-        trace_path=str(trace),
-        log=lambda _: None,
-    )
-    res["_trace"] = trace
-    res["_workdir"] = workdir
-    return res
+from recio.bench import BASELINE, run_bench
 
 
 def test_figures_positive_and_schema(result):
@@ -70,40 +49,6 @@ def test_trace_is_chrome_json_with_every_thread(result):
     assert "read" in by_thread["recio-reader"]
     assert "decode+augment" in by_thread["recio-decoder"]
     assert "consumer wait" in by_thread["MainThread"]
-
-
-def test_plot_is_png(result):
-    pytest.importorskip("matplotlib")
-    path = result["_workdir"] / "bench.png"
-    save_plot(result, str(path))
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_cli_default_sample(tmp_path, capsys):
-    out = tmp_path / "b.json"
-    assert (
-        cli(
-            [
-                "bench",
-                "--num-images",
-                "24",
-                "--batch-size",
-                "8",
-                "--shape",
-                "3,48,48",
-                "--seconds",
-                "0.1",
-                "--repeats",
-                "1",
-                "--json",
-                str(out),
-            ]
-        )
-        == 0
-    )
-    text = capsys.readouterr().out
-    assert "built the sample dataset" in text and "verdict:" in text
-    assert json.loads(out.read_text())["data"]["records"] == 24
 
 
 @pytest.mark.s3

@@ -1,0 +1,94 @@
+"""DALIImageRecordIter: pixels against ImageRecordIter, record ids per rank and after resume,
+bad images."""
+
+import numpy as np
+import pytest
+
+from ..conftest import needs_dali
+from .conftest import pair
+
+
+@needs_dali
+def test_pixels_match_cpu_iterator_for_the_same_crops(rec):
+    # Same windows and flips (recio draws them for both); DALI's antialiased linear resize
+    # vs recio's Pillow-exact bilinear: a few levels apart on average.
+    kw = dict(random_resized_crop=True, rand_mirror=True, shuffle=True, seed=5)
+    kw.update(mean_r=120, mean_g=110, mean_b=100, std_r=60, std_g=60, std_b=60)
+    it, ref = pair(rec, **kw)
+    for a, b in zip(it, ref, strict=True):
+        assert a.data.shape == b.data.shape == (8, 3, 32, 32)
+        diff = np.abs(a.data - b.data) * 60  # back to 0..255 levels
+        assert diff.mean() < 6, diff.mean()
+        assert np.percentile(diff, 99) < 45
+        np.testing.assert_array_equal(a.index, b.index)
+        np.testing.assert_array_equal(a.label, b.label)
+
+
+@needs_dali
+def test_plain_crop_without_resize_is_nearly_exact(rec):
+    it, ref = pair(rec, data_shape=(3, 24, 24), layout="NHWC", dtype="uint8")
+    a, b = next(iter(it)), next(iter(ref))
+    assert a.data.shape == (8, 24, 24, 3) and a.data.dtype == np.uint8
+    diff = np.abs(a.data.astype(int) - b.data)
+    assert diff.mean() < 1.5 and diff.max() <= 16  # the two libjpeg builds' IDCT/upsampling
+
+
+@needs_dali
+@pytest.mark.parametrize("last_batch", ["pad", "discard", "rollover"])
+def test_record_ids_per_rank_match_iterator(rec, last_batch):
+    for part in range(3):
+        kw = dict(shuffle=True, seed=7, part_index=part, num_parts=3, last_batch=last_batch)
+        it, ref = pair(rec, **kw)
+        for _ in range(2):  # two epochs: the shuffle changes, the agreement must not
+            got = [(b.index.tolist(), b.pad, b.epoch, b.step) for b in it]
+            want = [(b.index.tolist(), b.pad, b.epoch, b.step) for b in ref]
+            assert got == want and got
+
+
+@needs_dali
+def test_resume_gives_the_same_ids_and_pixels(rec):
+    kw = dict(shuffle=True, seed=2, random_resized_crop=True, rand_mirror=True)
+    it, _ = pair(rec, **kw)
+    full = [(b.index.copy(), b.data.copy()) for b in it]
+    it2, _ = pair(rec, **kw)
+    batches = iter(it2)
+    next(batches), next(batches)
+    state = it2.state_dict()
+    assert state["epoch"] == 0 and state["step"] == 2
+    it3, ref = pair(rec, **kw)
+    it3.load_state_dict(state)
+    rest = list(it3)
+    assert len(rest) == len(full) - 2
+    for (ids, data), b in zip(full[2:], rest, strict=True):
+        np.testing.assert_array_equal(ids, b.index)
+        np.testing.assert_array_equal(data, b.data)
+    ref.load_state_dict(state)
+    assert [b.index.tolist() for b in ref] == [ids.tolist() for ids, _ in full[2:]]
+    # and the next epoch continues as the CPU iterator's does
+    assert [b.index.tolist() for b in it3] == [b.index.tolist() for b in ref]
+
+
+@needs_dali
+def test_corrupt_records_are_skipped_and_counted_like_the_iterator(bad_rec):
+    it, ref = pair(bad_rec, batch_size=5)
+    got = [b.index.tolist() for b in it]
+    want = [b.index.tolist() for b in ref]
+    assert got == want
+    assert set(it.stats.bad_records) == {1003, 1011} == set(ref.stats.bad_records)
+    assert it.stats.skipped == ref.stats.skipped == 2
+
+
+@needs_dali
+def test_corrupt_records_replace_gives_zeros(bad_rec):
+    it, _ = pair(bad_rec, batch_size=5, on_error="replace", mean_r=10, std_r=2)
+    batch = next(iter(it))
+    assert batch.index.tolist() == [1000, 1001, 1002, 1003, 1004]
+    assert not batch.data[3].any() and batch.data[2].any()
+    assert it.stats.replaced == 1
+
+
+@needs_dali
+def test_corrupt_records_raise(bad_rec):
+    it, _ = pair(bad_rec, batch_size=5, on_error="raise")
+    with pytest.raises(Exception, match="record id 1003"):
+        next(iter(it))

@@ -1,0 +1,36 @@
+"""im2rec's command line: interrupted runs, `recio im2rec`."""
+
+from __future__ import annotations
+
+import json
+
+from recio import im2rec
+
+from .conftest import make_list, read_records, run
+
+
+def test_interrupt_removes_partial_output(tmp_path, images, monkeypatch):
+    prefix = make_list(tmp_path, images)
+    real = im2rec.make_records
+    calls = []
+
+    def interrupted(entries, root, opts):  # a batch of 8: the second one is interrupted
+        calls.append(entries)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(entries, root, opts)
+
+    monkeypatch.setattr(im2rec.pack, "make_records", interrupted)
+    # threads (the default with the extension): a process pool could not pickle the patch
+    code = run("--num-thread", 2, "--pool", "thread", prefix, images)
+    assert code == im2rec.EXIT_INTERRUPTED
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.lst", "data.report.json"]
+    assert json.loads((tmp_path / "data.report.json").read_text())["status"] == "interrupted"
+
+
+def test_recio_cli_subcommand(tmp_path, images):
+    from recio.cli import main
+
+    assert main(["im2rec", "--list", "--quiet", str(tmp_path / "x"), str(images / "class_01")]) == 0
+    assert main(["im2rec", "--quiet", str(tmp_path / "x"), str(images / "class_01")]) == 0
+    assert len(read_records(tmp_path / "x")) == 6

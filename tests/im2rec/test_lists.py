@@ -1,0 +1,38 @@
+"""im2rec --list: MXNet-identical lists, labels from folders, shuffle and split."""
+
+from __future__ import annotations
+
+from recio.format import parse_lst
+
+from .._paths import GOLDEN
+from .conftest import make_list, read_records, run
+
+
+def test_list_equals_mxnet_golden(tmp_path):
+    prefix = make_list(tmp_path, GOLDEN / "subset20_images", "subset20")
+    assert (tmp_path / "subset20.lst").read_text() == (GOLDEN / "subset20.lst").read_text()
+    assert prefix.with_suffix(".lst").exists()
+
+
+def test_split_names_and_counts_follow_mxnet(tmp_path, images):
+    prefix = make_list(tmp_path, images, "data", "--chunks", 2, "--train-ratio", 0.6,
+                       "--test-ratio", 0.2)  # fmt: skip
+    counts = {p.name: len(p.read_text().splitlines()) for p in sorted(tmp_path.glob("data*.lst"))}
+    # 24 images → chunks of 12; train int(12*.6)=7, test int(12*.2)=2, val the rest (3)
+    assert counts == {
+        "data_0_test.lst": 2, "data_0_train.lst": 7, "data_0_val.lst": 3,
+        "data_1_test.lst": 2, "data_1_train.lst": 7, "data_1_val.lst": 3,
+    }  # fmt: skip
+    # PREFIX packs every PREFIX*.lst, each into its own .rec/.idx
+    assert run(prefix, images) == 0
+    for name, n in counts.items():
+        assert len(read_records(tmp_path / name[: -len(".lst")])) == n
+
+
+def test_recursive_labels_and_no_shuffle(tmp_path, images):
+    make_list(tmp_path, images, "data", "--no-shuffle")
+    entries = list(parse_lst((tmp_path / "data.lst").read_text().splitlines()))
+    assert [e.index for e in entries] == list(range(24))
+    assert entries == sorted(entries, key=lambda e: e.path)
+    for e in entries:
+        assert e.labels == (float(int(e.path.split("/")[0][-2:])),)

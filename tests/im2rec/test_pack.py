@@ -1,0 +1,166 @@
+"""im2rec packing: records that decode to their sources and match MXNet's, bad files
+skipped and reported, shards, byte-identical output, any fsspec URL, DALI reads it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from recio import im2rec
+from recio.format import parse_lst
+from recio.recordio import MXIndexedRecordIO
+
+from .._paths import GOLDEN
+from ..conftest import needs_dali
+from .conftest import BAD, decode_image, make_list, read_records, run
+
+
+def test_pack_mxnet_list_matches_golden_records(tmp_path):
+    shutil.copy(GOLDEN / "subset20.lst", tmp_path)
+    assert run("--resize", 64, "--quality", 90, "--num-thread", 2, tmp_path / "subset20",
+               GOLDEN / "subset20_images") == 0  # fmt: skip
+    golden = json.loads((GOLDEN / "golden.json").read_text())["subset20"]["records"]
+    mine = read_records(tmp_path / "subset20")
+    lst = {e.index: e for e in parse_lst((GOLDEN / "subset20.lst").read_text().splitlines())}
+    assert [k for k, _, _ in mine] == [g["key"] for g in golden]
+    for (key, header, img), g in zip(mine, golden, strict=True):
+        assert (header.flag, float(header.label), header.id, header.id2) == (
+            g["flag"], g["label"], g["id"], g["id2"]
+        )  # fmt: skip
+        pixels = decode_image(img)
+        assert list(pixels.shape) == g["decoded_shape_bgr"]  # MXNet's --resize arithmetic
+        # Within JPEG tolerance of the source, area-resized to the same size
+        source = Image.open(GOLDEN / "subset20_images" / lst[key].path).convert("RGB")
+        ref = np.asarray(source.resize(pixels.shape[1::-1], Image.Resampling.BOX), np.float64)
+        assert np.abs(pixels - ref).mean() < 12, lst[key].path
+
+
+def test_pack_label_matches_golden_multilabel(tmp_path):
+    shutil.copy(GOLDEN / "multilabel.lst", tmp_path)
+    code = run("--pack-label", "--resize", 64, "--quality", 90, tmp_path / "multilabel",
+               GOLDEN / "subset20_images")  # fmt: skip
+    assert code == 0
+    golden = json.loads((GOLDEN / "golden.json").read_text())["multilabel"]["records"]
+    raw = (tmp_path / "multilabel.rec").read_bytes()
+    mine = read_records(tmp_path / "multilabel")
+    assert len(mine) == len(golden) == 3
+    for (key, header, _), g in zip(mine, golden, strict=True):
+        assert key == g["key"] and header.flag == 3
+        assert header.label.tolist() == g["label"]
+        assert bytes.fromhex(g["header_hex"]) in raw  # the 24-byte IRHeader, bit for bit
+    # The same list without --pack-label keeps only the first label, as MXNet does
+    assert run("--resize", 64, tmp_path / "multilabel", GOLDEN / "subset20_images") == 0
+    assert [float(h.label) for _, h, _ in read_records(tmp_path / "multilabel")] == [0, 1, 2]
+
+
+def test_records_decode_to_their_sources(tmp_path, images):
+    prefix = make_list(tmp_path, images)
+    assert run("--num-thread", 3, prefix, images) == 0
+    lst = {e.index: e for e in parse_lst((tmp_path / "data.lst").read_text().splitlines())}
+    records = read_records(prefix)
+    assert [k for k, _, _ in records] == [e.index for e in lst.values()]  # .lst order
+    for key, header, img in records:
+        assert header.id == key and float(header.label) == lst[key].labels[0]
+        source = decode_image((images / lst[key].path).read_bytes())
+        pixels = decode_image(img)
+        assert pixels.shape == source.shape
+        assert np.abs(pixels - source).mean() < 4  # quality 95 re-encode
+
+
+@pytest.mark.parametrize("mode", [[], ["--pass-through"], ["--resize", "32"]])
+def test_bad_files_skipped_and_reported(tmp_path, bad_folder, mode):
+    prefix = tmp_path / "badlist"
+    assert run("--list", prefix, bad_folder) == 0
+    with open(f"{prefix}.lst", "a") as f:
+        f.write("999\t0.000000\tmissing.jpg\nnot a list line\n")
+    assert run(*mode, prefix, bad_folder) == im2rec.EXIT_SKIPPED
+    report = json.loads(Path(f"{prefix}.report.json").read_text())
+    skipped = {Path(s["path"]).name: s["reason"] for s in report["skipped"]}
+    assert set(skipped) == BAD | {"missing.jpg", "badlist.lst:13"}, skipped
+    assert "empty" in skipped["empty.jpg"] and "truncated" in skipped["truncated.jpg"]
+    assert "not an image" in skipped["text.jpg"] and "not found" in skipped["missing.jpg"]
+    assert report["status"] == "complete" and report["written"] == 6
+    assert len(read_records(prefix)) == 6
+    assert run(*mode, "--allow-skips", prefix, bad_folder) == 0
+
+
+def test_max_errors_aborts_and_leaves_nothing(tmp_path, bad_folder):
+    prefix = tmp_path / "badlist"
+    assert run("--list", "--no-shuffle", prefix, bad_folder) == 0
+    assert run("--max-errors", 2, prefix, bad_folder) == im2rec.EXIT_FAILED
+    assert not list(tmp_path.glob("badlist.rec*")) and not list(tmp_path.glob("badlist.idx*"))
+    assert not list(tmp_path.glob(".*partial"))
+    assert json.loads(Path(f"{prefix}.report.json").read_text())["status"] == "aborted"
+    assert run("--max-errors", 5, prefix, bad_folder) == im2rec.EXIT_SKIPPED
+
+
+def test_shards_are_balanced_and_complete(tmp_path, images):
+    prefix = make_list(tmp_path, images)
+    assert run("--shards", 5, "--resize", 32, prefix, images) == 0
+    shards = [read_records(tmp_path / f"data-{k:05d}-of-00005") for k in range(5)]
+    assert [len(s) for s in shards] == [5, 5, 5, 5, 4]
+    keys = [k for s in shards for k, _, _ in s]
+    assert sorted(keys) == list(range(24))
+    assert not (tmp_path / "data.rec").exists()
+
+
+def test_same_input_and_seed_give_identical_bytes(tmp_path, images):
+    outs = []
+    for workers, pool, name in ((1, "thread", "a"), (3, "process", "b"), (2, "thread", "c")):
+        folder = tmp_path / name
+        folder.mkdir()
+        prefix = make_list(folder, images, "data", "--seed", 7)
+        assert run("--num-thread", workers, "--pool", pool, "--resize", 50, prefix, images) == 0
+        outs.append([(folder / f"data.{ext}").read_bytes() for ext in ("lst", "rec", "idx")])
+    assert outs[0] == outs[1] == outs[2]
+    make_list(tmp_path, images, "default")
+    assert (tmp_path / "default.lst").read_bytes() != outs[0][0]  # seed 100 differs
+
+
+def test_output_to_fsspec_url(tmp_path, images):
+    fsspec = pytest.importorskip("fsspec")
+    fs = fsspec.filesystem("memory")
+    url = "memory://im2rec-test/data"
+    try:
+        assert run("--list", "--recursive", url, images) == 0
+        assert run("--resize", 32, "--shards", 2, url, images) == 0
+        names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls("/im2rec-test", detail=False))
+        assert names == [
+            "data-00000-of-00002.idx", "data-00000-of-00002.rec",
+            "data-00001-of-00002.idx", "data-00001-of-00002.rec",
+            "data.lst", "data.report.json",
+        ]  # fmt: skip
+        with MXIndexedRecordIO(f"{url}-00001-of-00002.idx", f"{url}-00001-of-00002.rec", "r") as r:
+            assert len(r.keys) == 12
+    finally:
+        fs.rm("/im2rec-test", recursive=True)
+
+
+@needs_dali
+def test_dali_reads_the_output(tmp_path, images):
+    from nvidia.dali import fn, pipeline_def
+
+    prefix = make_list(tmp_path, images)
+    assert run("--resize", 40, prefix, images) == 0
+    expected = [(float(h.label), decode_image(img).shape) for _, h, img in read_records(prefix)]
+
+    @pipeline_def(batch_size=8, num_threads=1, device_id=None)
+    def pipe():
+        jpegs, labels = fn.readers.mxnet(
+            path=[f"{prefix}.rec"], index_path=[f"{prefix}.idx"], random_shuffle=False
+        )
+        return fn.decoders.image(jpegs, device="cpu"), labels
+
+    p = pipe()
+    p.build()
+    got = []
+    for _ in range(3):
+        imgs, labels = p.run()
+        for i in range(len(imgs)):
+            got.append((float(np.asarray(labels.at(i)).ravel()[0]), imgs.at(i).shape))
+    assert got == expected

@@ -1,0 +1,65 @@
+"""FsspecSource: coalesced range requests, ranged reads, pickling as a URL (no servers)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from recio import storage
+
+FAST = storage.FetchOptions(backoff=0.001, max_backoff=0.01, retries=3)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 500)), max_size=60),
+    st.integers(0, 300),
+    st.integers(1, 3000),
+)
+def test_coalesce_covers_every_range_once(ranges, gap, max_request):
+    requests = storage.coalesce(ranges, gap, max_request)
+    members = sorted(k for _, _, m in requests for k in m)
+    assert members == list(range(len(ranges)))
+    for start, end, m in requests:
+        for k in m:
+            assert start <= ranges[k][0] and ranges[k][0] + ranges[k][1] <= end
+        if len(m) > 1:
+            assert end - start <= max_request
+    starts = [s for s, _, _ in requests]
+    assert starts == sorted(starts)
+
+
+def test_coalesce_merges_neighbours_and_respects_gap():
+    assert storage.coalesce([(0, 10), (10, 10), (25, 5)], 5, 100) == [(0, 30, [0, 1, 2])]
+    assert storage.coalesce([(0, 10), (10, 10), (25, 5)], 4, 100) == [
+        (0, 20, [0, 1]),
+        (25, 30, [2]),
+    ]
+    assert storage.coalesce([(0, 10), (10, 10)], 0, 15) == [(0, 10, [0]), (10, 20, [1])]
+
+
+def test_read_ranges_equal_slices(memfs):
+    data = np.random.default_rng(1).integers(0, 256, 300_000, dtype=np.uint8).tobytes()
+    memfs.pipe("/b/blob", data)
+    src = storage.open_source(
+        "memory://b/blob", fetch=storage.FetchOptions(gap=1000, max_request=50_000)
+    )
+    rng = np.random.default_rng(2)
+    ranges = [
+        (int(o), int(n))
+        for o, n in zip(rng.integers(0, 299_000, 200), rng.integers(0, 3000, 200), strict=True)
+    ]
+    ranges.append((299_990, 100))  # runs past the end: clipped like a file read
+    got = src.read_ranges(ranges)
+    assert [bytes(g) for g in got] == [data[o : o + n] for o, n in ranges]
+    assert src.stats["requests"] < len(ranges)
+    assert src.read(5, 10) == data[5:15]
+
+
+def test_source_pickles_as_url(memfs):
+    memfs.pipe("/p/x", b"0123456789")
+    src = storage.open_source("memory://p/x", fetch=FAST)
+    copy = pickle.loads(pickle.dumps(src))
+    assert copy.read(2, 3) == b"234" and copy.fetch == FAST
