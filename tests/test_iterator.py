@@ -5,6 +5,7 @@ import gc
 import io
 import os
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
@@ -209,24 +210,51 @@ def test_truncated_rec_raises_in_training_loop(tmp_path):
             pass
 
 
-def test_record_without_image_header_names_file_and_offset(tmp_path):
-    """A record shorter than its IRHeader (24 bytes) is no image at all: a clear error."""
+def _rec_with_bad_header(tmp_path, bad: bytes) -> tuple[str, int]:
+    """8 records, the 6th (key 5) replaced by ``bad``; returns the .rec and its offset."""
     rec, idx = str(tmp_path / "short.rec"), str(tmp_path / "short.idx")
     rng = np.random.default_rng(1)
     with MXIndexedRecordIO(idx, rec, "w") as w:
         for key in range(8):
-            body = pack(IRHeader(0, 0.0, key, 0), jpeg(rng, 40, 40))
-            w.write_idx(key, body if key != 5 else b"tiny")
-    offset = MXIndexedRecordIO(idx, rec, "r").idx[5]
-    with make_iter(rec) as it, pytest.raises(RecordIOError) as info:
+            body = pack(IRHeader(0, float(key), key, 0), jpeg(rng, 40, 40))
+            w.write_idx(key, body if key != 5 else bad)
+    return rec, MXIndexedRecordIO(idx, rec, "r").idx[5]
+
+
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [
+        (b"tiny", "record of 4 bytes has no image header"),  # shorter than an IRHeader
+        (struct.pack("<IfQQ", 1000, 0.0, 5, 0) + b"abc", "IRHeader says 1000 labels"),
+    ],
+)
+def test_unreadable_record_header_is_a_bad_record(tmp_path, bad, words):
+    """A record whose IRHeader cannot be read is handled by on_error like a bad image:
+    raise names the file, offset and record; skip counts it and delivers the others."""
+    rec, offset = _rec_with_bad_header(tmp_path, bad)
+    with make_iter(rec, on_error="raise") as it, pytest.raises(RecordIOError) as info:
         list(it)
     message = str(info.value)
-    assert "no image header" in message and rec in message and str(offset) in message
+    assert words in message and rec in message and f"at byte {offset}" in message
+    assert "(record 5)" in message
     assert not recio_threads(), [t.name for t in recio_threads()]
-    # The DALI stage's source (no DALI needed) reads the same batches: the same error.
-    source = RecioSource(RecordFile(rec), Sampler(8, 8, shuffle=False))
-    with pytest.raises(RecordIOError, match=f"no image header.*{offset}"):
-        source.batch(0, 0)
+    with make_iter(rec, batch_size=8) as it:
+        (batch,) = list(it)
+        assert 5 not in batch.index.tolist() and sorted(set(batch.index.tolist())) == [
+            0, 1, 2, 3, 4, 6, 7
+        ]  # fmt: skip
+        assert it.stats.skipped == 1 and words in it.stats.bad_records[5]
+    # The DALI stage's source (no DALI needed) reads the same batches: the same outcomes.
+    raising = RecioSource(RecordFile(rec), Sampler(8, 8, shuffle=False), on_error="raise")
+    with pytest.raises(RecordIOError, match=f"{words}.*at byte {offset}"):
+        raising.batch(0, 0)
+    _, _, meta = RecioSource(RecordFile(rec), Sampler(8, 8, shuffle=False)).batch(0, 0)
+    assert 5 not in meta[:, 0].tolist() and meta[5, 4] == 5  # the bad record, by its key
+
+
+def test_label_width_beyond_the_records_labels_is_an_error(rec):
+    with make_iter(rec, label_width=2) as it, pytest.raises(ValueError, match="label_width=2"):
+        next(iter(it))
 
 
 def test_threads_stop_on_close_and_when_dropped(rec):
