@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from ._paths import REPO
 from ._train_data import run_example, torchrun
 from .conftest import needs_torch
 
@@ -63,3 +65,47 @@ def test_example_read_s3(shapes, s3_server, s3_prefix):
         assert f"read 96 images from s3://{prefix}/small.rec" in out
     finally:
         fs.rm(prefix, recursive=True)
+
+
+def _readme_block(heading: str) -> str:
+    """The first ```python block after ``heading`` in README.md."""
+    text = (REPO / "README.md").read_text()
+    after = text[text.index(heading) :]
+    start = after.index("```python\n") + len("```python\n")
+    return after[start : after.index("```", start)]
+
+
+@pytest.mark.slow  # 90 epochs of 128 images of 224x224 float32 (~15 s)
+@needs_torch
+def test_readme_iterator_snippet_runs_as_pasted(tmp_path):
+    """README's ImageRecordIter snippet, unchanged, on a small data/train.rec of its own."""
+    import subprocess
+    import sys
+
+    from recio.bench.sample import build_sample_rec
+
+    data = tmp_path / "data"
+    data.mkdir()
+    rec = build_sample_rec(str(tmp_path), num_images=24)
+    Path(rec).rename(data / "train.rec")
+    Path(rec[:-4] + ".idx").rename(data / "train.idx")
+    snippet = _readme_block("## Reading in a training loop")
+    check = "\nassert it.state_dict()['epoch'] == 90 and it.stats.decoded == 90 * 24\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", snippet + check], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_readme_recordio_snippet_runs_as_pasted(tmp_path):
+    import subprocess
+    import sys
+
+    snippet = _readme_block("## RecordIO files").replace("jpeg_bytes", "b'not really a jpeg'")
+    proc = subprocess.run(
+        [sys.executable, "-c", snippet + "\nassert bytes(image_bytes) == b'not really a jpeg'\n"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]

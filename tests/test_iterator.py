@@ -257,6 +257,33 @@ def test_label_width_beyond_the_records_labels_is_an_error(rec):
         next(iter(it))
 
 
+def test_close_from_another_thread_while_the_consumer_waits(tmp_path):
+    """The consumer blocked in next() learns that the iterator was closed, not that the
+    pipeline 'ended unexpectedly'; a later next() says the same."""
+    rec = make_rec(tmp_path, n=400)  # 50 batches: the close lands mid-epoch
+    errors: list[BaseException] = []
+
+    def consume():
+        try:
+            for _ in it:
+                time.sleep(0.002)
+        except ValueError as exc:
+            errors.append(exc)
+
+    for _ in range(3):  # the close lands while the consumer waits, or between batches
+        it = make_iter(rec, batch_size=8, prefetch_buffer=1)
+        consumer = threading.Thread(target=consume)
+        consumer.start()
+        time.sleep(0.02)
+        it.close()
+        consumer.join(10)
+        assert not consumer.is_alive()
+        with pytest.raises(ValueError, match="was closed"):
+            next(it)
+    assert errors and all("was closed" in str(e) for e in errors), errors
+    assert not recio_threads(), [t.name for t in recio_threads()]
+
+
 def test_threads_stop_on_close_and_when_dropped(rec):
     _EARLIER.update(threading.enumerate())
     it = make_iter(rec)
