@@ -197,6 +197,22 @@ class IterConfig:
         return (n, c, h, w) if self.normalize.layout == "NCHW" else (n, h, w, c)
 
     @classmethod
+    def given(
+        cls,
+        config: IterConfig | None,
+        path_imgrec: str | None = None,
+        data_shape: Sequence[int] | None = None,
+        batch_size: int | None = None,
+        **keywords: Any,
+    ) -> IterConfig:
+        """``config`` if the caller gave one (and nothing else), else :meth:`from_mxnet`."""
+        if config is None:
+            return cls.from_mxnet(path_imgrec, data_shape, batch_size, **keywords)
+        if keywords or path_imgrec is not None or data_shape is not None or batch_size:
+            raise TypeError("give config= or the ImageRecordIter keywords, not both")
+        return config
+
+    @classmethod
     def from_mxnet(
         cls,
         path_imgrec: str | None = None,

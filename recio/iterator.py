@@ -75,11 +75,8 @@ class ImageRecordIter(PositionedIterator):
         tracer: Tracer | None = None,
         **keywords: Any,
     ) -> None:
-        if config is None:
-            config = IterConfig.from_mxnet(path_imgrec, data_shape, batch_size, **keywords)
-        elif keywords or path_imgrec is not None:
-            raise TypeError("give config= or the ImageRecordIter keywords, not both")
-        self._open(config)
+        self._open(IterConfig.given(config, path_imgrec, data_shape, batch_size, **keywords))
+        config = self.config
         self.crop = config.crop
         self.pool = DecodePool(config.preprocess_threads)
         self.tracer = tracer

@@ -82,3 +82,13 @@ def test_groups_check_themselves():
         Normalize(layout="CHW")
     with pytest.raises(ValueError, match="crop gives 8x8"):
         IterConfig("x.rec", (3, 16, 16), 4, crop=CropSpec(8, 8))
+
+
+def test_given_takes_a_config_or_keywords_not_both():
+    config = make(rand_mirror=True)
+    assert IterConfig.given(config) is config
+    assert IterConfig.given(None, "x.rec", (3, 32, 24), 8, rand_mirror=True) == config
+    with pytest.raises(TypeError, match="not both"):
+        IterConfig.given(config, shuffle=True)
+    with pytest.raises(TypeError, match="not both"):
+        IterConfig.given(config, "y.rec")

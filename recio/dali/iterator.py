@@ -65,11 +65,8 @@ class DALIImageRecordIter(PositionedIterator):
             keywords.setdefault("part_index", shard_id)
         if num_shards is not None:
             keywords.setdefault("num_parts", num_shards)
-        if config is None:
-            config = IterConfig.from_mxnet(path_imgrec, data_shape, batch_size, **keywords)
-        elif keywords or path_imgrec is not None:
-            raise TypeError("give config= or the ImageRecordIter keywords, not both")
-        self._open(config)
+        self._open(IterConfig.given(config, path_imgrec, data_shape, batch_size, **keywords))
+        config = self.config
         self.crop = config.crop
         self.validate = validate
         self.crop_source = crop_source
