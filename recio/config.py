@@ -121,6 +121,7 @@ _GROUP_KEYWORDS: dict[str, tuple[str, str]] = {
     "storage_options": ("storage", "storage_options"),
 }
 _MEAN_STD = ("mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b")
+_GROUP_TYPES = {"normalize": Normalize, "sharding": Sharding, "storage": Storage}
 
 
 @dataclass(frozen=True)
@@ -238,52 +239,43 @@ class IterConfig:
                 type.
             ValueError: a value out of range; the message names it and shows the value.
         """
-        missing = [
-            name
-            for name, value in (("path_imgrec", path_imgrec), ("data_shape", data_shape),
-                                ("batch_size", batch_size))
-            if value is None
-        ]  # fmt: skip
+        required = {"path_imgrec": path_imgrec, "data_shape": data_shape, "batch_size": batch_size}
+        missing = [name for name, value in required.items() if value is None]
         if missing:
             raise TypeError(f"ImageRecordIter needs {', '.join(missing)}")
         given = {"crop": crop, "normalize": normalize, "sharding": sharding, "storage": storage}
-        parts: dict[str, dict[str, Any]] = {name: {} for name in given}
+        fields: dict[str, dict[str, Any]] = {name: {} for name in given}  # per group
         top: dict[str, Any] = {}
         top_fields = {f.name for f in dataclasses.fields(cls)} - set(given)
+        mean_std: dict[str, float] = {}
         unknown = []
         for key, value in keywords.items():
             if key in _GROUP_KEYWORDS:
                 group, name = _GROUP_KEYWORDS[key]
-                parts[group][name] = value
+                fields[group][name] = value
             elif key in _MEAN_STD:
-                parts["normalize"].setdefault("_" + key, value)
+                mean_std[key] = float(value)
             elif key in top_fields:
                 top[key] = value
             else:
                 unknown.append(key)
         if unknown:
             raise TypeError(f"ImageRecordIter got unsupported arguments: {sorted(unknown)}")
-        mean_std = {
-            k[1:]: parts["normalize"].pop(k) for k in list(parts["normalize"]) if k[0] == "_"
-        }
-        if mean_std:
-            parts["normalize"]["mean"] = tuple(float(mean_std.get(f"mean_{c}", 0.0)) for c in "rgb")
-            parts["normalize"]["std"] = tuple(float(mean_std.get(f"std_{c}", 1.0)) for c in "rgb")
+        if mean_std:  # MXNet's six scalars become Normalize's two triples
+            fields["normalize"]["mean"] = tuple(mean_std.get(f"mean_{c}", 0.0) for c in "rgb")
+            fields["normalize"]["std"] = tuple(mean_std.get(f"std_{c}", 1.0) for c in "rgb")
         shape = tuple(data_shape)
+        if len(shape) != 3:
+            raise ValueError(f"data_shape must be (channels, height, width), not {data_shape}")
         groups: dict[str, Any] = {}
-        for name, value in given.items():
-            if value is not None and parts[name]:
-                raise TypeError(f"give {name}= or the keywords {sorted(parts[name])}, not both")
-            if value is not None:
-                groups[name] = value
-            elif name == "crop":
-                if len(shape) != 3:
-                    raise ValueError(f"data_shape must be (channels, height, width), not {shape}")
-                groups[name] = CropSpec(int(shape[1]), int(shape[2]), **parts[name])
-            else:
-                groups[name] = {"normalize": Normalize, "sharding": Sharding, "storage": Storage}[
-                    name
-                ](**parts[name])
+        for name, group in given.items():
+            if group is not None and fields[name]:
+                raise TypeError(f"give {name}= or the keywords {sorted(fields[name])}, not both")
+            if group is None and name == "crop":
+                group = CropSpec(int(shape[1]), int(shape[2]), **fields[name])
+            elif group is None:
+                group = _GROUP_TYPES[name](**fields[name])
+            groups[name] = group
         if top.get("last_batch") is None:
             top["last_batch"] = "pad" if round_batch else "rollover"
         return cls(path_imgrec, shape, batch_size, **top, **groups)
