@@ -220,7 +220,9 @@ def run(args: argparse.Namespace) -> int:
                     report=report,
                 )
             except TooManyErrors as exc:
-                log.error("%s; nothing written for %s", exc, lst)
+                log.error(
+                    "%s: %s; nothing published (existing outputs left as they were)", lst, exc
+                )
                 code = EXIT_FAILED
             except KeyboardInterrupt:
                 log.error("interrupted; partial output of %s removed", lst)

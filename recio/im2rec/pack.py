@@ -33,7 +33,11 @@ log = logging.getLogger("recio.im2rec")
 
 
 class TooManyErrors(RuntimeError):
-    """More files were skipped than ``max_errors`` allows."""
+    """More files were skipped than ``max_errors`` allows, or no image could be packed.
+
+    Either way the writers are aborted: nothing is published, and outputs that already
+    exist under the same names are left as they were.
+    """
 
 
 @dataclasses.dataclass
@@ -178,7 +182,8 @@ def pack_list(
 
     ``out_stem`` defaults to the list's name without ``.lst`` (MXNet's naming). With
     ``shards`` > 1 the k-th written record goes to shard k mod ``shards``. Bad files are
-    skipped and listed in the report; past ``max_errors`` skips, TooManyErrors is raised.
+    skipped and listed in the report; past ``max_errors`` skips, or when no image at all
+    could be packed (a wrong ``root``, say), TooManyErrors is raised and nothing is published.
     On any exception (Ctrl-C too) every writer is aborted, so no output looks whole,
     and ``report.status`` says why (pass ``report`` to read it after an exception).
     ``pool`` is "process" or "thread" (default: :func:`default_pool`).
@@ -195,22 +200,23 @@ def pack_list(
     report.list, report.outputs = lst, [n for pair in names for n in pair]
     report.options = dataclasses.asdict(opts)
     start = time.perf_counter()
-    entries, bad_lines = read_list(lst, storage_options)
-    report.images = len(entries)
-    report.skipped.extend(bad_lines)
     from tqdm import tqdm
 
     writers: list[MXIndexedRecordIO] = []
-    bar = tqdm(
-        total=len(entries),
-        unit="img",
-        desc=os.path.basename(stem),
-        disable=not progress,
-        dynamic_ncols=True,
-        mininterval=0.5,
-        file=sys.stderr,
-    )
+    bar = None
     try:
+        entries, bad_lines = read_list(lst, storage_options)
+        report.images = len(entries)
+        report.skipped.extend(bad_lines)
+        bar = tqdm(
+            total=len(entries),
+            unit="img",
+            desc=os.path.basename(stem),
+            disable=not progress,
+            dynamic_ncols=True,
+            mininterval=0.5,
+            file=sys.stderr,
+        )
         for rec, idx in names:
             writers.append(MXIndexedRecordIO(idx, rec, "w", storage_options=storage_options))
         with warnings.catch_warnings():
@@ -232,17 +238,33 @@ def pack_list(
                     writers[report.written % shards].write_idx(entry.index, payload)
                     report.written += 1
                 bar.update(1)
+        if not report.written:  # publishing would replace good outputs with empty ones
+            raise TooManyErrors(_nothing_written(report, lst, root))
+        report.bytes = sum(w.tell() for w in writers)
+        for w in writers:
+            w.close()
     except BaseException as exc:
         for w in writers:
             w.abort()
         report.status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "aborted"
-        report.seconds = time.perf_counter() - start
         raise
     finally:
-        bar.close()
-    report.bytes = sum(w.tell() for w in writers)
-    for w in writers:
-        w.close()
-    report.seconds = time.perf_counter() - start
+        if bar is not None:
+            bar.close()
+        report.seconds = time.perf_counter() - start
     report.status = "complete"
     return report
+
+
+def _nothing_written(report: PackReport, lst: str, root: str) -> str:
+    """Why a run that packed no image is aborted, naming the first failure."""
+    if not report.skipped:
+        return f"{lst} lists no images: nothing to pack"
+    first = report.skipped[0]
+    if first["index"] is None:  # a line of the .lst, not a file
+        return f"no line of the list could be read (first: {first['path']}: {first['reason']})"
+    where = os.path.join(root, first["path"])
+    message = f"every file failed (first: {where}: {first['reason']})"
+    if any(s["reason"] == "file not found" for s in report.skipped):
+        message += f": is ROOT ({root}) right?"
+    return message

@@ -164,3 +164,26 @@ def test_dali_reads_the_output(tmp_path, images):
         for i in range(len(imgs)):
             got.append((float(np.asarray(labels.at(i)).ravel()[0]), imgs.at(i).shape))
     assert got == expected
+
+
+@pytest.mark.parametrize("mode", ["wrong root", "max errors"])
+def test_failed_run_never_replaces_a_good_dataset(tmp_path, images, bad_folder, mode, caplog):
+    prefix = make_list(tmp_path, images)
+    assert run("--resize", 32, prefix, images) == 0
+    good = {ext: (tmp_path / f"data.{ext}").read_bytes() for ext in ("rec", "idx")}
+    if mode == "wrong root":  # a folder that exists, but not the one the .lst is relative to
+        code = run("--resize", 32, prefix, images.parent)
+    else:
+        (tmp_path / "data.lst").write_text(
+            "".join(
+                f"{i}\t0.000000\t{p.name}\n" for i, p in enumerate(sorted(bad_folder.iterdir()))
+            )
+        )
+        code = run("--resize", 32, "--max-errors", 1, prefix, bad_folder)
+    assert code == im2rec.EXIT_FAILED
+    assert {ext: (tmp_path / f"data.{ext}").read_bytes() for ext in ("rec", "idx")} == good
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+    assert json.loads((tmp_path / "data.report.json").read_text())["status"] == "aborted"
+    if mode == "wrong root":
+        assert "every file failed" in caplog.text and "is ROOT" in caplog.text
+        assert str(images.parent / "class_0") in caplog.text  # names where it looked
