@@ -129,14 +129,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     x.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
 
 
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line: its message, or its type where it has none."""
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
 def _absolute(url: str) -> str:
     return os.path.abspath(storage.local_path(url)) if storage.is_local(url) else url
 
 
-def _write_report(report: PackReport, stem: str, storage_options: dict | None) -> None:
-    out = storage.AtomicOutput(stem + ".report.json", storage_options)
-    out.write(report.to_json().encode())
-    out.commit()
+def _write_report(report: PackReport, stem: str, storage_options: dict | None) -> bool:
+    """Write STEM.report.json; False (and an error said) if it could not be written."""
+    try:
+        out = storage.AtomicOutput(stem + ".report.json", storage_options)
+        out.write(report.to_json().encode())
+        out.commit()
+    except OSError as exc:
+        log.error("could not write %s.report.json: %s", stem, exc)
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -154,6 +166,51 @@ def _sigterm_as_interrupt():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _pack_one(
+    lst: str,
+    root: str,
+    stem: str,
+    opts: EncodeOptions,
+    args: argparse.Namespace,
+    options: dict | None,
+) -> int:
+    """Pack one .lst into STEM.rec/.idx and write its report; the exit code for it."""
+    report = PackReport(list=lst, outputs=[])
+    code = EXIT_OK
+    try:
+        pack_list(
+            lst,
+            root,
+            opts,
+            out_stem=stem,
+            num_thread=args.num_thread,
+            pool=args.pool,
+            shards=args.shards,
+            max_errors=args.max_errors,
+            storage_options=options,
+            progress=not args.quiet,
+            report=report,
+        )
+    except TooManyErrors as exc:
+        log.error("%s: %s; nothing published (existing outputs left as they were)", lst, exc)
+        code = EXIT_FAILED
+    except KeyboardInterrupt:
+        log.error("interrupted; partial output of %s removed", lst)
+        code = EXIT_INTERRUPTED
+    except (OSError, ValueError) as exc:  # a bad list, or reading/writing/publishing failed
+        log.error("%s: %s", lst, _one_line(exc))
+        code = EXIT_FAILED
+    finally:
+        if report.status == "running":  # it ended before pack_list could say how
+            report.status = "failed"
+        if args.report and not _write_report(report, stem, options) and code == EXIT_OK:
+            code = EXIT_FAILED
+    log.info("%s", report.summary())
+    if code == EXIT_OK and report.skipped and not args.allow_skips:
+        code = EXIT_SKIPPED
+    return code
 
 
 def run(args: argparse.Namespace) -> int:
@@ -204,37 +261,10 @@ def run(args: argparse.Namespace) -> int:
             if args.output:
                 stem = _absolute(args.output).rstrip("/") + "/" + stem.rsplit("/", 1)[-1]
             log.info("creating %s from %s", output_names(stem, args.shards)[0][0], lst)
-            report = PackReport(list=lst, outputs=[])
-            try:
-                pack_list(
-                    lst,
-                    root,
-                    opts,
-                    out_stem=stem,
-                    num_thread=args.num_thread,
-                    pool=args.pool,
-                    shards=args.shards,
-                    max_errors=args.max_errors,
-                    storage_options=options,
-                    progress=not args.quiet,
-                    report=report,
-                )
-            except TooManyErrors as exc:
-                log.error(
-                    "%s: %s; nothing published (existing outputs left as they were)", lst, exc
-                )
-                code = EXIT_FAILED
-            except KeyboardInterrupt:
-                log.error("interrupted; partial output of %s removed", lst)
-                code = EXIT_INTERRUPTED
-            finally:
-                if args.report:
-                    _write_report(report, stem, options)
-            log.info("%s", report.summary())
-            if code != EXIT_OK:
-                return code
-            if report.skipped and not args.allow_skips:
-                code = EXIT_SKIPPED
+            result = _pack_one(lst, root, stem, opts, args, options)
+            if result not in (EXIT_OK, EXIT_SKIPPED):
+                return result
+            code = max(code, result)
     return code
 
 

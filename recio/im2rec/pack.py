@@ -42,7 +42,12 @@ class TooManyErrors(RuntimeError):
 
 @dataclasses.dataclass
 class PackReport:
-    """What packing one ``.lst`` did; ``status`` is complete, aborted or interrupted."""
+    """What packing one ``.lst`` did.
+
+    ``status``: ``running`` until it ends, then ``complete`` (published), ``aborted`` (the
+    input was refused: too many bad files, none packed, a bad list), ``interrupted``
+    (Ctrl-C, SIGTERM) or ``failed`` (an error reading, writing or publishing).
+    """
 
     list: str
     outputs: list[str]
@@ -246,7 +251,12 @@ def pack_list(
     except BaseException as exc:
         for w in writers:
             w.abort()
-        report.status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "aborted"
+        if isinstance(exc, KeyboardInterrupt):
+            report.status = "interrupted"
+        elif isinstance(exc, (TooManyErrors, ValueError)):  # the input was refused
+            report.status = "aborted"
+        else:  # reading, writing or publishing failed
+            report.status = "failed"
         raise
     finally:
         if bar is not None:

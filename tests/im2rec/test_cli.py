@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from recio import im2rec
+from recio.recordio import MXIndexedRecordIO
 
 from .conftest import make_list, read_records, run
 
@@ -34,3 +35,30 @@ def test_recio_cli_subcommand(tmp_path, images):
     assert main(["im2rec", "--list", "--quiet", str(tmp_path / "x"), str(images / "class_01")]) == 0
     assert main(["im2rec", "--quiet", str(tmp_path / "x"), str(images / "class_01")]) == 0
     assert len(read_records(tmp_path / "x")) == 6
+
+
+def test_failed_publish_is_reported_and_exits_failed(tmp_path, images, monkeypatch, caplog):
+    prefix = make_list(tmp_path, images)
+
+    class FullDisk(MXIndexedRecordIO):
+        def close(self):
+            if self.writable and self.is_open:
+                raise OSError(28, "No space left on device")
+            super().close()
+
+    monkeypatch.setattr(im2rec.pack, "MXIndexedRecordIO", FullDisk)
+    assert run("--resize", 32, prefix, images) == im2rec.EXIT_FAILED
+    assert "No space left on device" in caplog.text
+    assert json.loads((tmp_path / "data.report.json").read_text())["status"] == "failed"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.lst", "data.report.json"]
+    # "failed or aborted" and "some images skipped" are told apart by the exit code
+    codes = [im2rec.EXIT_OK, im2rec.EXIT_SKIPPED, im2rec.EXIT_FAILED, im2rec.EXIT_INTERRUPTED]
+    assert len(set(codes)) == 4
+
+
+def test_skips_in_one_list_do_not_stop_the_next_lists(tmp_path, images):
+    prefix = make_list(tmp_path, images, "data", "--chunks", 3)
+    with open(tmp_path / "data_0.lst", "a") as f:
+        f.write("not a list line\n")
+    assert run("--resize", 32, prefix, images) == im2rec.EXIT_SKIPPED
+    assert [len(read_records(tmp_path / f"data_{k}")) for k in range(3)] == [8, 8, 8]
