@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -93,13 +94,43 @@ def output_names(stem: str, shards: int = 1) -> list[tuple[str, str]]:
 
 def read_list(url: str, storage_options: dict[str, Any] | None = None):
     """``(entries, bad_lines)`` of a .lst; bad lines are kept to report, as MXNet skips them."""
-    entries, bad = [], []
+    entries, _, bad = _read_list(url, storage_options)
+    return entries, bad
+
+
+def _read_list(url: str, storage_options: dict[str, Any] | None):
+    """``(entries, line numbers of the entries, bad_lines)`` of a .lst."""
+    entries: list[ListEntry] = []
+    linenos: list[int] = []
+    bad: list[dict] = []
     for lineno, line in enumerate(storage.read_text(url, storage_options).splitlines(), 1):
         try:
-            entries.extend(parse_lst([line], path=url))
+            for entry in parse_lst([line], path=url, start=lineno):
+                entries.append(entry)
+                linenos.append(lineno)
         except ValueError as exc:
             bad.append({"index": None, "path": f"{url}:{lineno}", "reason": str(exc)})
-    return entries, bad
+    return entries, linenos, bad
+
+
+def _check_list(
+    url: str, entries: Sequence[ListEntry], linenos: Sequence[int], opts: EncodeOptions
+) -> None:
+    """Say what in the list looks wrong but is packed anyway (one warning per kind)."""
+    width = None if opts.pack_label else 1  # the labels that are stored
+    odd = [n for e, n in zip(entries, linenos, strict=True) if not _finite(e.labels[:width])]
+    if odd:
+        first = entries[linenos.index(odd[0])]
+        log.warning(
+            "%s:%d: label %s is not finite (%d line%s with NaN or infinite labels): "
+            "packed as they are",
+            url, odd[0], ",".join(f"{x:g}" for x in first.labels[:width]),
+            len(odd), "" if len(odd) == 1 else "s",
+        )  # fmt: skip
+
+
+def _finite(labels: Sequence[float]) -> bool:
+    return all(math.isfinite(x) for x in labels)
 
 
 def _ignore_sigint() -> None:
@@ -210,9 +241,15 @@ def pack_list(
     writers: list[MXIndexedRecordIO] = []
     bar = None
     try:
-        entries, bad_lines = read_list(lst, storage_options)
+        entries, linenos, bad_lines = _read_list(lst, storage_options)
         report.images = len(entries)
         report.skipped.extend(bad_lines)
+        if max_errors is not None and len(bad_lines) > max_errors:
+            raise TooManyErrors(
+                f"{len(bad_lines)} lines of the list unreadable, more than --max-errors "
+                f"{max_errors} (first: {bad_lines[0]['path']}: {bad_lines[0]['reason']})"
+            )
+        _check_list(lst, entries, linenos, opts)
         bar = tqdm(
             total=len(entries),
             unit="img",

@@ -187,3 +187,25 @@ def test_failed_run_never_replaces_a_good_dataset(tmp_path, images, bad_folder, 
     if mode == "wrong root":
         assert "every file failed" in caplog.text and "is ROOT" in caplog.text
         assert str(images.parent / "class_0") in caplog.text  # names where it looked
+
+
+@pytest.mark.parametrize("pack_label", [False, True])
+def test_labels_beyond_float32_are_skipped_and_non_finite_ones_warned(
+    tmp_path, images, pack_label, caplog
+):
+    prefix = make_list(tmp_path, images, "data", "--no-shuffle")
+    entries = list(parse_lst((tmp_path / "data.lst").read_text().splitlines()))
+    lines = []
+    for e in entries:
+        label = {2: "1e40", 4: "nan", 5: "-inf"}.get(e.index, "1")
+        labels = f"0\t{label}" if pack_label else label  # with --pack-label: the 2nd column
+        lines.append(f"{e.index}\t{labels}\t{e.path}\n")
+    (tmp_path / "data.lst").write_text("".join(lines))
+    flags = ["--pack-label"] if pack_label else []
+    assert run(*flags, "--resize", 32, prefix, images) == im2rec.EXIT_SKIPPED
+    report = json.loads((tmp_path / "data.report.json").read_text())
+    assert [s["path"] for s in report["skipped"]] == [f"{prefix}.lst:3"]
+    assert "1e40 does not fit float32" in report["skipped"][0]["reason"]
+    assert len(read_records(prefix)) == 23
+    warnings = [r.getMessage() for r in caplog.records if "not finite" in r.getMessage()]
+    assert len(warnings) == 1 and f"{prefix}.lst:5:" in warnings[0] and "2 lines" in warnings[0]
