@@ -200,7 +200,8 @@ def _pack_one(
         log.error("interrupted; partial output of %s removed", lst)
         code = EXIT_INTERRUPTED
     except (OSError, ValueError) as exc:  # a bad list, or reading/writing/publishing failed
-        log.error("%s: %s", lst, _one_line(exc))
+        text = _one_line(exc)
+        log.error("%s", text if lst in text else f"{lst}: {text}")
         code = EXIT_FAILED
     finally:
         if report.status == "running":  # it ended before pack_list could say how

@@ -22,6 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from .. import storage
+from ..errors import RecordIOError
 from ..format import ListEntry, parse_lst
 from ..recordio import MXIndexedRecordIO
 from .transcode import (
@@ -116,7 +117,29 @@ def _read_list(url: str, storage_options: dict[str, Any] | None):
 def _check_list(
     url: str, entries: Sequence[ListEntry], linenos: Sequence[int], opts: EncodeOptions
 ) -> None:
-    """Say what in the list looks wrong but is packed anyway (one warning per kind)."""
+    """Refuse a list with repeated indices; warn (once per kind) about odd but packable lines.
+
+    A repeated index is refused, not skipped: it is the record's key in the ``.idx`` (and
+    its id), so the reader keeps one record per index and the other image vanishes
+    silently; which of the two lines is meant cannot be known, and a repeat usually means
+    lists were concatenated or edited by hand, which the user should look at.
+    """
+    seen: dict[int, int] = {}
+    repeats = []
+    for e, lineno in zip(entries, linenos, strict=True):
+        first = seen.setdefault(e.index, lineno)
+        if first != lineno:
+            repeats.append((e.index, first, lineno))
+    if repeats:
+        index, first, again = repeats[0]
+        err = RecordIOError(
+            f"{url}:{again}: index {index} is already on line {first} "
+            f"({len(repeats)} repeated {'index' if len(repeats) == 1 else 'indices'} in all): "
+            "each image needs its own index, its record's key in the .idx; "
+            "renumber the first column"
+        )
+        err.path = url
+        raise err
     width = None if opts.pack_label else 1  # the labels that are stored
     odd = [n for e, n in zip(entries, linenos, strict=True) if not _finite(e.labels[:width])]
     if odd:

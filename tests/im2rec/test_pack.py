@@ -209,3 +209,17 @@ def test_labels_beyond_float32_are_skipped_and_non_finite_ones_warned(
     assert len(read_records(prefix)) == 23
     warnings = [r.getMessage() for r in caplog.records if "not finite" in r.getMessage()]
     assert len(warnings) == 1 and f"{prefix}.lst:5:" in warnings[0] and "2 lines" in warnings[0]
+
+
+def test_repeated_index_is_refused_before_packing(tmp_path, images, caplog):
+    prefix = make_list(tmp_path, images, "data", "--no-shuffle")
+    assert run("--resize", 32, prefix, images) == 0
+    good = (tmp_path / "data.rec").read_bytes()
+    lines = (tmp_path / "data.lst").read_text().splitlines(True)
+    for n in (7, 20):  # lines 8 and 21 take the index of line 4 (MXNet would pack both)
+        lines[n] = "3" + lines[n][lines[n].index("\t") :]
+    (tmp_path / "data.lst").write_text("".join(lines))
+    assert run("--resize", 32, prefix, images) == im2rec.EXIT_FAILED
+    assert f"{prefix}.lst:8: index 3 is already on line 4 (2 repeated indices" in caplog.text
+    assert (tmp_path / "data.rec").read_bytes() == good
+    assert json.loads((tmp_path / "data.report.json").read_text())["status"] == "aborted"
