@@ -115,7 +115,11 @@ def _read_list(url: str, storage_options: dict[str, Any] | None):
 
 
 def _check_list(
-    url: str, entries: Sequence[ListEntry], linenos: Sequence[int], opts: EncodeOptions
+    url: str,
+    entries: Sequence[ListEntry],
+    linenos: Sequence[int],
+    root: str,
+    opts: EncodeOptions,
 ) -> None:
     """Refuse a list with repeated indices; warn (once per kind) about odd but packable lines.
 
@@ -141,15 +145,31 @@ def _check_list(
         err.path = url
         raise err
     width = None if opts.pack_label else 1  # the labels that are stored
-    odd = [n for e, n in zip(entries, linenos, strict=True) if not _finite(e.labels[:width])]
+    odd = [(e, n) for e, n in zip(entries, linenos, strict=True) if not _finite(e.labels[:width])]
     if odd:
-        first = entries[linenos.index(odd[0])]
+        (entry, lineno), count = odd[0], len(odd)
         log.warning(
             "%s:%d: label %s is not finite (%d line%s with NaN or infinite labels): "
             "packed as they are",
-            url, odd[0], ",".join(f"{x:g}" for x in first.labels[:width]),
-            len(odd), "" if len(odd) == 1 else "s",
+            url, lineno, ",".join(f"{x:g}" for x in entry.labels[:width]),
+            count, "" if count == 1 else "s",
         )  # fmt: skip
+    # MXNet reads these too (os.path.join drops ROOT before an absolute path): warned only
+    outside = [(e, n) for e, n in zip(entries, linenos, strict=True) if _outside(e.path)]
+    if outside:
+        (entry, lineno), count = outside[0], len(outside)
+        log.warning(
+            "%s:%d: %s is outside ROOT %s (%d path%s outside it): read anyway, as MXNet does",
+            url, lineno, entry.path, root, count, "" if count == 1 else "s",
+        )  # fmt: skip
+
+
+def _outside(path: str) -> bool:
+    """Whether a .lst path leaves ROOT: absolute, or climbing out with ``..``."""
+    if os.path.isabs(path) or ".." not in path:
+        return os.path.isabs(path)
+    path = os.path.normpath(path)
+    return path == os.pardir or path.startswith(os.pardir + os.sep)
 
 
 def _finite(labels: Sequence[float]) -> bool:
@@ -272,7 +292,7 @@ def pack_list(
                 f"{len(bad_lines)} lines of the list unreadable, more than --max-errors "
                 f"{max_errors} (first: {bad_lines[0]['path']}: {bad_lines[0]['reason']})"
             )
-        _check_list(lst, entries, linenos, opts)
+        _check_list(lst, entries, linenos, root, opts)
         bar = tqdm(
             total=len(entries),
             unit="img",

@@ -223,3 +223,23 @@ def test_repeated_index_is_refused_before_packing(tmp_path, images, caplog):
     assert f"{prefix}.lst:8: index 3 is already on line 4 (2 repeated indices" in caplog.text
     assert (tmp_path / "data.rec").read_bytes() == good
     assert json.loads((tmp_path / "data.report.json").read_text())["status"] == "aborted"
+
+
+def test_paths_outside_root_are_read_with_one_warning(tmp_path, images, caplog):
+    prefix = make_list(tmp_path, images, "data", "--no-shuffle")
+    entries = list(parse_lst((tmp_path / "data.lst").read_text().splitlines()))
+    root = images / "class_00"  # the others are reached with ../ or an absolute path
+    lines = []
+    for e in entries:
+        folder, name = e.path.split("/")
+        path = name if folder == "class_00" else f"../{e.path}"
+        path = str(images / e.path) if folder == "class_03" else path
+        lines.append(f"{e.index}\t{e.labels[0]:f}\t{path}\n")
+    (tmp_path / "data.lst").write_text("".join(lines))
+    assert run("--resize", 32, prefix, root) == 0
+    assert len(read_records(prefix)) == 24
+    warnings = [r.getMessage() for r in caplog.records if "outside ROOT" in r.getMessage()]
+    assert warnings == [
+        f"{prefix}.lst:7: ../class_01/{entries[6].path.split('/')[1]} is outside ROOT {root} "
+        "(18 paths outside it): read anyway, as MXNet does"
+    ]
