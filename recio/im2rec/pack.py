@@ -104,7 +104,7 @@ def _read_list(url: str, storage_options: dict[str, Any] | None):
     entries: list[ListEntry] = []
     linenos: list[int] = []
     bad: list[dict] = []
-    for lineno, line in enumerate(storage.read_text(url, storage_options).splitlines(), 1):
+    for lineno, line in enumerate(_list_text(url, storage_options).splitlines(), 1):
         try:
             for entry in parse_lst([line], path=url, start=lineno):
                 entries.append(entry)
@@ -112,6 +112,35 @@ def _read_list(url: str, storage_options: dict[str, Any] | None):
         except ValueError as exc:
             bad.append({"index": None, "path": f"{url}:{lineno}", "reason": str(exc)})
     return entries, linenos, bad
+
+
+def _list_text(url: str, storage_options: dict[str, Any] | None) -> str:
+    """A .lst's text (UTF-8, as MXNet's Python 3 writes it; a leading BOM is dropped).
+
+    Raises:
+        RecordIOError: the file is not UTF-8, naming the line and byte.
+    """
+    try:
+        text = storage.read_text(url, storage_options)
+    except UnicodeDecodeError:
+        if storage.is_local(url):
+            with open(storage.local_path(url), "rb") as f:
+                data = f.read()
+        else:
+            fs, path = storage.filesystem(url, storage_options)
+            data = fs.cat_file(path)
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1
+            err = RecordIOError(
+                f"{url}:{line}: not UTF-8 text (byte {exc.start} is "
+                f"0x{data[exc.start]:02x}: {exc.reason}); save the list as UTF-8"
+            )
+            err.path, err.offset = url, exc.start
+            raise err from None
+        raise  # it decodes now: the file changed under us; say what read_text said
+    return text.removeprefix("\ufeff")
 
 
 def _check_list(

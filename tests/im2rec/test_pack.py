@@ -243,3 +243,17 @@ def test_paths_outside_root_are_read_with_one_warning(tmp_path, images, caplog):
         f"{prefix}.lst:7: ../class_01/{entries[6].path.split('/')[1]} is outside ROOT {root} "
         "(18 paths outside it): read anyway, as MXNet does"
     ]
+
+
+def test_list_not_utf8_is_an_error_naming_line_and_byte(tmp_path, images, caplog):
+    prefix = make_list(tmp_path, images, "data", "--no-shuffle")
+    text = (tmp_path / "data.lst").read_text()
+    (tmp_path / "data.lst").write_text("\ufeff" + text, encoding="utf-8")  # a BOM is fine
+    assert run("--resize", 32, prefix, images) == 0
+    lines = text.splitlines(True)
+    lines[2] = lines[2].replace(".jpg", "é.jpg")
+    (tmp_path / "data.lst").write_bytes("".join(lines).encode("latin-1"))
+    assert run("--resize", 32, prefix, images) == im2rec.EXIT_FAILED
+    offset = len("".join(lines[:2])) + lines[2].index("é")
+    assert f"{prefix}.lst:3: not UTF-8 text (byte {offset} is 0xe9" in caplog.text
+    assert json.loads((tmp_path / "data.report.json").read_text())["status"] == "aborted"
