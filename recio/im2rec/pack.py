@@ -23,10 +23,11 @@ from typing import Any
 
 from .. import storage
 from ..errors import RecordIOError
-from ..format import ListEntry, parse_lst
+from ..format import ListEntry, parse_lst, unpack
 from ..recordio import MXIndexedRecordIO
 from .transcode import (
     EncodeOptions,
+    _exif_orientation,
     make_records,
     native_available,
 )
@@ -312,6 +313,8 @@ def pack_list(
 
     writers: list[MXIndexedRecordIO] = []
     bar = None
+    rotated: tuple[str, int] | None = None  # pass-through: the first EXIF-rotated JPEG
+    n_rotated = 0
     try:
         entries, linenos, bad_lines = _read_list(lst, storage_options)
         report.images = len(entries)
@@ -351,9 +354,21 @@ def pack_list(
                 else:
                     writers[report.written % shards].write_idx(entry.index, payload)
                     report.written += 1
+                    if opts.pass_through and (turn := _jpeg_orientation(payload)) != 1:
+                        rotated = rotated or (entry.path, turn)
+                        n_rotated += 1
                 bar.update(1)
         if not report.written:  # publishing would replace good outputs with empty ones
             raise TooManyErrors(_nothing_written(report, lst, root))
+        if rotated:
+            path, turn = rotated
+            log.warning(
+                "%d JPEG%s with an EXIF orientation other than 1 (first: %s, orientation %d): "
+                "--pass-through keeps their bytes, and recio's and MXNet's decoders ignore "
+                "EXIF, so they will be decoded unrotated; pack without --pass-through to "
+                "store them rotated",
+                n_rotated, "" if n_rotated == 1 else "s", path, turn,
+            )  # fmt: skip
         report.bytes = sum(w.tell() for w in writers)
         for w in writers:
             w.close()
@@ -373,6 +388,32 @@ def pack_list(
         report.seconds = time.perf_counter() - start
     report.status = "complete"
     return report
+
+
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def _jpeg_orientation(payload: bytes) -> int:
+    """The EXIF orientation of the JPEG in a record payload; 1 if upright, none or no JPEG.
+
+    Reads the marker segments before the frame header only (where EXIF lives).
+    """
+    _, img = unpack(memoryview(payload))
+    if img[:3] != b"\xff\xd8\xff":
+        return 1
+    pos, n = 2, len(img)
+    while pos + 4 <= n and img[pos] == 0xFF:
+        marker = img[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if marker in _SOF or marker == 0xDA:  # past the headers: no EXIF
+            return 1
+        length = int.from_bytes(img[pos + 2 : pos + 4], "big")
+        if marker == 0xE1 and img[pos + 4 : pos + 10] == b"Exif\0\0":
+            return _exif_orientation(bytes(img[pos + 10 : pos + 2 + length]))
+        pos += 2 + length
+    return 1
 
 
 def _nothing_written(report: PackReport, lst: str, root: str) -> str:

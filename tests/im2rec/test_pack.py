@@ -257,3 +257,27 @@ def test_list_not_utf8_is_an_error_naming_line_and_byte(tmp_path, images, caplog
     offset = len("".join(lines[:2])) + lines[2].index("é")
     assert f"{prefix}.lst:3: not UTF-8 text (byte {offset} is 0xe9" in caplog.text
     assert json.loads((tmp_path / "data.report.json").read_text())["status"] == "aborted"
+
+
+def test_pass_through_warns_about_exif_rotated_jpegs(tmp_path, images, caplog):
+    root = tmp_path / "photos"
+    shutil.copytree(images / "class_00", root)
+    pixels = np.zeros((30, 60, 3), np.uint8)
+    for name, turn in (("b_upright.jpg", 1), ("c_sideways.jpg", 6), ("d_sideways.jpg", 8)):
+        exif = Image.Exif()
+        exif[0x0112] = turn
+        Image.fromarray(pixels).save(root / name, quality=90, exif=exif)
+    prefix = tmp_path / "exif"
+    assert run("--list", "--no-shuffle", prefix, root) == 0
+    assert run("--pass-through", prefix, root) == 0
+    lst = {e.index: e for e in parse_lst((tmp_path / "exif.lst").read_text().splitlines())}
+    for key, _, img in read_records(prefix):
+        assert img == (root / lst[key].path).read_bytes()  # still byte-exact
+    warnings = [r.getMessage() for r in caplog.records if "EXIF" in r.getMessage()]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("2 JPEGs with an EXIF orientation other than 1 "
+                                  "(first: c_sideways.jpg, orientation 6)")  # fmt: skip
+    assert "decoded unrotated" in warnings[0] and "without --pass-through" in warnings[0]
+    caplog.clear()
+    assert run(prefix, root) == 0  # re-encoding applies the orientation: nothing to say
+    assert not [r for r in caplog.records if "EXIF" in r.getMessage()]
