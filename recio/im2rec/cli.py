@@ -194,7 +194,7 @@ def _pack_one(
             report=report,
         )
     except TooManyErrors as exc:
-        log.error("%s: %s; nothing published (existing outputs left as they were)", lst, exc)
+        log.error("%s: nothing published (existing outputs left as they were): %s", lst, exc)
         code = EXIT_FAILED
     except KeyboardInterrupt:
         log.error("interrupted; partial output of %s removed", lst)
@@ -208,23 +208,48 @@ def _pack_one(
             report.status = "failed"
         if args.report and not _write_report(report, stem, options) and code == EXIT_OK:
             code = EXIT_FAILED
-    log.info("%s", report.summary())
     if code == EXIT_OK and report.skipped and not args.allow_skips:
         code = EXIT_SKIPPED
+    summary = report.summary(report_path=stem + ".report.json" if args.report else None)
+    if code == EXIT_SKIPPED:  # said even with --quiet: it is why the exit code is not 0
+        log.warning("%s\n(exit code %d: files were skipped; --allow-skips exits 0)", summary, code)
+    elif report.skipped and code == EXIT_OK:
+        log.warning("%s", summary)
+    else:  # complete without skips; or the error above said why it stopped
+        log.info("%s", summary)
     return code
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run im2rec as parsed by ``add_arguments``; returns the exit code."""
+    """Run im2rec as parsed by ``add_arguments``; returns the exit code (``EXIT_*``).
+
+    Every error is said in one line (the ``recio.im2rec`` logger) and gives a non-zero
+    exit code, even with ``--quiet``.
+    """
     if not logging.getLogger().handlers:
         logging.basicConfig(
             level=logging.WARNING if args.quiet else logging.INFO,
             format="im2rec: %(message)s",
             stream=sys.stderr,
         )
-    options = json.loads(args.storage_options) if args.storage_options else None
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        log.error("interrupted")
+        return EXIT_INTERRUPTED
+    except (OSError, ValueError) as exc:  # bad arguments or input: said in one line
+        log.error("%s", _one_line(exc))
+        return EXIT_FAILED
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        options = json.loads(args.storage_options) if args.storage_options else None
+    except ValueError as exc:
+        raise ValueError(f"--storage-options is not JSON: {exc}") from None
     prefix, root = _absolute(args.prefix), os.path.abspath(args.root)
     if args.list:
+        _check_folder(prefix, "folder of PREFIX", parent=True)
         make_lists(
             prefix,
             root,
@@ -238,23 +263,21 @@ def run(args: argparse.Namespace) -> int:
             storage_options=options,
         )
         return EXIT_OK
-    try:
-        opts = EncodeOptions(
-            pass_through=args.pass_through,
-            resize=args.resize,
-            center_crop=args.center_crop,
-            quality=args.quality,
-            color=args.color,
-            encoding=args.encoding,
-            pack_label=args.pack_label,
-        )
-    except ValueError as exc:
-        log.error("%s", exc)
-        return EXIT_FAILED
+    opts = EncodeOptions(
+        pass_through=args.pass_through,
+        resize=args.resize,
+        center_crop=args.center_crop,
+        quality=args.quality,
+        color=args.color,
+        encoding=args.encoding,
+        pack_label=args.pack_label,
+    )
+    _check_folder(root, "image folder ROOT")
     lists = find_lists(prefix, options)
     if not lists:
-        log.error("no .lst file with prefix %s (make one with --list)", prefix)
-        return EXIT_FAILED
+        raise FileNotFoundError(f"no .lst file with prefix {prefix} (make one with --list)")
+    if args.output:
+        _check_folder(_absolute(args.output), "--output folder")
     code = EXIT_OK
     with _sigterm_as_interrupt():
         for lst in lists:
@@ -267,6 +290,20 @@ def run(args: argparse.Namespace) -> int:
                 return result
             code = max(code, result)
     return code
+
+
+def _check_folder(url: str, what: str, parent: bool = False) -> None:
+    """A local folder (or, with ``parent``, the folder a file goes in) must exist.
+
+    Outputs go only into folders that exist, as with MXNet (a mistyped path then fails
+    at once instead of growing a new tree); remote stores have no folders to check.
+    """
+    if not storage.is_local(url):
+        return
+    folder = os.path.dirname(storage.local_path(url)) if parent else storage.local_path(url)
+    if not os.path.isdir(folder):
+        state = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise FileNotFoundError(f"{what} {folder} {state}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -74,14 +74,31 @@ class PackReport:
         d["seconds"] = round(self.seconds, 3)
         return json.dumps(d, indent=1) + "\n"
 
-    def summary(self) -> str:
-        """The report for people: one line of counts and rates, then one per skipped file."""
-        s = (
-            f"{self.list}: {self.status}; {self.written} of {self.images} images written "
-            f"({self.bytes / 1e6:.1f} MB) in {self.seconds:.1f} s "
-            f"({self.images_per_second:.0f} images/s), {len(self.skipped)} skipped"
-        )
-        return s + "".join(f"\n  skipped {x['path']}: {x['reason']}" for x in self.skipped)
+    def summary(self, shown: int = 20, report_path: str | None = None) -> str:
+        """The report for people: a line of counts and rates, then the first skipped files.
+
+        Args:
+            shown: how many skipped files to list.
+            report_path: where the whole report is, to say so when some are not listed.
+        """
+        n = len(self.skipped)
+        if self.status == "complete":
+            s = (
+                f"{self.list}: complete; {self.written} of {self.images} images written "
+                f"({self.bytes / 1e6:.1f} MB) in {self.seconds:.1f} s "
+                f"({self.images_per_second:.0f} images/s), {n} skipped"
+            )
+        else:  # the writers were aborted: what was packed is gone
+            published = "" if self.status == "failed" else ", nothing published"
+            s = (
+                f"{self.list}: {self.status}{published}; {self.written} of {self.images} "
+                f"images packed before it stopped, {n} skipped, in {self.seconds:.1f} s"
+            )
+        s += "".join(f"\n  skipped {x['path']}: {x['reason']}" for x in self.skipped[:shown])
+        if n > shown:
+            where = f" (all in {report_path})" if report_path else ""
+            s += f"\n  ... and {n - shown} more{where}"
+        return s
 
 
 def output_names(stem: str, shards: int = 1) -> list[tuple[str, str]]:
@@ -107,7 +124,8 @@ def _read_list(url: str, storage_options: dict[str, Any] | None):
     bad: list[dict] = []
     for lineno, line in enumerate(_list_text(url, storage_options).splitlines(), 1):
         try:
-            for entry in parse_lst([line], path=url, start=lineno):
+            # no path in the message: the report names the line as FILE:LINE
+            for entry in parse_lst([line], start=lineno):
                 entries.append(entry)
                 linenos.append(lineno)
         except ValueError as exc:
@@ -348,7 +366,7 @@ def pack_list(
                     log.debug("skipped %s: %s", entry.path, reason)
                     if max_errors is not None and len(report.skipped) > max_errors:
                         raise TooManyErrors(
-                            f"{len(report.skipped)} files skipped, more than --max-errors "
+                            f"{len(report.skipped)} skipped, more than --max-errors "
                             f"{max_errors} (last: {entry.path}: {reason})"
                         )
                 else:
@@ -373,9 +391,17 @@ def pack_list(
         for w in writers:
             w.close()
     except BaseException as exc:
+        published = [rec for (rec, _), w in zip(names, writers, strict=False) if not w.is_open]
         for w in writers:
             w.abort()
-        if isinstance(exc, KeyboardInterrupt):
+        if published:  # publishing failed part way: say what was replaced
+            report.status = "failed"
+            log.error(
+                "%s published before the error, the other outputs not: they do not all "
+                "come from this run; run it again",
+                ", ".join(published),
+            )
+        elif isinstance(exc, KeyboardInterrupt):
             report.status = "interrupted"
         elif isinstance(exc, (TooManyErrors, ValueError)):  # the input was refused
             report.status = "aborted"

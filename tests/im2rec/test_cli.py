@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+import recio
 from recio import im2rec
 from recio.recordio import MXIndexedRecordIO
 
@@ -62,3 +67,20 @@ def test_skips_in_one_list_do_not_stop_the_next_lists(tmp_path, images):
         f.write("not a list line\n")
     assert run("--resize", 32, prefix, images) == im2rec.EXIT_SKIPPED
     assert [len(read_records(tmp_path / f"data_{k}")) for k in range(3)] == [8, 8, 8]
+
+
+def recio_im2rec(*argv: object) -> subprocess.CompletedProcess:
+    """``recio im2rec ARGV`` in a new process, as a user runs it (its own logging setup)."""
+    env = dict(os.environ, PYTHONPATH=str(Path(recio.__file__).parents[1]))
+    command = [sys.executable, "-m", "recio.cli", "im2rec", *map(str, argv)]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_quiet_still_says_why_it_exits_non_zero(tmp_path, images):
+    prefix = make_list(tmp_path, images)
+    with open(tmp_path / "data.lst", "a") as f:
+        f.write("99\t0\tmissing.jpg\n")
+    done = recio_im2rec("--quiet", "--resize", 32, prefix, images)
+    assert done.returncode == im2rec.EXIT_SKIPPED
+    assert "1 skipped" in done.stderr and "skipped missing.jpg: file not found" in done.stderr
+    assert "--allow-skips" in done.stderr and "Traceback" not in done.stderr

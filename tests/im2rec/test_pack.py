@@ -4,6 +4,7 @@ skipped and reported, shards, byte-identical output, any fsspec URL, DALI reads 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -89,10 +90,17 @@ def test_bad_files_skipped_and_reported(tmp_path, bad_folder, mode):
     assert run(*mode, "--allow-skips", prefix, bad_folder) == 0
 
 
-def test_max_errors_aborts_and_leaves_nothing(tmp_path, bad_folder):
+def test_max_errors_aborts_and_leaves_nothing(tmp_path, bad_folder, caplog):
     prefix = tmp_path / "badlist"
     assert run("--list", "--no-shuffle", prefix, bad_folder) == 0
+    caplog.set_level(logging.INFO, "recio.im2rec")
     assert run("--max-errors", 2, prefix, bad_folder) == im2rec.EXIT_FAILED
+    # what it says is consistent: nothing published, so nothing "written"
+    said = [r.getMessage().splitlines()[0] for r in caplog.records if "badlist.lst:" in r.message]
+    assert "nothing published (existing outputs left as they were): 3 skipped, more than " \
+        "--max-errors 2" in said[0]  # fmt: skip
+    assert "aborted, nothing published;" in said[1] and "images packed before it stopped" in said[1]
+    assert not [line for line in said if "written" in line]
     assert not list(tmp_path.glob("badlist.rec*")) and not list(tmp_path.glob("badlist.idx*"))
     assert not list(tmp_path.glob(".*partial"))
     assert json.loads(Path(f"{prefix}.report.json").read_text())["status"] == "aborted"
