@@ -21,68 +21,181 @@ from .transcode import (
 
 log = logging.getLogger("recio.im2rec")
 
-# Exit codes of ``run``.
+# Exit codes of ``run`` (said in --help too). Argparse's usage errors are EXIT_FAILED too.
 EXIT_OK, EXIT_SKIPPED, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+DESCRIPTION = """\
+List the images of a folder (--list), or pack a list's images into .rec/.idx: MXNet's
+tools/im2rec.py, with the same options, .lst format, labels, shuffle and output names,
+so lists and records move freely between the two.
+
+PREFIX names the list: --list writes PREFIX.lst (or its splits); packing reads every
+PREFIX*.lst (every .lst in PREFIX, if it is a folder) and writes NAME.rec and NAME.idx
+for each NAME.lst. ROOT is the image folder that the list's paths are relative to."""
+
+EPILOG = f"""\
+examples:
+  %(prog)s --list --recursive data/train images/     # images/ → data/train.lst
+  %(prog)s --resize 256 --quality 90 data/train images/   # .lst → .rec/.idx
+
+exit codes:
+  {EXIT_OK:<4} every image written (or some skipped, with --allow-skips)
+  {EXIT_SKIPPED:<4} written, but files or .lst lines were skipped (listed, and in the report)
+  {EXIT_FAILED:<4} failed: a bad argument or input, no image packed, --max-errors exceeded,
+       or an I/O error; nothing published, existing outputs left as they were
+  {EXIT_INTERRUPTED:<4} interrupted (Ctrl-C, SIGTERM); nothing published"""
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Description and epilog as written; "(default: X)" after options that take a value.
+
+    Not after flags: "--no-shuffle (default: True)" reads as the opposite of what it is.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.nargs == 0 or action.default in (None, argparse.SUPPRESS) or "default" in text:
+            return text
+        return text + " (default: %(default)s)"
+
+
+def _at_least(low: int):
+    """An argparse type: an integer >= ``low``."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
+        return value
+
+    parse.__name__ = "int"  # argparse says "invalid int value: 'x'"
+    return parse
+
+
+def _ratio(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {value:g}")
+    return value
+
+
+_ratio.__name__ = "float"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """MXNet im2rec's arguments, plus recio's (reports, error budget, shards, storage)."""
-    parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
-    parser.add_argument("prefix", help="prefix of input/output lst and rec files (path or URL)")
-    parser.add_argument("root", help="path to folder containing images")
+    """MXNet im2rec's arguments, plus recio's (reports, error budget, shards, storage).
+
+    Also sets the parser's help text and makes its errors one line (exit code 2).
+    """
+    parser.formatter_class = _HelpFormatter
+    parser.description, parser.epilog = DESCRIPTION, EPILOG
+    parser.usage = "%(prog)s [options] PREFIX ROOT"
+
+    def error(message: str):
+        parser.exit(EXIT_FAILED, f"{parser.prog}: error: {message} (see --help)\n")
+
+    parser.error = error  # one line, not the usage block and then the error
+    parser.add_argument(
+        "prefix",
+        metavar="PREFIX",
+        help="the list's name without .lst (path or URL); see above",
+    )
+    parser.add_argument(
+        "root", metavar="ROOT", help="the image folder; the list's paths are relative to it"
+    )
     c = parser.add_argument_group("Options for creating image lists")
     c.add_argument(
         "--list",
         action="store_true",
-        help="create image list(s) from ROOT as PREFIX.lst instead of packing",
+        help="list the images under ROOT into PREFIX.lst (split as the options below say) "
+        "instead of packing",
     )
     c.add_argument(
-        "--exts", nargs="+", default=list(DEFAULT_EXTS), help="list of acceptable image extensions"
+        "--exts",
+        nargs="+",
+        default=list(DEFAULT_EXTS),
+        metavar="EXT",
+        help=f"file extensions that count as images (default: {' '.join(DEFAULT_EXTS)})",
     )
-    c.add_argument("--chunks", type=int, default=1, help="number of chunks")
     c.add_argument(
-        "--train-ratio", type=float, default=1.0, help="ratio of images to use for training"
+        "--chunks",
+        type=_at_least(1),
+        default=1,
+        metavar="N",
+        help="cut the list into N lists, PREFIX_0.lst ... PREFIX_{N-1}.lst",
     )
-    c.add_argument("--test-ratio", type=float, default=0, help="ratio of images to use for testing")
+    c.add_argument(
+        "--train-ratio",
+        type=_ratio,
+        default=1.0,
+        metavar="R",
+        help="share of each list for PREFIX_train.lst; below 1, --test-ratio goes to "
+        "PREFIX_test.lst and the rest to PREFIX_val.lst",
+    )
+    c.add_argument(
+        "--test-ratio",
+        type=_ratio,
+        default=0.0,
+        metavar="R",
+        help="share of each list for PREFIX_test.lst (only with --train-ratio below 1, "
+        "as in MXNet)",
+    )
     c.add_argument(
         "--recursive",
         action="store_true",
-        help="walk sub-folders, one label per folder (sorted); else ROOT only, label 0",
+        help="list the images in every sub-folder of ROOT, one label per folder (0, 1, ... "
+        "in sorted order); without it only ROOT's own images are listed, all with label 0",
     )
     c.add_argument(
-        "--no-shuffle", dest="shuffle", action="store_false", help="keep the walk order in the .lst"
+        "--no-shuffle",
+        dest="shuffle",
+        action="store_false",
+        help="write the list in the order of the folder walk (sorted); without it the list "
+        "is shuffled (see --seed)",
     )
     c.add_argument(
-        "--seed", type=int, default=MXNET_SEED, help="shuffle seed (MXNet's im2rec always uses 100)"
+        "--seed",
+        type=int,
+        default=MXNET_SEED,
+        help="shuffle seed (MXNet's im2rec has no such option: it always uses 100)",
     )
     r = parser.add_argument_group("Options for creating database")
     r.add_argument(
         "--pass-through",
         action="store_true",
-        help="store the file bytes as they are (checked, not decoded)",
+        help="store each file's bytes unchanged (headers checked, nothing decoded, so EXIF "
+        "orientation is not applied)",
     )
     r.add_argument(
         "--resize",
-        type=int,
+        type=_at_least(0),
         default=0,
-        help="resize the shorter edge to this size; 0 keeps the size",
+        metavar="N",
+        help="resize so that the shorter side is N pixels; 0 keeps the size",
     )
     r.add_argument("--center-crop", action="store_true", help="crop the centre square first")
     r.add_argument(
-        "--quality", type=int, default=95, help="JPEG quality 1-100, or PNG compression 0-9"
+        "--quality",
+        type=int,
+        default=95,
+        metavar="Q",
+        help="JPEG quality 1-100, or PNG compression level 0-9 with --encoding .png",
     )
+    cpus = os.cpu_count() or 1
     r.add_argument(
         "--num-thread",
-        type=int,
-        default=os.cpu_count() or 1,
-        help="workers that decode/resize/encode (see --pool); output order never changes",
+        type=_at_least(1),
+        default=cpus,
+        metavar="N",
+        help="workers that read, decode, resize and encode (see --pool); the output is the "
+        f"same for any number (default: the number of CPUs, {cpus} here)",
     )
     r.add_argument(
         "--pool",
         choices=["process", "thread"],
         default=None,
-        help="worker kind; default: threads for JPEG output (encoded in C, GIL released) and "
-        "--pass-through, processes for PNG output",
+        help="worker kind (default: threads for JPEG output and --pass-through, where the "
+        "work runs in C without the GIL; processes for PNG output)",
     )
     r.add_argument(
         "--color",
@@ -92,41 +205,52 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="1: colour, 0: grayscale, -1: as stored (alpha kept for .png)",
     )
     r.add_argument(
-        "--encoding", default=".jpg", choices=[".jpg", ".png"], help="encoding of the stored images"
+        "--encoding", default=".jpg", choices=[".jpg", ".png"], help="format of the stored images"
     )
     r.add_argument(
         "--pack-label",
         action="store_true",
-        help="store every label column of the .lst (multi-label)",
+        help="store every label column of the list (multi-label); without it only the first",
     )
     x = parser.add_argument_group("recio additions")
     x.add_argument(
         "--shards",
-        type=int,
+        type=_at_least(1),
         default=1,
-        help="write N balanced .rec/.idx pairs (STEM-0000k-of-0000N.rec)",
+        metavar="N",
+        help="write N balanced .rec/.idx pairs per list, NAME-00000-of-0000N.rec ...",
     )
     x.add_argument(
         "--output",
         metavar="FOLDER",
-        help="write .rec/.idx/.report.json here (path or URL), not beside the .lst",
+        help="write the .rec/.idx/.report.json into FOLDER (path or URL), not beside the list",
     )
     x.add_argument(
         "--max-errors",
-        type=int,
+        type=_at_least(0),
         default=None,
-        help="abort (and write nothing) once more than N files were skipped",
+        metavar="N",
+        help="abort, publishing nothing, once more than N files or list lines were skipped "
+        "(default: no limit; a run that packs no image at all is always aborted)",
     )
     x.add_argument("--allow-skips", action="store_true", help="exit 0 even when files were skipped")
     x.add_argument(
-        "--no-report", dest="report", action="store_false", help="do not write STEM.report.json"
+        "--no-report",
+        dest="report",
+        action="store_false",
+        help="do not write NAME.report.json beside the .rec (without it, it is written: counts, "
+        "options, every skipped file and why)",
     )
     x.add_argument(
         "--storage-options",
         metavar="JSON",
         help='fsspec options as JSON, e.g. \'{"endpoint_url": "http://127.0.0.1:8333"}\'',
     )
-    x.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
+    x.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar or progress messages: warnings and errors only",
+    )
 
 
 def _one_line(exc: BaseException) -> str:
@@ -307,8 +431,8 @@ def _check_folder(url: str, what: str, parent: bool = False) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m recio.im2rec PREFIX ROOT ...``, the same as ``recio im2rec``."""
-    parser = argparse.ArgumentParser(prog="im2rec", description=__doc__.split("\n\n")[0])
+    """``python -m recio.im2rec.cli PREFIX ROOT ...``, the same as ``recio im2rec``."""
+    parser = argparse.ArgumentParser(prog="im2rec")
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import recio
 from recio import im2rec
 from recio.recordio import MXIndexedRecordIO
@@ -84,3 +86,51 @@ def test_quiet_still_says_why_it_exits_non_zero(tmp_path, images):
     assert done.returncode == im2rec.EXIT_SKIPPED
     assert "1 skipped" in done.stderr and "skipped missing.jpg: file not found" in done.stderr
     assert "--allow-skips" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_help_shows_defaults_examples_and_exit_codes(capsys):
+    from recio.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["im2rec", "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    flat = " ".join(text.split())
+    assert "``" not in text and ":mod:" not in text
+    assert (
+        "JPEG quality 1-100, or PNG compression level 0-9 with --encoding .png (default: 95)"
+        in flat
+    )
+    assert "(default: True)" not in text and "(default: False)" not in text  # no flag defaults
+    assert (
+        "--no-shuffle write the list in the order of the folder walk (sorted); without it" in flat
+    )
+    assert "--no-report do not write NAME.report.json" in flat
+    # the examples as written, one per line
+    assert (
+        "\n  recio im2rec --list --recursive data/train images/     # images/ → data/train.lst\n"
+        in text
+    )
+    assert (
+        "\n  recio im2rec --resize 256 --quality 90 data/train images/   # .lst → .rec/.idx\n"
+        in text
+    )
+    for code in (im2rec.EXIT_OK, im2rec.EXIT_SKIPPED, im2rec.EXIT_FAILED, im2rec.EXIT_INTERRUPTED):
+        assert f"\n  {code:<4} " in text
+
+
+@pytest.mark.parametrize(
+    "case", ["missing root", "missing list", "bad value", "bad int", "bad quality"]
+)
+def test_errors_are_one_line_and_non_zero(tmp_path, images, case):
+    prefix = make_list(tmp_path, images)
+    argv, says = {
+        "missing root": (["--list", prefix, tmp_path / "nope"], "image folder ROOT"),
+        "missing list": ([tmp_path / "other", images], "no .lst file with prefix"),
+        "bad value": (["--num-thread", 0, prefix, images], "--num-thread: must be at least 1"),
+        "bad int": (["--chunks", "x", "--list", prefix, images], "invalid int value: 'x'"),
+        "bad quality": (["--quality", 200, prefix, images], "JPEG quality must be 1..100"),
+    }[case]
+    done = recio_im2rec(*argv)
+    assert done.returncode == im2rec.EXIT_FAILED
+    assert len(done.stderr.splitlines()) == 1 and says in done.stderr, done.stderr
