@@ -445,12 +445,13 @@ def _jpeg_orientation(payload: bytes) -> int:
 def _nothing_written(report: PackReport, lst: str, root: str) -> str:
     """Why a run that packed no image is aborted, naming the first failure."""
     if not report.skipped:
-        return f"{lst} lists no images: nothing to pack"
-    first = report.skipped[0]
-    if first["index"] is None:  # a line of the .lst, not a file
+        return "the list has no entries: nothing to pack"
+    if not report.images:  # every line was bad
+        first = report.skipped[0]
         return f"no line of the list could be read (first: {first['path']}: {first['reason']})"
-    where = os.path.join(root, first["path"])
-    message = f"every file failed (first: {where}: {first['reason']})"
-    if any(s["reason"] == "file not found" for s in report.skipped):
+    files = [s for s in report.skipped if s["index"] is not None]
+    where = os.path.join(root, files[0]["path"])
+    message = f"every file failed (first: {where}: {files[0]['reason']})"
+    if any(s["reason"] == "file not found" for s in files):
         message += f": is ROOT ({root}) right?"
     return message

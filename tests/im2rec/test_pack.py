@@ -174,13 +174,18 @@ def test_dali_reads_the_output(tmp_path, images):
     assert got == expected
 
 
-@pytest.mark.parametrize("mode", ["wrong root", "max errors"])
+@pytest.mark.parametrize("mode", ["wrong root", "max errors", "empty list", "no good line"])
 def test_failed_run_never_replaces_a_good_dataset(tmp_path, images, bad_folder, mode, caplog):
     prefix = make_list(tmp_path, images)
     assert run("--resize", 32, prefix, images) == 0
     good = {ext: (tmp_path / f"data.{ext}").read_bytes() for ext in ("rec", "idx")}
     if mode == "wrong root":  # a folder that exists, but not the one the .lst is relative to
         code = run("--resize", 32, prefix, images.parent)
+    elif mode in ("empty list", "no good line"):
+        (tmp_path / "data.lst").write_text("" if mode == "empty list" else "a\tb\n")
+        code = run("--resize", 32, prefix, images)
+        said = "the list has no entries" if mode == "empty list" else "no line of the list"
+        assert said in caplog.text
     else:
         (tmp_path / "data.lst").write_text(
             "".join(
