@@ -297,9 +297,16 @@ def format_lst_line(entry: ListEntry) -> str:
     return f"{entry.index}\t{labels}{entry.path}\n"
 
 
-def parse_lst(lines: Iterable[str], *, path: str | None = None) -> Iterator[ListEntry]:
-    """Parse .lst lines; malformed lines raise RecordIOError naming the line."""
-    for lineno, line in enumerate(lines, 1):
+def parse_lst(
+    lines: Iterable[str], *, path: str | None = None, start: int = 1
+) -> Iterator[ListEntry]:
+    """Parse .lst lines; malformed lines raise RecordIOError naming the line.
+
+    ``start`` is the number of the first line, for the messages. A label that does not
+    fit float32 (the IRHeader's type: ``1e40``) makes a line malformed; NaN and
+    infinities fit, and are the caller's to warn about.
+    """
+    for lineno, line in enumerate(lines, start):
         line = line.rstrip("\r\n")
         if not line.strip():
             continue
@@ -307,9 +314,21 @@ def parse_lst(lines: Iterable[str], *, path: str | None = None) -> Iterator[List
         try:
             if len(fields) < 3:
                 raise ValueError
-            yield ListEntry(int(fields[0]), tuple(float(x) for x in fields[1:-1]), fields[-1])
+            entry = ListEntry(int(fields[0]), tuple(float(x) for x in fields[1:-1]), fields[-1])
         except ValueError:
             raise RecordIOError(
                 f"bad .lst line {lineno}: {line[:80]!r} (expected index<TAB>label...<TAB>path)",
                 path=path,
             ) from None
+        # float32's largest value, rounded up (what lies below it rounds to a float32)
+        if entry.labels and max(map(abs, entry.labels)) > 3.4028235e38:
+            for text, label in zip(fields[1:-1], entry.labels, strict=True):
+                try:  # the exact test; NaN and ±inf pack as themselves
+                    struct.pack("<f", label)
+                except OverflowError:
+                    raise RecordIOError(
+                        f"bad .lst line {lineno}: label {text} does not fit float32 "
+                        f"(at most ±3.4e38)",
+                        path=path,
+                    ) from None
+        yield entry

@@ -261,3 +261,12 @@ def test_bad_lst_and_idx_lines():
         parse_idx("zero\tten\n", path="x.idx")
     line = format_lst_line(ListEntry(3, (1.0, 2.0), "a/b.jpg"))
     assert line == "3\t1.000000\t2.000000\ta/b.jpg\n"
+
+
+def test_lst_labels_must_fit_float32():
+    # IRHeader labels are float32: 1e40 would overflow MXNet's pack (or become inf)
+    with pytest.raises(RecordIOError, match=r"line 7: label -1e40 does not fit float32.*l\.lst"):
+        list(parse_lst(["0\t1.0\t-1e40\ta.jpg\n"], path="l.lst", start=7))
+    big = "3.4028235e38"  # float32's largest value, rounded: it fits
+    entries = list(parse_lst([f"0\t{big}\ta.jpg", "1\tnan\tb.jpg", "2\t-inf\tc.jpg"]))
+    assert [e.index for e in entries] == [0, 1, 2]

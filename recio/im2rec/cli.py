@@ -21,68 +21,181 @@ from .transcode import (
 
 log = logging.getLogger("recio.im2rec")
 
-# Exit codes of ``run``.
+# Exit codes of ``run`` (said in --help too). Argparse's usage errors are EXIT_FAILED too.
 EXIT_OK, EXIT_SKIPPED, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+DESCRIPTION = """\
+List the images of a folder (--list), or pack a list's images into .rec/.idx: MXNet's
+tools/im2rec.py, with the same options, .lst format, labels, shuffle and output names,
+so lists and records move freely between the two.
+
+PREFIX names the list: --list writes PREFIX.lst (or its splits); packing reads every
+PREFIX*.lst (every .lst in PREFIX, if it is a folder) and writes NAME.rec and NAME.idx
+for each NAME.lst. ROOT is the image folder that the list's paths are relative to."""
+
+EPILOG = f"""\
+examples:
+  %(prog)s --list --recursive data/train images/     # images/ → data/train.lst
+  %(prog)s --resize 256 --quality 90 data/train images/   # .lst → .rec/.idx
+
+exit codes:
+  {EXIT_OK:<4} every image written (or some skipped, with --allow-skips)
+  {EXIT_SKIPPED:<4} written, but files or .lst lines were skipped (listed, and in the report)
+  {EXIT_FAILED:<4} failed: a bad argument or input, no image packed, --max-errors exceeded,
+       or an I/O error; nothing published, existing outputs left as they were
+  {EXIT_INTERRUPTED:<4} interrupted (Ctrl-C, SIGTERM); nothing published"""
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Description and epilog as written; "(default: X)" after options that take a value.
+
+    Not after flags: "--no-shuffle (default: True)" reads as the opposite of what it is.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.nargs == 0 or action.default in (None, argparse.SUPPRESS) or "default" in text:
+            return text
+        return text + " (default: %(default)s)"
+
+
+def _at_least(low: int):
+    """An argparse type: an integer >= ``low``."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
+        return value
+
+    parse.__name__ = "int"  # argparse says "invalid int value: 'x'"
+    return parse
+
+
+def _ratio(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {value:g}")
+    return value
+
+
+_ratio.__name__ = "float"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """MXNet im2rec's arguments, plus recio's (reports, error budget, shards, storage)."""
-    parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
-    parser.add_argument("prefix", help="prefix of input/output lst and rec files (path or URL)")
-    parser.add_argument("root", help="path to folder containing images")
+    """MXNet im2rec's arguments, plus recio's (reports, error budget, shards, storage).
+
+    Also sets the parser's help text and makes its errors one line (exit code 2).
+    """
+    parser.formatter_class = _HelpFormatter
+    parser.description, parser.epilog = DESCRIPTION, EPILOG
+    parser.usage = "%(prog)s [options] PREFIX ROOT"
+
+    def error(message: str):
+        parser.exit(EXIT_FAILED, f"{parser.prog}: error: {message} (see --help)\n")
+
+    parser.error = error  # one line, not the usage block and then the error
+    parser.add_argument(
+        "prefix",
+        metavar="PREFIX",
+        help="the list's name without .lst (path or URL); see above",
+    )
+    parser.add_argument(
+        "root", metavar="ROOT", help="the image folder; the list's paths are relative to it"
+    )
     c = parser.add_argument_group("Options for creating image lists")
     c.add_argument(
         "--list",
         action="store_true",
-        help="create image list(s) from ROOT as PREFIX.lst instead of packing",
+        help="list the images under ROOT into PREFIX.lst (split as the options below say) "
+        "instead of packing",
     )
     c.add_argument(
-        "--exts", nargs="+", default=list(DEFAULT_EXTS), help="list of acceptable image extensions"
+        "--exts",
+        nargs="+",
+        default=list(DEFAULT_EXTS),
+        metavar="EXT",
+        help=f"file extensions that count as images (default: {' '.join(DEFAULT_EXTS)})",
     )
-    c.add_argument("--chunks", type=int, default=1, help="number of chunks")
     c.add_argument(
-        "--train-ratio", type=float, default=1.0, help="ratio of images to use for training"
+        "--chunks",
+        type=_at_least(1),
+        default=1,
+        metavar="N",
+        help="cut the list into N lists, PREFIX_0.lst ... PREFIX_{N-1}.lst",
     )
-    c.add_argument("--test-ratio", type=float, default=0, help="ratio of images to use for testing")
+    c.add_argument(
+        "--train-ratio",
+        type=_ratio,
+        default=1.0,
+        metavar="R",
+        help="share of each list for PREFIX_train.lst; below 1, --test-ratio goes to "
+        "PREFIX_test.lst and the rest to PREFIX_val.lst",
+    )
+    c.add_argument(
+        "--test-ratio",
+        type=_ratio,
+        default=0.0,
+        metavar="R",
+        help="share of each list for PREFIX_test.lst (only with --train-ratio below 1, "
+        "as in MXNet)",
+    )
     c.add_argument(
         "--recursive",
         action="store_true",
-        help="walk sub-folders, one label per folder (sorted); else ROOT only, label 0",
+        help="list the images in every sub-folder of ROOT, one label per folder (0, 1, ... "
+        "in sorted order); without it only ROOT's own images are listed, all with label 0",
     )
     c.add_argument(
-        "--no-shuffle", dest="shuffle", action="store_false", help="keep the walk order in the .lst"
+        "--no-shuffle",
+        dest="shuffle",
+        action="store_false",
+        help="write the list in the order of the folder walk (sorted); without it the list "
+        "is shuffled (see --seed)",
     )
     c.add_argument(
-        "--seed", type=int, default=MXNET_SEED, help="shuffle seed (MXNet's im2rec always uses 100)"
+        "--seed",
+        type=int,
+        default=MXNET_SEED,
+        help="shuffle seed (MXNet's im2rec has no such option: it always uses 100)",
     )
     r = parser.add_argument_group("Options for creating database")
     r.add_argument(
         "--pass-through",
         action="store_true",
-        help="store the file bytes as they are (checked, not decoded)",
+        help="store each file's bytes unchanged (headers checked, nothing decoded, so EXIF "
+        "orientation is not applied)",
     )
     r.add_argument(
         "--resize",
-        type=int,
+        type=_at_least(0),
         default=0,
-        help="resize the shorter edge to this size; 0 keeps the size",
+        metavar="N",
+        help="resize so that the shorter side is N pixels; 0 keeps the size",
     )
     r.add_argument("--center-crop", action="store_true", help="crop the centre square first")
     r.add_argument(
-        "--quality", type=int, default=95, help="JPEG quality 1-100, or PNG compression 0-9"
+        "--quality",
+        type=int,
+        default=95,
+        metavar="Q",
+        help="JPEG quality 1-100, or PNG compression level 0-9 with --encoding .png",
     )
+    cpus = os.cpu_count() or 1
     r.add_argument(
         "--num-thread",
-        type=int,
-        default=os.cpu_count() or 1,
-        help="workers that decode/resize/encode (see --pool); output order never changes",
+        type=_at_least(1),
+        default=cpus,
+        metavar="N",
+        help="workers that read, decode, resize and encode (see --pool); the output is the "
+        f"same for any number (default: the number of CPUs, {cpus} here)",
     )
     r.add_argument(
         "--pool",
         choices=["process", "thread"],
         default=None,
-        help="worker kind; default: threads for JPEG output (encoded in C, GIL released) and "
-        "--pass-through, processes for PNG output",
+        help="worker kind (default: threads for JPEG output and --pass-through, where the "
+        "work runs in C without the GIL; processes for PNG output)",
     )
     r.add_argument(
         "--color",
@@ -92,51 +205,74 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="1: colour, 0: grayscale, -1: as stored (alpha kept for .png)",
     )
     r.add_argument(
-        "--encoding", default=".jpg", choices=[".jpg", ".png"], help="encoding of the stored images"
+        "--encoding", default=".jpg", choices=[".jpg", ".png"], help="format of the stored images"
     )
     r.add_argument(
         "--pack-label",
         action="store_true",
-        help="store every label column of the .lst (multi-label)",
+        help="store every label column of the list (multi-label); without it only the first",
     )
     x = parser.add_argument_group("recio additions")
     x.add_argument(
         "--shards",
-        type=int,
+        type=_at_least(1),
         default=1,
-        help="write N balanced .rec/.idx pairs (STEM-0000k-of-0000N.rec)",
+        metavar="N",
+        help="write N balanced .rec/.idx pairs per list, NAME-00000-of-0000N.rec ...",
     )
     x.add_argument(
         "--output",
         metavar="FOLDER",
-        help="write .rec/.idx/.report.json here (path or URL), not beside the .lst",
+        help="write the .rec/.idx/.report.json into FOLDER (path or URL), not beside the list",
     )
     x.add_argument(
         "--max-errors",
-        type=int,
+        type=_at_least(0),
         default=None,
-        help="abort (and write nothing) once more than N files were skipped",
+        metavar="N",
+        help="abort, publishing nothing, once more than N files or list lines were skipped "
+        "(default: no limit; a run that packs no image at all is always aborted)",
     )
     x.add_argument("--allow-skips", action="store_true", help="exit 0 even when files were skipped")
     x.add_argument(
-        "--no-report", dest="report", action="store_false", help="do not write STEM.report.json"
+        "--no-report",
+        dest="report",
+        action="store_false",
+        help="do not write NAME.report.json beside the .rec (without it, it is written: counts, "
+        "options, every skipped file and why)",
     )
     x.add_argument(
         "--storage-options",
         metavar="JSON",
         help='fsspec options as JSON, e.g. \'{"endpoint_url": "http://127.0.0.1:8333"}\'',
     )
-    x.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
+    x.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar or progress messages: warnings and errors only",
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line: its message, or its type where it has none."""
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
 
 
 def _absolute(url: str) -> str:
     return os.path.abspath(storage.local_path(url)) if storage.is_local(url) else url
 
 
-def _write_report(report: PackReport, stem: str, storage_options: dict | None) -> None:
-    out = storage.AtomicOutput(stem + ".report.json", storage_options)
-    out.write(report.to_json().encode())
-    out.commit()
+def _write_report(report: PackReport, stem: str, storage_options: dict | None) -> bool:
+    """Write STEM.report.json; False (and an error said) if it could not be written."""
+    try:
+        out = storage.AtomicOutput(stem + ".report.json", storage_options)
+        out.write(report.to_json().encode())
+        out.commit()
+    except OSError as exc:
+        log.error("could not write %s.report.json: %s", stem, exc)
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -156,17 +292,88 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
+def _pack_one(
+    lst: str,
+    root: str,
+    stem: str,
+    opts: EncodeOptions,
+    args: argparse.Namespace,
+    options: dict | None,
+) -> int:
+    """Pack one .lst into STEM.rec/.idx and write its report; the exit code for it."""
+    report = PackReport(list=lst, outputs=[])
+    code = EXIT_OK
+    try:
+        pack_list(
+            lst,
+            root,
+            opts,
+            out_stem=stem,
+            num_thread=args.num_thread,
+            pool=args.pool,
+            shards=args.shards,
+            max_errors=args.max_errors,
+            storage_options=options,
+            progress=not args.quiet,
+            report=report,
+        )
+    except TooManyErrors as exc:
+        log.error("%s: nothing published (existing outputs left as they were): %s", lst, exc)
+        code = EXIT_FAILED
+    except KeyboardInterrupt:
+        log.error("interrupted; partial output of %s removed", lst)
+        code = EXIT_INTERRUPTED
+    except (OSError, ValueError) as exc:  # a bad list, or reading/writing/publishing failed
+        text = _one_line(exc)
+        log.error("%s", text if lst in text else f"{lst}: {text}")
+        code = EXIT_FAILED
+    finally:
+        if report.status == "running":  # it ended before pack_list could say how
+            report.status = "failed"
+        if args.report and not _write_report(report, stem, options) and code == EXIT_OK:
+            code = EXIT_FAILED
+    if code == EXIT_OK and report.skipped and not args.allow_skips:
+        code = EXIT_SKIPPED
+    summary = report.summary(report_path=stem + ".report.json" if args.report else None)
+    if code == EXIT_SKIPPED:  # said even with --quiet: it is why the exit code is not 0
+        log.warning("%s\n(exit code %d: files were skipped; --allow-skips exits 0)", summary, code)
+    elif report.skipped and code == EXIT_OK:
+        log.warning("%s", summary)
+    else:  # complete without skips; or the error above said why it stopped
+        log.info("%s", summary)
+    return code
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run im2rec as parsed by ``add_arguments``; returns the exit code."""
+    """Run im2rec as parsed by ``add_arguments``; returns the exit code (``EXIT_*``).
+
+    Every error is said in one line (the ``recio.im2rec`` logger) and gives a non-zero
+    exit code, even with ``--quiet``.
+    """
     if not logging.getLogger().handlers:
         logging.basicConfig(
             level=logging.WARNING if args.quiet else logging.INFO,
             format="im2rec: %(message)s",
             stream=sys.stderr,
         )
-    options = json.loads(args.storage_options) if args.storage_options else None
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        log.error("interrupted")
+        return EXIT_INTERRUPTED
+    except (OSError, ValueError) as exc:  # bad arguments or input: said in one line
+        log.error("%s", _one_line(exc))
+        return EXIT_FAILED
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        options = json.loads(args.storage_options) if args.storage_options else None
+    except ValueError as exc:
+        raise ValueError(f"--storage-options is not JSON: {exc}") from None
     prefix, root = _absolute(args.prefix), os.path.abspath(args.root)
     if args.list:
+        _check_folder(prefix, "folder of PREFIX", parent=True)
         make_lists(
             prefix,
             root,
@@ -180,23 +387,21 @@ def run(args: argparse.Namespace) -> int:
             storage_options=options,
         )
         return EXIT_OK
-    try:
-        opts = EncodeOptions(
-            pass_through=args.pass_through,
-            resize=args.resize,
-            center_crop=args.center_crop,
-            quality=args.quality,
-            color=args.color,
-            encoding=args.encoding,
-            pack_label=args.pack_label,
-        )
-    except ValueError as exc:
-        log.error("%s", exc)
-        return EXIT_FAILED
+    opts = EncodeOptions(
+        pass_through=args.pass_through,
+        resize=args.resize,
+        center_crop=args.center_crop,
+        quality=args.quality,
+        color=args.color,
+        encoding=args.encoding,
+        pack_label=args.pack_label,
+    )
+    _check_folder(root, "image folder ROOT")
     lists = find_lists(prefix, options)
     if not lists:
-        log.error("no .lst file with prefix %s (make one with --list)", prefix)
-        return EXIT_FAILED
+        raise FileNotFoundError(f"no .lst file with prefix {prefix} (make one with --list)")
+    if args.output:
+        _check_folder(_absolute(args.output), "--output folder")
     code = EXIT_OK
     with _sigterm_as_interrupt():
         for lst in lists:
@@ -204,41 +409,30 @@ def run(args: argparse.Namespace) -> int:
             if args.output:
                 stem = _absolute(args.output).rstrip("/") + "/" + stem.rsplit("/", 1)[-1]
             log.info("creating %s from %s", output_names(stem, args.shards)[0][0], lst)
-            report = PackReport(list=lst, outputs=[])
-            try:
-                pack_list(
-                    lst,
-                    root,
-                    opts,
-                    out_stem=stem,
-                    num_thread=args.num_thread,
-                    pool=args.pool,
-                    shards=args.shards,
-                    max_errors=args.max_errors,
-                    storage_options=options,
-                    progress=not args.quiet,
-                    report=report,
-                )
-            except TooManyErrors as exc:
-                log.error("%s; nothing written for %s", exc, lst)
-                code = EXIT_FAILED
-            except KeyboardInterrupt:
-                log.error("interrupted; partial output of %s removed", lst)
-                code = EXIT_INTERRUPTED
-            finally:
-                if args.report:
-                    _write_report(report, stem, options)
-            log.info("%s", report.summary())
-            if code != EXIT_OK:
-                return code
-            if report.skipped and not args.allow_skips:
-                code = EXIT_SKIPPED
+            result = _pack_one(lst, root, stem, opts, args, options)
+            if result not in (EXIT_OK, EXIT_SKIPPED):
+                return result
+            code = max(code, result)
     return code
 
 
+def _check_folder(url: str, what: str, parent: bool = False) -> None:
+    """A local folder (or, with ``parent``, the folder a file goes in) must exist.
+
+    Outputs go only into folders that exist, as with MXNet (a mistyped path then fails
+    at once instead of growing a new tree); remote stores have no folders to check.
+    """
+    if not storage.is_local(url):
+        return
+    folder = os.path.dirname(storage.local_path(url)) if parent else storage.local_path(url)
+    if not os.path.isdir(folder):
+        state = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise FileNotFoundError(f"{what} {folder} {state}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m recio.im2rec PREFIX ROOT ...``, the same as ``recio im2rec``."""
-    parser = argparse.ArgumentParser(prog="im2rec", description=__doc__.split("\n\n")[0])
+    """``python -m recio.im2rec.cli PREFIX ROOT ...``, the same as ``recio im2rec``."""
+    parser = argparse.ArgumentParser(prog="im2rec")
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

@@ -23,7 +23,13 @@ def list_images(root: str, recursive: bool = False, exts: Iterable[str] = DEFAUL
 
     Recursive: a top-down walk with sorted sub-folders and files; each folder that
     holds an image gets the next label when its first image is seen.
+
+    Raises:
+        FileNotFoundError: ``root`` is not a folder.
     """
+    if not os.path.isdir(root):
+        what = "is not a folder" if os.path.exists(root) else "does not exist"
+        raise FileNotFoundError(f"image folder ROOT {root} {what}")
     exts = {e.lower() for e in exts}
     items: list[ListEntry] = []
     if recursive:
@@ -92,8 +98,17 @@ def make_lists(
     seed: int = MXNET_SEED,
     storage_options: dict[str, Any] | None = None,
 ) -> list[str]:
-    """Write the ``.lst`` file(s) for the images under ``root``; returns their names."""
+    """Write the ``.lst`` file(s) for the images under ``root``; returns their names.
+
+    Raises:
+        FileNotFoundError: ``root`` is not a folder.
+        ValueError: no image to list (with a hint when sub-folders hold images and
+            ``recursive`` is off); nothing is written then.
+    """
+    exts = list(exts)
     items = list_images(root, recursive, exts)
+    if not items:
+        raise ValueError(_nothing_to_list(root, recursive, exts))
     if shuffle:
         random.Random(seed).shuffle(items)  # same sequence as random.seed(seed); shuffle()
     written = []
@@ -108,8 +123,38 @@ def make_lists(
             raise
         out.commit()
         written.append(name)
-        log.info("wrote %s (%d images)", name, len(entries))
+        if entries:
+            log.info("wrote %s (%d images)", name, len(entries))
+        else:  # a ratio too small for the chunk: packing this list will be refused
+            log.warning("wrote %s with no image (ratios too small for chunks of %d?)", name,
+                        (len(items) + chunks - 1) // chunks)  # fmt: skip
     return written
+
+
+def _nothing_to_list(root: str, recursive: bool, exts: Sequence[str]) -> str:
+    """Why no image was listed, and what the user probably meant."""
+    kinds = " ".join(sorted({e.lower() for e in exts}))
+    if recursive:
+        return f"no images ({kinds}) in {root} or its sub-folders"
+    message = f"no images ({kinds}) in {root}"
+    with_images = [d for d in sorted(os.listdir(root)) if _has_images(os.path.join(root, d), exts)]
+    if with_images:
+        n = len(with_images)
+        message += (
+            f"; found {n} sub-folder{'s' if n > 1 else ''} with images ({with_images[0]}"
+            f"{', ...' if n > 1 else ''}): did you mean --recursive?"
+        )
+    return message
+
+
+def _has_images(folder: str, exts: Sequence[str]) -> bool:
+    if not os.path.isdir(folder):
+        return False
+    exts = {e.lower() for e in exts}
+    for _, _, files in os.walk(folder, followlinks=True):
+        if any(os.path.splitext(f)[1].lower() in exts for f in files):
+            return True
+    return False
 
 
 def find_lists(prefix: str, storage_options: dict[str, Any] | None = None) -> list[str]:
@@ -120,6 +165,8 @@ def find_lists(prefix: str, storage_options: dict[str, Any] | None = None) -> li
     if storage.is_local(prefix):
         prefix = os.path.abspath(storage.local_path(prefix))
         folder = prefix if os.path.isdir(prefix) else os.path.dirname(prefix)
+        if not os.path.isdir(folder):
+            return []
         names = [os.path.join(folder, f) for f in sorted(os.listdir(folder))]
         names = [n for n in names if os.path.isfile(n)]
     else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -21,10 +22,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from .. import storage
-from ..format import ListEntry, parse_lst
+from ..errors import RecordIOError
+from ..format import ListEntry, parse_lst, unpack
 from ..recordio import MXIndexedRecordIO
 from .transcode import (
     EncodeOptions,
+    _exif_orientation,
     make_records,
     native_available,
 )
@@ -33,12 +36,21 @@ log = logging.getLogger("recio.im2rec")
 
 
 class TooManyErrors(RuntimeError):
-    """More files were skipped than ``max_errors`` allows."""
+    """More files were skipped than ``max_errors`` allows, or no image could be packed.
+
+    Either way the writers are aborted: nothing is published, and outputs that already
+    exist under the same names are left as they were.
+    """
 
 
 @dataclasses.dataclass
 class PackReport:
-    """What packing one ``.lst`` did; ``status`` is complete, aborted or interrupted."""
+    """What packing one ``.lst`` did.
+
+    ``status``: ``running`` until it ends, then ``complete`` (published), ``aborted`` (the
+    input was refused: too many bad files, none packed, a bad list), ``interrupted``
+    (Ctrl-C, SIGTERM) or ``failed`` (an error reading, writing or publishing).
+    """
 
     list: str
     outputs: list[str]
@@ -62,14 +74,31 @@ class PackReport:
         d["seconds"] = round(self.seconds, 3)
         return json.dumps(d, indent=1) + "\n"
 
-    def summary(self) -> str:
-        """The report for people: one line of counts and rates, then one per skipped file."""
-        s = (
-            f"{self.list}: {self.status}; {self.written} of {self.images} images written "
-            f"({self.bytes / 1e6:.1f} MB) in {self.seconds:.1f} s "
-            f"({self.images_per_second:.0f} images/s), {len(self.skipped)} skipped"
-        )
-        return s + "".join(f"\n  skipped {x['path']}: {x['reason']}" for x in self.skipped)
+    def summary(self, shown: int = 20, report_path: str | None = None) -> str:
+        """The report for people: a line of counts and rates, then the first skipped files.
+
+        Args:
+            shown: how many skipped files to list.
+            report_path: where the whole report is, to say so when some are not listed.
+        """
+        n = len(self.skipped)
+        if self.status == "complete":
+            s = (
+                f"{self.list}: complete; {self.written} of {self.images} images written "
+                f"({self.bytes / 1e6:.1f} MB) in {self.seconds:.1f} s "
+                f"({self.images_per_second:.0f} images/s), {n} skipped"
+            )
+        else:  # the writers were aborted: what was packed is gone
+            published = "" if self.status == "failed" else ", nothing published"
+            s = (
+                f"{self.list}: {self.status}{published}; {self.written} of {self.images} "
+                f"images packed before it stopped, {n} skipped, in {self.seconds:.1f} s"
+            )
+        s += "".join(f"\n  skipped {x['path']}: {x['reason']}" for x in self.skipped[:shown])
+        if n > shown:
+            where = f" (all in {report_path})" if report_path else ""
+            s += f"\n  ... and {n - shown} more{where}"
+        return s
 
 
 def output_names(stem: str, shards: int = 1) -> list[tuple[str, str]]:
@@ -84,13 +113,115 @@ def output_names(stem: str, shards: int = 1) -> list[tuple[str, str]]:
 
 def read_list(url: str, storage_options: dict[str, Any] | None = None):
     """``(entries, bad_lines)`` of a .lst; bad lines are kept to report, as MXNet skips them."""
-    entries, bad = [], []
-    for lineno, line in enumerate(storage.read_text(url, storage_options).splitlines(), 1):
+    entries, _, bad = _read_list(url, storage_options)
+    return entries, bad
+
+
+def _read_list(url: str, storage_options: dict[str, Any] | None):
+    """``(entries, line numbers of the entries, bad_lines)`` of a .lst."""
+    entries: list[ListEntry] = []
+    linenos: list[int] = []
+    bad: list[dict] = []
+    for lineno, line in enumerate(_list_text(url, storage_options).splitlines(), 1):
         try:
-            entries.extend(parse_lst([line], path=url))
+            # no path in the message: the report names the line as FILE:LINE
+            for entry in parse_lst([line], start=lineno):
+                entries.append(entry)
+                linenos.append(lineno)
         except ValueError as exc:
             bad.append({"index": None, "path": f"{url}:{lineno}", "reason": str(exc)})
-    return entries, bad
+    return entries, linenos, bad
+
+
+def _list_text(url: str, storage_options: dict[str, Any] | None) -> str:
+    """A .lst's text (UTF-8, as MXNet's Python 3 writes it; a leading BOM is dropped).
+
+    Raises:
+        RecordIOError: the file is not UTF-8, naming the line and byte.
+    """
+    try:
+        text = storage.read_text(url, storage_options)
+    except UnicodeDecodeError:
+        if storage.is_local(url):
+            with open(storage.local_path(url), "rb") as f:
+                data = f.read()
+        else:
+            fs, path = storage.filesystem(url, storage_options)
+            data = fs.cat_file(path)
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1
+            err = RecordIOError(
+                f"{url}:{line}: not UTF-8 text (byte {exc.start} is "
+                f"0x{data[exc.start]:02x}: {exc.reason}); save the list as UTF-8"
+            )
+            err.path, err.offset = url, exc.start
+            raise err from None
+        raise  # it decodes now: the file changed under us; say what read_text said
+    return text.removeprefix("\ufeff")
+
+
+def _check_list(
+    url: str,
+    entries: Sequence[ListEntry],
+    linenos: Sequence[int],
+    root: str,
+    opts: EncodeOptions,
+) -> None:
+    """Refuse a list with repeated indices; warn (once per kind) about odd but packable lines.
+
+    A repeated index is refused, not skipped: it is the record's key in the ``.idx`` (and
+    its id), so the reader keeps one record per index and the other image vanishes
+    silently; which of the two lines is meant cannot be known, and a repeat usually means
+    lists were concatenated or edited by hand, which the user should look at.
+    """
+    seen: dict[int, int] = {}
+    repeats = []
+    for e, lineno in zip(entries, linenos, strict=True):
+        first = seen.setdefault(e.index, lineno)
+        if first != lineno:
+            repeats.append((e.index, first, lineno))
+    if repeats:
+        index, first, again = repeats[0]
+        err = RecordIOError(
+            f"{url}:{again}: index {index} is already on line {first} "
+            f"({len(repeats)} repeated {'index' if len(repeats) == 1 else 'indices'} in all): "
+            "each image needs its own index, its record's key in the .idx; "
+            "renumber the first column"
+        )
+        err.path = url
+        raise err
+    width = None if opts.pack_label else 1  # the labels that are stored
+    odd = [(e, n) for e, n in zip(entries, linenos, strict=True) if not _finite(e.labels[:width])]
+    if odd:
+        (entry, lineno), count = odd[0], len(odd)
+        log.warning(
+            "%s:%d: label %s is not finite (%d line%s with NaN or infinite labels): "
+            "packed as they are",
+            url, lineno, ",".join(f"{x:g}" for x in entry.labels[:width]),
+            count, "" if count == 1 else "s",
+        )  # fmt: skip
+    # MXNet reads these too (os.path.join drops ROOT before an absolute path): warned only
+    outside = [(e, n) for e, n in zip(entries, linenos, strict=True) if _outside(e.path)]
+    if outside:
+        (entry, lineno), count = outside[0], len(outside)
+        log.warning(
+            "%s:%d: %s is outside ROOT %s (%d path%s outside it): read anyway, as MXNet does",
+            url, lineno, entry.path, root, count, "" if count == 1 else "s",
+        )  # fmt: skip
+
+
+def _outside(path: str) -> bool:
+    """Whether a .lst path leaves ROOT: absolute, or climbing out with ``..``."""
+    if os.path.isabs(path) or ".." not in path:
+        return os.path.isabs(path)
+    path = os.path.normpath(path)
+    return path == os.pardir or path.startswith(os.pardir + os.sep)
+
+
+def _finite(labels: Sequence[float]) -> bool:
+    return all(math.isfinite(x) for x in labels)
 
 
 def _ignore_sigint() -> None:
@@ -178,7 +309,8 @@ def pack_list(
 
     ``out_stem`` defaults to the list's name without ``.lst`` (MXNet's naming). With
     ``shards`` > 1 the k-th written record goes to shard k mod ``shards``. Bad files are
-    skipped and listed in the report; past ``max_errors`` skips, TooManyErrors is raised.
+    skipped and listed in the report; past ``max_errors`` skips, or when no image at all
+    could be packed (a wrong ``root``, say), TooManyErrors is raised and nothing is published.
     On any exception (Ctrl-C too) every writer is aborted, so no output looks whole,
     and ``report.status`` says why (pass ``report`` to read it after an exception).
     ``pool`` is "process" or "thread" (default: :func:`default_pool`).
@@ -195,22 +327,31 @@ def pack_list(
     report.list, report.outputs = lst, [n for pair in names for n in pair]
     report.options = dataclasses.asdict(opts)
     start = time.perf_counter()
-    entries, bad_lines = read_list(lst, storage_options)
-    report.images = len(entries)
-    report.skipped.extend(bad_lines)
     from tqdm import tqdm
 
     writers: list[MXIndexedRecordIO] = []
-    bar = tqdm(
-        total=len(entries),
-        unit="img",
-        desc=os.path.basename(stem),
-        disable=not progress,
-        dynamic_ncols=True,
-        mininterval=0.5,
-        file=sys.stderr,
-    )
+    bar = None
+    rotated: tuple[str, int] | None = None  # pass-through: the first EXIF-rotated JPEG
+    n_rotated = 0
     try:
+        entries, linenos, bad_lines = _read_list(lst, storage_options)
+        report.images = len(entries)
+        report.skipped.extend(bad_lines)
+        if max_errors is not None and len(bad_lines) > max_errors:
+            raise TooManyErrors(
+                f"{len(bad_lines)} lines of the list unreadable, more than --max-errors "
+                f"{max_errors} (first: {bad_lines[0]['path']}: {bad_lines[0]['reason']})"
+            )
+        _check_list(lst, entries, linenos, root, opts)
+        bar = tqdm(
+            total=len(entries),
+            unit="img",
+            desc=os.path.basename(stem),
+            disable=not progress,
+            dynamic_ncols=True,
+            mininterval=0.5,
+            file=sys.stderr,
+        )
         for rec, idx in names:
             writers.append(MXIndexedRecordIO(idx, rec, "w", storage_options=storage_options))
         with warnings.catch_warnings():
@@ -225,24 +366,92 @@ def pack_list(
                     log.debug("skipped %s: %s", entry.path, reason)
                     if max_errors is not None and len(report.skipped) > max_errors:
                         raise TooManyErrors(
-                            f"{len(report.skipped)} files skipped, more than --max-errors "
+                            f"{len(report.skipped)} skipped, more than --max-errors "
                             f"{max_errors} (last: {entry.path}: {reason})"
                         )
                 else:
                     writers[report.written % shards].write_idx(entry.index, payload)
                     report.written += 1
+                    if opts.pass_through and (turn := _jpeg_orientation(payload)) != 1:
+                        rotated = rotated or (entry.path, turn)
+                        n_rotated += 1
                 bar.update(1)
+        if not report.written:  # publishing would replace good outputs with empty ones
+            raise TooManyErrors(_nothing_written(report, lst, root))
+        if rotated:
+            path, turn = rotated
+            log.warning(
+                "%d JPEG%s with an EXIF orientation other than 1 (first: %s, orientation %d): "
+                "--pass-through keeps their bytes, and recio's and MXNet's decoders ignore "
+                "EXIF, so they will be decoded unrotated; pack without --pass-through to "
+                "store them rotated",
+                n_rotated, "" if n_rotated == 1 else "s", path, turn,
+            )  # fmt: skip
+        report.bytes = sum(w.tell() for w in writers)
+        for w in writers:
+            w.close()
     except BaseException as exc:
+        published = [rec for (rec, _), w in zip(names, writers, strict=False) if not w.is_open]
         for w in writers:
             w.abort()
-        report.status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "aborted"
-        report.seconds = time.perf_counter() - start
+        if published:  # publishing failed part way: say what was replaced
+            report.status = "failed"
+            log.error(
+                "%s published before the error, the other outputs not: they do not all "
+                "come from this run; run it again",
+                ", ".join(published),
+            )
+        elif isinstance(exc, KeyboardInterrupt):
+            report.status = "interrupted"
+        elif isinstance(exc, (TooManyErrors, ValueError)):  # the input was refused
+            report.status = "aborted"
+        else:  # reading, writing or publishing failed
+            report.status = "failed"
         raise
     finally:
-        bar.close()
-    report.bytes = sum(w.tell() for w in writers)
-    for w in writers:
-        w.close()
-    report.seconds = time.perf_counter() - start
+        if bar is not None:
+            bar.close()
+        report.seconds = time.perf_counter() - start
     report.status = "complete"
     return report
+
+
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def _jpeg_orientation(payload: bytes) -> int:
+    """The EXIF orientation of the JPEG in a record payload; 1 if upright, none or no JPEG.
+
+    Reads the marker segments before the frame header only (where EXIF lives).
+    """
+    _, img = unpack(memoryview(payload))
+    if img[:3] != b"\xff\xd8\xff":
+        return 1
+    pos, n = 2, len(img)
+    while pos + 4 <= n and img[pos] == 0xFF:
+        marker = img[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if marker in _SOF or marker == 0xDA:  # past the headers: no EXIF
+            return 1
+        length = int.from_bytes(img[pos + 2 : pos + 4], "big")
+        if marker == 0xE1 and img[pos + 4 : pos + 10] == b"Exif\0\0":
+            return _exif_orientation(bytes(img[pos + 10 : pos + 2 + length]))
+        pos += 2 + length
+    return 1
+
+
+def _nothing_written(report: PackReport, lst: str, root: str) -> str:
+    """Why a run that packed no image is aborted, naming the first failure."""
+    if not report.skipped:
+        return "the list has no entries: nothing to pack"
+    if not report.images:  # every line was bad
+        first = report.skipped[0]
+        return f"no line of the list could be read (first: {first['path']}: {first['reason']})"
+    files = [s for s in report.skipped if s["index"] is not None]
+    where = os.path.join(root, files[0]["path"])
+    message = f"every file failed (first: {where}: {files[0]['reason']})"
+    if any(s["reason"] == "file not found" for s in files):
+        message += f": is ROOT ({root}) right?"
+    return message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from recio import im2rec
 from recio.format import parse_lst
 
 from .._paths import GOLDEN
@@ -36,3 +37,21 @@ def test_recursive_labels_and_no_shuffle(tmp_path, images):
     assert entries == sorted(entries, key=lambda e: e.path)
     for e in entries:
         assert e.labels == (float(int(e.path.split("/")[0][-2:])),)
+
+
+def test_listing_mistakes_are_errors_with_a_hint(tmp_path, images, caplog):
+    (tmp_path / "empty").mkdir()
+    cases = {  # ROOT → what the error says
+        tmp_path / "missing": "image folder ROOT",
+        tmp_path / "empty": "no images (.jpeg .jpg .png) in",
+        images: "found 4 sub-folders with images (class_00, ...): did you mean --recursive?",
+    }
+    for root, message in cases.items():
+        caplog.clear()
+        assert run("--list", tmp_path / "data", root) == im2rec.EXIT_FAILED, root
+        assert message in caplog.text, caplog.text
+        assert not (tmp_path / "data.lst").exists()
+    caplog.clear()  # an output prefix in a folder that does not exist: one line, no traceback
+    assert run("--list", "--recursive", tmp_path / "nowhere" / "data", images) == 2
+    assert f"folder of PREFIX {tmp_path / 'nowhere'} does not exist" in caplog.text
+    assert not (tmp_path / "nowhere").exists()

@@ -4,6 +4,7 @@ skipped and reported, shards, byte-identical output, any fsspec URL, DALI reads 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -89,10 +90,17 @@ def test_bad_files_skipped_and_reported(tmp_path, bad_folder, mode):
     assert run(*mode, "--allow-skips", prefix, bad_folder) == 0
 
 
-def test_max_errors_aborts_and_leaves_nothing(tmp_path, bad_folder):
+def test_max_errors_aborts_and_leaves_nothing(tmp_path, bad_folder, caplog):
     prefix = tmp_path / "badlist"
     assert run("--list", "--no-shuffle", prefix, bad_folder) == 0
+    caplog.set_level(logging.INFO, "recio.im2rec")
     assert run("--max-errors", 2, prefix, bad_folder) == im2rec.EXIT_FAILED
+    # what it says is consistent: nothing published, so nothing "written"
+    said = [r.getMessage().splitlines()[0] for r in caplog.records if "badlist.lst:" in r.message]
+    assert "nothing published (existing outputs left as they were): 3 skipped, more than " \
+        "--max-errors 2" in said[0]  # fmt: skip
+    assert "aborted, nothing published;" in said[1] and "images packed before it stopped" in said[1]
+    assert not [line for line in said if "written" in line]
     assert not list(tmp_path.glob("badlist.rec*")) and not list(tmp_path.glob("badlist.idx*"))
     assert not list(tmp_path.glob(".*partial"))
     assert json.loads(Path(f"{prefix}.report.json").read_text())["status"] == "aborted"
@@ -164,3 +172,125 @@ def test_dali_reads_the_output(tmp_path, images):
         for i in range(len(imgs)):
             got.append((float(np.asarray(labels.at(i)).ravel()[0]), imgs.at(i).shape))
     assert got == expected
+
+
+@pytest.mark.parametrize("mode", ["wrong root", "max errors", "empty list", "no good line"])
+def test_failed_run_never_replaces_a_good_dataset(tmp_path, images, bad_folder, mode, caplog):
+    prefix = make_list(tmp_path, images)
+    assert run("--resize", 32, prefix, images) == 0
+    good = {ext: (tmp_path / f"data.{ext}").read_bytes() for ext in ("rec", "idx")}
+    if mode == "wrong root":  # a folder that exists, but not the one the .lst is relative to
+        code = run("--resize", 32, prefix, images.parent)
+    elif mode in ("empty list", "no good line"):
+        (tmp_path / "data.lst").write_text("" if mode == "empty list" else "a\tb\n")
+        code = run("--resize", 32, prefix, images)
+        said = "the list has no entries" if mode == "empty list" else "no line of the list"
+        assert said in caplog.text
+    else:
+        (tmp_path / "data.lst").write_text(
+            "".join(
+                f"{i}\t0.000000\t{p.name}\n" for i, p in enumerate(sorted(bad_folder.iterdir()))
+            )
+        )
+        code = run("--resize", 32, "--max-errors", 1, prefix, bad_folder)
+    assert code == im2rec.EXIT_FAILED
+    assert {ext: (tmp_path / f"data.{ext}").read_bytes() for ext in ("rec", "idx")} == good
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+    assert json.loads((tmp_path / "data.report.json").read_text())["status"] == "aborted"
+    if mode == "wrong root":
+        assert "every file failed" in caplog.text and "is ROOT" in caplog.text
+        assert str(images.parent / "class_0") in caplog.text  # names where it looked
+
+
+@pytest.mark.parametrize("pack_label", [False, True])
+def test_labels_beyond_float32_are_skipped_and_non_finite_ones_warned(
+    tmp_path, images, pack_label, caplog
+):
+    prefix = make_list(tmp_path, images, "data", "--no-shuffle")
+    entries = list(parse_lst((tmp_path / "data.lst").read_text().splitlines()))
+    lines = []
+    for e in entries:
+        label = {2: "1e40", 4: "nan", 5: "-inf"}.get(e.index, "1")
+        labels = f"0\t{label}" if pack_label else label  # with --pack-label: the 2nd column
+        lines.append(f"{e.index}\t{labels}\t{e.path}\n")
+    (tmp_path / "data.lst").write_text("".join(lines))
+    flags = ["--pack-label"] if pack_label else []
+    assert run(*flags, "--resize", 32, prefix, images) == im2rec.EXIT_SKIPPED
+    report = json.loads((tmp_path / "data.report.json").read_text())
+    assert [s["path"] for s in report["skipped"]] == [f"{prefix}.lst:3"]
+    assert "1e40 does not fit float32" in report["skipped"][0]["reason"]
+    assert len(read_records(prefix)) == 23
+    warnings = [r.getMessage() for r in caplog.records if "not finite" in r.getMessage()]
+    assert len(warnings) == 1 and f"{prefix}.lst:5:" in warnings[0] and "2 lines" in warnings[0]
+
+
+def test_repeated_index_is_refused_before_packing(tmp_path, images, caplog):
+    prefix = make_list(tmp_path, images, "data", "--no-shuffle")
+    assert run("--resize", 32, prefix, images) == 0
+    good = (tmp_path / "data.rec").read_bytes()
+    lines = (tmp_path / "data.lst").read_text().splitlines(True)
+    for n in (7, 20):  # lines 8 and 21 take the index of line 4 (MXNet would pack both)
+        lines[n] = "3" + lines[n][lines[n].index("\t") :]
+    (tmp_path / "data.lst").write_text("".join(lines))
+    assert run("--resize", 32, prefix, images) == im2rec.EXIT_FAILED
+    assert f"{prefix}.lst:8: index 3 is already on line 4 (2 repeated indices" in caplog.text
+    assert (tmp_path / "data.rec").read_bytes() == good
+    assert json.loads((tmp_path / "data.report.json").read_text())["status"] == "aborted"
+
+
+def test_paths_outside_root_are_read_with_one_warning(tmp_path, images, caplog):
+    prefix = make_list(tmp_path, images, "data", "--no-shuffle")
+    entries = list(parse_lst((tmp_path / "data.lst").read_text().splitlines()))
+    root = images / "class_00"  # the others are reached with ../ or an absolute path
+    lines = []
+    for e in entries:
+        folder, name = e.path.split("/")
+        path = name if folder == "class_00" else f"../{e.path}"
+        path = str(images / e.path) if folder == "class_03" else path
+        lines.append(f"{e.index}\t{e.labels[0]:f}\t{path}\n")
+    (tmp_path / "data.lst").write_text("".join(lines))
+    assert run("--resize", 32, prefix, root) == 0
+    assert len(read_records(prefix)) == 24
+    warnings = [r.getMessage() for r in caplog.records if "outside ROOT" in r.getMessage()]
+    assert warnings == [
+        f"{prefix}.lst:7: ../class_01/{entries[6].path.split('/')[1]} is outside ROOT {root} "
+        "(18 paths outside it): read anyway, as MXNet does"
+    ]
+
+
+def test_list_not_utf8_is_an_error_naming_line_and_byte(tmp_path, images, caplog):
+    prefix = make_list(tmp_path, images, "data", "--no-shuffle")
+    text = (tmp_path / "data.lst").read_text()
+    (tmp_path / "data.lst").write_text("\ufeff" + text, encoding="utf-8")  # a BOM is fine
+    assert run("--resize", 32, prefix, images) == 0
+    lines = text.splitlines(True)
+    lines[2] = lines[2].replace(".jpg", "é.jpg")
+    (tmp_path / "data.lst").write_bytes("".join(lines).encode("latin-1"))
+    assert run("--resize", 32, prefix, images) == im2rec.EXIT_FAILED
+    offset = len("".join(lines[:2])) + lines[2].index("é")
+    assert f"{prefix}.lst:3: not UTF-8 text (byte {offset} is 0xe9" in caplog.text
+    assert json.loads((tmp_path / "data.report.json").read_text())["status"] == "aborted"
+
+
+def test_pass_through_warns_about_exif_rotated_jpegs(tmp_path, images, caplog):
+    root = tmp_path / "photos"
+    shutil.copytree(images / "class_00", root)
+    pixels = np.zeros((30, 60, 3), np.uint8)
+    for name, turn in (("b_upright.jpg", 1), ("c_sideways.jpg", 6), ("d_sideways.jpg", 8)):
+        exif = Image.Exif()
+        exif[0x0112] = turn
+        Image.fromarray(pixels).save(root / name, quality=90, exif=exif)
+    prefix = tmp_path / "exif"
+    assert run("--list", "--no-shuffle", prefix, root) == 0
+    assert run("--pass-through", prefix, root) == 0
+    lst = {e.index: e for e in parse_lst((tmp_path / "exif.lst").read_text().splitlines())}
+    for key, _, img in read_records(prefix):
+        assert img == (root / lst[key].path).read_bytes()  # still byte-exact
+    warnings = [r.getMessage() for r in caplog.records if "EXIF" in r.getMessage()]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("2 JPEGs with an EXIF orientation other than 1 "
+                                  "(first: c_sideways.jpg, orientation 6)")  # fmt: skip
+    assert "decoded unrotated" in warnings[0] and "without --pass-through" in warnings[0]
+    caplog.clear()
+    assert run(prefix, root) == 0  # re-encoding applies the orientation: nothing to say
+    assert not [r for r in caplog.records if "EXIF" in r.getMessage()]
