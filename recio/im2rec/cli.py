@@ -431,7 +431,7 @@ def _check_folder(url: str, what: str, parent: bool = False) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m recio.im2rec.cli PREFIX ROOT ...``, the same as ``recio im2rec``."""
+    """``python -m recio.im2rec PREFIX ROOT ...``, the same as ``recio im2rec``."""
     parser = argparse.ArgumentParser(prog="im2rec")
     add_arguments(parser)
     return run(parser.parse_args(argv))

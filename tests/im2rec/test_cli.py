@@ -134,3 +134,13 @@ def test_errors_are_one_line_and_non_zero(tmp_path, images, case):
     done = recio_im2rec(*argv)
     assert done.returncode == im2rec.EXIT_FAILED
     assert len(done.stderr.splitlines()) == 1 and says in done.stderr, done.stderr
+
+
+def test_python_dash_m_runs_the_command():
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "recio.im2rec", "--help"], capture_output=True, text=True
+    )
+    assert proc.returncode == 0 and "PREFIX ROOT" in proc.stdout
