@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from collections import Counter
+from typing import NoReturn
 
 # recio's commands do no linear algebra. Without this, numpy's OpenBLAS starts a thread per
 # core at import and they spin for a while, taking CPU from the decode threads (about 4 % of
@@ -34,21 +35,61 @@ STAGE_COMMANDS = {
 }
 
 
-def _storage_options(text: str | None) -> dict | None:
-    return json.loads(text) if text else None
+# --- argument types shared by every recio command ---------------------------------------
 
 
-def _add_storage_option(parser: argparse.ArgumentParser) -> None:
+def json_object(text: str) -> dict:
+    """An argparse type: a JSON object (such as fsspec ``storage_options``)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object {{...}}, not {text!r}")
+    return value
+
+
+def at_least(minimum: int):
+    """An argparse type: an integer no smaller than ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, not {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a number greater than zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, not {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, not {text}")
+    return value
+
+
+def add_storage_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--storage-options JSON`` (fsspec options for remote URLs) to ``parser``."""
     parser.add_argument(
         "--storage-options",
+        type=json_object,
         metavar="JSON",
-        help='fsspec options as JSON, e.g. \'{"endpoint_url": "http://127.0.0.1:8333"}\'',
+        help="fsspec options for remote URLs as a JSON object, e.g. "
+        '\'{"endpoint_url": "http://127.0.0.1:8333"}\'',
     )
 
 
 def cmd_info(args: argparse.Namespace) -> int:
     """``recio info``: records, bytes, labels and whether the .idx agrees (1 if not)."""
-    options = _storage_options(args.storage_options)
+    options = args.storage_options
     with RecordFile(args.rec, args.idx, storage_options=options) as rf:
         labels: Counter = Counter()
         widths: Counter = Counter()
@@ -93,7 +134,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``recio verify``: walk every frame; 1 and the first problem if the file is damaged."""
-    options = _storage_options(args.storage_options)
+    options = args.storage_options
     with storage.open_source(args.rec, options) as source:
         try:
             offsets = scan_source(source)
@@ -106,7 +147,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_index(args: argparse.Namespace) -> int:
     """``recio index``: scan the .rec and write its .idx (keys 0..N-1), atomically."""
-    options = _storage_options(args.storage_options)
+    options = args.storage_options
     idx_url = args.idx or default_idx_path(args.rec)
     with storage.open_source(args.rec, options) as source:
         offsets = scan_source(source)
@@ -121,10 +162,28 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line on stderr (exit status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: MESSAGE (see PROG --help)`` on stderr and exit with 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _add_debug_option(parser: argparse.ArgumentParser, dest: str = "debug") -> None:
+    parser.add_argument(
+        "--debug",
+        dest=dest,
+        action="store_true",
+        help="on an error, print the whole traceback instead of one line (also RECIO_DEBUG=1)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``recio`` parser; stage commands are placeholders that parse their own arguments."""
-    parser = argparse.ArgumentParser(prog="recio", description=__doc__.splitlines()[0])
+    parser = Parser(prog="recio", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"recio {__version__}")
+    _add_debug_option(parser, dest="debug_all")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     info = commands.add_parser("info", help="records, bytes, labels, and whether the .idx agrees")
@@ -134,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("rec", help=".rec path or URL")
         if sub is not verify:
             sub.add_argument("--idx", help=".idx path or URL (default: beside the .rec)")
-        _add_storage_option(sub)
+        add_storage_option(sub)
+        _add_debug_option(sub)
         sub.set_defaults(func=func)
 
     for name, (module_name, help_text) in STAGE_COMMANDS.items():
@@ -143,21 +203,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _debug_from_env() -> bool:
+    return os.environ.get("RECIO_DEBUG", "").lower() not in ("", "0", "false", "no")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run ``recio`` with ``argv`` (default: the process's); the exit code, 2 on a read error."""
-    argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
-    # Stage commands parse their own arguments, so their modules load lazily.
-    if argv and argv[0] in STAGE_COMMANDS:
-        module = importlib.import_module(STAGE_COMMANDS[argv[0]][0])
-        sub = argparse.ArgumentParser(prog=f"recio {argv[0]}", description=module.__doc__)
-        module.add_arguments(sub)
-        return int(module.run(sub.parse_args(argv[1:])) or 0)
-    args = parser.parse_args(argv)
+    """Run ``recio`` with ``argv`` (default: the process's); returns the exit code.
+
+    The exit code is the command's own (0: fine, 1: a problem found or a refusal), 2 for a
+    usage error or an error the command could not get past (a missing file, a read error,
+    a bad value, a missing extra), said in one line on stderr; ``--debug`` or
+    ``RECIO_DEBUG=1`` shows its traceback instead. 130 on Ctrl-C.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = _debug_from_env()
+    while argv and argv[0] == "--debug":  # `recio --debug bench ...`
+        debug = True
+        argv.pop(0)
+    command = argv[0] if argv else ""
     try:
+        # Stage commands parse their own arguments, so their modules load lazily.
+        if command in STAGE_COMMANDS:
+            module = importlib.import_module(STAGE_COMMANDS[command][0])
+            sub = Parser(prog=f"recio {command}", description=module.__doc__)
+            module.add_arguments(sub)
+            _add_debug_option(sub)
+            args = sub.parse_args(argv[1:])
+            debug = debug or args.debug
+            del args.debug  # the stage's run() takes only its own arguments
+            return int(module.run(args) or 0)
+        args = build_parser().parse_args(argv)
+        debug = debug or args.debug or args.debug_all
         return args.func(args)
-    except (RecordIOError, OSError) as exc:
-        print(f"recio {args.command}: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"recio {command}: interrupted", file=sys.stderr)
+        return 130
+    except (OSError, ValueError, ImportError) as exc:  # RecordIOError is a ValueError
+        if debug:
+            raise
+        print(f"recio {command}: {_one_line(exc)}", file=sys.stderr)
         return 2
 
 

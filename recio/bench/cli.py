@@ -8,6 +8,8 @@ import os
 import tempfile
 import time
 
+from .._install import install_hint
+from ..cli import add_storage_option, at_least, positive_float
 from .report import print_report, save_plot
 from .run import run_bench
 from .sample import build_sample_rec
@@ -16,26 +18,47 @@ from .sample import build_sample_rec
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``recio bench``'s arguments to ``parser``."""
     parser.add_argument("rec", nargs="?", help=".rec path or URL (default: built-in sample)")
-    parser.add_argument("--num-images", type=int, default=400, help="size of the built-in sample")
-    parser.add_argument("--threads", type=int, help="decode threads (default: usable cores)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--shape", default="3,224,224", help="C,H,W of the output")
+    parser.add_argument(
+        "--num-images", type=at_least(1), default=400, help="size of the built-in sample"
+    )
+    parser.add_argument(
+        "--threads", type=at_least(1), help="decode threads (default: usable cores)"
+    )
+    parser.add_argument("--batch-size", type=at_least(1), default=64)
+    parser.add_argument("--shape", type=_shape, default="3,224,224", help="C,H,W of the output")
     parser.add_argument("--dtype", default="uint8", choices=["uint8", "float32", "float16"])
-    parser.add_argument("--seconds", type=float, default=2.0, help="per repeat of each stage")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--storage-options", metavar="JSON", help="fsspec options as JSON")
+    parser.add_argument(
+        "--seconds", type=positive_float, default=2.0, help="per repeat of each stage"
+    )
+    parser.add_argument("--repeats", type=at_least(1), default=3)
+    add_storage_option(parser)
     parser.add_argument("--mxnet-python", help="a Python with mxnet 1.9.1, for its baseline")
     parser.add_argument("--json", metavar="FILE", help="write all figures and machine info")
     parser.add_argument("--trace", metavar="FILE", help="Chrome/Perfetto trace of the iterator")
     parser.add_argument("--plot", metavar="FILE.png", help="bar chart (needs matplotlib)")
 
 
+def _shape(text: str) -> tuple[int, int, int]:
+    try:
+        shape = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        shape = ()
+    if len(shape) != 3 or min(shape) < 1:
+        raise argparse.ArgumentTypeError(f"expected C,H,W (three positive integers), not {text!r}")
+    return shape  # type: ignore[return-value]
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark ``args`` describe (on a built-in sample without a .rec); exit status."""
-    shape = tuple(int(v) for v in args.shape.split(","))
-    if len(shape) != 3:
-        raise SystemExit(f"--shape must be C,H,W, not {args.shape!r}")
-    options = json.loads(args.storage_options) if args.storage_options else None
+    shape = _shape(args.shape) if isinstance(args.shape, str) else tuple(args.shape)
+    options = args.storage_options
+    if isinstance(options, str):
+        options = json.loads(options)
+    if args.plot:  # fail now, not after the whole run
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ImportError(f"--plot needs matplotlib: {install_hint('plot')}") from None
     with tempfile.TemporaryDirectory(prefix="recio-bench-") as workdir:
         rec = args.rec
         if rec is None:
