@@ -102,11 +102,6 @@ def run(args: argparse.Namespace) -> int:
                 f"{time.perf_counter() - start:.1f}s ({kept})"
             )
         threads = args.threads or _usable_cores()
-        c, h, w = shape
-        print(
-            f"measuring {rec}: batches of {args.batch_size} x {c}x{h}x{w} {args.dtype}, "
-            f"{threads} decode threads, each stage {args.repeats} x {args.seconds:g} s"
-        )
         result = run_bench(
             rec,
             storage_options=options,

@@ -86,6 +86,11 @@ def run_bench(
     stages: dict[str, dict] = {}
     skipped: dict[str, str] = {}
     mean_bytes = float(np.mean(data.image_bytes))
+    log(
+        f"measuring {rec} ({data.num_records:,} records): batches of {batch_size} x "
+        f"{'x'.join(map(str, shape))} {dtype}, {threads} decode threads, each stage "
+        f"{repeats} x {seconds:g} s after a warm-up"
+    )
 
     def measure(name: str, factory: Callable[[], tuple[Callable, Callable]]) -> None:
         log(f"  measuring {name} ...")
