@@ -11,6 +11,7 @@ import argparse
 import importlib
 import json
 import os
+import re
 import struct
 import sys
 from collections import Counter
@@ -368,8 +369,42 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Descriptions and epilogs as written (examples keep their lines), defaults shown.
+
+    A default is added to an option's help unless the help already speaks of one, the
+    default is None, or the option is an on/off flag (its help says what it turns on).
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (
+            "default" in text
+            or action.default in (None, argparse.SUPPRESS)
+            or isinstance(action.default, bool)
+            or action.nargs == 0
+        ):
+            return text
+        return super()._get_help_string(action)
+
+
+def describe(doc: str | None) -> str:
+    """A module docstring as a command's ``--help`` description: plain text, no Sphinx markup.
+
+    Drops the "Modules:" paragraph (it is for readers of the code), reStructuredText's
+    double backticks and roles such as ``:mod:`~x```; keeps the line breaks as written.
+    """
+    text = (doc or "").split("\n\nModules:")[0].strip("\n")
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    return text.replace("``", "")
+
+
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose usage errors are one line on stderr (exit status 2)."""
+    """recio's ``ArgumentParser``: ``HelpFormatter``, and usage errors in one line on stderr."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         """Print ``PROG: error: MESSAGE (see PROG --help)`` on stderr and exit with 2."""
@@ -385,16 +420,94 @@ def _add_debug_option(parser: argparse.ArgumentParser, dest: str = "debug") -> N
     )
 
 
+RECIO_HELP = """\
+recio: MXNet-compatible RecordIO (.rec/.idx) image datasets: inspect, check and index
+them, convert image folders, measure the input pipeline, train a small model."""
+
+RECIO_EPILOG = """\
+examples:
+  recio info data/train.rec
+  recio verify data/train.rec
+  recio index data/train.rec
+  recio im2rec --list --recursive data/train images/    # folder -> data/train.lst
+  recio im2rec data/train images/                       # .lst -> data/train.rec/.idx
+  recio bench                                           # on the built-in sample
+  recio train data/train.rec --val data/val.rec
+
+`recio COMMAND --help` gives a command's options. .rec and .idx arguments are local paths
+or fsspec URLs (s3://, hdfs://, webhdfs://, memory://, ...; see --storage-options).
+An error is one line on stderr and exit status 2; --debug or RECIO_DEBUG=1 shows its
+traceback instead."""
+
+INFO_HELP = """\
+Walk a .rec record by record and summarise it: records, bytes, label widths, classes
+and records per class, and whether its .idx lists exactly its records (each once,
+under distinct keys).
+
+On a damaged .rec (truncated, or corrupt from some byte on) it says what is wrong, at
+which byte of the .rec, and how many complete records come before it.
+
+exit status: 0 all is well, 1 the .rec is damaged or the .idx disagrees, 2 an error.
+
+examples:
+  recio info data/train.rec
+  recio info s3://bucket/train.rec --storage-options '{"anon": true}'"""
+
+VERIFY_HELP = """\
+Walk every frame of a .rec (magic, length word, continuation flags, padding) and print
+OK with the number of records, or FAIL with the first problem: what it is, its byte
+offset in the .rec, and how many complete records come before it.
+
+exit status: 0 the file is whole, 1 it is damaged, 2 an error (e.g. no such file).
+
+example:
+  recio verify data/train.rec"""
+
+INDEX_HELP = """\
+Walk a .rec and write its .idx (default: beside it, X.rec -> X.idx). The .idx appears
+only when it is whole (written under a temporary name, then renamed).
+
+Keys: each record's IRHeader id. im2rec (MXNet's and recio's) writes the .lst index
+both as the header id and as the .idx key, so the rebuilt .idx gives the same keys
+and read_idx(k) still finds the record with id k. When a record has no image header,
+or the ids are not unique, the keys are the positions 0..N-1 and the output says why.
+--renumber asks for positions. (MXNet's tools/rec2idx.py always numbers by position.)
+
+An existing .idx that agrees with the .rec is left alone unless --force; one that
+disagrees is replaced, and the output says what was wrong with it. A damaged .rec
+(truncated, or corrupt from some byte on) is refused; --prefix-only indexes the
+complete records before the first problem and reports the bytes and records left out.
+
+exit status: 0 written, 1 refused (nothing written), 2 an error.
+
+examples:
+  recio index data/train.rec
+  recio index --force --renumber data/train.rec   # keys 0..N-1, as rec2idx writes them
+  recio index --prefix-only data/cut.rec          # a copy that stopped part way"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``recio`` parser; stage commands are placeholders that parse their own arguments."""
-    parser = Parser(prog="recio", description=__doc__.splitlines()[0])
+    parser = Parser(prog="recio", description=RECIO_HELP, epilog=RECIO_EPILOG)
     parser.add_argument("--version", action="version", version=f"recio {__version__}")
     _add_debug_option(parser, dest="debug_all")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    info = commands.add_parser("info", help="records, bytes, labels, and whether the .idx agrees")
-    verify = commands.add_parser("verify", help="walk every frame; report the first problem")
-    index = commands.add_parser("index", help="rebuild a missing or wrong .idx by scanning")
+    info = commands.add_parser(
+        "info",
+        help="records, bytes, labels, damage, and whether the .idx agrees",
+        description=INFO_HELP,
+    )
+    verify = commands.add_parser(
+        "verify",
+        help="walk every frame; report the first problem and its byte offset",
+        description=VERIFY_HELP,
+    )
+    index = commands.add_parser(
+        "index",
+        help="write a missing or wrong .idx (keys: the records' header ids)",
+        description=INDEX_HELP,
+    )
     for sub, func in ((info, cmd_info), (verify, cmd_verify), (index, cmd_index)):
         sub.add_argument("rec", help=".rec path or URL")
         if sub is not verify:
@@ -405,8 +518,8 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument(
         "--renumber",
         action="store_true",
-        help="make the keys the records' positions 0..N-1 (as MXNet's rec2idx does) instead "
-        "of their header ids",
+        help="number the keys by position 0..N-1 (as MXNet's rec2idx does) instead of using "
+        "the records' header ids",
     )
     index.add_argument(
         "--force",
@@ -416,9 +529,8 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument(
         "--prefix-only",
         action="store_true",
-        help="on a damaged .rec (truncated, or corrupt from some byte on), index the complete "
-        "records before the first problem and report what is left out; without it, a "
-        "damaged .rec is refused",
+        help="on a damaged .rec, index the complete records before the first problem and "
+        "report what is left out (without it, a damaged .rec is refused)",
     )
 
     for name, (module_name, help_text) in STAGE_COMMANDS.items():
@@ -454,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
         # Stage commands parse their own arguments, so their modules load lazily.
         if command in STAGE_COMMANDS:
             module = importlib.import_module(STAGE_COMMANDS[command][0])
-            sub = Parser(prog=f"recio {command}", description=module.__doc__)
+            sub = Parser(prog=f"recio {command}", description=describe(module.__doc__))
             module.add_arguments(sub)
             _add_debug_option(sub)
             args = sub.parse_args(argv[1:])

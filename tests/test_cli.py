@@ -293,3 +293,64 @@ def test_index_and_info_on_a_url(tmp_path, memfs, capsys):
     ]
     assert cli(["index", "--prefix-only", "memory://m/d.rec"]) == 1
     _one_line_error(capsys, "already exists", "--force")
+
+
+# --- --help: defaults, examples as written, plain text ----------------------------------
+
+
+def _help(capsys, *args):
+    with pytest.raises(SystemExit) as exit_:
+        cli([*args, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "``" not in out and ":mod:" not in out  # no reStructuredText
+    assert "(default: False)" not in out and "(default: True)" not in out  # flags say it
+    assert "(default: None)" not in out
+    return out
+
+
+def _every_option_has_help(parser):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _every_option_has_help(sub)
+        elif not isinstance(action, argparse._HelpAction):
+            assert action.help, f"{parser.prog} {action.option_strings or action.dest}: no help"
+
+
+def test_help_of_recio_and_its_own_commands(capsys):
+    from recio.cli import build_parser
+
+    _every_option_has_help(build_parser())
+    out = _help(capsys)
+    assert "  recio bench                                           # on the built-in sample\n" in (
+        out
+    )
+    assert "--debug or RECIO_DEBUG=1" in out
+    for command in ("info", "verify", "index"):
+        out = _help(capsys, command)
+        assert "exit status: 0" in out and "\nexample" in out
+    out = _help(capsys, "index")
+    assert "tools/rec2idx.py always numbers by position" in " ".join(out.split())
+    assert "--renumber" in out and "--force" in out and "--prefix-only" in out
+
+
+def test_help_of_bench(capsys):
+    from recio.bench import add_arguments
+    from recio.cli import Parser
+
+    parser = Parser(prog="recio bench")
+    add_arguments(parser)
+    _every_option_has_help(parser)
+    assert isinstance(parser.parse_args([]).shape, tuple)
+    out = _help(capsys, "bench")
+    # the docstring's usage example keeps its lines (argparse used to merge it into prose)
+    assert "\n    recio bench [URL-or-PATH] [--threads N] [--batch-size B]" in out
+    assert "\n  recio bench --keep /tmp/sample " in out
+    flat = " ".join(out.split())
+    for default in ("(default: 64)", "(default: 3,224,224)", "(default: uint8)", "(default: 400)"):
+        assert default in flat
+    assert "vs Pillow" in flat and "MB/s counts the encoded (compressed) bytes" in flat
+    assert "Modules:" not in out

@@ -15,23 +15,72 @@ from .report import print_report, save_plot
 from .run import run_bench
 from .sample import build_sample_rec
 
+EPILOG = """\
+columns: images/s is the median of the repeats, min and max beside it; MB/s counts the
+encoded (compressed) bytes a stage consumes, not decoded pixels; "vs Pillow" divides a
+stage's images/s by the Pillow + thread pool baseline's (decode, the same random crop,
+resize and flip, from memory, on the same threads). The report explains each again.
+
+examples:
+  recio bench                                  # the built-in sample, removed afterwards
+  recio bench --keep /tmp/sample               # ... kept in /tmp/sample
+  recio bench data/train.rec --threads 8 --batch-size 128 --shape 3,224,224
+  recio bench data/train.rec --dtype float32 --json bench.json --plot bench.png
+  recio bench s3://bucket/train.rec --storage-options '{"endpoint_url": "http://127.0.0.1:8333"}'"""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``recio bench``'s arguments to ``parser``."""
-    parser.add_argument("rec", nargs="?", help=".rec path or URL (default: built-in sample)")
+    """Add ``recio bench``'s arguments (and its examples, as the epilog) to ``parser``."""
+    if parser.epilog is None:
+        parser.epilog = EPILOG
     parser.add_argument(
-        "--num-images", type=at_least(1), default=400, help="size of the built-in sample"
+        "rec",
+        nargs="?",
+        help=".rec path or URL to measure (default: the built-in sample, built for the run)",
     )
     parser.add_argument(
-        "--threads", type=at_least(1), help="decode threads (default: usable cores)"
+        "--num-images",
+        type=at_least(1),
+        default=400,
+        metavar="N",
+        help="images in the built-in sample",
     )
-    parser.add_argument("--batch-size", type=at_least(1), default=64)
-    parser.add_argument("--shape", type=_shape, default="3,224,224", help="C,H,W of the output")
-    parser.add_argument("--dtype", default="uint8", choices=["uint8", "float32", "float16"])
     parser.add_argument(
-        "--seconds", type=positive_float, default=2.0, help="per repeat of each stage"
+        "--threads",
+        type=at_least(1),
+        metavar="N",
+        help=f"decode threads of every stage (default: the usable cores, here {_usable_cores()})",
     )
-    parser.add_argument("--repeats", type=at_least(1), default=3)
+    parser.add_argument(
+        "--batch-size", type=at_least(1), default=64, metavar="B", help="images per batch"
+    )
+    parser.add_argument(
+        "--shape",
+        type=_shape,
+        default="3,224,224",
+        metavar="C,H,W",
+        help="shape of each output image, channels first",
+    )
+    parser.add_argument(
+        "--dtype",
+        default="uint8",
+        choices=["uint8", "float32", "float16"],
+        help="pixel type of the decoded batches",
+    )
+    parser.add_argument(
+        "--seconds",
+        type=positive_float,
+        default=2.0,
+        metavar="S",
+        help="measuring time of each repeat of each stage",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=at_least(1),
+        default=3,
+        metavar="R",
+        help="repeats of each stage; the figures are their median, min and max",
+    )
     add_storage_option(parser)
     parser.add_argument(
         "--keep",
@@ -39,10 +88,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="build the built-in sample in DIR (new or empty) and keep it there; by default "
         "it is built in a temporary directory that is removed at the end",
     )
-    parser.add_argument("--mxnet-python", help="a Python with mxnet 1.9.1, for its baseline")
-    parser.add_argument("--json", metavar="FILE", help="write all figures and machine info")
-    parser.add_argument("--trace", metavar="FILE", help="Chrome/Perfetto trace of the iterator")
-    parser.add_argument("--plot", metavar="FILE.png", help="bar chart (needs matplotlib)")
+    parser.add_argument(
+        "--mxnet-python",
+        metavar="PYTHON",
+        help="a Python that has mxnet 1.9.1, to measure MXNet's ImageRecordIter as a baseline "
+        "(default: this Python, if it can import mxnet)",
+    )
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        help="write every figure, the configuration and the machine's details as JSON",
+    )
+    parser.add_argument(
+        "--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the iterator's threads"
+    )
+    parser.add_argument(
+        "--plot", metavar="FILE.png", help="write a bar chart (needs matplotlib: the plot extra)"
+    )
 
 
 def _usable_cores() -> int:
