@@ -189,7 +189,8 @@ def training_verdict(stages: dict, batch_size: int, shape: tuple[int, ...]) -> s
     end_to_end = stages["iterator end to end"]["images_per_s"]["median"]
     what = (
         f"the training step (recio.train's small ResNet, float32 on the CPU, random batches "
-        f"of {batch_size}x{'x'.join(map(str, shape))}) takes {step:,.0f} images/s; "
+        f"of {batch_size}x{'x'.join(map(str, shape))}, measured alone: in a CPU run the two "
+        f"share the cores) takes {step:,.0f} images/s; "
     )
     if end_to_end >= step:
         return what + (
