@@ -11,20 +11,21 @@ import argparse
 import importlib
 import json
 import os
+import re
+import struct
 import sys
 from collections import Counter
+from typing import NamedTuple, NoReturn
 
 # recio's commands do no linear algebra. Without this, numpy's OpenBLAS starts a thread per
 # core at import and they spin for a while, taking CPU from the decode threads (about 4 % of
 # an im2rec run on 2 cores). A value the user set wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402  (after the OpenBLAS setting)
-
-from . import __version__, storage
-from .errors import RecordIOError
-from .format import IR_HEADER_SIZE, format_idx_line, unpack_labels
-from .reader import RecordFile, default_idx_path, scan_source
+from . import __version__, storage  # noqa: E402  (after the OpenBLAS setting)
+from .errors import RecordIOError  # noqa: E402
+from .format import IR_HEADER_SIZE, format_idx_line, parse_idx  # noqa: E402
+from .reader import RecordCursor, default_idx_path, scan_source  # noqa: E402
 
 # command -> (module, one-line help)
 STAGE_COMMANDS = {
@@ -34,108 +35,503 @@ STAGE_COMMANDS = {
 }
 
 
-def _storage_options(text: str | None) -> dict | None:
-    return json.loads(text) if text else None
+# --- argument types shared by every recio command ---------------------------------------
 
 
-def _add_storage_option(parser: argparse.ArgumentParser) -> None:
+def json_object(text: str) -> dict:
+    """An argparse type: a JSON object (such as fsspec ``storage_options``)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object {{...}}, not {text!r}")
+    return value
+
+
+def at_least(minimum: int):
+    """An argparse type: an integer no smaller than ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, not {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a number greater than zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, not {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, not {text}")
+    return value
+
+
+def add_storage_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--storage-options JSON`` (fsspec options for remote URLs) to ``parser``."""
     parser.add_argument(
         "--storage-options",
+        type=json_object,
         metavar="JSON",
-        help='fsspec options as JSON, e.g. \'{"endpoint_url": "http://127.0.0.1:8333"}\'',
+        help="fsspec options for remote URLs as a JSON object, e.g. "
+        '\'{"endpoint_url": "http://127.0.0.1:8333"}\'',
     )
 
 
+# --- walking a .rec: its complete records, and where the damage starts ---------------------
+
+_IR_HEAD = struct.Struct("<IfQ")  # flag, label, id: the start of MXNet's IRHeader
+_FLOAT = struct.Struct("<f")
+
+
+class Refused(Exception):
+    """A command declines to do what was asked (exit status 1); the message says why."""
+
+
+class Walk(NamedTuple):
+    """What a walk over a ``.rec`` found (see ``walk_records``)."""
+
+    offsets: list[int]
+    headers: list[tuple[int, float, int] | None]
+    end: int
+    error: RecordIOError | None
+
+    def intact(self, url: str) -> str:
+        """'the N complete records before byte B of URL' (the part an index can cover)."""
+        n = len(self.offsets)
+        return f"the {n} complete record{'' if n == 1 else 's'} before byte {self.end} of {url}"
+
+
+def image_header(payload) -> tuple[int, float, int] | None:
+    """``(flag, first label, id)`` of a record's IRHeader; None if it cannot hold one."""
+    size = len(payload)
+    if size < IR_HEADER_SIZE:
+        return None
+    flag, label, rid = _IR_HEAD.unpack_from(payload, 0)
+    if IR_HEADER_SIZE + 4 * flag > size:
+        return None
+    if flag >= 1:
+        label = _FLOAT.unpack_from(payload, IR_HEADER_SIZE)[0]
+    return flag, label, rid
+
+
+def walk_records(source: storage.ByteSource, *, headers: bool = True) -> Walk:
+    """Walk a ``.rec`` record by record up to its end or its first problem.
+
+    Unlike ``scan_source``, a damaged file is not an error: the walk returns the complete
+    records before the damage, the byte where it starts (``end``; the file's size when
+    there is none) and the problem (a ``RecordIOError`` naming the ``.rec`` and the byte
+    offset). ``headers``: also each record's IRHeader (``image_header``).
+    """
+    cursor = RecordCursor(source)
+    offsets: list[int] = []
+    found: list[tuple[int, float, int] | None] = []
+    offset, size = 0, source.size
+    while offset < size:
+        try:
+            payload, next_offset = cursor.read_at(offset, len(offsets))
+        except RecordIOError as exc:
+            return Walk(offsets, found, offset, exc)
+        offsets.append(offset)
+        if headers:
+            found.append(image_header(payload))
+        offset = next_offset
+    return Walk(offsets, found, size, None)
+
+
+def index_keys(walk: Walk, renumber: bool = False) -> tuple[list[int], str]:
+    """The ``.idx`` keys for the walked records and a phrase saying what they are.
+
+    The records' IRHeader ids (im2rec writes the ``.lst`` index there and as the key) when
+    every record has one and they are unique; else positions 0..N-1, and the phrase says why.
+    """
+    n = len(walk.offsets)
+    positions = list(range(n))
+    if renumber:
+        return positions, f"keys 0..{n - 1} by position (--renumber)"
+    if n == 0:
+        return positions, "no records"
+    for position, header in enumerate(walk.headers):
+        if header is None:
+            return positions, (
+                f"keys 0..{n - 1} by position: record {position} (at byte "
+                f"{walk.offsets[position]}) has no image header, so header ids cannot be the keys"
+            )
+    ids = [header[2] for header in walk.headers]  # type: ignore[index]
+    counts = Counter(ids)
+    if len(counts) < n:
+        rid, times = counts.most_common(1)[0]
+        return positions, (
+            f"keys 0..{n - 1} by position: the records' header ids are not unique "
+            f"(id {rid} is in {times} records)"
+        )
+    return ids, f"keys = the records' header ids ({min(ids)}..{max(ids)})"
+
+
+def check_idx(
+    idx_url: str, options: dict | None, walk: Walk, rec: str, size: int
+) -> tuple[list[tuple[int, int]], str | None]:
+    """Read the ``.idx`` at ``idx_url`` and compare it with the walked ``.rec``.
+
+    Returns its entries (empty if unreadable) and what is wrong, or None when it lists
+    exactly the file's complete records, each once, under distinct keys. Offsets are
+    byte offsets in the ``.rec`` and the text says so.
+    """
+    try:
+        entries = parse_idx(storage.read_text(idx_url, options), path=idx_url)
+    except (RecordIOError, UnicodeDecodeError) as exc:
+        return [], f"{idx_url} cannot be read as an .idx: {exc}"
+    starts = set(walk.offsets)
+    damage = walk.end if walk.error is not None else None
+    past_end, damaged, not_start = [], [], []
+    for key, offset in entries:
+        if offset >= size or offset < 0:
+            past_end.append((key, offset))
+        elif damage is not None and offset >= damage:
+            damaged.append((key, offset))
+        elif offset not in starts:
+            not_start.append((key, offset))
+    listed = Counter(offset for _, offset in entries)
+    missing = sorted(starts - listed.keys())
+    twice = sum(1 for c in listed.values() if c > 1)
+    keys = Counter(key for key, _ in entries)
+    same_key = [key for key, c in keys.items() if c > 1]
+
+    def first(found: list[tuple[int, int]]) -> str:
+        key, offset = found[0]
+        return f"first: key {key} at byte {offset} of {rec}"
+
+    parts = []
+    if past_end:
+        parts.append(f"{len(past_end)} past its end ({size} bytes; {first(past_end)})")
+    if damaged:
+        parts.append(
+            f"{len(damaged)} in its damaged part, from byte {damage} on ({first(damaged)})"
+        )
+    if not_start:
+        parts.append(f"{len(not_start)} at bytes that are no record start ({first(not_start)})")
+    if missing:
+        parts.append(
+            f"{_count(len(missing), 'record')} not listed (first at byte {missing[0]} of {rec})"
+        )
+    if twice:
+        parts.append(f"{twice} offsets listed more than once")
+    if same_key:
+        parts.append(f"{len(same_key)} keys listed more than once (first: key {same_key[0]})")
+    if not parts:
+        return entries, None
+    return entries, (
+        f"{idx_url} has {_count(len(entries), 'entry', 'entries')} for the "
+        f"{_count(len(walk.offsets), 'complete record')} of {rec}: " + "; ".join(parts)
+    )
+
+
+def _count(n: int, singular: str, plural: str | None = None) -> str:
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"
+
+
+def _left_out(walk: Walk, rec: str, size: int, old: list[tuple[int, int]]) -> str:
+    """What an index of the intact part of a damaged ``.rec`` leaves out."""
+    there = sum(1 for _, offset in old if offset >= walk.end)
+    records = (
+        f"the old .idx listed {_count(there, 'record')} there" if there else "at least 1 record"
+    )
+    return (
+        f"left out: the last {size - walk.end} bytes of {rec} (from byte {walk.end}; "
+        f"{records}), where {walk.error}"
+    )
+
+
+# --- the commands --------------------------------------------------------------------------
+
+
 def cmd_info(args: argparse.Namespace) -> int:
-    """``recio info``: records, bytes, labels and whether the .idx agrees (1 if not)."""
-    options = _storage_options(args.storage_options)
-    with RecordFile(args.rec, args.idx, storage_options=options) as rf:
-        labels: Counter = Counter()
-        widths: Counter = Counter()
-        bad_headers = 0
-        for i in range(len(rf)):
-            payload = rf.read(i)
-            if len(payload) < IR_HEADER_SIZE:
-                bad_headers += 1
-                continue
-            flag = int(np.frombuffer(payload, np.uint32, 1)[0])
-            label, _, _ = unpack_labels(payload, max(flag, 1))
-            widths[max(flag, 1)] += 1
-            if flag <= 1:
-                labels[float(label[0])] += 1
-        summary = {
-            "file": rf.url,
-            "bytes": rf.source.size,
-            "records": len(rf),
-            "index": rf.idx_url or "none (offsets from a scan)",
-            "label_widths": dict(widths),
-            "classes": len(labels),
-        }
-        if labels:
-            counts = list(labels.values())
-            summary["records_per_class"] = {"min": min(counts), "max": max(counts)}
-        if bad_headers:
-            summary["records_without_header"] = bad_headers
-        if rf.idx_url is not None:
-            scanned = scan_source(rf.source)
-            agrees = sorted(rf.offsets.tolist()) == scanned
-            summary["index_agrees"] = agrees
-            if not agrees:
-                summary["index_problem"] = (
-                    f".idx has {len(rf)} entries, the file {len(scanned)} records; "
-                    f"rebuild with `recio index {args.rec}`"
-                )
+    """``recio info``: records, bytes, labels, damage, whether the .idx agrees (1 if not)."""
+    options = args.storage_options
+    rec = args.rec
+    with storage.open_source(rec, options) as source:
+        walk = walk_records(source)
+        size = source.size
+    idx_url = args.idx
+    if idx_url is None:
+        candidate = default_idx_path(rec)
+        idx_url = candidate if storage.exists(candidate, options) else None
+    summary: dict = {"file": rec, "bytes": size, "records": len(walk.offsets)}
+    problem = None
+    if idx_url is not None:
+        _, problem = check_idx(idx_url, options, walk, rec, size)
+    if walk.error is not None:
+        hint = (
+            f"; `recio index --prefix-only {rec}` indexes them"
+            if idx_url is None or problem is not None
+            else f"; {idx_url} lists them"
+        )
+        summary["damaged"] = (
+            f"{walk.error}; {walk.intact(rec)} can be read, the last {size - walk.end} "
+            f"bytes cannot{hint}"
+        )
+    summary["index"] = idx_url or "none (offsets from a scan)"
+    if idx_url is not None:
+        summary["index_agrees"] = problem is None
+        if problem is not None:
+            fix = "--prefix-only " if walk.error is not None else ""
+            summary["index_problem"] = f"{problem}; rebuild it with `recio index {fix}{rec}`"
+    labels: Counter = Counter()
+    widths: Counter = Counter()
+    no_header = 0
+    for header in walk.headers:
+        if header is None:
+            no_header += 1
+            continue
+        flag, label, _ = header
+        widths[max(flag, 1)] += 1
+        if flag <= 1:
+            labels[label] += 1
+    summary["label_widths"] = dict(widths)
+    summary["classes"] = len(labels)
+    if labels:
+        counts = list(labels.values())
+        summary["records_per_class"] = {"min": min(counts), "max": max(counts)}
+    if no_header:
+        summary["records_without_header"] = no_header
     width = max(len(k) for k in summary)
     for key, value in summary.items():
         print(f"{key:<{width}}  {value}")
-    return 0 if summary.get("index_agrees", True) else 1
+    return 1 if walk.error is not None or problem is not None else 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``recio verify``: walk every frame; 1 and the first problem if the file is damaged."""
-    options = _storage_options(args.storage_options)
-    with storage.open_source(args.rec, options) as source:
+    with storage.open_source(args.rec, args.storage_options) as source:
         try:
             offsets = scan_source(source)
         except RecordIOError as exc:
-            print(f"FAIL {exc}")
+            walk = walk_records(source, headers=False)
+            print(
+                f"FAIL {args.rec}: {walk.error or exc}; {walk.intact(args.rec)} are whole "
+                f"(`recio index --prefix-only {args.rec}` indexes them)"
+            )
             return 1
-    print(f"OK {args.rec}: {len(offsets)} records, {source.size} bytes")
+        size = source.size
+    print(f"OK {args.rec}: {len(offsets)} records, {size} bytes")
     return 0
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    """``recio index``: scan the .rec and write its .idx (keys 0..N-1), atomically."""
-    options = _storage_options(args.storage_options)
-    idx_url = args.idx or default_idx_path(args.rec)
-    with storage.open_source(args.rec, options) as source:
-        offsets = scan_source(source)
+    """``recio index``: walk the .rec and write its .idx atomically (see ``INDEX_HELP``)."""
+    options = args.storage_options
+    rec = args.rec
+    idx_url = args.idx or default_idx_path(rec)
+    with storage.open_source(rec, options) as source:
+        walk = walk_records(source, headers=not args.renumber)
+        size = source.size
+    if walk.error is not None and not args.prefix_only:
+        raise Refused(
+            f"{rec} is damaged: {walk.error}; nothing written. `recio index --prefix-only "
+            f"{rec}` indexes {walk.intact(rec)} and leaves out the last {size - walk.end} bytes"
+        )
+    keys, what = index_keys(walk, args.renumber)
+    old: list[tuple[int, int]] = []
+    replaced = None
+    if storage.exists(idx_url, options):
+        old, problem = check_idx(idx_url, options, walk, rec, size)
+        if problem is None and not args.force:
+            differ = [k for k, _ in sorted(old, key=lambda e: e[1])] != keys
+            note = f"; its keys differ from the new ones, {what}," if differ else ""
+            raise Refused(
+                f"{idx_url} already exists and agrees with {rec}{note}; nothing written "
+                "(--force overwrites it)"
+            )
+        replaced = problem or "it agreed with the file (--force)"
     out = storage.AtomicOutput(idx_url, options)
     try:
-        out.write("".join(format_idx_line(i, o) for i, o in enumerate(offsets)).encode())
+        out.write(
+            "".join(format_idx_line(k, o) for k, o in zip(keys, walk.offsets, strict=True)).encode()
+        )
     except BaseException:
         out.abort()
         raise
     out.commit()
-    print(f"wrote {idx_url}: {len(offsets)} records (keys 0..{len(offsets) - 1})")
+    print(f"wrote {idx_url}: {len(keys)} records, {what}")
+    if replaced is not None:
+        print(f"replaced the old {idx_url}: {replaced}")
+    if walk.error is not None:
+        print(_left_out(walk, rec, size, old))
     return 0
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Descriptions and epilogs as written (examples keep their lines), defaults shown.
+
+    A default is added to an option's help unless the help already speaks of one, the
+    default is None, or the option is an on/off flag (its help says what it turns on).
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (
+            "default" in text
+            or action.default in (None, argparse.SUPPRESS)
+            or isinstance(action.default, bool)
+            or action.nargs == 0
+        ):
+            return text
+        return super()._get_help_string(action)
+
+
+def describe(doc: str | None) -> str:
+    """A module docstring as a command's ``--help`` description: plain text, no Sphinx markup.
+
+    Drops the "Modules:" paragraph (it is for readers of the code), reStructuredText's
+    double backticks and roles such as ``:mod:`~x```; keeps the line breaks as written.
+    """
+    text = (doc or "").split("\n\nModules:")[0].strip("\n")
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    return text.replace("``", "")
+
+
+class Parser(argparse.ArgumentParser):
+    """recio's ``ArgumentParser``: ``HelpFormatter``, and usage errors in one line on stderr."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: MESSAGE (see PROG --help)`` on stderr and exit with 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _add_debug_option(parser: argparse.ArgumentParser, dest: str = "debug") -> None:
+    parser.add_argument(
+        "--debug",
+        dest=dest,
+        action="store_true",
+        help="on an error, print the whole traceback instead of one line (also RECIO_DEBUG=1)",
+    )
+
+
+RECIO_HELP = """\
+recio: MXNet-compatible RecordIO (.rec/.idx) image datasets: inspect, check and index
+them, convert image folders, measure the input pipeline, train a small model."""
+
+RECIO_EPILOG = """\
+examples:
+  recio info data/train.rec
+  recio verify data/train.rec
+  recio index data/train.rec
+  recio im2rec --list --recursive data/train images/    # folder -> data/train.lst
+  recio im2rec data/train images/                       # .lst -> data/train.rec/.idx
+  recio bench                                           # on the built-in sample
+  recio train data/train.rec --val data/val.rec
+
+`recio COMMAND --help` gives a command's options. .rec and .idx arguments are local paths
+or fsspec URLs (s3://, hdfs://, webhdfs://, memory://, ...; see --storage-options).
+An error is one line on stderr and exit status 2; --debug or RECIO_DEBUG=1 shows its
+traceback instead."""
+
+INFO_HELP = """\
+Walk a .rec record by record and summarise it: records, bytes, label widths, classes
+and records per class, and whether its .idx lists exactly its records (each once,
+under distinct keys).
+
+On a damaged .rec (truncated, or corrupt from some byte on) it says what is wrong, at
+which byte of the .rec, and how many complete records come before it.
+
+exit status: 0 all is well, 1 the .rec is damaged or the .idx disagrees, 2 an error.
+
+examples:
+  recio info data/train.rec
+  recio info s3://bucket/train.rec --storage-options '{"anon": true}'"""
+
+VERIFY_HELP = """\
+Walk every frame of a .rec (magic, length word, continuation flags, padding) and print
+OK with the number of records, or FAIL with the first problem: what it is, its byte
+offset in the .rec, and how many complete records come before it.
+
+exit status: 0 the file is whole, 1 it is damaged, 2 an error (e.g. no such file).
+
+example:
+  recio verify data/train.rec"""
+
+INDEX_HELP = """\
+Walk a .rec and write its .idx (default: beside it, X.rec -> X.idx). The .idx appears
+only when it is whole (written under a temporary name, then renamed).
+
+Keys: each record's IRHeader id. im2rec (MXNet's and recio's) writes the .lst index
+both as the header id and as the .idx key, so the rebuilt .idx gives the same keys
+and read_idx(k) still finds the record with id k. When a record has no image header,
+or the ids are not unique, the keys are the positions 0..N-1 and the output says why.
+--renumber asks for positions. (MXNet's tools/rec2idx.py always numbers by position.)
+
+An existing .idx that agrees with the .rec is left alone unless --force; one that
+disagrees is replaced, and the output says what was wrong with it. A damaged .rec
+(truncated, or corrupt from some byte on) is refused; --prefix-only indexes the
+complete records before the first problem and reports the bytes and records left out.
+
+exit status: 0 written, 1 refused (nothing written), 2 an error.
+
+examples:
+  recio index data/train.rec
+  recio index --force --renumber data/train.rec   # keys 0..N-1, as rec2idx writes them
+  recio index --prefix-only data/cut.rec          # a copy that stopped part way"""
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``recio`` parser; stage commands are placeholders that parse their own arguments."""
-    parser = argparse.ArgumentParser(prog="recio", description=__doc__.splitlines()[0])
+    parser = Parser(prog="recio", description=RECIO_HELP, epilog=RECIO_EPILOG)
     parser.add_argument("--version", action="version", version=f"recio {__version__}")
+    _add_debug_option(parser, dest="debug_all")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    info = commands.add_parser("info", help="records, bytes, labels, and whether the .idx agrees")
-    verify = commands.add_parser("verify", help="walk every frame; report the first problem")
-    index = commands.add_parser("index", help="rebuild a missing or wrong .idx by scanning")
+    info = commands.add_parser(
+        "info",
+        help="records, bytes, labels, damage, and whether the .idx agrees",
+        description=INFO_HELP,
+    )
+    verify = commands.add_parser(
+        "verify",
+        help="walk every frame; report the first problem and its byte offset",
+        description=VERIFY_HELP,
+    )
+    index = commands.add_parser(
+        "index",
+        help="write a missing or wrong .idx (keys: the records' header ids)",
+        description=INDEX_HELP,
+    )
     for sub, func in ((info, cmd_info), (verify, cmd_verify), (index, cmd_index)):
         sub.add_argument("rec", help=".rec path or URL")
         if sub is not verify:
             sub.add_argument("--idx", help=".idx path or URL (default: beside the .rec)")
-        _add_storage_option(sub)
+        add_storage_option(sub)
+        _add_debug_option(sub)
         sub.set_defaults(func=func)
+    index.add_argument(
+        "--renumber",
+        action="store_true",
+        help="number the keys by position 0..N-1 (as MXNet's rec2idx does) instead of using "
+        "the records' header ids",
+    )
+    index.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite an existing .idx even when it agrees with the .rec",
+    )
+    index.add_argument(
+        "--prefix-only",
+        action="store_true",
+        help="on a damaged .rec, index the complete records before the first problem and "
+        "report what is left out (without it, a damaged .rec is refused)",
+    )
 
     for name, (module_name, help_text) in STAGE_COMMANDS.items():
         sub = commands.add_parser(name, help=help_text, add_help=False)
@@ -143,21 +539,55 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _debug_from_env() -> bool:
+    return os.environ.get("RECIO_DEBUG", "").lower() not in ("", "0", "false", "no")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run ``recio`` with ``argv`` (default: the process's); the exit code, 2 on a read error."""
-    argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
-    # Stage commands parse their own arguments, so their modules load lazily.
-    if argv and argv[0] in STAGE_COMMANDS:
-        module = importlib.import_module(STAGE_COMMANDS[argv[0]][0])
-        sub = argparse.ArgumentParser(prog=f"recio {argv[0]}", description=module.__doc__)
-        module.add_arguments(sub)
-        return int(module.run(sub.parse_args(argv[1:])) or 0)
-    args = parser.parse_args(argv)
+    """Run ``recio`` with ``argv`` (default: the process's); returns the exit code.
+
+    The exit code is the command's own (0: fine, 1: a problem found or a refusal), 2 for a
+    usage error or an error the command could not get past (a missing file, a read error,
+    a bad value, a missing extra), said in one line on stderr; ``--debug`` or
+    ``RECIO_DEBUG=1`` shows its traceback instead. 130 on Ctrl-C.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = _debug_from_env()
+    while argv and argv[0] == "--debug":  # `recio --debug bench ...`
+        debug = True
+        argv.pop(0)
+    command = argv[0] if argv else ""
     try:
+        # Stage commands parse their own arguments, so their modules load lazily.
+        if command in STAGE_COMMANDS:
+            module = importlib.import_module(STAGE_COMMANDS[command][0])
+            sub = Parser(prog=f"recio {command}", description=describe(module.__doc__))
+            module.add_arguments(sub)
+            _add_debug_option(sub)
+            args = sub.parse_args(argv[1:])
+            debug = debug or args.debug
+            del args.debug  # the stage's run() takes only its own arguments
+            return int(module.run(args) or 0)
+        args = build_parser().parse_args(argv)
+        debug = debug or args.debug or args.debug_all
         return args.func(args)
-    except (RecordIOError, OSError) as exc:
-        print(f"recio {args.command}: {exc}", file=sys.stderr)
+    except Refused as exc:
+        print(f"recio {command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"recio {command}: interrupted", file=sys.stderr)
+        return 130
+    except (OSError, ValueError, ImportError) as exc:  # RecordIOError is a ValueError
+        if debug:
+            raise
+        print(f"recio {command}: {_one_line(exc)}", file=sys.stderr)
         return 2
 
 

@@ -1,11 +1,14 @@
 """The `recio` command: info, verify, index, --version."""
 
 import os
+import re
 import subprocess
 import sys
 
+import pytest
+
 from recio.cli import main as cli
-from recio.format import IRHeader, pack
+from recio.format import IRHeader, pack, unpack
 from recio.reader import RecordFile
 from recio.recordio import MXIndexedRecordIO
 
@@ -40,3 +43,314 @@ def test_console_script_runs():
         [sys.executable, "-m", "recio.cli", "--version"], capture_output=True, text=True
     )
     assert result.returncode == 0 and "recio" in result.stdout
+
+
+# --- errors: one line on stderr, a non-zero exit; --debug / RECIO_DEBUG=1 for the traceback
+
+
+def _one_line_error(capsys, *words):
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
+    for word in words:
+        assert word in err, err
+    return err
+
+
+def test_missing_file_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("RECIO_DEBUG", raising=False)
+    for command in ("info", "verify", "index", "bench"):
+        assert cli([command, str(tmp_path / "nope.rec")]) == 2
+        _one_line_error(capsys, f"recio {command}:", "nope.rec")
+
+
+def test_usage_error_is_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli(["bench", "--batch-size", "0"])
+    assert exit_.value.code == 2
+    _one_line_error(capsys, "--batch-size", "at least 1", "recio bench --help")
+    with pytest.raises(SystemExit):
+        cli(["info", "x.rec", "--storage-options", "{not json"])
+    _one_line_error(capsys, "--storage-options", "JSON")
+
+
+def test_error_inside_a_command_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("RECIO_DEBUG", raising=False)
+
+    def broken(*args, **kwargs):
+        raise ValueError("batch_size must be at least 1, not 0")
+
+    monkeypatch.setattr("recio.bench.cli.run_bench", broken)
+    assert cli(["bench", "x.rec"]) == 2
+    _one_line_error(capsys, "recio bench: batch_size must be at least 1")
+    # a missing extra: its install hint, in one line
+    monkeypatch.setitem(sys.modules, "recio.train", None)
+    assert cli(["train", "x.rec"]) == 2
+    _one_line_error(capsys, "recio train:")
+
+
+def test_debug_shows_the_traceback(tmp_path, monkeypatch):
+    missing = str(tmp_path / "nope.rec")
+    monkeypatch.delenv("RECIO_DEBUG", raising=False)
+    with pytest.raises(FileNotFoundError):
+        cli(["--debug", "verify", missing])
+    with pytest.raises(FileNotFoundError):
+        cli(["verify", "--debug", missing])
+    with pytest.raises(FileNotFoundError):
+        cli(["bench", "--debug", missing])
+    monkeypatch.setenv("RECIO_DEBUG", "1")
+    with pytest.raises(FileNotFoundError):
+        cli(["info", missing])
+
+
+def test_bench_errors_in_a_shell(tmp_path):
+    """What a user sees: `recio bench nope.rec` and `--batch-size 0`, one line each, exit 2."""
+    env = {k: v for k, v in os.environ.items() if k != "RECIO_DEBUG"}
+    for args in (["bench", str(tmp_path / "nope.rec")], ["bench", "--batch-size", "0"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "recio.cli", *args], capture_output=True, text=True, env=env
+        )
+        assert result.returncode == 2, result
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert "Traceback" not in result.stderr and not result.stdout
+
+
+# --- recio index: header ids as keys, --renumber, --force, --prefix-only --------------------
+
+IDS = [3, 7, 4, 9, 1]  # im2rec writes the .lst index as the header id and as the .idx key
+
+
+def _write(tmp_path, ids=IDS, payloads=None):
+    rec, idx = str(tmp_path / "d.rec"), str(tmp_path / "d.idx")
+    with MXIndexedRecordIO(idx, rec, "w") as w:
+        for n, i in enumerate(ids):
+            payload = payloads[n] if payloads else pack(IRHeader(0, float(i % 3), i, 0), b"x" * i)
+            w.write_idx(i, payload)
+    return rec, idx
+
+
+def _idx_lines(idx):
+    return open(idx).read().splitlines()
+
+
+def test_index_keeps_the_header_ids_as_keys(tmp_path, capsys):
+    rec, idx = _write(tmp_path)
+    written = _idx_lines(idx)
+    os.remove(idx)
+    assert cli(["index", rec]) == 0
+    assert "header ids" in capsys.readouterr().out
+    assert _idx_lines(idx) == written
+    with MXIndexedRecordIO(idx, rec, "r") as r:
+        assert sorted(r.keys) == sorted(IDS)
+        for i in IDS:
+            header, _ = unpack(r.read_idx(i))
+            assert header.id == i
+
+
+def test_index_renumber_numbers_by_position(tmp_path, capsys):
+    rec, idx = _write(tmp_path)
+    offsets = [line.split("\t")[1] for line in _idx_lines(idx)]
+    os.remove(idx)
+    assert cli(["index", "--renumber", rec]) == 0
+    assert "by position (--renumber)" in capsys.readouterr().out
+    assert _idx_lines(idx) == [f"{k}\t{o}" for k, o in enumerate(offsets)]
+
+
+def test_index_numbers_by_position_and_says_why(tmp_path, capsys):
+    # ids that are not unique (code that packs IRHeader(0, label, 0, 0) for every image)
+    rec, idx = _write(tmp_path, ids=[0, 1, 2], payloads=[pack(IRHeader(0, 1.0, 0, 0), b"i")] * 3)
+    os.remove(idx)
+    assert cli(["index", rec]) == 0
+    assert "not unique (id 0 is in 3 records)" in capsys.readouterr().out
+    assert [line.split("\t")[0] for line in _idx_lines(idx)] == ["0", "1", "2"]
+    # records without an image header (not an image .rec)
+    rec, idx = _write(tmp_path, ids=[5, 6], payloads=[b"short", b"also short"])
+    os.remove(idx)
+    assert cli(["index", rec]) == 0
+    assert "record 0 (at byte 0) has no image header" in capsys.readouterr().out
+    assert [line.split("\t")[0] for line in _idx_lines(idx)] == ["0", "1"]
+
+
+def test_index_refuses_to_overwrite_a_valid_idx(tmp_path, capsys):
+    rec, idx = _write(tmp_path)
+    before = open(idx, "rb").read()
+    assert cli(["index", rec]) == 1
+    err = _one_line_error(capsys, "already exists and agrees", "--force")
+    assert "nothing written" in err
+    assert open(idx, "rb").read() == before
+    # an .idx renumbered by an older `recio index`: the refusal says the keys would change
+    open(idx, "w").write("".join(f"{k}\t{line.split()[1]}\n" for k, line in enumerate(
+        before.decode().splitlines())))  # fmt: skip
+    assert cli(["index", rec]) == 1
+    _one_line_error(capsys, "its keys differ", "--force")
+    assert cli(["index", "--force", rec]) == 0
+    assert "replaced the old" in capsys.readouterr().out
+    assert open(idx, "rb").read() == before
+
+
+def test_index_replaces_a_wrong_idx(tmp_path, capsys):
+    rec, idx = _write(tmp_path)
+    good = open(idx, "rb").read()
+    open(idx, "w").write("0\t0\n")
+    assert cli(["index", rec]) == 0
+    out = capsys.readouterr().out
+    assert "replaced the old" in out and "4 records not listed" in out
+    assert open(idx, "rb").read() == good
+
+
+def _truncated(tmp_path):
+    """d.rec cut inside its third record; d.idx still lists all five."""
+    rec, idx = _write(tmp_path)
+    offsets = RecordFile(rec).offsets.tolist()
+    data = open(rec, "rb").read()
+    open(rec, "wb").write(data[: offsets[2] + 20])
+    return rec, idx, offsets, len(data[: offsets[2] + 20])
+
+
+def test_index_truncated_refuses_then_indexes_the_intact_prefix(tmp_path, capsys):
+    rec, idx, offsets, size = _truncated(tmp_path)
+    before = open(idx, "rb").read()
+    assert cli(["index", rec]) == 1
+    _one_line_error(capsys, f"{rec} is damaged", f"at byte {offsets[2]} of {rec}", "--prefix-only")
+    assert open(idx, "rb").read() == before
+    assert cli(["index", "--prefix-only", rec]) == 0
+    out = capsys.readouterr().out
+    assert "2 records" in out
+    assert f"left out: the last {size - offsets[2]} bytes of {rec}" in out
+    assert "the old .idx listed 3 records there" in out
+    assert _idx_lines(idx) == [f"{IDS[0]}\t{offsets[0]}", f"{IDS[1]}\t{offsets[1]}"]
+    with MXIndexedRecordIO(idx, rec, "r") as r:
+        assert unpack(r.read_idx(IDS[1]))[0].id == IDS[1]
+
+
+def test_index_is_written_atomically(tmp_path, monkeypatch):
+    rec, idx = _write(tmp_path)
+    open(idx, "w").write("0\t0\n")
+
+    def fail(self, data):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("recio.storage.AtomicOutput.write", fail)
+    assert cli(["index", rec]) == 2
+    assert open(idx).read() == "0\t0\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.idx", "d.rec"]
+
+
+# --- info and verify on a damaged file: what is wrong, offsets in the .rec -------------
+
+
+def test_info_on_a_truncated_file_reports_the_damage(tmp_path, capsys):
+    rec, idx, offsets, size = _truncated(tmp_path)
+    assert cli(["info", rec]) == 1
+    out = capsys.readouterr().out
+    fields = dict(line.split(None, 1) for line in out.splitlines())
+    assert fields["records"] == "2"
+    assert f"at byte {offsets[2]} of {rec}" in fields["damaged"]
+    assert "--prefix-only" in fields["damaged"]
+    assert fields["index_agrees"] == "False"
+    assert (
+        f"past its end ({size} bytes; first: key 9 at byte {offsets[3]} of {rec})"
+        in (fields["index_problem"])
+    )
+    # a byte offset is never said to be in the .idx (it is one of the .rec)
+    assert not re.search(r"at byte \d+ of \S*\.idx", out)
+    # no .idx at all: the same damage report
+    os.remove(idx)
+    assert cli(["info", rec]) == 1
+    assert f"at byte {offsets[2]} of {rec}" in capsys.readouterr().out
+
+
+def test_verify_names_the_rec_and_the_first_bad_byte(tmp_path, capsys):
+    rec, idx, offsets, size = _truncated(tmp_path)
+    assert cli(["verify", rec]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"FAIL {rec}: ")
+    assert f"at byte {offsets[2]} of {rec}" in out and "the 2 complete records" in out
+    # corrupt in the middle: a bad magic at the second record
+    rec, idx = _write(tmp_path)
+    data = bytearray(open(rec, "rb").read())
+    data[offsets[1] : offsets[1] + 4] = b"\0\0\0\0"
+    open(rec, "wb").write(bytes(data))
+    assert cli(["verify", rec]) == 1
+    out = capsys.readouterr().out
+    assert "bad magic" in out and f"not a record start at byte {offsets[1]} of {rec}" in out
+    assert cli(["info", rec]) == 1
+    assert f"at byte {offsets[1]} of {rec}" in capsys.readouterr().out
+
+
+def test_index_and_info_on_a_url(tmp_path, memfs, capsys):
+    """The same walk over a remote (ranged-read) source: memory:// here."""
+    rec, idx, offsets, size = _truncated(tmp_path)
+    memfs.pipe("/m/d.rec", open(rec, "rb").read())
+    assert cli(["info", "memory://m/d.rec"]) == 1
+    assert f"at byte {offsets[2]} of memory://m/d.rec" in capsys.readouterr().out
+    assert cli(["index", "memory://m/d.rec"]) == 1
+    capsys.readouterr()
+    assert cli(["index", "--prefix-only", "memory://m/d.rec"]) == 0
+    assert memfs.cat("/m/d.idx").decode().splitlines() == [
+        f"{IDS[0]}\t{offsets[0]}",
+        f"{IDS[1]}\t{offsets[1]}",
+    ]
+    assert cli(["index", "--prefix-only", "memory://m/d.rec"]) == 1
+    _one_line_error(capsys, "already exists", "--force")
+
+
+# --- --help: defaults, examples as written, plain text ----------------------------------
+
+
+def _help(capsys, *args):
+    with pytest.raises(SystemExit) as exit_:
+        cli([*args, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "``" not in out and ":mod:" not in out  # no reStructuredText
+    assert "(default: False)" not in out and "(default: True)" not in out  # flags say it
+    assert "(default: None)" not in out
+    return out
+
+
+def _every_option_has_help(parser):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _every_option_has_help(sub)
+        elif not isinstance(action, argparse._HelpAction):
+            assert action.help, f"{parser.prog} {action.option_strings or action.dest}: no help"
+
+
+def test_help_of_recio_and_its_own_commands(capsys):
+    from recio.cli import build_parser
+
+    _every_option_has_help(build_parser())
+    out = _help(capsys)
+    assert "  recio bench                                           # on the built-in sample\n" in (
+        out
+    )
+    assert "--debug or RECIO_DEBUG=1" in out
+    for command in ("info", "verify", "index"):
+        out = _help(capsys, command)
+        assert "exit status: 0" in out and "\nexample" in out
+    out = _help(capsys, "index")
+    assert "tools/rec2idx.py always numbers by position" in " ".join(out.split())
+    assert "--renumber" in out and "--force" in out and "--prefix-only" in out
+
+
+def test_help_of_bench(capsys):
+    from recio.bench import add_arguments
+    from recio.cli import Parser
+
+    parser = Parser(prog="recio bench")
+    add_arguments(parser)
+    _every_option_has_help(parser)
+    assert isinstance(parser.parse_args([]).shape, tuple)
+    out = _help(capsys, "bench")
+    # the docstring's usage example keeps its lines (argparse used to merge it into prose)
+    assert "\n    recio bench [URL-or-PATH] [--threads N] [--batch-size B]" in out
+    assert "\n  recio bench --keep /tmp/sample " in out
+    flat = " ".join(out.split())
+    for default in ("(default: 64)", "(default: 3,224,224)", "(default: uint8)", "(default: 400)"):
+        assert default in flat
+    assert "vs Pillow" in flat and "MB/s counts the encoded (compressed) bytes" in flat
+    assert "Modules:" not in out

@@ -86,6 +86,11 @@ def run_bench(
     stages: dict[str, dict] = {}
     skipped: dict[str, str] = {}
     mean_bytes = float(np.mean(data.image_bytes))
+    log(
+        f"measuring {rec} ({data.num_records:,} records): batches of {batch_size} x "
+        f"{'x'.join(map(str, shape))} {dtype}, {threads} decode threads, each stage "
+        f"{repeats} x {seconds:g} s after a warm-up"
+    )
 
     def measure(name: str, factory: Callable[[], tuple[Callable, Callable]]) -> None:
         log(f"  measuring {name} ...")
@@ -128,20 +133,13 @@ def run_bench(
     )
 
     base = stages[BASELINE]["images_per_s"]["median"]
-    for result in stages.values():
+    for name, result in stages.items():
         rate = result["images_per_s"]["median"]
         result["ratio_to_baseline"] = rate / base if base else None
-        result.setdefault("MB_per_s", {"median": rate * mean_bytes / 1e6})
-    pipeline = ["read", "decode+augment (native pool)"]
-    if "train step" in stages:
-        pipeline.append("train step")
-    bound = min(pipeline, key=lambda s: stages[s]["images_per_s"]["median"])
-    end_to_end = stages["iterator end to end"]["images_per_s"]["median"]
-    verdict = (
-        f"bound by {bound}: end to end {end_to_end:,.0f} images/s on {threads} threads = "
-        f"{end_to_end / threads:,.0f} images/s per core; "
-        f"{end_to_end / base:.2f}x the Pillow baseline"
-    )
+        if name != "train step":  # a step on random tensors reads no bytes
+            result.setdefault("MB_per_s", {"median": rate * mean_bytes / 1e6})
+    bound, verdict = pipeline_verdict(stages, threads)
+    training = training_verdict(stages, batch_size, shape)
     return {
         "recio_bench": 1,
         "data": {"url": rec, "records": data.num_records, "mean_image_bytes": mean_bytes},
@@ -159,7 +157,50 @@ def run_bench(
         "skipped": skipped,
         "bound_by": bound,
         "verdict": verdict,
+        "training_verdict": training,
     }
+
+
+#: The input pipeline's own stages: the slowest of them bounds the iterator end to end.
+PIPELINE_STAGES = ("read", "decode+augment (native pool)")
+
+
+def pipeline_verdict(stages: dict, threads: int) -> tuple[str, str]:
+    """The input pipeline's slowest stage and the verdict on the pipeline alone."""
+    bound = min(PIPELINE_STAGES, key=lambda s: stages[s]["images_per_s"]["median"])
+    limit = stages[bound]["images_per_s"]["median"]
+    end_to_end = stages["iterator end to end"]["images_per_s"]["median"]
+    base = stages[BASELINE]["images_per_s"]["median"]
+    ratio = f"{end_to_end / base:.2f}x" if base else "-"
+    verdict = (
+        f"end to end {end_to_end:,.0f} images/s on {threads} threads = "
+        f"{end_to_end / threads:,.0f} images/s per core, {ratio} the Pillow baseline; "
+        f"bound by {bound} ({limit:,.0f} images/s alone), of which end to end reaches "
+        f"{100 * end_to_end / limit:.0f}%"
+    )
+    return bound, verdict
+
+
+def training_verdict(stages: dict, batch_size: int, shape: tuple[int, ...]) -> str | None:
+    """Whether the input pipeline keeps up with the training step; None if it was not run."""
+    if "train step" not in stages:
+        return None
+    step = stages["train step"]["images_per_s"]["median"]
+    end_to_end = stages["iterator end to end"]["images_per_s"]["median"]
+    what = (
+        f"the training step (recio.train's small ResNet, float32 on the CPU, random batches "
+        f"of {batch_size}x{'x'.join(map(str, shape))}, measured alone: in a CPU run the two "
+        f"share the cores) takes {step:,.0f} images/s; "
+    )
+    if end_to_end >= step:
+        return what + (
+            f"the input pipeline delivers {end_to_end / step:.1f}x that: compute-bound, "
+            "the data would not make the model wait"
+        )
+    return what + (
+        f"the input pipeline delivers {100 * end_to_end / step:.0f}% of it: input-bound, "
+        "the model would wait for data"
+    )
 
 
 def _optional_stages(

@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 
+from ..cli import Parser, add_storage_option, describe
 from .config import AMP_DTYPES, TrainConfig
 from .loop import train
 
@@ -20,42 +21,136 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(v) for v in text.split(",") if v)
 
 
+EPILOG = """\
+examples:
+  recio train data/train.rec --val data/val.rec --epochs 10 --image-size 64
+  recio train data/train.rec --dtype bfloat16 --channels-last --batch-size 128
+  recio train data/train.rec --checkpoint run.pt --max-steps 500     # stop after 500 steps
+  recio train data/train.rec --resume run.pt --checkpoint run.pt      # carry on from there
+  recio train data/train.rec --device cuda                  # DALI decodes on the GPU
+  torchrun --nproc-per-node 2 -m recio.train data/train.rec --grad-compression 2bit"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``recio train`` flags (also ``python -m recio.train``)."""
+    """The ``recio train`` flags (also ``python -m recio.train``), and examples as the epilog."""
     p = parser
+    if p.epilog is None:
+        p.epilog = EPILOG
     p.add_argument("train_rec", metavar="DATA.rec", help="training .rec path or URL")
-    p.add_argument("--val", dest="val_rec", metavar="VAL.rec", help="validation .rec")
-    p.add_argument("--num-classes", type=int, default=0, help="default: largest label + 1")
-    p.add_argument("--image-size", type=int, default=32, help="square input side (default 32)")
-    p.add_argument("--batch-size", type=int, default=32, help="per process (default 32)")
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--lr", type=float, default=0.1)
-    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--val", dest="val_rec", metavar="VAL.rec", help="validation .rec (top-1)")
+    p.add_argument(
+        "--num-classes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="classes; 0: the largest label in DATA.rec plus 1",
+    )
+    p.add_argument(
+        "--image-size", type=int, default=32, metavar="PX", help="side of the square input images"
+    )
+    p.add_argument("--batch-size", type=int, default=32, metavar="B", help="images per process")
+    p.add_argument("--epochs", type=int, default=1, help="passes over DATA.rec")
+    p.add_argument("--lr", type=float, default=0.1, help="learning rate (after any warm-up)")
+    p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum")
     p.add_argument("--wd", type=float, default=1e-4, help="weight decay")
-    p.add_argument("--lr-schedule", choices=("cosine", "step"), default="cosine")
-    p.add_argument("--lr-steps", type=_ints, default=(30, 60, 90), help="epochs, e.g. 30,60")
-    p.add_argument("--lr-factor", type=float, default=0.1)
-    p.add_argument("--warmup-epochs", type=float, default=0.0)
-    p.add_argument("--width", type=int, default=16, help="channels of the first stage")
-    p.add_argument("--blocks", type=_ints, default=(1, 1, 1), help="blocks per stage, e.g. 2,2,2")
-    p.add_argument("--no-augment", dest="augment", action="store_false",
-                   help="no random resized crop or mirror")  # fmt: skip
-    p.add_argument("--dtype", choices=sorted(AMP_DTYPES), default="float32")
-    p.add_argument("--loss-scale", type=float, default=2.0**16, help="float16's initial scale")
-    p.add_argument("--channels-last", action="store_true")
-    p.add_argument("--grad-compression", choices=("none", "2bit"), default="none")
+    p.add_argument(
+        "--lr-schedule",
+        choices=("cosine", "step"),
+        default="cosine",
+        help="cosine: down to 0 at the last epoch; step: times --lr-factor at each of --lr-steps",
+    )
+    p.add_argument(
+        "--lr-steps",
+        type=_ints,
+        default="30,60,90",
+        metavar="E,E,...",
+        help="epochs where the step schedule lowers the learning rate",
+    )
+    p.add_argument("--lr-factor", type=float, default=0.1, help="the step schedule's factor")
+    p.add_argument(
+        "--warmup-epochs",
+        type=float,
+        default=0.0,
+        metavar="E",
+        help="linear warm-up of the learning rate over this many epochs",
+    )
+    p.add_argument("--width", type=int, default=16, help="channels of the model's first stage")
+    p.add_argument(
+        "--blocks", type=_ints, default="1,1,1", metavar="N,N,N", help="residual blocks per stage"
+    )
+    p.add_argument(
+        "--no-augment",
+        dest="augment",
+        action="store_false",
+        help="train without the random resized crop and mirror (they are on by default)",
+    )
+    p.add_argument(
+        "--dtype",
+        choices=sorted(AMP_DTYPES),
+        default="float32",
+        help="autocast type of the convolutions; weights stay float32",
+    )
+    p.add_argument(
+        "--loss-scale", type=float, default=2.0**16, help="float16's initial dynamic loss scale"
+    )
+    p.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="keep the model and batches in channels-last (NHWC) memory format "
+        "(default: channels first)",
+    )
+    p.add_argument(
+        "--grad-compression",
+        choices=("none", "2bit"),
+        default="none",
+        help="2bit: MXNet's 2-bit gradient compression of DDP's gradients",
+    )
     p.add_argument("--threshold", type=float, default=0.5, help="2-bit compression threshold")
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                   help="cuda: DALI decodes on the GPU and the model trains there")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cuda: DALI decodes on the GPU and the model trains there",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the model, order and crops")
     p.add_argument("--checkpoint", metavar="PATH", help="write checkpoints here")
     p.add_argument("--resume", metavar="PATH", help="continue from this checkpoint")
-    p.add_argument("--checkpoint-every", type=int, default=0, help="steps (0: each epoch)")
-    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps")
-    p.add_argument("--preprocess-threads", type=int, default=None)
-    p.add_argument("--prefetch-buffer", type=int, default=4)
-    p.add_argument("--storage-options", type=json.loads, default=None, metavar="JSON")
-    p.add_argument("--log-every", type=int, default=0, help="log the loss every N steps")
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="checkpoint every this many steps; 0: at the end of each epoch",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="stop (and checkpoint) after this many steps in all; 0: no limit",
+    )
+    p.add_argument(
+        "--preprocess-threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="decode threads per process (default: the usable cores)",
+    )
+    p.add_argument(
+        "--prefetch-buffer",
+        type=int,
+        default=4,
+        metavar="N",
+        help="batches the iterator decodes ahead",
+    )
+    add_storage_option(p)
+    p.add_argument(
+        "--log-every",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="log the loss every this many steps; 0: never",
+    )
     p.add_argument("--report", metavar="PATH", help="write the result as JSON (rank 0)")
 
 
@@ -83,10 +178,6 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m recio.train``: parse ``argv`` and train; returns the exit code."""
     import recio.train
 
-    parser = argparse.ArgumentParser(
-        prog="python -m recio.train",
-        description=recio.train.__doc__.split("\n\nModules:")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = Parser(prog="python -m recio.train", description=describe(recio.train.__doc__))
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -5,10 +5,12 @@ import json
 import pytest
 
 from recio.bench import BASELINE, run_bench
+from recio.bench.run import PIPELINE_STAGES
 
 
 def test_figures_positive_and_schema(result):
-    for key in ("data", "config", "machine", "stages", "skipped", "bound_by", "verdict"):
+    keys = ("data", "config", "machine", "stages", "skipped", "bound_by", "verdict")
+    for key in (*keys, "training_verdict"):
         assert key in result
     for name in (
         "read",
@@ -34,7 +36,12 @@ def test_end_to_end_not_faster_than_its_slowest_stage(result):
     )
     # the pipeline cannot beat its slowest stage; allow for noise on a shared machine
     assert stages["iterator end to end"]["images_per_s"]["median"] <= 1.5 * slowest
-    assert result["bound_by"] in stages and "images/s per core" in result["verdict"]
+    assert result["bound_by"] in PIPELINE_STAGES and "images/s per core" in result["verdict"]
+    if "train step" in stages:
+        assert "train step" not in result["verdict"] and "-bound" in result["training_verdict"]
+        assert "MB_per_s" not in stages["train step"]
+    else:
+        assert result["training_verdict"] is None
 
 
 def test_trace_is_chrome_json_with_every_thread(result):
