@@ -10,7 +10,6 @@ from .stages import summary
 MXNET_SCRIPT = r"""
 import json, sys, time
 import mxnet as mx
-from .stages import summary
 rec, batch, threads, seconds, repeats, c, h, w = sys.argv[1:9]
 batch, threads, repeats = int(batch), int(threads), int(repeats)
 it = mx.io.ImageRecordIter(path_imgrec=rec, data_shape=(int(c), int(h), int(w)),
