@@ -197,11 +197,27 @@ class MXIndexedRecordIO(MXRecordIO):
         check_offsets(self.idx_path, self.keys, [self.idx[k] for k in self.keys], self._source)
 
     def close(self) -> None:
-        """Close; a writer's ``.rec`` and ``.idx`` are flushed and moved into place."""
-        was_open = self.is_open
-        super().close()
-        if was_open and self.writable:
-            self._idx_out.commit()
+        """Close; a writer's ``.rec`` and ``.idx`` are flushed and moved into place.
+
+        Both are written out (fsync'd locally) before either is renamed, so a full disk
+        or a failed upload leaves the old pair as it was, and nothing else. Only a
+        failure between the two renames (or of the second upload, on object stores,
+        which publish on close) leaves a new ``.rec`` beside the old ``.idx``.
+        """
+        if not (self.is_open and self.writable):
+            super().close()
+            return
+        self.is_open = False
+        outputs = (self._out, self._idx_out)
+        try:
+            for out in outputs:
+                out.prepare()
+            for out in outputs:
+                out.commit()
+        except BaseException:
+            for out in outputs:
+                out.abort()  # a no-op for one already published
+            raise
 
     def abort(self) -> None:
         """Close a writer without publishing its ``.rec`` or ``.idx`` (a reader just closes)."""

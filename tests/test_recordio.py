@@ -1,5 +1,6 @@
 """The MXNet-named reader/writer classes and images in records (recio.recordio)."""
 
+import errno
 import json
 import os
 import pickle
@@ -7,6 +8,7 @@ import pickle
 import numpy as np
 import pytest
 
+from recio import storage
 from recio.errors import TruncatedRecordError
 from recio.format import MAGIC_BYTES, IRHeader
 from recio.reader import RecordFile
@@ -114,3 +116,49 @@ def test_unpack_img_golden():
                 np.testing.assert_array_equal(img, img_a[:16, :16].astype(np.uint8))
             if key == 0:  # JPEG q95
                 assert np.abs(img.astype(int) - img_a).mean() < 6
+
+
+class _FullDisk:
+    """A file on a full disk: writes are buffered, and writing them out fails (ENOSPC)."""
+
+    def __init__(self, file) -> None:
+        self._file = file
+
+    def write(self, data) -> int:
+        return len(data)
+
+    def flush(self) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def fileno(self) -> int:
+        return self._file.fileno()
+
+    def close(self) -> None:
+        self._file.close()
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("failing", [".idx", ".rec"])
+def test_full_disk_on_close_leaves_the_old_pair(tmp_path, monkeypatch, failing):
+    """The new .rec and .idx are both written out before either is renamed: a write that
+    fails (the .idx's, after the .rec's succeeded) leaves the old pair byte for byte."""
+    rec, idx = write_indexed(tmp_path, payloads=[b"old"])
+    before = {p: open(p, "rb").read() for p in (rec, idx)}
+
+    class FullDiskFor(storage.AtomicOutput):
+        def __init__(self, url, *args, **kwargs):
+            super().__init__(url, *args, **kwargs)
+            if url.endswith(failing):
+                self._file = _FullDisk(self._file)
+
+    monkeypatch.setattr(storage, "AtomicOutput", FullDiskFor)
+    w = MXIndexedRecordIO(idx, rec, "w")
+    for i in range(600):
+        w.write_idx(i, b"new record %d" % i)
+    with pytest.raises(OSError) as info:
+        w.close()
+    assert info.value.errno == errno.ENOSPC
+    assert {p: open(p, "rb").read() for p in (rec, idx)} == before
+    assert sorted(os.listdir(tmp_path)) == ["d.idx", "d.rec"]  # no .partial left
+    with MXIndexedRecordIO(idx, rec, "r") as r:
+        assert r.keys == [0] and r.read_idx(0) == b"old"
