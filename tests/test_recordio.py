@@ -4,6 +4,9 @@ import errno
 import json
 import os
 import pickle
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -14,7 +17,7 @@ from recio.format import MAGIC_BYTES, IRHeader
 from recio.reader import RecordFile
 from recio.recordio import MXIndexedRecordIO, MXRecordIO, pack_img, unpack_img
 
-from ._paths import GOLDEN
+from ._paths import GOLDEN, REPO
 
 PAYLOADS = [b"hello", b"", b"abcd" + MAGIC_BYTES + b"efgh", bytes(range(256)) * 3, b"xyz"]
 
@@ -162,3 +165,93 @@ def test_full_disk_on_close_leaves_the_old_pair(tmp_path, monkeypatch, failing):
     assert sorted(os.listdir(tmp_path)) == ["d.idx", "d.rec"]  # no .partial left
     with MXIndexedRecordIO(idx, rec, "r") as r:
         assert r.keys == [0] and r.read_idx(0) == b"old"
+
+
+def _run(script: str, cwd) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+_WRITE_3_OF_10 = """
+from recio.recordio import MXIndexedRecordIO, MXRecordIO
+def write(w, n):
+    for i in range(n):
+        w.write_idx(i, b"record %d" % i) if hasattr(w, "write_idx") else w.write(b"r")
+"""
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # at module level, the exception unhandled
+        """
+        w = MXIndexedRecordIO("d.idx", "d.rec", "w")
+        s = MXRecordIO("s.rec", "w")
+        write(w, 3); write(s, 3)
+        raise RuntimeError("died after 3 of 10 records")
+        """,
+        # inside a function, the exception unhandled
+        """
+        def convert():
+            w = MXIndexedRecordIO("d.idx", "d.rec", "w")
+            s = MXRecordIO("s.rec", "w")
+            write(w, 3); write(s, 3)
+            raise KeyboardInterrupt
+        convert()
+        """,
+        # dropped while its exception is handled
+        """
+        try:
+            w = MXIndexedRecordIO("d.idx", "d.rec", "w")
+            s = MXRecordIO("s.rec", "w")
+            write(w, 3); write(s, 3)
+            raise RuntimeError("died after 3 of 10 records")
+        except RuntimeError:
+            del w, s
+        print("handled")
+        """,
+    ],
+    ids=["module", "function", "dropped-in-except"],
+)
+def test_writer_unwound_by_an_exception_is_not_published(tmp_path, body):
+    result = _run(_WRITE_3_OF_10 + textwrap.dedent(body), tmp_path)
+    assert "Traceback" in result.stderr or "handled" in result.stdout, result.stderr
+    assert os.listdir(tmp_path) == [], result.stderr  # no output, no .partial
+
+
+def test_writer_dropped_normally_is_published(tmp_path):
+    """As in MXNet, ``del w`` (no exception) flushes: MXNet scripts keep working. So do
+    writers opened while an exception is handled, and those caught and handled."""
+    result = _run(
+        _WRITE_3_OF_10
+        + """
+w = MXIndexedRecordIO("d.idx", "d.rec", "w")
+write(w, 3)
+del w
+try:
+    raise ValueError("handled before the writer was opened")
+except ValueError:
+    s = MXRecordIO("s.rec", "w")
+    write(s, 2)
+    del s
+def inner():
+    x = MXRecordIO("x.rec", "w")
+    write(x, 1)
+    raise LookupError
+try:
+    inner()
+except LookupError:
+    pass
+g = MXRecordIO("g.rec", "w")  # open at a normal exit: closed by the interpreter
+write(g, 4)
+""",
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["d.idx", "d.rec", "g.rec", "s.rec", "x.rec"]
+    with MXIndexedRecordIO(str(tmp_path / "d.idx"), str(tmp_path / "d.rec"), "r") as r:
+        assert [r.read_idx(k) for k in r.keys] == [b"record 0", b"record 1", b"record 2"]
+    assert len(list(MXRecordIO(str(tmp_path / "g.rec"), "r"))) == 4
