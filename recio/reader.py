@@ -8,6 +8,8 @@ none) and reads payloads zero-copy from local files, by ranged reads from remote
 
 from __future__ import annotations
 
+import struct
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,9 +17,38 @@ import numpy as np
 
 from . import storage
 from .errors import CorruptRecordError, IndexMismatchError, RecordIOError, TruncatedRecordError
-from .format import IR_HEADER_SIZE, parse_idx, read_record, scan_offsets, unpack_labels
+from .format import (
+    CFLAG_FIRST,
+    CFLAG_LAST,
+    CFLAG_MIDDLE,
+    FRAME_HEADER_SIZE,
+    IR_HEADER_SIZE,
+    MAGIC,
+    MAX_PAYLOAD,
+    parse_idx,
+    read_record,
+    scan_offsets,
+    unpack_labels,
+)
 
-__all__ = ["RecordCursor", "RecordFile", "batch_headers", "default_idx_path", "scan_source"]
+__all__ = [
+    "IndexWarning",
+    "RecordCursor",
+    "RecordFile",
+    "batch_headers",
+    "default_idx_path",
+    "scan_source",
+]
+
+
+class IndexWarning(UserWarning):
+    """A ``.idx`` that can be read but looks wrong for its ``.rec``.
+
+    An index whose last record does not end where the ``.rec`` ends: records
+    missing from the index, a truncated ``.rec``, or a ``.rec`` and ``.idx`` from
+    different writes (a publish interrupted between the two files).
+    """
+
 
 # Remote sequential reads fetch this much at a time.
 _WINDOW = 8 << 20
@@ -77,16 +108,110 @@ class RecordCursor:
 def check_offsets(
     idx_path: str, keys: Sequence, offsets: Sequence[int], source: storage.ByteSource
 ) -> None:
-    for i, offset in enumerate(offsets):
-        if offset < 0 or offset >= source.size or offset % 4:
-            why = "past the end" if offset >= source.size else "not 4-byte aligned"
-            raise IndexMismatchError(
-                f"{idx_path} gives key {keys[i]} offset {offset}, {why} of {source.url} "
-                f"({source.size} bytes)",
-                path=idx_path,
-                offset=offset,
-                record_index=i,
+    """Check the offsets of an ``.idx`` against its ``.rec`` (at open).
+
+    Every offset must be a byte of the file and 4-byte aligned. Then, cheaply (one frame
+    header read, a request on remote storage), the pair: the record at the largest
+    offset must be a record that ends where the file ends, else an :class:`IndexWarning`
+    (see :func:`check_pair`).
+
+    Raises:
+        IndexMismatchError: an offset that is negative, past the end or not aligned.
+    """
+    array = np.asarray(offsets, dtype=np.int64)
+    bad = np.flatnonzero((array < 0) | (array >= source.size) | (array % 4 != 0))
+    if bad.size:
+        i = int(bad[0])
+        offset = int(array[i])
+        if offset < 0:
+            why = "negative"
+        elif offset >= source.size:
+            why = f"past the end of {source.url} ({source.size} bytes)"
+        else:
+            why = f"not 4-byte aligned (records of {source.url} start at multiples of 4)"
+        raise IndexMismatchError(
+            f"{idx_path} gives key {keys[i]} offset {offset}, {why}",
+            path=idx_path,
+            offset=offset,
+            record_index=i,
+        )
+    check_pair(idx_path, keys, array, source)
+
+
+def check_pair(
+    idx_path: str, keys: Sequence, offsets: np.ndarray, source: storage.ByteSource
+) -> None:
+    """Warn (:class:`IndexWarning`) if the ``.idx`` does not index the ``.rec`` to its end.
+
+    An index written with its ``.rec`` (by MXNet, im2rec or recio) has a record at
+    its largest offset that ends exactly where the file ends. A ``.rec`` and ``.idx``
+    from different writes almost never do: the offset falls inside a record, past the
+    new end, or (a longer new file) before its end. Reads only that record's frame
+    headers. Offsets are assumed checked (in the file, aligned).
+    """
+    url = source.url
+    if len(offsets) == 0:
+        if source.size:
+            _warn(f"{idx_path} is empty, but {url} holds {source.size} bytes: {_PAIR_HINT}")
+        return
+    j = int(np.argmax(offsets))
+    last = int(offsets[j])
+    try:
+        end = record_end(source, last, j)
+    except RecordIOError as exc:
+        _warn(
+            f"{idx_path}'s last record (key {keys[j]}, at byte {last}) is not a whole record "
+            f"of {url} ({exc}): {_PAIR_HINT}"
+        )
+        return
+    if end != source.size:
+        _warn(
+            f"{idx_path} does not index {url} to its end: its last record (key {keys[j]}, "
+            f"at byte {last}) ends at byte {end}, the file at {source.size}: {_PAIR_HINT}"
+        )
+
+
+_PAIR_HINT = (
+    "records missing from the .idx, a truncated .rec, or a .rec and .idx from different "
+    "writes (a publish interrupted between the two); `recio index` rebuilds the .idx"
+)
+_FRAME = struct.Struct("<II")
+
+
+def record_end(source: storage.ByteSource, offset: int, record_index: int | None = None) -> int:
+    """Where the record at ``offset`` ends (after its padding), from its frame headers only.
+
+    Raises:
+        CorruptRecordError: no record starts at ``offset``, or its frames do not chain.
+        TruncatedRecordError: the file ends inside the record.
+    """
+    start = offset
+    while True:
+        head = bytes(source.read(offset, FRAME_HEADER_SIZE))
+        where = {"path": source.url, "offset": offset, "record_index": record_index}
+        if len(head) < FRAME_HEADER_SIZE:
+            raise TruncatedRecordError("file ends inside a frame header", **where)
+        magic, lrec = _FRAME.unpack(head)
+        cflag, length = lrec >> 29, lrec & MAX_PAYLOAD
+        continuation = cflag in (CFLAG_MIDDLE, CFLAG_LAST)
+        if magic != MAGIC:
+            raise CorruptRecordError(f"bad magic 0x{magic:08x}: not a record start", **where)
+        if cflag > CFLAG_LAST or continuation != (offset != start):
+            raise CorruptRecordError(f"frame with cflag {cflag}: not a record start", **where)
+        data_end = offset + FRAME_HEADER_SIZE + length
+        if data_end > source.size:
+            raise TruncatedRecordError(
+                f"file ends inside a payload ({source.size - data_end + length} of {length} "
+                "bytes present)",
+                **where,
             )
+        offset = min(data_end + (-length & 3), source.size)
+        if cflag not in (CFLAG_FIRST, CFLAG_MIDDLE):
+            return offset
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, IndexWarning, stacklevel=4)
 
 
 def not_a_record_start(idx_path: str, key, offset: int, exc: RecordIOError) -> RecordIOError:

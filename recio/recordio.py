@@ -258,7 +258,8 @@ class MXIndexedRecordIO(MXRecordIO):
         Both are written out (fsync'd locally) before either is renamed, so a full disk
         or a failed upload leaves the old pair as it was, and nothing else. Only a
         failure between the two renames (or of the second upload, on object stores,
-        which publish on close) leaves a new ``.rec`` beside the old ``.idx``.
+        which publish on close) leaves a new ``.rec`` beside the old ``.idx``: readers
+        warn about such a pair (``recio.reader.IndexWarning``).
         """
         if not (self.is_open and self.writable):
             super().close()

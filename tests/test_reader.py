@@ -54,8 +54,9 @@ def test_idx_offset_past_end(tmp_path):
 
 def test_idx_offset_not_a_record_start(tmp_path):
     rec, idx = write_indexed(tmp_path)
-    with open(idx, "w") as f:
-        f.write("0\t0\n1\t4\n")  # 4 is inside the first record's header
+    lines = open(idx).read().splitlines(True)
+    lines[1] = "1\t4\n"  # 4 is inside the first record's header
+    open(idx, "w").write("".join(lines))
     with RecordFile(rec) as rf, pytest.raises(IndexMismatchError) as info:
         rf.read(1)
     assert info.value.offset == 4 and "not a record start" in str(info.value)
@@ -73,3 +74,12 @@ def test_record_file_takes_fetch_options_and_cache_dir_and_pickles(memfs, tmp_pa
     cached = RecordFile("memory://r/d.rec", cache_dir=str(tmp_path))
     assert isinstance(cached.source, storage.MappedSource)
     assert ids_of(cached.read_many([9, 0])) == [9, 0]
+
+
+def test_idx_negative_offset_is_named(tmp_path):
+    rec, idx = write_indexed(tmp_path)
+    open(idx, "a").write("7\t-8\n")
+    for reader in (lambda: RecordFile(rec), lambda: MXIndexedRecordIO(idx, rec, "r")):
+        with pytest.raises(IndexMismatchError, match=r"key 7 offset -8, negative") as info:
+            reader()
+        assert info.value.path == idx

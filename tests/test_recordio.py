@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from recio import storage
-from recio.errors import TruncatedRecordError
+from recio.errors import IndexMismatchError, TruncatedRecordError
 from recio.format import MAGIC_BYTES, IRHeader
 from recio.reader import RecordFile
 from recio.recordio import MXIndexedRecordIO, MXRecordIO, pack_img, unpack_img
@@ -165,6 +165,30 @@ def test_full_disk_on_close_leaves_the_old_pair(tmp_path, monkeypatch, failing):
     assert sorted(os.listdir(tmp_path)) == ["d.idx", "d.rec"]  # no .partial left
     with MXIndexedRecordIO(idx, rec, "r") as r:
         assert r.keys == [0] and r.read_idx(0) == b"old"
+
+
+def test_mixed_pair_is_detected(tmp_path):
+    """A new .rec beside the old .idx (a publish interrupted between the renames) is not
+    read as a short file without a word: the readers warn; the other way round fails."""
+    old = tmp_path / "old"
+    new = tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    old_rec, old_idx = write_indexed(old, payloads=[b"old"])
+    new_rec, new_idx = write_indexed(new, payloads=[b"new %d" % i for i in range(600)])
+    with pytest.warns(UserWarning, match=r"does not index .*new/d.rec to its end"):
+        RecordFile(new_rec, old_idx).close()
+    with pytest.warns(UserWarning, match="key 0, at byte 0.* ends at byte 16, the file at 9600"):
+        MXIndexedRecordIO(old_idx, new_rec, "r").close()
+    with pytest.raises(IndexMismatchError, match="past the end"):
+        RecordFile(old_rec, new_idx)
+    # A pair written together raises no warning (MXNet's files included).
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        RecordFile(new_rec).close()
+        RecordFile(str(GOLDEN / "images3.rec")).close()
 
 
 def _run(script: str, cwd) -> subprocess.CompletedProcess:
