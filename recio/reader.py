@@ -63,7 +63,7 @@ class RecordCursor:
 
     def __init__(self, source: storage.ByteSource) -> None:
         self.source = source
-        self._buffer = getattr(source, "buffer", None)
+        self._mapped = isinstance(source, storage.MappedSource)
         self._window = memoryview(b"")
         self._window_start = 0
 
@@ -73,11 +73,20 @@ class RecordCursor:
         """Parse the record at byte ``offset``: ``(payload, next_offset)``, as ``read_record``.
 
         ``record_index`` only names the record in error messages.
+
+        Raises:
+            TruncatedRecordError: the record is cut short, also by a truncation of a
+                local file while open (the file's size is checked on every call).
+            CorruptRecordError: no record starts at ``offset``.
         """
-        if self._buffer is not None:
-            return read_record(
-                self._buffer, offset, path=self.source.url, record_index=record_index
-            )
+        if self._mapped:
+            view = self.source.current_view()
+            try:
+                return read_record(view, offset, path=self.source.url, record_index=record_index)
+            except TruncatedRecordError as exc:
+                if len(view) < self.source.size:
+                    raise self.source.truncated(offset, len(view), record_index) from exc
+                raise
         while True:
             start = self._window_start
             inside = start <= offset <= start + len(self._window)
@@ -246,16 +255,25 @@ class RecordFile:
         self.url = str(url)
         self.storage_options = storage_options
         self.fetch, self.cache_dir = fetch, cache_dir
+        self.closed = False
         self.source = storage.open_source(
             self.url, storage_options, fetch=fetch, cache_dir=cache_dir
         )
+        try:
+            self._load_index(idx_url)
+        except BaseException:
+            self.source.close()
+            raise
+
+    def _load_index(self, idx_url: str | None) -> None:
         self._cursor = RecordCursor(self.source)
         if idx_url is None:
             candidate = default_idx_path(self.url)
-            idx_url = candidate if storage.exists(candidate, storage_options) else None
+            idx_url = candidate if storage.exists(candidate, self.storage_options) else None
         self.idx_url = idx_url
         if idx_url is not None:
-            entries = parse_idx(storage.read_text(idx_url, storage_options), path=idx_url)
+            text = storage.read_text(idx_url, self.storage_options)
+            entries = parse_idx(text, path=idx_url)
             self.keys = np.array([k for k, _ in entries], dtype=np.int64)
             self.offsets = np.array([o for _, o in entries], dtype=np.int64)
             check_offsets(idx_url, self.keys, self.offsets, self.source)
@@ -272,12 +290,20 @@ class RecordFile:
     def __len__(self) -> int:
         return len(self.offsets)
 
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"I/O on a closed RecordFile {self.url}")
+
     def read(self, i: int) -> memoryview | bytes:
         """The payload of the ``i``-th record in index order (zero-copy for local files).
 
         Raises:
             IndexMismatchError: the ``.idx`` gives an offset that is not a record start.
+            TruncatedRecordError: the file ends inside the record (for a local file, also
+                one truncated while open: its size is checked on every read).
+            ValueError: the file is closed.
         """
+        self._check_open()
         offset = int(self.offsets[i])
         try:
             payload, _ = self._cursor.read_at(offset, i) if self._is_local else self._read_remote(i)
@@ -299,9 +325,14 @@ class RecordFile:
         return read_record(memoryview(data), 0, path=self.url, record_index=i, base=offset)
 
     def read_many(self, indices: Sequence[int]) -> list[memoryview | bytes]:
-        """Payloads of several records (remote: one concurrent ranged fetch)."""
+        """Payloads of several records (remote: one concurrent ranged fetch).
+
+        A local file's size is checked once per call: a record it no longer holds
+        (truncated while open) raises ``TruncatedRecordError``. Otherwise as ``read``.
+        """
+        self._check_open()
         if self._is_local:
-            return [self.read(int(i)) for i in indices]
+            return self._read_many_local(indices)
         ranges = [(int(self.offsets[i]), int(self.lengths[i])) for i in indices]
         datas = self.source.read_ranges(ranges)
         out = []
@@ -310,6 +341,25 @@ class RecordFile:
                 out.append(self._parse_extent(int(i), data)[0])
             except CorruptRecordError as exc:
                 key, offset = int(self.keys[i]), int(self.offsets[i])
+                raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
+        return out
+
+    def _read_many_local(self, indices: Sequence[int]) -> list[memoryview | bytes]:
+        view = self.source.current_view()  # parsing it cannot touch a page past the end
+        if len(view) < self.source.size:
+            positions = np.asarray(indices, dtype=np.int64)
+            gone = np.flatnonzero(self.offsets[positions] + self.lengths[positions] > len(view))
+            if gone.size:
+                i = int(positions[gone[0]])
+                raise self.source.truncated(int(self.offsets[i]), len(view), i)
+        out = []
+        for i in indices:
+            i = int(i)
+            offset = int(self.offsets[i])
+            try:
+                out.append(read_record(view, offset, path=self.url, record_index=i)[0])
+            except CorruptRecordError as exc:
+                key = int(self.keys[i])
                 raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
         return out
 
@@ -322,7 +372,12 @@ class RecordFile:
         return f"record id {record_id} ({where})" if record_id is not None else where
 
     def close(self) -> None:
-        """Close the file; payloads already read stay valid (views keep a local file's map)."""
+        """Close the file; payloads already read stay valid.
+
+        A local file is unmapped at once, or, while payload views are still held, when
+        the last of them goes. Reads raise ``ValueError`` from now on.
+        """
+        self.closed = True
         self.source.close()
 
     def __enter__(self) -> RecordFile:
@@ -358,9 +413,14 @@ def default_idx_path(rec_url: str) -> str:
 
 def scan_source(source: storage.ByteSource) -> list[int]:
     """Record start offsets of a whole file, by walking its frame headers."""
-    buffer = getattr(source, "buffer", None)
-    if buffer is not None:
-        return scan_offsets(buffer, path=source.url)
+    if isinstance(source, storage.MappedSource):
+        view = source.current_view()
+        try:
+            return scan_offsets(view, path=source.url)
+        except TruncatedRecordError as exc:
+            if len(view) < source.size:
+                raise source.truncated(exc.offset or 0, len(view), exc.record_index) from exc
+            raise
     cursor = RecordCursor(source)
     offsets = []
     offset = 0

@@ -2,6 +2,9 @@
 
 import os
 import pickle
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -11,6 +14,7 @@ from recio.format import encode_record
 from recio.reader import RecordFile
 from recio.recordio import MXIndexedRecordIO, MXRecordIO
 
+from ._paths import REPO
 from .storage_helpers import ids_of, write_rec
 from .test_recordio import PAYLOADS, write_indexed
 
@@ -83,3 +87,81 @@ def test_idx_negative_offset_is_named(tmp_path):
         with pytest.raises(IndexMismatchError, match=r"key 7 offset -8, negative") as info:
             reader()
         assert info.value.path == idx
+
+
+def test_close_unmaps_closes_and_refuses_reads(tmp_path):
+    """After close() reads raise; the map and its descriptor go at once, or, while views
+    of it are still held, with the last of them (which stays readable)."""
+    rec, _ = write_indexed(tmp_path)
+    fds = len(os.listdir("/proc/self/fd"))
+
+    def mapped() -> int:
+        with open("/proc/self/maps") as f:
+            return sum(rec in line for line in f)
+
+    rf = RecordFile(rec)
+    assert bytes(rf.read(0)) == PAYLOADS[0] and mapped() == 1
+    rf.close()
+    assert mapped() == 0 and len(os.listdir("/proc/self/fd")) == fds
+    for read in (lambda: rf.read(0), lambda: rf.read_many([1])):
+        with pytest.raises(ValueError, match=f"I/O on a closed RecordFile {rec}"):
+            read()
+    rf = RecordFile(rec)
+    view = rf.read(3)
+    rf.close()
+    assert bytes(view) == PAYLOADS[3] and mapped() == 1
+    del view
+    assert mapped() == 0 and len(os.listdir("/proc/self/fd")) == fds
+
+
+_TRUNCATE_WHILE_OPEN = """
+import os, sys
+from recio.errors import RecordIOError
+from recio.reader import RecordFile
+from recio.recordio import MXIndexedRecordIO, MXRecordIO
+sys.path.insert(0, {repo!r})
+from tests.storage_helpers import write_rec
+
+write_rec("d.rec", n=64, size=16_000)
+for reader in ("read", "read_many", "mxnet", "sequential"):
+    rf = RecordFile("d.rec")
+    mx = MXIndexedRecordIO("d.idx", "d.rec", "r")
+    seq = MXRecordIO("d.rec", "r")
+    size = os.path.getsize("d.rec")
+    offset = int(rf.offsets[40])
+    os.truncate("d.rec", offset + 1000)  # record 40 cut; the pages after it gone
+    bytes(rf.read(2)), bytes(rf.read_many([1, 3])[1]), mx.read_idx(5)  # still there
+    try:
+        if reader == "read":
+            rf.read(50)
+        elif reader == "read_many":
+            rf.read_many([0, 60, 1])
+        elif reader == "mxnet":
+            mx.read_idx(40)
+        else:
+            while seq.read() is not None:
+                pass
+    except RecordIOError as exc:
+        print(reader, "|", exc)
+    else:
+        print(reader, "| no error")
+    for r in (rf, mx, seq):
+        r.close()
+    write_rec("d.rec", n=64, size=16_000)
+"""
+
+
+def test_truncated_while_open_is_an_error_not_sigbus(tmp_path):
+    """A local .rec truncated while open (mmap'd): reading a range it lost raises a
+    RecordIOError naming the file, instead of SIGBUS killing the process."""
+    script = textwrap.dedent(_TRUNCATE_WHILE_OPEN).format(repo=str(REPO))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    lines = result.stdout.splitlines()
+    assert [line.split(" |")[0] for line in lines] == ["read", "read_many", "mxnet", "sequential"]
+    for line in lines:
+        assert "d.rec was truncated while open: now" in line and "bytes, was" in line, line

@@ -279,3 +279,21 @@ write(g, 4)
     with MXIndexedRecordIO(str(tmp_path / "d.idx"), str(tmp_path / "d.rec"), "r") as r:
         assert [r.read_idx(k) for k in r.keys] == [b"record 0", b"record 1", b"record 2"]
     assert len(list(MXRecordIO(str(tmp_path / "g.rec"), "r"))) == 4
+
+
+def _maps(path) -> int:
+    with open("/proc/self/maps") as f:
+        return sum(str(path) in line for line in f)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc (Linux)")
+def test_reader_close_unmaps_and_refuses_reads(tmp_path):
+    rec, idx = write_indexed(tmp_path)
+    fds = len(os.listdir("/proc/self/fd"))
+    for reader in (lambda: MXRecordIO(rec, "r"), lambda: MXIndexedRecordIO(idx, rec, "r")):
+        r = reader()
+        assert r.read() == PAYLOADS[0] and _maps(rec) == 1
+        r.close()
+        assert _maps(rec) == 0 and len(os.listdir("/proc/self/fd")) == fds
+        with pytest.raises(ValueError, match="closed"):
+            r.read()

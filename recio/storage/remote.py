@@ -71,6 +71,7 @@ class FsspecSource(ByteSource):
         self.url = url
         self.storage_options = storage_options
         self.fetch = fetch or FetchOptions()
+        self.closed = False
         self.fs, self.path = filesystem(url, with_client_defaults(url, storage_options))
         self._async = bool(getattr(self.fs, "async_impl", False))
         self._pool: ThreadPoolExecutor | None = None
@@ -138,6 +139,7 @@ class FsspecSource(ByteSource):
         Raises:
             RemoteReadError: the range still fails after ``fetch.retries`` retries.
         """
+        self._check_open()
         end = min(offset + length, self.size)
         if end <= offset:
             return b""
@@ -156,6 +158,7 @@ class FsspecSource(ByteSource):
         Raises:
             RemoteReadError: a request still fails after ``fetch.retries`` retries.
         """
+        self._check_open()
         if not ranges:
             return []
         ranges = [(int(o), max(0, min(int(o) + int(n), self.size) - int(o))) for o, n in ranges]
@@ -229,8 +232,16 @@ class FsspecSource(ByteSource):
             pending = failed
         return results
 
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"I/O on a closed file {self.url}")
+
     def close(self) -> None:
-        """Shut down the fetch threads, without waiting for requests in flight."""
+        """Shut down the fetch threads, without waiting for requests in flight.
+
+        Reads raise ``ValueError`` from now on (requests in flight finish).
+        """
+        self.closed = True
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
