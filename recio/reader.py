@@ -44,9 +44,9 @@ __all__ = [
 class IndexWarning(UserWarning):
     """A ``.idx`` that can be read but looks wrong for its ``.rec``.
 
-    An index whose last record does not end where the ``.rec`` ends: records
-    missing from the index, a truncated ``.rec``, or a ``.rec`` and ``.idx`` from
-    different writes (a publish interrupted between the two files).
+    Duplicate offsets, or an index whose last record does not end where the ``.rec``
+    ends: records missing from the index, a truncated ``.rec``, or a ``.rec`` and
+    ``.idx`` from different writes (a publish interrupted between the two files).
     """
 
 
@@ -241,6 +241,8 @@ class RecordFile:
     when there is no ``.idx``, from a scan of the file. ``read(i)`` returns the
     payload of the i-th record in index order: a zero-copy memoryview for local
     files. ``read_many`` fetches several records, concurrently for remote files.
+    Several keys may share an offset (a warning says so):
+    each reads the record there.
     """
 
     def __init__(
@@ -280,12 +282,30 @@ class RecordFile:
         else:
             self.offsets = np.array(scan_source(self.source), dtype=np.int64)
             self.keys = np.arange(len(self.offsets), dtype=np.int64)
-        # Each record's byte extent: up to the next record start in file order.
-        order = np.argsort(self.offsets, kind="stable")
-        ends = np.empty_like(self.offsets)
-        sorted_offsets = self.offsets[order]
-        ends[order] = np.append(sorted_offsets[1:], self.source.size)
-        self.lengths = ends - self.offsets
+        # Each record's byte extent: up to the next distinct record start in file order
+        # (keys sharing an offset share its record).
+        starts, first = np.unique(self.offsets, return_index=True)
+        if len(starts) < len(self.offsets):
+            self._warn_duplicates(first)
+        ends = np.append(starts[1:], self.source.size)
+        self.lengths = ends[np.searchsorted(starts, self.offsets)] - self.offsets
+
+    def _warn_duplicates(self, first: np.ndarray) -> None:
+        repeated = np.ones(len(self.offsets), dtype=bool)
+        repeated[first] = False
+        positions = np.flatnonzero(repeated)
+        firsts = dict(zip(self.offsets[first].tolist(), first.tolist(), strict=True))
+        examples = []
+        for p in positions[:3].tolist():
+            offset = int(self.offsets[p])
+            examples.append(f"key {self.keys[p]} as key {self.keys[firsts[offset]]}, byte {offset}")
+        more = f", and {len(positions) - 3} more" if len(positions) > 3 else ""
+        warnings.warn(
+            f"{self.idx_url}: {len(positions)} entries repeat the offset of an earlier one "
+            f"({'; '.join(examples)}{more}): each reads the record at its offset",
+            IndexWarning,
+            stacklevel=4,
+        )
 
     def __len__(self) -> int:
         return len(self.offsets)

@@ -89,6 +89,21 @@ def test_idx_negative_offset_is_named(tmp_path):
         assert info.value.path == idx
 
 
+def test_duplicate_offsets_read_remotely(memfs):
+    """Keys sharing an offset read the same record, locally and remotely (where lengths
+    come from the next record start); one warning names the file and the keys."""
+    write_rec("memory://dup/d.rec", n=10, size=300)
+    text = memfs.cat_file("/dup/d.idx").decode()
+    offsets = [int(line.split("\t")[1]) for line in text.splitlines()]
+    memfs.pipe("/dup/d.idx", (text + f"10\t{offsets[3]}\n11\t{offsets[9]}\n").encode())
+    with pytest.warns(UserWarning, match=r"memory://dup/d.idx: 2 entries .*key 10 as key 3"):
+        rf = RecordFile("memory://dup/d.rec")
+    want = list(range(10)) + [3, 9]
+    assert ids_of(rf.read_many(range(12))) == want
+    assert ids_of([rf.read(i) for i in (10, 3, 11, 9)]) == [3, 3, 9, 9]
+    assert (rf.lengths > 0).all()
+
+
 def test_close_unmaps_closes_and_refuses_reads(tmp_path):
     """After close() reads raise; the map and its descriptor go at once, or, while views
     of it are still held, with the last of them (which stays readable)."""
