@@ -16,6 +16,7 @@ from typing import Any
 
 from .options import PRESIGN_SECONDS, FetchOptions
 from .retry import (
+    RangeIgnoredError,
     RemoteReadError,
     backoff_delay,
     http_status,
@@ -128,10 +129,17 @@ class FsspecSource(ByteSource):
                 raise
             fs, path = self._ranges_from(refresh=True)  # the presigned URL expired
             data = fs.cat_file(path, start=start, end=end)
-        if len(data) != end - start:
-            # A short body (connection cut mid-transfer) must not pass as the record.
-            raise ConnectionError(f"short read: {len(data)} of {end - start} bytes")
-        return data
+        return self._checked(data, start, end)
+
+    def _checked(self, data: Any, start: int, end: int) -> Any:
+        """``data`` if it is the asked range's length; else the error to raise for it."""
+        if len(data) == end - start:
+            return data
+        if len(data) > end - start:
+            # A whole body for a ranged request: asking again will not change it.
+            raise RangeIgnoredError(self.url, start, end, len(data))
+        # A short body (connection cut mid-transfer) must not pass as the record.
+        raise ConnectionError(f"short read: {len(data)} of {end - start} bytes")
 
     def read(self, offset: int, length: int) -> bytes:
         """``length`` bytes from ``offset`` (fewer at the end of the file), one retried request.
@@ -206,7 +214,9 @@ class FsspecSource(ByteSource):
             expired = False
             for k, data in zip(pending, got, strict=True):
                 start, end = spans[k]
-                if isinstance(data, bytes | bytearray) and len(data) != end - start:
+                if isinstance(data, bytes | bytearray) and len(data) > end - start:
+                    raise RangeIgnoredError(self.url, start, end, len(data))
+                if isinstance(data, bytes | bytearray) and len(data) < end - start:
                     data = ConnectionError(f"short read: {len(data)} of {end - start} bytes")
                 if isinstance(data, BaseException):
                     if fs is self._http and http_status(data) == 403 and not renewed:
