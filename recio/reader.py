@@ -241,7 +241,7 @@ class RecordFile:
     when there is no ``.idx``, from a scan of the file. ``read(i)`` returns the
     payload of the i-th record in index order: a zero-copy memoryview for local
     files. ``read_many`` fetches several records, concurrently for remote files.
-    Several keys may share an offset (a warning says so):
+    Keys must fit in int64. Several keys may share an offset (a warning says so):
     each reads the record there.
     """
 
@@ -275,7 +275,7 @@ class RecordFile:
         self.idx_url = idx_url
         if idx_url is not None:
             text = storage.read_text(idx_url, self.storage_options)
-            entries = parse_idx(text, path=idx_url)
+            entries = parse_idx(text, path=idx_url, int64_keys=True)
             self.keys = np.array([k for k, _ in entries], dtype=np.int64)
             self.offsets = np.array([o for _, o in entries], dtype=np.int64)
             check_offsets(idx_url, self.keys, self.offsets, self.source)

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from recio import storage
-from recio.errors import IndexMismatchError
+from recio.errors import IndexMismatchError, RecordIOError
 from recio.format import encode_record
 from recio.reader import RecordFile
 from recio.recordio import MXIndexedRecordIO, MXRecordIO
@@ -88,6 +88,36 @@ def test_idx_negative_offset_is_named(tmp_path):
         with pytest.raises(IndexMismatchError, match=r"key 7 offset -8, negative") as info:
             reader()
         assert info.value.path == idx
+
+
+def test_idx_numbers_beyond_int64_are_named(tmp_path):
+    rec, idx = write_indexed(tmp_path)
+    good = open(idx).read()
+    for line, what in [(f"{1 << 63}\t0", "key"), (f"8\t{1 << 64}", "offset")]:
+        open(idx, "w").write(good + line + "\n")
+        with pytest.raises(RecordIOError, match=f"line 6: .*{what} out of the int64 range") as info:
+            RecordFile(rec)
+        assert info.value.path == idx and idx in str(info.value)
+    # MXIndexedRecordIO keys are Python ints (or key_type): any size is fine there
+    open(idx, "w").write(good.replace("4\t", f"{1 << 70}\t"))
+    with MXIndexedRecordIO(idx, rec, "r") as r:
+        assert r.read_idx(1 << 70) == PAYLOADS[4]
+
+
+def test_idx_not_utf8_is_named(tmp_path, memfs):
+    rec, idx = write_indexed(tmp_path)
+    data = open(idx, "rb").read()
+    bad = data[:12] + b"\xff" + data[13:]
+    open(idx, "wb").write(bad)
+    memfs.pipe("/u/d.rec", open(rec, "rb").read())
+    memfs.pipe("/u/d.idx", bad)
+    line = bad.count(b"\n", 0, 12) + 1
+    where = f"not UTF-8.*line {line}.*at byte 12 of"
+    for url, idx_url in ((rec, idx), ("memory://u/d.rec", "memory://u/d.idx")):
+        for reader in (RecordFile, lambda u: MXIndexedRecordIO(u[:-4] + ".idx", u, "r")):
+            with pytest.raises(RecordIOError, match=where) as info:
+                reader(url)
+            assert info.value.path == idx_url and info.value.offset == 12
 
 
 def test_duplicate_offsets_read_remotely(memfs):
