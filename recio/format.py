@@ -266,8 +266,21 @@ def format_idx_line(key: object, offset: int) -> str:
     return f"{key}\t{offset}\n"
 
 
-def parse_idx(text: str, *, path: str | None = None, key_type: type = int) -> list[tuple]:
-    r"""Parse ``key\toffset`` lines into (key, offset) pairs, in file order."""
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def parse_idx(
+    text: str, *, path: str | None = None, key_type: type = int, int64_keys: bool = False
+) -> list[tuple]:
+    r"""Parse ``key\toffset`` lines into (key, offset) pairs, in file order.
+
+    Offsets must fit in int64 (negative ones are left to the caller, which knows the
+    file); with ``int64_keys``, the keys too.
+
+    Raises:
+        RecordIOError: a malformed line, or a number out of range, naming the file
+            and the line.
+    """
     entries = []
     for lineno, line in enumerate(io.StringIO(text), 1):
         line = line.strip()
@@ -275,12 +288,19 @@ def parse_idx(text: str, *, path: str | None = None, key_type: type = int) -> li
             continue
         fields = line.split("\t")
         try:
-            entries.append((key_type(fields[0]), int(fields[1])))
+            key, offset = key_type(fields[0]), int(fields[1])
         except (ValueError, IndexError):
-            raise RecordIOError(
-                f"bad .idx line {lineno}: {line[:80]!r} (expected key<TAB>offset)", path=path
-            ) from None
+            raise _bad_idx_line(lineno, line, "expected key<TAB>offset", path) from None
+        if not _INT64_MIN <= offset <= _INT64_MAX:
+            raise _bad_idx_line(lineno, line, "offset out of the int64 range", path)
+        if int64_keys and not _INT64_MIN <= key <= _INT64_MAX:
+            raise _bad_idx_line(lineno, line, "key out of the int64 range", path)
+        entries.append((key, offset))
     return entries
+
+
+def _bad_idx_line(lineno: int, line: str, why: str, path: str | None) -> RecordIOError:
+    return RecordIOError(f"bad .idx line {lineno}: {line[:80]!r} ({why})", path=path)
 
 
 class ListEntry(NamedTuple):

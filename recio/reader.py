@@ -8,6 +8,8 @@ none) and reads payloads zero-copy from local files, by ranged reads from remote
 
 from __future__ import annotations
 
+import struct
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,9 +17,38 @@ import numpy as np
 
 from . import storage
 from .errors import CorruptRecordError, IndexMismatchError, RecordIOError, TruncatedRecordError
-from .format import IR_HEADER_SIZE, parse_idx, read_record, scan_offsets, unpack_labels
+from .format import (
+    CFLAG_FIRST,
+    CFLAG_LAST,
+    CFLAG_MIDDLE,
+    FRAME_HEADER_SIZE,
+    IR_HEADER_SIZE,
+    MAGIC,
+    MAX_PAYLOAD,
+    parse_idx,
+    read_record,
+    scan_offsets,
+    unpack_labels,
+)
 
-__all__ = ["RecordCursor", "RecordFile", "batch_headers", "default_idx_path", "scan_source"]
+__all__ = [
+    "IndexWarning",
+    "RecordCursor",
+    "RecordFile",
+    "batch_headers",
+    "default_idx_path",
+    "scan_source",
+]
+
+
+class IndexWarning(UserWarning):
+    """A ``.idx`` that can be read but looks wrong for its ``.rec``.
+
+    Duplicate offsets, or an index whose last record does not end where the ``.rec``
+    ends: records missing from the index, a truncated ``.rec``, or a ``.rec`` and
+    ``.idx`` from different writes (a publish interrupted between the two files).
+    """
+
 
 # Remote sequential reads fetch this much at a time.
 _WINDOW = 8 << 20
@@ -32,7 +63,7 @@ class RecordCursor:
 
     def __init__(self, source: storage.ByteSource) -> None:
         self.source = source
-        self._buffer = getattr(source, "buffer", None)
+        self._mapped = isinstance(source, storage.MappedSource)
         self._window = memoryview(b"")
         self._window_start = 0
 
@@ -42,11 +73,20 @@ class RecordCursor:
         """Parse the record at byte ``offset``: ``(payload, next_offset)``, as ``read_record``.
 
         ``record_index`` only names the record in error messages.
+
+        Raises:
+            TruncatedRecordError: the record is cut short, also by a truncation of a
+                local file while open (the file's size is checked on every call).
+            CorruptRecordError: no record starts at ``offset``.
         """
-        if self._buffer is not None:
-            return read_record(
-                self._buffer, offset, path=self.source.url, record_index=record_index
-            )
+        if self._mapped:
+            view = self.source.current_view()
+            try:
+                return read_record(view, offset, path=self.source.url, record_index=record_index)
+            except TruncatedRecordError as exc:
+                if len(view) < self.source.size:
+                    raise self.source.truncated(offset, len(view), record_index) from exc
+                raise
         while True:
             start = self._window_start
             inside = start <= offset <= start + len(self._window)
@@ -77,16 +117,110 @@ class RecordCursor:
 def check_offsets(
     idx_path: str, keys: Sequence, offsets: Sequence[int], source: storage.ByteSource
 ) -> None:
-    for i, offset in enumerate(offsets):
-        if offset < 0 or offset >= source.size or offset % 4:
-            why = "past the end" if offset >= source.size else "not 4-byte aligned"
-            raise IndexMismatchError(
-                f"{idx_path} gives key {keys[i]} offset {offset}, {why} of {source.url} "
-                f"({source.size} bytes)",
-                path=idx_path,
-                offset=offset,
-                record_index=i,
+    """Check the offsets of an ``.idx`` against its ``.rec`` (at open).
+
+    Every offset must be a byte of the file and 4-byte aligned. Then, cheaply (one frame
+    header read, a request on remote storage), the pair: the record at the largest
+    offset must be a record that ends where the file ends, else an :class:`IndexWarning`
+    (see :func:`check_pair`).
+
+    Raises:
+        IndexMismatchError: an offset that is negative, past the end or not aligned.
+    """
+    array = np.asarray(offsets, dtype=np.int64)
+    bad = np.flatnonzero((array < 0) | (array >= source.size) | (array % 4 != 0))
+    if bad.size:
+        i = int(bad[0])
+        offset = int(array[i])
+        if offset < 0:
+            why = "negative"
+        elif offset >= source.size:
+            why = f"past the end of {source.url} ({source.size} bytes)"
+        else:
+            why = f"not 4-byte aligned (records of {source.url} start at multiples of 4)"
+        raise IndexMismatchError(
+            f"{idx_path} gives key {keys[i]} offset {offset}, {why}",
+            path=idx_path,
+            offset=offset,
+            record_index=i,
+        )
+    check_pair(idx_path, keys, array, source)
+
+
+def check_pair(
+    idx_path: str, keys: Sequence, offsets: np.ndarray, source: storage.ByteSource
+) -> None:
+    """Warn (:class:`IndexWarning`) if the ``.idx`` does not index the ``.rec`` to its end.
+
+    An index written with its ``.rec`` (by MXNet, im2rec or recio) has a record at
+    its largest offset that ends exactly where the file ends. A ``.rec`` and ``.idx``
+    from different writes almost never do: the offset falls inside a record, past the
+    new end, or (a longer new file) before its end. Reads only that record's frame
+    headers. Offsets are assumed checked (in the file, aligned).
+    """
+    url = source.url
+    if len(offsets) == 0:
+        if source.size:
+            _warn(f"{idx_path} is empty, but {url} holds {source.size} bytes: {_PAIR_HINT}")
+        return
+    j = int(np.argmax(offsets))
+    last = int(offsets[j])
+    try:
+        end = record_end(source, last, j)
+    except RecordIOError as exc:
+        _warn(
+            f"{idx_path}'s last record (key {keys[j]}, at byte {last}) is not a whole record "
+            f"of {url} ({exc}): {_PAIR_HINT}"
+        )
+        return
+    if end != source.size:
+        _warn(
+            f"{idx_path} does not index {url} to its end: its last record (key {keys[j]}, "
+            f"at byte {last}) ends at byte {end}, the file at {source.size}: {_PAIR_HINT}"
+        )
+
+
+_PAIR_HINT = (
+    "records missing from the .idx, a truncated .rec, or a .rec and .idx from different "
+    "writes (a publish interrupted between the two); `recio index` rebuilds the .idx"
+)
+_FRAME = struct.Struct("<II")
+
+
+def record_end(source: storage.ByteSource, offset: int, record_index: int | None = None) -> int:
+    """Where the record at ``offset`` ends (after its padding), from its frame headers only.
+
+    Raises:
+        CorruptRecordError: no record starts at ``offset``, or its frames do not chain.
+        TruncatedRecordError: the file ends inside the record.
+    """
+    start = offset
+    while True:
+        head = bytes(source.read(offset, FRAME_HEADER_SIZE))
+        where = {"path": source.url, "offset": offset, "record_index": record_index}
+        if len(head) < FRAME_HEADER_SIZE:
+            raise TruncatedRecordError("file ends inside a frame header", **where)
+        magic, lrec = _FRAME.unpack(head)
+        cflag, length = lrec >> 29, lrec & MAX_PAYLOAD
+        continuation = cflag in (CFLAG_MIDDLE, CFLAG_LAST)
+        if magic != MAGIC:
+            raise CorruptRecordError(f"bad magic 0x{magic:08x}: not a record start", **where)
+        if cflag > CFLAG_LAST or continuation != (offset != start):
+            raise CorruptRecordError(f"frame with cflag {cflag}: not a record start", **where)
+        data_end = offset + FRAME_HEADER_SIZE + length
+        if data_end > source.size:
+            raise TruncatedRecordError(
+                f"file ends inside a payload ({source.size - data_end + length} of {length} "
+                "bytes present)",
+                **where,
             )
+        offset = min(data_end + (-length & 3), source.size)
+        if cflag not in (CFLAG_FIRST, CFLAG_MIDDLE):
+            return offset
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, IndexWarning, stacklevel=4)
 
 
 def not_a_record_start(idx_path: str, key, offset: int, exc: RecordIOError) -> RecordIOError:
@@ -107,6 +241,8 @@ class RecordFile:
     when there is no ``.idx``, from a scan of the file. ``read(i)`` returns the
     payload of the i-th record in index order: a zero-copy memoryview for local
     files. ``read_many`` fetches several records, concurrently for remote files.
+    Keys must fit in int64. Several keys may share an offset (a warning says so):
+    each reads the record there.
     """
 
     def __init__(
@@ -121,38 +257,73 @@ class RecordFile:
         self.url = str(url)
         self.storage_options = storage_options
         self.fetch, self.cache_dir = fetch, cache_dir
+        self.closed = False
         self.source = storage.open_source(
             self.url, storage_options, fetch=fetch, cache_dir=cache_dir
         )
+        try:
+            self._load_index(idx_url)
+        except BaseException:
+            self.source.close()
+            raise
+
+    def _load_index(self, idx_url: str | None) -> None:
         self._cursor = RecordCursor(self.source)
         if idx_url is None:
             candidate = default_idx_path(self.url)
-            idx_url = candidate if storage.exists(candidate, storage_options) else None
+            idx_url = candidate if storage.exists(candidate, self.storage_options) else None
         self.idx_url = idx_url
         if idx_url is not None:
-            entries = parse_idx(storage.read_text(idx_url, storage_options), path=idx_url)
+            text = storage.read_text(idx_url, self.storage_options)
+            entries = parse_idx(text, path=idx_url, int64_keys=True)
             self.keys = np.array([k for k, _ in entries], dtype=np.int64)
             self.offsets = np.array([o for _, o in entries], dtype=np.int64)
             check_offsets(idx_url, self.keys, self.offsets, self.source)
         else:
             self.offsets = np.array(scan_source(self.source), dtype=np.int64)
             self.keys = np.arange(len(self.offsets), dtype=np.int64)
-        # Each record's byte extent: up to the next record start in file order.
-        order = np.argsort(self.offsets, kind="stable")
-        ends = np.empty_like(self.offsets)
-        sorted_offsets = self.offsets[order]
-        ends[order] = np.append(sorted_offsets[1:], self.source.size)
-        self.lengths = ends - self.offsets
+        # Each record's byte extent: up to the next distinct record start in file order
+        # (keys sharing an offset share its record).
+        starts, first = np.unique(self.offsets, return_index=True)
+        if len(starts) < len(self.offsets):
+            self._warn_duplicates(first)
+        ends = np.append(starts[1:], self.source.size)
+        self.lengths = ends[np.searchsorted(starts, self.offsets)] - self.offsets
+
+    def _warn_duplicates(self, first: np.ndarray) -> None:
+        repeated = np.ones(len(self.offsets), dtype=bool)
+        repeated[first] = False
+        positions = np.flatnonzero(repeated)
+        firsts = dict(zip(self.offsets[first].tolist(), first.tolist(), strict=True))
+        examples = []
+        for p in positions[:3].tolist():
+            offset = int(self.offsets[p])
+            examples.append(f"key {self.keys[p]} as key {self.keys[firsts[offset]]}, byte {offset}")
+        more = f", and {len(positions) - 3} more" if len(positions) > 3 else ""
+        warnings.warn(
+            f"{self.idx_url}: {len(positions)} entries repeat the offset of an earlier one "
+            f"({'; '.join(examples)}{more}): each reads the record at its offset",
+            IndexWarning,
+            stacklevel=4,
+        )
 
     def __len__(self) -> int:
         return len(self.offsets)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"I/O on a closed RecordFile {self.url}")
 
     def read(self, i: int) -> memoryview | bytes:
         """The payload of the ``i``-th record in index order (zero-copy for local files).
 
         Raises:
             IndexMismatchError: the ``.idx`` gives an offset that is not a record start.
+            TruncatedRecordError: the file ends inside the record (for a local file, also
+                one truncated while open: its size is checked on every read).
+            ValueError: the file is closed.
         """
+        self._check_open()
         offset = int(self.offsets[i])
         try:
             payload, _ = self._cursor.read_at(offset, i) if self._is_local else self._read_remote(i)
@@ -174,9 +345,14 @@ class RecordFile:
         return read_record(memoryview(data), 0, path=self.url, record_index=i, base=offset)
 
     def read_many(self, indices: Sequence[int]) -> list[memoryview | bytes]:
-        """Payloads of several records (remote: one concurrent ranged fetch)."""
+        """Payloads of several records (remote: one concurrent ranged fetch).
+
+        A local file's size is checked once per call: a record it no longer holds
+        (truncated while open) raises ``TruncatedRecordError``. Otherwise as ``read``.
+        """
+        self._check_open()
         if self._is_local:
-            return [self.read(int(i)) for i in indices]
+            return self._read_many_local(indices)
         ranges = [(int(self.offsets[i]), int(self.lengths[i])) for i in indices]
         datas = self.source.read_ranges(ranges)
         out = []
@@ -185,6 +361,25 @@ class RecordFile:
                 out.append(self._parse_extent(int(i), data)[0])
             except CorruptRecordError as exc:
                 key, offset = int(self.keys[i]), int(self.offsets[i])
+                raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
+        return out
+
+    def _read_many_local(self, indices: Sequence[int]) -> list[memoryview | bytes]:
+        view = self.source.current_view()  # parsing it cannot touch a page past the end
+        if len(view) < self.source.size:
+            positions = np.asarray(indices, dtype=np.int64)
+            gone = np.flatnonzero(self.offsets[positions] + self.lengths[positions] > len(view))
+            if gone.size:
+                i = int(positions[gone[0]])
+                raise self.source.truncated(int(self.offsets[i]), len(view), i)
+        out = []
+        for i in indices:
+            i = int(i)
+            offset = int(self.offsets[i])
+            try:
+                out.append(read_record(view, offset, path=self.url, record_index=i)[0])
+            except CorruptRecordError as exc:
+                key = int(self.keys[i])
                 raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
         return out
 
@@ -197,7 +392,12 @@ class RecordFile:
         return f"record id {record_id} ({where})" if record_id is not None else where
 
     def close(self) -> None:
-        """Close the file; payloads already read stay valid (views keep a local file's map)."""
+        """Close the file; payloads already read stay valid.
+
+        A local file is unmapped at once, or, while payload views are still held, when
+        the last of them goes. Reads raise ``ValueError`` from now on.
+        """
+        self.closed = True
         self.source.close()
 
     def __enter__(self) -> RecordFile:
@@ -233,9 +433,14 @@ def default_idx_path(rec_url: str) -> str:
 
 def scan_source(source: storage.ByteSource) -> list[int]:
     """Record start offsets of a whole file, by walking its frame headers."""
-    buffer = getattr(source, "buffer", None)
-    if buffer is not None:
-        return scan_offsets(buffer, path=source.url)
+    if isinstance(source, storage.MappedSource):
+        view = source.current_view()
+        try:
+            return scan_offsets(view, path=source.url)
+        except TruncatedRecordError as exc:
+            if len(view) < source.size:
+                raise source.truncated(exc.offset or 0, len(view), exc.record_index) from exc
+            raise
     cursor = RecordCursor(source)
     offsets = []
     offset = 0

@@ -10,8 +10,11 @@ are MXNet's record helpers. The engine's own random-access reader is
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
+import sys
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,12 +36,52 @@ __all__ = [
 ]
 
 
+# Writers still open, for the exit hook that aborts them after an unhandled exception.
+_open_writers: weakref.WeakSet | None = None
+
+
+def _last_unhandled() -> BaseException | None:
+    """The last exception that reached the top level (``sys.last_exc``; ``last_value`` < 3.12)."""
+    return getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+
+
+def _track_writer(writer: MXRecordIO) -> None:
+    global _open_writers
+    if _open_writers is None:
+        _open_writers = weakref.WeakSet()
+        atexit.register(_abort_after_unhandled_exception)
+    _open_writers.add(writer)
+
+
+def _abort_after_unhandled_exception() -> None:
+    """At exit after an unhandled exception, abort the writers still open.
+
+    Runs before the interpreter clears modules and tracebacks (which drops such writers
+    and calls their ``__del__``), while ``sys.last_exc`` still says that the program
+    died of an exception. A writer opened after that exception was raised (in an
+    interactive session, where ``sys.last_exc`` stays set) is aborted only if another
+    unhandled one came after.
+    """
+    error = _last_unhandled()
+    if error is None or _open_writers is None:
+        return
+    for writer in list(_open_writers):
+        if writer.is_open and writer.writable and writer._unhandled_at_open is not error:
+            with contextlib.suppress(Exception):
+                writer.abort()
+
+
 class MXRecordIO:
     """Sequential RecordIO reader (``flag="r"``) or writer (``flag="w"``), as in MXNet.
 
     ``uri`` may be a local path or any fsspec URL; ``storage_options`` go to fsspec.
-    A writer's output appears under its name only when it is closed; leaving a
-    ``with`` block on an exception discards it.
+    A writer's output appears under its name only when it is closed: by ``close()``,
+    or, as in MXNet, when the writer is dropped (``del w``). A writer unwound by an
+    exception is aborted instead, so a half-written file never appears: leaving a
+    ``with`` block on an exception, a writer dropped while an exception is being
+    handled (``sys.exc_info()``), and writers still open when the program ends with
+    an unhandled exception. A writer dropped after its exception was caught and
+    handled is closed as MXNet would (use ``with`` or ``abort()`` to be sure).
     """
 
     def __init__(self, uri: str, flag: str, *, storage_options: dict[str, Any] | None = None):
@@ -63,6 +106,11 @@ class MXRecordIO:
         if self.writable:
             self._out = storage.AtomicOutput(self.uri, self.storage_options)
             self._pos = 0
+            # What an abandoned writer's __del__ and the exit hook compare against: the
+            # exceptions already there when it was opened did not unwind it.
+            self._handling_at_open = sys.exc_info()[1]
+            self._unhandled_at_open = _last_unhandled()
+            _track_writer(self)
         else:
             self._source = storage.open_source(self.uri, self.storage_options)
             self._cursor = RecordCursor(self._source)
@@ -102,8 +150,16 @@ class MXRecordIO:
             self.close()
 
     def __del__(self) -> None:
+        # A writer dropped while an exception (raised since it was opened) is being
+        # handled was unwound by it: abort. Otherwise close, as MXNet does.
+        if not getattr(self, "is_open", False):
+            return
         with contextlib.suppress(Exception):
-            self.close()
+            handling = sys.exc_info()[1]
+            if self.writable and handling is not None and handling is not self._handling_at_open:
+                self.abort()
+            else:
+                self.close()
 
     def __getstate__(self) -> dict:
         if self.writable and self.is_open:
@@ -197,11 +253,28 @@ class MXIndexedRecordIO(MXRecordIO):
         check_offsets(self.idx_path, self.keys, [self.idx[k] for k in self.keys], self._source)
 
     def close(self) -> None:
-        """Close; a writer's ``.rec`` and ``.idx`` are flushed and moved into place."""
-        was_open = self.is_open
-        super().close()
-        if was_open and self.writable:
-            self._idx_out.commit()
+        """Close; a writer's ``.rec`` and ``.idx`` are flushed and moved into place.
+
+        Both are written out (fsync'd locally) before either is renamed, so a full disk
+        or a failed upload leaves the old pair as it was, and nothing else. Only a
+        failure between the two renames (or of the second upload, on object stores,
+        which publish on close) leaves a new ``.rec`` beside the old ``.idx``: readers
+        warn about such a pair (``recio.reader.IndexWarning``).
+        """
+        if not (self.is_open and self.writable):
+            super().close()
+            return
+        self.is_open = False
+        outputs = (self._out, self._idx_out)
+        try:
+            for out in outputs:
+                out.prepare()
+            for out in outputs:
+                out.commit()
+        except BaseException:
+            for out in outputs:
+                out.abort()  # a no-op for one already published
+            raise
 
     def abort(self) -> None:
         """Close a writer without publishing its ``.rec`` or ``.idx`` (a reader just closes)."""

@@ -259,6 +259,11 @@ def test_bad_lst_and_idx_lines():
         list(parse_lst(["0\t1.0\ta.jpg\n", "garbage\n"], path="l.lst"))
     with pytest.raises(RecordIOError, match="line 1"):
         parse_idx("zero\tten\n", path="x.idx")
+    with pytest.raises(RecordIOError, match=r"line 2: .*offset out of the int64 range.* of x.idx"):
+        parse_idx(f"0\t0\n1\t{1 << 63}\n", path="x.idx")
+    with pytest.raises(RecordIOError, match=r"line 1: .*key out of the int64 range"):
+        parse_idx(f"{-(1 << 63) - 1}\t0\n", int64_keys=True)
+    assert parse_idx(f"{1 << 63}\t0\n") == [(1 << 63, 0)]  # any int key by default
     line = format_lst_line(ListEntry(3, (1.0, 2.0), "a/b.jpg"))
     assert line == "3\t1.000000\t2.000000\ta/b.jpg\n"
 

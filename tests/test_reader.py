@@ -2,15 +2,19 @@
 
 import os
 import pickle
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
 from recio import storage
-from recio.errors import IndexMismatchError
+from recio.errors import IndexMismatchError, RecordIOError
 from recio.format import encode_record
 from recio.reader import RecordFile
 from recio.recordio import MXIndexedRecordIO, MXRecordIO
 
+from ._paths import REPO
 from .storage_helpers import ids_of, write_rec
 from .test_recordio import PAYLOADS, write_indexed
 
@@ -54,8 +58,9 @@ def test_idx_offset_past_end(tmp_path):
 
 def test_idx_offset_not_a_record_start(tmp_path):
     rec, idx = write_indexed(tmp_path)
-    with open(idx, "w") as f:
-        f.write("0\t0\n1\t4\n")  # 4 is inside the first record's header
+    lines = open(idx).read().splitlines(True)
+    lines[1] = "1\t4\n"  # 4 is inside the first record's header
+    open(idx, "w").write("".join(lines))
     with RecordFile(rec) as rf, pytest.raises(IndexMismatchError) as info:
         rf.read(1)
     assert info.value.offset == 4 and "not a record start" in str(info.value)
@@ -70,6 +75,139 @@ def test_record_file_takes_fetch_options_and_cache_dir_and_pickles(memfs, tmp_pa
     assert rf.source.fetch == opts
     copy = pickle.loads(pickle.dumps(rf))
     assert copy.source.fetch == opts and ids_of(copy.read_many([3, 1])) == [3, 1]
-    cached = RecordFile("memory://r/d.rec", cache_dir=str(tmp_path))
+    with pytest.warns(UserWarning, match="no version"):  # memory:// has no ETag or mtime
+        cached = RecordFile("memory://r/d.rec", cache_dir=str(tmp_path))
     assert isinstance(cached.source, storage.MappedSource)
     assert ids_of(cached.read_many([9, 0])) == [9, 0]
+
+
+def test_idx_negative_offset_is_named(tmp_path):
+    rec, idx = write_indexed(tmp_path)
+    open(idx, "a").write("7\t-8\n")
+    for reader in (lambda: RecordFile(rec), lambda: MXIndexedRecordIO(idx, rec, "r")):
+        with pytest.raises(IndexMismatchError, match=r"key 7 offset -8, negative") as info:
+            reader()
+        assert info.value.path == idx
+
+
+def test_idx_numbers_beyond_int64_are_named(tmp_path):
+    rec, idx = write_indexed(tmp_path)
+    good = open(idx).read()
+    for line, what in [(f"{1 << 63}\t0", "key"), (f"8\t{1 << 64}", "offset")]:
+        open(idx, "w").write(good + line + "\n")
+        with pytest.raises(RecordIOError, match=f"line 6: .*{what} out of the int64 range") as info:
+            RecordFile(rec)
+        assert info.value.path == idx and idx in str(info.value)
+    # MXIndexedRecordIO keys are Python ints (or key_type): any size is fine there
+    open(idx, "w").write(good.replace("4\t", f"{1 << 70}\t"))
+    with MXIndexedRecordIO(idx, rec, "r") as r:
+        assert r.read_idx(1 << 70) == PAYLOADS[4]
+
+
+def test_idx_not_utf8_is_named(tmp_path, memfs):
+    rec, idx = write_indexed(tmp_path)
+    data = open(idx, "rb").read()
+    bad = data[:12] + b"\xff" + data[13:]
+    open(idx, "wb").write(bad)
+    memfs.pipe("/u/d.rec", open(rec, "rb").read())
+    memfs.pipe("/u/d.idx", bad)
+    line = bad.count(b"\n", 0, 12) + 1
+    where = f"not UTF-8.*line {line}.*at byte 12 of"
+    for url, idx_url in ((rec, idx), ("memory://u/d.rec", "memory://u/d.idx")):
+        for reader in (RecordFile, lambda u: MXIndexedRecordIO(u[:-4] + ".idx", u, "r")):
+            with pytest.raises(RecordIOError, match=where) as info:
+                reader(url)
+            assert info.value.path == idx_url and info.value.offset == 12
+
+
+def test_duplicate_offsets_read_remotely(memfs):
+    """Keys sharing an offset read the same record, locally and remotely (where lengths
+    come from the next record start); one warning names the file and the keys."""
+    write_rec("memory://dup/d.rec", n=10, size=300)
+    text = memfs.cat_file("/dup/d.idx").decode()
+    offsets = [int(line.split("\t")[1]) for line in text.splitlines()]
+    memfs.pipe("/dup/d.idx", (text + f"10\t{offsets[3]}\n11\t{offsets[9]}\n").encode())
+    with pytest.warns(UserWarning, match=r"memory://dup/d.idx: 2 entries .*key 10 as key 3"):
+        rf = RecordFile("memory://dup/d.rec")
+    want = list(range(10)) + [3, 9]
+    assert ids_of(rf.read_many(range(12))) == want
+    assert ids_of([rf.read(i) for i in (10, 3, 11, 9)]) == [3, 3, 9, 9]
+    assert (rf.lengths > 0).all()
+
+
+def test_close_unmaps_closes_and_refuses_reads(tmp_path):
+    """After close() reads raise; the map and its descriptor go at once, or, while views
+    of it are still held, with the last of them (which stays readable)."""
+    rec, _ = write_indexed(tmp_path)
+    fds = len(os.listdir("/proc/self/fd"))
+
+    def mapped() -> int:
+        with open("/proc/self/maps") as f:
+            return sum(rec in line for line in f)
+
+    rf = RecordFile(rec)
+    assert bytes(rf.read(0)) == PAYLOADS[0] and mapped() == 1
+    rf.close()
+    assert mapped() == 0 and len(os.listdir("/proc/self/fd")) == fds
+    for read in (lambda: rf.read(0), lambda: rf.read_many([1])):
+        with pytest.raises(ValueError, match=f"I/O on a closed RecordFile {rec}"):
+            read()
+    rf = RecordFile(rec)
+    view = rf.read(3)
+    rf.close()
+    assert bytes(view) == PAYLOADS[3] and mapped() == 1
+    del view
+    assert mapped() == 0 and len(os.listdir("/proc/self/fd")) == fds
+
+
+_TRUNCATE_WHILE_OPEN = """
+import os, sys
+from recio.errors import RecordIOError
+from recio.reader import RecordFile
+from recio.recordio import MXIndexedRecordIO, MXRecordIO
+sys.path.insert(0, {repo!r})
+from tests.storage_helpers import write_rec
+
+write_rec("d.rec", n=64, size=16_000)
+for reader in ("read", "read_many", "mxnet", "sequential"):
+    rf = RecordFile("d.rec")
+    mx = MXIndexedRecordIO("d.idx", "d.rec", "r")
+    seq = MXRecordIO("d.rec", "r")
+    size = os.path.getsize("d.rec")
+    offset = int(rf.offsets[40])
+    os.truncate("d.rec", offset + 1000)  # record 40 cut; the pages after it gone
+    bytes(rf.read(2)), bytes(rf.read_many([1, 3])[1]), mx.read_idx(5)  # still there
+    try:
+        if reader == "read":
+            rf.read(50)
+        elif reader == "read_many":
+            rf.read_many([0, 60, 1])
+        elif reader == "mxnet":
+            mx.read_idx(40)
+        else:
+            while seq.read() is not None:
+                pass
+    except RecordIOError as exc:
+        print(reader, "|", exc)
+    else:
+        print(reader, "| no error")
+    for r in (rf, mx, seq):
+        r.close()
+    write_rec("d.rec", n=64, size=16_000)
+"""
+
+
+def test_truncated_while_open_is_an_error_not_sigbus(tmp_path):
+    """A local .rec truncated while open (mmap'd): reading a range it lost raises a
+    RecordIOError naming the file, instead of SIGBUS killing the process."""
+    script = textwrap.dedent(_TRUNCATE_WHILE_OPEN).format(repo=str(REPO))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    lines = result.stdout.splitlines()
+    assert [line.split(" |")[0] for line in lines] == ["read", "read_many", "mxnet", "sequential"]
+    for line in lines:
+        assert "d.rec was truncated while open: now" in line and "bytes, was" in line, line

@@ -13,7 +13,14 @@ upcoming batches ahead of the decoder. Writers get an ``AtomicOutput``
 from .atomic import AtomicOutput
 from .options import PRESIGN_SECONDS, FetchOptions
 from .remote import FsspecSource, coalesce
-from .retry import RemoteReadError, http_status, is_transient, retrying, translate_error
+from .retry import (
+    RangeIgnoredError,
+    RemoteReadError,
+    http_status,
+    is_transient,
+    retrying,
+    translate_error,
+)
 from .source import ByteSource, MappedSource, open_source
 from .urls import exists, filesystem, is_local, local_path, read_text, split_protocol
 
@@ -24,6 +31,7 @@ __all__ = [
     "FetchOptions",
     "FsspecSource",
     "MappedSource",
+    "RangeIgnoredError",
     "RemoteReadError",
     "coalesce",
     "exists",

@@ -28,6 +28,7 @@ class AtomicOutput:
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
         self.url = url
         self.closed = False
+        self._prepared = False
         self._fs = None
         if is_local(url):
             path = local_path(url)
@@ -57,23 +58,57 @@ class AtomicOutput:
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         """Append ``data``; the number of bytes written."""
+        if self._prepared or self.closed:
+            raise ValueError(f"{self.url}: write to an output already prepared or closed")
         return self._file.write(data)
+
+    def prepare(self) -> None:
+        """Write everything out without publishing it: the first half of ``commit()``.
+
+        A local temporary is flushed, fsync'd and closed; a temporary on a file system
+        with a rename is closed (uploaded). So a full disk or a failed upload fails here,
+        before anything is renamed: a writer of several files (a ``.rec`` and its
+        ``.idx``) prepares them all, then commits them all. Object stores (S3, GCS,
+        Azure) publish on close: there everything happens in ``commit()``. After
+        ``prepare()``, ``write()`` is refused. Once prepared or closed, a no-op. If
+        writing out fails, the temporary is removed, the output closed and the error
+        raised.
+        """
+        if self._prepared or self.closed:
+            return
+        try:
+            if self._fs is None:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+                self._file.close()
+            elif self._tmp is not None:
+                self._file.close()
+        except BaseException:
+            self.closed = True
+            self._discard()
+            raise
+        self._prepared = True
 
     def commit(self) -> None:
         """Close and publish the file under its name, replacing any file there.
 
-        Once closed (committed or aborted), a no-op. If publishing fails, the temporary
-        file is removed and the error raised.
+        Prepares it first if ``prepare()`` was not called. Once closed (committed or
+        aborted), a no-op. If writing out or publishing fails, the temporary file is
+        removed and the error raised.
         """
         if self.closed:
             return
+        self.prepare()
         self.closed = True
         try:
-            self._file.close()
             if self._fs is None:
+                path = local_path(self.url)
                 os.chmod(self._tmp, 0o666 & ~_umask())
-                os.replace(self._tmp, local_path(self.url))
-            elif self._tmp is not None:
+                os.replace(self._tmp, path)
+                _fsync_directory(os.path.dirname(os.path.abspath(path)))
+            elif self._tmp is None:
+                self._file.close()  # the object store completes the upload
+            else:
                 if self._fs.exists(self._path):
                     self._fs.rm(self._path)  # HDFS rename refuses to overwrite
                 self._fs.mv(self._tmp, self._path)
@@ -89,10 +124,15 @@ class AtomicOutput:
         if self.closed:
             return
         self.closed = True
+        self._discard()
+
+    def _discard(self) -> None:
+        """Drop the temporary (or the object store's upload); never raises."""
         if self._fs is not None and self._tmp is None:
             discard = getattr(self._file, "discard", None)
             if discard is not None:
-                discard()
+                with contextlib.suppress(Exception):
+                    discard()
                 # s3fs's discard leaves the file "open": its __del__ would flush a None buffer.
                 with contextlib.suppress(Exception):
                     self._file.closed = True
@@ -115,6 +155,20 @@ class AtomicOutput:
                 os.unlink(self._tmp)
             else:
                 self._fs.rm(self._tmp)
+
+
+def _fsync_directory(directory: str) -> None:
+    """Make a rename in ``directory`` durable (best effort: not every system allows it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _umask() -> int:

@@ -3,27 +3,59 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 from .atomic import AtomicOutput
 from .remote import FsspecSource
 from .retry import retrying
 from .source import MappedSource
 
+# What fsspec file systems give in ``info()`` that changes when a file's content does:
+# S3 (ETag, LastModified, VersionId), GCS (etag, generation, updated), Azure (etag,
+# last_modified), HTTP (ETag, Last-Modified, Content-MD5, Digest), local and SFTP
+# (mtime), HDFS (hdfs-native: modification_time; WebHDFS: modificationTime), ...
+# "created" is not among them: a file rewritten in place may keep it.
+VERSION_KEYS = (
+    "ETag", "etag", "e_tag", "VersionId", "version_id", "generation", "md5Hash", "Content-MD5",
+    "content_md5", "Digest", "checksum", "mtime", "modified", "LastModified", "last_modified",
+    "Last-Modified", "updated", "modification_time", "modificationTime",
+)  # fmt: skip
+
+_warned_unversioned: set[str] = set()
+
+
+def file_version(info: dict) -> str | None:
+    """What in an fsspec ``info()`` changes with the file's content, or None if nothing."""
+    found = [f"{k}={info[k]}" for k in VERSION_KEYS if info.get(k) not in (None, "", 0)]
+    return "\n".join(found) if found else None
+
 
 def cached_copy(source: FsspecSource, cache_dir: str) -> MappedSource:
     """The mmap'd local copy of ``source`` in ``cache_dir``, copied first if not there.
 
-    A copy is keyed by URL, size and version (ETag or mtime), so a changed file is copied
-    again. ``source`` is closed; the returned source keeps its URL for messages.
+    A copy is keyed by URL, size and version (the ETag, modification time or the like
+    that the store reports, see ``VERSION_KEYS``), so a changed file is copied again.
+    A store that reports no version (fsspec's memory://, some HTTP servers) cannot tell
+    a file rewritten at the same size from the copy: its files are copied again at
+    every open (with a warning, once per URL). ``source`` is closed; the returned source
+    keeps its URL for messages.
     """
     info = retrying(lambda: source.fs.info(source.path), source.url, 0, 0, source.fetch)
-    version = info.get("ETag") or info.get("etag") or info.get("mtime") or info.get("modified")
+    version = file_version(info)
     import hashlib  # here, as uuid below: ~12 ms of start-up that local reads never need
 
     key = hashlib.sha256(f"{source.url}\n{source.size}\n{version}".encode()).hexdigest()[:24]
     name = f"{key}-{os.path.basename(source.path.rstrip('/'))}"
     path = os.path.join(cache_dir, name)
-    if not (os.path.exists(path) and os.path.getsize(path) == source.size):
+    if version is None and source.url not in _warned_unversioned:
+        _warned_unversioned.add(source.url)
+        warnings.warn(
+            f"cache_dir: {source.url} has no version (ETag or modification time) in its "
+            "store's file info, so a cached copy could be stale: it is copied again at "
+            "every open",
+            stacklevel=3,
+        )
+    if version is None or not (os.path.exists(path) and os.path.getsize(path) == source.size):
         os.makedirs(cache_dir, exist_ok=True)
         out = AtomicOutput(path)
         try:

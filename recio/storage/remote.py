@@ -16,6 +16,7 @@ from typing import Any
 
 from .options import PRESIGN_SECONDS, FetchOptions
 from .retry import (
+    RangeIgnoredError,
     RemoteReadError,
     backoff_delay,
     http_status,
@@ -71,6 +72,7 @@ class FsspecSource(ByteSource):
         self.url = url
         self.storage_options = storage_options
         self.fetch = fetch or FetchOptions()
+        self.closed = False
         self.fs, self.path = filesystem(url, with_client_defaults(url, storage_options))
         self._async = bool(getattr(self.fs, "async_impl", False))
         self._pool: ThreadPoolExecutor | None = None
@@ -127,10 +129,17 @@ class FsspecSource(ByteSource):
                 raise
             fs, path = self._ranges_from(refresh=True)  # the presigned URL expired
             data = fs.cat_file(path, start=start, end=end)
-        if len(data) != end - start:
-            # A short body (connection cut mid-transfer) must not pass as the record.
-            raise ConnectionError(f"short read: {len(data)} of {end - start} bytes")
-        return data
+        return self._checked(data, start, end)
+
+    def _checked(self, data: Any, start: int, end: int) -> Any:
+        """``data`` if it is the asked range's length; else the error to raise for it."""
+        if len(data) == end - start:
+            return data
+        if len(data) > end - start:
+            # A whole body for a ranged request: asking again will not change it.
+            raise RangeIgnoredError(self.url, start, end, len(data))
+        # A short body (connection cut mid-transfer) must not pass as the record.
+        raise ConnectionError(f"short read: {len(data)} of {end - start} bytes")
 
     def read(self, offset: int, length: int) -> bytes:
         """``length`` bytes from ``offset`` (fewer at the end of the file), one retried request.
@@ -138,6 +147,7 @@ class FsspecSource(ByteSource):
         Raises:
             RemoteReadError: the range still fails after ``fetch.retries`` retries.
         """
+        self._check_open()
         end = min(offset + length, self.size)
         if end <= offset:
             return b""
@@ -156,6 +166,7 @@ class FsspecSource(ByteSource):
         Raises:
             RemoteReadError: a request still fails after ``fetch.retries`` retries.
         """
+        self._check_open()
         if not ranges:
             return []
         ranges = [(int(o), max(0, min(int(o) + int(n), self.size) - int(o))) for o, n in ranges]
@@ -203,7 +214,9 @@ class FsspecSource(ByteSource):
             expired = False
             for k, data in zip(pending, got, strict=True):
                 start, end = spans[k]
-                if isinstance(data, bytes | bytearray) and len(data) != end - start:
+                if isinstance(data, bytes | bytearray) and len(data) > end - start:
+                    raise RangeIgnoredError(self.url, start, end, len(data))
+                if isinstance(data, bytes | bytearray) and len(data) < end - start:
                     data = ConnectionError(f"short read: {len(data)} of {end - start} bytes")
                 if isinstance(data, BaseException):
                     if fs is self._http and http_status(data) == 403 and not renewed:
@@ -229,8 +242,16 @@ class FsspecSource(ByteSource):
             pending = failed
         return results
 
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"I/O on a closed file {self.url}")
+
     def close(self) -> None:
-        """Shut down the fetch threads, without waiting for requests in flight."""
+        """Shut down the fetch threads, without waiting for requests in flight.
+
+        Reads raise ``ValueError`` from now on (requests in flight finish).
+        """
+        self.closed = True
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None

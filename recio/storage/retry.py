@@ -48,9 +48,27 @@ _TRANSIENT_NAMES = {
 _TRANSIENT_TEXT = ("503", "500", "SlowDown", "Throttl", "reset", "timed out",
                    "SafeModeException", "RetriableException", "StandbyException")  # fmt: skip
 
+
+class RangeIgnoredError(OSError):
+    """A server that answered a ranged read with more bytes than asked: it ignores ``Range``.
+
+    Permanent (never retried): every request would download the whole file again.
+    """
+
+    def __init__(self, url: str, start: int, end: int, received: int):
+        self.url, self.start, self.end, self.received = url, start, end, received
+        super().__init__(
+            errno.EIO,
+            f"reading bytes {start}-{end} of {url}: the server ignored the Range header "
+            f"(sent {received} bytes for a request of {end - start}); recio reads remote "
+            "files by byte ranges: serve it from a server that supports them, or download "
+            "it and read the local copy",
+        )
+
+
 # Never retried: the answer will not change.
 _PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
-              FileExistsError)  # fmt: skip
+              FileExistsError, RangeIgnoredError)  # fmt: skip
 
 
 class RemoteReadError(OSError):

@@ -8,12 +8,14 @@ A local file is mmap'd and its reads are zero-copy memoryview slices; a remote o
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..errors import TruncatedRecordError
 from .retry import translate_error
 from .urls import is_local, local_path
 
@@ -47,25 +49,88 @@ class ByteSource:
 
 
 class MappedSource(ByteSource):
-    """A local file, mmap'd read-only: reads are zero-copy slices of the page cache."""
+    """A local file, mmap'd read-only: reads are zero-copy slices of the page cache.
+
+    A map faults (SIGBUS, which kills the process) where a page past the file's end is
+    touched, so a file truncated or rewritten in place while open is checked for: reads
+    (and :meth:`current_view`) compare the range with the file's size now, an fstat of
+    the map's descriptor, and raise ``TruncatedRecordError`` for a range that is gone.
+    A view already handed out can still fault if the file shrinks under it.
+    """
 
     def __init__(self, path: str, url: str | None = None) -> None:
         self.url = url or path
+        self.closed = False
         with open(path, "rb") as f:
             self.size = os.fstat(f.fileno()).st_size
-            # mmap refuses empty files; an empty buffer behaves the same.
+            # mmap refuses empty files; an empty buffer behaves the same. The map keeps a
+            # descriptor of its own (mmap.size() is an fstat of it): the file is closed here.
             self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if self.size else None
         self.buffer = memoryview(self._map) if self._map is not None else memoryview(b"")
 
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"I/O on a closed file {self.url}")
+
+    def current_size(self) -> int:
+        """The file's size now (it was ``size`` when opened)."""
+        self._check_open()
+        return self._map.size() if self._map is not None else self.size
+
+    def current_view(self) -> memoryview:
+        """The map as far as the file still reaches: parsing it cannot fault.
+
+        ``buffer`` itself unless the file has shrunk since it was opened.
+        """
+        now = self.current_size()
+        return self.buffer if now >= self.size else self.buffer[:now]
+
+    def truncated(
+        self, offset: int, now: int, record_index: int | None = None
+    ) -> TruncatedRecordError:
+        """The error for a range at ``offset`` that the file, now ``now`` bytes, lost."""
+        return TruncatedRecordError(
+            f"{self.url} was truncated while open: now {now} bytes, was {self.size}",
+            path=self.url,
+            offset=offset,
+            record_index=record_index,
+        )
+
     def read(self, offset: int, length: int) -> memoryview:
-        """A zero-copy slice of the map (fewer bytes at the end of the file)."""
-        return self.buffer[offset : offset + length]
+        """A zero-copy slice of the map (fewer bytes at the end of the file).
+
+        Raises:
+            TruncatedRecordError: the file was truncated while open and no longer holds
+                the range.
+            ValueError: the source is closed.
+        """
+        return self.read_ranges([(offset, length)])[0]
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        """Zero-copy slices of the map, the file's size checked once for all of them."""
+        view = self.current_view()
+        if len(view) < self.size:
+            for offset, length in ranges:
+                if min(offset + length, self.size) > len(view):
+                    raise self.truncated(offset, len(view))
+        return [view[offset : offset + length] for offset, length in ranges]
 
     def close(self) -> None:
-        """Drop the map; views already handed out keep it alive until they go."""
-        # Views handed out keep the map alive; release ours and let GC unmap.
-        self.buffer = memoryview(b"")
-        self._map = None
+        """Unmap the file, or, while views handed out still use the map, leave it to them.
+
+        The last view to go unmaps it and closes its descriptor; reads raise
+        ``ValueError`` from now on.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        buffer, self.buffer = self.buffer, memoryview(b"")
+        with contextlib.suppress(BufferError):  # a buffer taken from it directly
+            buffer.release()  # slices keep the map through a buffer of their own
+        mapped, self._map = self._map, None
+        if mapped is not None:
+            with contextlib.suppress(BufferError):  # views still exist: theirs to unmap
+                mapped.close()
 
 
 def open_source(

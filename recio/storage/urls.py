@@ -68,16 +68,36 @@ def with_client_defaults(url: str, storage_options: dict[str, Any] | None) -> di
 
 
 def read_text(url: str, storage_options: dict[str, Any] | None = None) -> str:
-    """A whole small file (such as an ``.idx``) as UTF-8 text; remote reads are retried."""
+    """A whole small file (such as an ``.idx``) as UTF-8 text; remote reads are retried.
+
+    Line ends are read as Python's text files read them (CRLF and CR as LF).
+
+    Raises:
+        RecordIOError: the file is not UTF-8 text (names the file, byte and line).
+    """
     if is_local(url):
         try:
-            with open(local_path(url), encoding="utf-8") as f:
-                return f.read()
+            with open(local_path(url), "rb") as f:
+                data = f.read()
         except FileNotFoundError as exc:
             raise translate_error(exc, url) from exc
-    fs, path = filesystem(url, with_client_defaults(url, storage_options))
-    data = retrying(lambda: fs.cat_file(path), url, 0, -1, FetchOptions())
-    return data.decode("utf-8")
+    else:
+        fs, path = filesystem(url, with_client_defaults(url, storage_options))
+        data = retrying(lambda: fs.cat_file(path), url, 0, -1, FetchOptions())
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        from ..errors import RecordIOError
+
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise RecordIOError(
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line} ({exc.reason})",
+            path=url,
+            offset=exc.start,
+        ) from None
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
 
 
 def exists(url: str, storage_options: dict[str, Any] | None = None) -> bool:

@@ -32,3 +32,25 @@ def test_local_writer_leaves_nothing_on_abort(tmp_path):
     out.write(b"abc")
     out.abort()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_remote_pair_is_written_out_before_either_is_renamed(memfs, monkeypatch):
+    """On a file system with a rename (memory, HDFS), the .idx upload failing leaves the
+    old pair and no temporary: both uploads finish before either is renamed."""
+    write_rec("memory://p/a.rec", n=3, size=10)
+    before = {p: memfs.cat_file(p) for p in ("/p/a.rec", "/p/a.idx")}
+
+    def upload_failed():
+        raise OSError(5, "upload failed")
+
+    class FailingIdx(storage.AtomicOutput):
+        def __init__(self, url, *args, **kwargs):
+            super().__init__(url, *args, **kwargs)
+            if url.endswith(".idx"):
+                self._file.close = upload_failed
+
+    monkeypatch.setattr(storage, "AtomicOutput", FailingIdx)
+    with pytest.raises(OSError, match="upload failed"):
+        write_rec("memory://p/a.rec", n=8, size=10)
+    assert sorted(memfs.ls("/p", detail=False)) == ["/p/a.idx", "/p/a.rec"]
+    assert {p: memfs.cat_file(p) for p in ("/p/a.rec", "/p/a.idx")} == before

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import http.server
 import pickle
+import threading
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -63,3 +66,51 @@ def test_source_pickles_as_url(memfs):
     src = storage.open_source("memory://p/x", fetch=FAST)
     copy = pickle.loads(pickle.dumps(src))
     assert copy.read(2, 3) == b"234" and copy.fetch == FAST
+
+
+class _NoRangeHandler(http.server.BaseHTTPRequestHandler):
+    """Serves ``body`` whole with 200 whatever the Range header asks, and counts GETs."""
+
+    body = b""
+    gets = 0
+
+    def do_HEAD(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+
+    def do_GET(self):
+        type(self).gets += 1
+        self.do_HEAD()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def no_range_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NoRangeHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield _NoRangeHandler, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_server_ignoring_range_is_reported_once(no_range_server):
+    """A whole 200 body for a ranged GET is not a "short read" to retry six times: one
+    request, and an error that says what the server did."""
+    handler, root = no_range_server
+    handler.body = bytes(range(256)) * 64
+    src = storage.open_source(f"{root}/d.rec", fetch=storage.FetchOptions(gap=0, retries=3))
+    reads = [
+        (lambda: src.read(100, 50), 1),
+        (lambda: src.read_ranges([(0, 10), (9000, 10)]), 2),  # two requests, concurrently
+    ]
+    for read, requests in reads:
+        handler.gets = 0
+        with pytest.raises(OSError, match="the server ignored the Range header") as info:
+            read()
+        assert isinstance(info.value, storage.RangeIgnoredError) and root in str(info.value)
+        assert handler.gets == requests  # none retried
