@@ -43,6 +43,7 @@ _EXPORTS = {
     "CorruptRecordError": "recio.errors",
     "TruncatedRecordError": "recio.errors",
     "IndexMismatchError": "recio.errors",
+    "IndexWarning": "recio.errors",
     "DecodeError": "recio.errors",
 }
 

@@ -56,3 +56,12 @@ class DecodeError(ValueError):
         super().__init__(message if index is None else f"image {index} of the batch: {message}")
         self.index = index
         self.status = status
+
+
+class IndexWarning(UserWarning):
+    """A ``.idx`` that can be read but looks wrong for its ``.rec``.
+
+    Duplicate offsets, or an index whose last record does not end where the ``.rec``
+    ends: records missing from the index, a truncated ``.rec``, or a ``.rec`` and
+    ``.idx`` from different writes (a publish interrupted between the two files).
+    """

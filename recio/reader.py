@@ -16,7 +16,13 @@ from typing import Any
 import numpy as np
 
 from . import storage
-from .errors import CorruptRecordError, IndexMismatchError, RecordIOError, TruncatedRecordError
+from .errors import (
+    CorruptRecordError,
+    IndexMismatchError,
+    IndexWarning,
+    RecordIOError,
+    TruncatedRecordError,
+)
 from .format import (
     CFLAG_FIRST,
     CFLAG_LAST,
@@ -39,15 +45,6 @@ __all__ = [
     "default_idx_path",
     "scan_source",
 ]
-
-
-class IndexWarning(UserWarning):
-    """A ``.idx`` that can be read but looks wrong for its ``.rec``.
-
-    Duplicate offsets, or an index whose last record does not end where the ``.rec``
-    ends: records missing from the index, a truncated ``.rec``, or a ``.rec`` and
-    ``.idx`` from different writes (a publish interrupted between the two files).
-    """
 
 
 # Remote sequential reads fetch this much at a time.
@@ -138,11 +135,9 @@ def check_offsets(
             why = f"past the end of {source.url} ({source.size} bytes)"
         else:
             why = f"not 4-byte aligned (records of {source.url} start at multiples of 4)"
+        # The .idx is the file at fault; the offset is a byte of the .rec, named in the text.
         raise IndexMismatchError(
-            f"{idx_path} gives key {keys[i]} offset {offset}, {why}",
-            path=idx_path,
-            offset=offset,
-            record_index=i,
+            f"{idx_path} gives key {keys[i]} offset {offset}, {why}", path=idx_path, record_index=i
         )
     check_pair(idx_path, keys, array, source)
 
@@ -226,12 +221,11 @@ def _warn(message: str) -> None:
 def not_a_record_start(idx_path: str, key, offset: int, exc: RecordIOError) -> RecordIOError:
     if exc.offset != offset:
         return exc
-    return IndexMismatchError(
-        f"{idx_path} gives key {key} offset {offset}, which is not a record start ({exc})",
-        path=idx_path,
-        offset=offset,
-        record_index=exc.record_index,
+    error = IndexMismatchError(  # exc names the .rec and the byte
+        f"{idx_path} gives key {key} offset {offset}, which is not a record start: {exc}"
     )
+    error.path, error.record_index = idx_path, exc.record_index
+    return error
 
 
 class RecordFile:

@@ -259,7 +259,7 @@ class MXIndexedRecordIO(MXRecordIO):
         or a failed upload leaves the old pair as it was, and nothing else. Only a
         failure between the two renames (or of the second upload, on object stores,
         which publish on close) leaves a new ``.rec`` beside the old ``.idx``: readers
-        warn about such a pair (``recio.reader.IndexWarning``).
+        warn about such a pair (``recio.errors.IndexWarning``).
         """
         if not (self.is_open and self.writable):
             super().close()

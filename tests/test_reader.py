@@ -63,7 +63,9 @@ def test_idx_offset_not_a_record_start(tmp_path):
     open(idx, "w").write("".join(lines))
     with RecordFile(rec) as rf, pytest.raises(IndexMismatchError) as info:
         rf.read(1)
-    assert info.value.offset == 4 and "not a record start" in str(info.value)
+    message = str(info.value)
+    assert "offset 4, which is not a record start" in message and f"byte 4 of {rec}" in message
+    assert info.value.path == idx and f"of {idx}" not in message  # no byte of the .idx claimed
     with MXIndexedRecordIO(idx, rec, "r") as r, pytest.raises(IndexMismatchError):
         r.read_idx(1)
 
@@ -211,3 +213,14 @@ def test_truncated_while_open_is_an_error_not_sigbus(tmp_path):
     assert [line.split(" |")[0] for line in lines] == ["read", "read_many", "mxnet", "sequential"]
     for line in lines:
         assert "d.rec was truncated while open: now" in line and "bytes, was" in line, line
+
+
+def test_idx_offset_past_the_end_names_the_rec_not_a_byte_of_the_idx(tmp_path):
+    rec, idx = write_indexed(tmp_path)
+    with open(idx, "a") as f:
+        f.write("999\t105896\n")
+    with pytest.raises(IndexMismatchError) as info:
+        RecordFile(rec)
+    message = str(info.value)
+    assert "offset 105896, past the end of" in message and rec in message
+    assert f"of {idx}" not in message and info.value.path == idx
