@@ -136,9 +136,9 @@ def check_offsets(
         else:
             why = f"not 4-byte aligned (records of {source.url} start at multiples of 4)"
         # The .idx is the file at fault; the offset is a byte of the .rec, named in the text.
-        raise IndexMismatchError(
-            f"{idx_path} gives key {keys[i]} offset {offset}, {why}", path=idx_path, record_index=i
-        )
+        error = IndexMismatchError(f"{idx_path} gives key {keys[i]} offset {offset}, {why}")
+        error.path, error.record_index = idx_path, i
+        raise error
     check_pair(idx_path, keys, array, source)
 
 
