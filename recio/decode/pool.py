@@ -68,6 +68,44 @@ def _warn_slow_once(reason: str) -> None:
     )
 
 
+_INT32 = np.iinfo(np.int32)
+
+
+def _int32_array(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``value`` as a C-contiguous int32 array of ``shape``, never wrapped.
+
+    A value int32 cannot hold (a window past 2**31 in int64, say) is a ValueError naming it
+    and where it is, as is a fractional or non-finite float: numpy's cast would wrap or
+    truncate it silently.
+    """
+    a = np.asarray(value)
+    if a.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
+    if a.dtype == np.int32:
+        return np.ascontiguousarray(a)
+    if a.dtype.kind == "O":  # Python ints beyond int64, or not numbers at all
+        items = a.ravel().tolist()
+        if not all(isinstance(v, int) for v in items):
+            raise ValueError(f"{name} must hold integers, got {a.dtype} values")
+        bad = [i for i, v in enumerate(items) if not _INT32.min <= v <= _INT32.max]
+        if bad:
+            where = np.unravel_index(bad[0], shape)
+            value = items[bad[0]]
+            raise ValueError(f"{name}{list(map(int, where))} = {value} is outside int32")
+        return np.array(items, dtype=np.int32).reshape(shape)
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must hold integers, got dtype {a.dtype}")
+    with np.errstate(invalid="ignore"):
+        outside = ~((a >= _INT32.min) & (a <= _INT32.max))  # NaN too
+        fraction = (np.trunc(a) != a) & ~outside if a.dtype.kind == "f" else None
+    limits = f"is outside int32 ({_INT32.min}..{_INT32.max})"
+    for bad, what in ((outside, limits), (fraction, "is not a whole number")):
+        if bad is not None and bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(f"{name}{list(where)} = {a[where].item()!r} {what}")
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
 def _default_threads() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -203,9 +241,10 @@ class DecodePool:
                 slices of an mmap); they are read in place.
             out: C-contiguous uint8, float32 or float16 array, (N, H, W, 3) for NHWC or
                 (N, 3, H, W) for NCHW, N >= len(buffers).
-            crops: int32 (N, 4) [x, y, w, h] in source pixels, clamped to the image; None for
-                the whole image.
-            flips: bool/uint8 (N,), flip horizontally where true.
+            crops: integers (N, 4) [x, y, w, h] in source pixels, clamped to the image; None
+                for the whole image. Any integer dtype; a value int32 cannot hold (or a
+                fractional float) is a ValueError, never wrapped.
+            flips: (N,), flip horizontally where true (non-zero).
             interpolation: "bilinear", "area" (Pillow BOX) or "nearest".
             mean: per output channel on the 0..255 scale; float outputs only:
                 ``out = (pixel - mean) / std``.
@@ -278,8 +317,9 @@ class DecodePool:
 
         Args:
             buffers: encoded JPEGs (any contiguous buffer-protocol objects).
-            sizes: int32 (N, 2) output [width, height] per image.
-            crops: int32 (N, 4) [x, y, w, h] in source pixels, or None for whole images.
+            sizes: integers (N, 2) output [width, height] per image (int32 range, as crops).
+            crops: integers (N, 4) [x, y, w, h] in source pixels, or None for whole images;
+                a value int32 cannot hold is a ValueError, as in :meth:`decode_batch`.
             quality: 1..100; colour output is YCbCr 4:2:0, as OpenCV and MXNet write it.
             gray: one luma channel instead of colour.
             interpolation: as in :meth:`decode_batch`.
@@ -297,13 +337,9 @@ class DecodePool:
         if interpolation not in _INTERP:
             raise ValueError(f"interpolation must be one of {sorted(_INTERP)}")
         n = len(buffers)
-        sizes = np.ascontiguousarray(sizes, dtype=np.int32)
-        if sizes.shape != (n, 2):
-            raise ValueError(f"sizes must have shape ({n}, 2), got {sizes.shape}")
+        sizes = _int32_array("sizes", sizes, (n, 2))
         if crops is not None:
-            crops = np.ascontiguousarray(crops, dtype=np.int32)
-            if crops.shape != (n, 4):
-                raise ValueError(f"crops must have shape ({n}, 4), got {crops.shape}")
+            crops = _int32_array("crops", crops, (n, 4))
         status = np.zeros(n, dtype=np.int32)
         results = self._native.transcode_batch(
             buffers,
@@ -425,18 +461,16 @@ class _Job:
         job.resample = pil_filters()[interpolation]
         job.crops = None
         if crops is not None:
-            c = np.ascontiguousarray(crops, dtype=np.int32)
-            if c.shape != (n, 4):
-                raise ValueError(f"crops must have shape ({n}, 4), got {c.shape}")
+            c = _int32_array("crops", crops, (n, 4))
             if n and (c[:, 2:] <= 0).any():
                 raise ValueError("crop widths and heights must be positive")
             job.crops = c
         job.flips = None
         if flips is not None:
-            f = np.ascontiguousarray(flips).astype(np.uint8, copy=False)
+            f = np.asarray(flips)
             if f.shape != (n,):
                 raise ValueError(f"flips must have shape ({n},), got {f.shape}")
-            job.flips = f
+            job.flips = np.ascontiguousarray(f != 0, dtype=np.uint8)  # 256 is true, not 0
         job.lut = None
         if out.dtype == np.uint8:
             if mean is not None or std is not None:

@@ -11,6 +11,7 @@ import gc
 import io
 import mmap
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -250,6 +251,36 @@ def test_pixel_limit(backend: str) -> None:
 def test_bad_arguments_raise_before_work(pool: decode.DecodePool, out, kwargs) -> None:
     with pytest.raises(ValueError):
         pool.decode_batch([encode(16, 16)] * 2, out, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("crops", "bad"),
+    [
+        (np.array([[0, 0, 2**32 + 10, 10]] * 2, np.int64), "crops[0, 2] = 4294967306"),
+        (np.array([[0, 0, 10, 10], [-(2**31) - 1, 0, 10, 10]], np.int64), "crops[1, 0]"),
+        (np.array([[0, 0, 10, 10], [0, 2**63, 10, 10]], np.uint64), "crops[1, 1]"),
+        ([[0, 0, 10, 10], [0, 0, 10, 2**70]], "crops[1, 3] = 1180591620717411303424"),
+        (np.array([[0, 0, 10, 10], [0, 0, 10.5, 10]]), "crops[1, 2] = 10.5"),
+        (np.array([[0, 0, 10, 10], [0, 0, np.nan, 10]]), "crops[1, 2] = nan"),
+    ],
+)
+def test_crops_beyond_int32_are_refused_not_wrapped(pool: decode.DecodePool, crops, bad) -> None:
+    """A window int32 cannot hold is an error naming it; astype(int32) wrapped 2**32 + 10 to
+    10, a valid window, and decoded the wrong pixels with status 0."""
+    out = np.zeros((2, 8, 8, 3), np.uint8)
+    with pytest.raises(ValueError, match=re.escape(bad)):
+        pool.decode_batch([encode(16, 16)] * 2, out, crops=crops)
+    # int64 windows that fit are taken as they are
+    fits = np.array([[2, 2, 10, 10], [0, 0, 16, 16]], np.int64)
+    assert pool.decode_batch([encode(16, 16)] * 2, out, crops=fits).tolist() == [0, 0]
+
+
+def test_flips_are_truth_values(pool: decode.DecodePool) -> None:
+    """flips=[256] is a flip (it wrapped to uint8 0: no flip)."""
+    buf = encode(32, 24)
+    out = np.zeros((2, 24, 32, 3), np.uint8)
+    assert pool.decode_batch([buf, buf], out, flips=np.array([256, 0])).tolist() == [0, 0]
+    np.testing.assert_array_equal(out[0], out[1, :, ::-1])
 
 
 def test_read_only_out_raises(pool: decode.DecodePool) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -247,6 +248,20 @@ def test_bad_inputs_get_a_status_not_a_crash(pool):
     status, out = pool.transcode_jpeg([good, good], np.array([[0, 5], [30, 20]], np.int32))
     assert list(status) == [decode.STATUS_BAD_PARAM, 0] and out[1][:2] == b"\xff\xd8"
     assert "valid output size" in pool.last_errors()[0]
+
+
+def test_sizes_and_crops_beyond_int32_are_refused_not_wrapped(pool):
+    """An output size or window int32 cannot hold is an error naming it (2**32 + 64 wrapped to
+    64: a valid size, silently)."""
+    good = encode(120, 80)
+    with pytest.raises(ValueError, match=re.escape("sizes[1, 0] = 4294967360")):
+        pool.transcode_jpeg([good, good], np.array([[40, 40], [2**32 + 64, 40]], np.int64))
+    with pytest.raises(ValueError, match=re.escape("crops[0, 3] = -4294967216")):
+        pool.transcode_jpeg(
+            [good], np.array([[40, 40]]), crops=np.array([[0, 0, 80, 80 - 2**32]], np.int64)
+        )
+    status, out = pool.transcode_jpeg([good], np.array([[40, 30]], np.int64))
+    assert status.tolist() == [0] and Image.open(io.BytesIO(out[0])).size == (40, 30)
 
 
 def test_too_large_is_refused(pool):
