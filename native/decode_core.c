@@ -28,7 +28,8 @@
 typedef struct {
   struct jpeg_error_mgr pub;
   jmp_buf jb;
-  int eof_warning;
+  int warn_status;            /* RC_OK, or what the first damaging warning means */
+  char warn[JMSG_LENGTH_MAX]; /* libjpeg's text for that warning */
   char msg[JMSG_LENGTH_MAX];
 } rc_errmgr;
 
@@ -55,11 +56,56 @@ static void rc_output_message(j_common_ptr ci) {
   (void)ci;
 }
 
-static void rc_emit_message(j_common_ptr ci, int level) {
-  if (level < 0) { /* warnings: remember truncation, print nothing */
-    if (ci->err->msg_code == JWRN_JPEG_EOF) ((rc_errmgr *)ci->err)->eof_warning = 1;
-    ci->err->num_warnings++;
+/* NOTE [libjpeg warnings]: libjpeg decodes on past damaged data, with a warning (level -1)
+ * and zero coefficients where data is missing: grey or smeared rows, status 0 if ignored.
+ * A file cut short ends with JWRN_JPEG_EOF (jpeg_mem_src inserts a fake EOI); one cut short
+ * and padded with an EOI marker (a partial download some tools "repair") has no EOF but
+ * JWRN_HIT_MARKER (the marker met inside entropy data is EOI) or, with restart intervals,
+ * JWRN_MUST_RESYNC naming EOI: both are truncation. The same warnings naming another marker,
+ * and bad Huffman/arithmetic codes or an inconsistent progression, are corruption. The rest
+ * (extraneous bytes between markers, unknown JFIF revision or Adobe transform, a bad ICC
+ * chunk, ...) leave the pixels as the encoder meant them: status 0, as Pillow and OpenCV. */
+static int warning_status(j_common_ptr ci) {
+  const struct jpeg_error_mgr *e = ci->err;
+  const int eoi = 0xD9;
+  switch (e->msg_code) {
+    case JWRN_JPEG_EOF:
+      return RC_TRUNCATED;
+    case JWRN_HIT_MARKER:
+      return ci->is_decompressor && ((j_decompress_ptr)ci)->unread_marker == eoi ? RC_TRUNCATED
+                                                                                 : RC_CORRUPT;
+    case JWRN_MUST_RESYNC: /* "found marker 0x%02x instead of RST%d" */
+      return e->msg_parm.i[0] == eoi ? RC_TRUNCATED : RC_CORRUPT;
+    case JWRN_HUFF_BAD_CODE:
+    case JWRN_ARITH_BAD_CODE:
+    case JWRN_BOGUS_PROGRESSION:
+      return RC_CORRUPT;
+    default:
+      return RC_OK;
   }
+}
+
+static void rc_emit_message(j_common_ptr ci, int level) {
+  if (level >= 0) return; /* trace messages */
+  rc_errmgr *e = (rc_errmgr *)ci->err;
+  e->pub.num_warnings++;
+  if (e->warn_status == RC_OK && (e->warn_status = warning_status(ci)) != RC_OK)
+    e->pub.format_message(ci, e->warn);
+}
+
+/* The status the warnings of the image just decoded give it (NOTE [libjpeg warnings]). */
+static int warned(const rc_errmgr *e, char *err) {
+  if (e->warn_status == RC_TRUNCATED)
+    snprintf(err, RC_ERRLEN, "JPEG: %s (image incomplete)", e->warn);
+  else if (e->warn_status != RC_OK)
+    snprintf(err, RC_ERRLEN, "JPEG: %s", e->warn);
+  return e->warn_status;
+}
+
+static void reset_warnings(rc_errmgr *e) {
+  e->warn_status = RC_OK;
+  e->warn[0] = 0;
+  e->pub.num_warnings = 0;
 }
 
 static void rc_progress(j_common_ptr ci) {
@@ -253,7 +299,7 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
   struct jpeg_decompress_struct *ci = &w->cinfo;
   const int bad = check_input(data, len, o, err);
   if (bad) return bad;
-  w->err.eof_warning = 0;
+  reset_warnings(&w->err);
   w->err.msg[0] = 0;
   if (setjmp(w->err.jb)) { /* only w and err are used here: both unchanged since setjmp */
     jpeg_abort_decompress(ci);
@@ -376,11 +422,7 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
       store_row(o, w->hline, out, yy);
     }
   }
-  if (w->err.eof_warning) {
-    snprintf(err, RC_ERRLEN, "JPEG: premature end of data (image incomplete)");
-    return RC_TRUNCATED;
-  }
-  return RC_OK;
+  return warned(&w->err, err);
 }
 
 /* ---- pixels decoded elsewhere (im2rec's PNGs): crop and resample only ---- */
@@ -437,7 +479,7 @@ int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_
   struct jpeg_decompress_struct *ci = &w->cinfo;
   const int bad = check_input(data, len, o, err);
   if (bad) return bad;
-  w->err.eof_warning = 0;
+  reset_warnings(&w->err);
   w->err.msg[0] = 0;
   if (setjmp(w->err.jb)) {
     jpeg_abort_decompress(ci);
@@ -515,10 +557,8 @@ int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_
     if (jpeg_read_raw_data(ci, planes, step) < 1) return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
   }
   jpeg_abort_decompress(ci);
-  if (w->err.eof_warning) {
-    snprintf(err, RC_ERRLEN, "JPEG: premature end of data (image incomplete)");
-    return RC_TRUNCATED;
-  }
+  const int damaged = warned(&w->err, err);
+  if (damaged) return damaged; /* an error here (im2rec): not worth resampling */
 
   /* Resample: vertical pass over the columns in use, then the horizontal pass. */
   for (int c = 0; c < nsrc; c++) {

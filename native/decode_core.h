@@ -16,8 +16,8 @@
   X(OK, 0, "ok")                                                                                 \
   X(EMPTY, 1, "empty")             /* zero-length buffer */                                      \
   X(UNSUPPORTED, 2, "unsupported") /* not a JPEG (or a colour space left to the fallback) */     \
-  X(CORRUPT, 3, "corrupt")         /* libjpeg reported an error */                               \
-  X(TRUNCATED, 4, "truncated")     /* data ended early; pixels written but incomplete */         \
+  X(CORRUPT, 3, "corrupt")         /* libjpeg reported an error, or a damaging warning */        \
+  X(TRUNCATED, 4, "truncated")     /* data ended early (or at an EOI padding it): incomplete */  \
   X(TOO_LARGE, 5, "too large")     /* width * height above the pixel limit: nothing allocated */ \
   X(NOMEM, 6, "out of memory")                                                                   \
   X(BAD_PARAM, 7, "bad parameter")

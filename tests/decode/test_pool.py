@@ -460,3 +460,64 @@ def test_progressive_and_subsampling(pool: decode.DecodePool) -> None:
 
 def test_make_pixels_is_deterministic() -> None:
     np.testing.assert_array_equal(make_pixels(10, 10, 3), make_pixels(10, 10, 3))
+
+
+def _entropy_start(jpeg: bytes, last_scan: bool = False) -> int:
+    """Where the first (or last) scan's entropy-coded data begins."""
+    sos = jpeg.rfind(b"\xff\xda") if last_scan else jpeg.find(b"\xff\xda")
+    return sos + 2 + int.from_bytes(jpeg[sos + 2 : sos + 4], "big")
+
+
+# Baseline, progressive (cut in the last scan: only refinement bits are lost), and with
+# restart intervals (libjpeg meets the EOI where it wants an RSTn marker).
+PADDED_KINDS = {
+    "baseline": {},
+    "progressive": {"progressive": True},
+    "restart rows": {"restart_marker_rows": 1},
+    "restart blocks": {"restart_marker_blocks": 3},
+}
+
+
+@native_only
+@pytest.mark.parametrize("kind", list(PADDED_KINDS))
+@pytest.mark.parametrize("frac", [0.3, 0.6, 0.95])
+def test_jpeg_cut_short_and_padded_with_eoi_is_truncated(kind: str, frac: float) -> None:
+    """A partial download "repaired" with an EOI marker decoded as status 0 with grey rows:
+    libjpeg's warning (premature end of data segment, or EOI instead of RSTn) now makes it
+    TRUNCATED, pixels written, like a file that simply ends early."""
+    good = encode(320, 240, **PADDED_KINDS[kind])
+    start = _entropy_start(good, last_scan=kind == "progressive")
+    cut = good[: start + int((len(good) - 2 - start) * frac)]
+    out = np.zeros((3, 60, 80, 3), np.uint8)
+    with decode.DecodePool(1, backend="native") as p:
+        status = p.decode_batch([good, cut + b"\xff\xd9", cut], out)
+        errors = p.last_errors()
+        assert status.tolist() == [0, decode.STATUS_TRUNCATED, decode.STATUS_TRUNCATED], errors
+        assert "image incomplete" in errors[1] and "Corrupt JPEG data" in errors[1]
+        if kind != "progressive":  # rows above the cut are whole: a crop there is fine
+            top = p.decode_batch([cut + b"\xff\xd9"], out, crops=[(0, 0, 320, 16)])
+            assert top.tolist() == [0]
+
+
+@native_only
+def test_corrupt_entropy_data_is_corrupt_and_benign_warnings_are_ok() -> None:
+    good = encode(320, 240)
+    start = _entropy_start(good)
+    mid = len(good) - 400
+    assert mid > start
+    # 0xFF 0x00 is a stuffed 0xFF: runs of one bits, which no Huffman code is. (Near the end:
+    # libjpeg-turbo's fast Huffman path, used while 512 bytes a block remain, says nothing.)
+    bad_codes = good[:mid] + b"\xff\x00" * 16 + good[mid + 32 :]
+    # bytes between two marker segments ("extraneous bytes before marker"): harmless
+    dqt = good.find(b"\xff\xdb")
+    extraneous = good[:dqt] + b"\x00\x01\x02" + good[dqt:]
+    out = np.zeros((3, 60, 80, 3), np.uint8)
+    with decode.DecodePool(1, backend="native") as p:
+        status = p.decode_batch([good, bad_codes, extraneous], out)
+        errors = p.last_errors()
+    assert status.tolist() == [0, decode.STATUS_CORRUPT, 0], errors
+    assert "Huffman" in errors[1]
+    np.testing.assert_array_equal(out[0], out[2])
+    # Pillow ignores both warnings: it decodes the extraneous bytes' image as we do
+    ref = reference(extraneous, None, False, (80, 60), "bilinear")
+    assert_close(out[2], ref)

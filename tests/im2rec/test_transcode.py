@@ -375,3 +375,16 @@ def test_jpeg_header_checks():
     sof = b"\xff\xc0\x00\x11\x08" + struct.pack(">HH", 0, 10) + b"\x03" + b"\x00" * 9
     with pytest.raises(im2rec.SkipImage, match="frame size"):
         im2rec.transcode.jpeg_info(b"\xff\xd8" + sof + b"\xff\xd9")
+
+
+def test_jpeg_padded_with_eoi_is_skipped_as_truncated(pool):
+    """im2rec: a JPEG cut short and padded with an EOI marker was re-encoded with grey rows;
+    it is skipped as truncated now, as one without the EOI is."""
+    good = encode(320, 240)
+    sos = good.find(b"\xff\xda")
+    padded = good[: (sos + len(good)) // 2] + b"\xff\xd9"
+    status, out = pool.transcode_jpeg([good, padded], np.array([[160, 120]] * 2, np.int32))
+    assert status.tolist() == [0, decode.STATUS_TRUNCATED] and out[1] is None
+    assert "premature end of data segment" in pool.last_errors()[1]
+    with pytest.raises(im2rec.transcode.SkipImage, match="truncated JPEG"):
+        encode_image(padded, EncodeOptions(resize=100))
