@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ._pillow import pil_decode, pil_filters, pil_size
+from ._pillow import Budget, ByteBudget, pil_decode, pil_filters, pil_size
 from .status import STATUS_NAMES, Status
 
 try:
@@ -121,6 +121,13 @@ class DecodePool:
         backend: ``"native"``, ``"python"`` or None (``RECIO_DECODER``, else native if built).
         max_pixels: images with more pixels are refused (status ``STATUS_TOO_LARGE``)
             before anything is allocated for them.
+        max_decode_bytes: the memory the pool's decodes may hold at once, all threads and
+            both paths together (default 1 GiB; None: no limit). Before it allocates, each
+            decode takes what it will need (estimated from the header: a progressive JPEG's
+            whole-image coefficient buffer, the decoded rows of the crop, Pillow's copies),
+            waiting while others hold too much; an image that alone needs more is refused
+            (``STATUS_TOO_LARGE``). This bounds what a small pathological file (a 15 KB PNG
+            of 11000x11000 pixels of one colour) costs per batch, whatever the thread count.
         dct_scaling: which libjpeg DCT-domain scales the native path may use when the crop is
             at least that much larger than the output: ``"pow2"`` (1/2, 1/4, 1/8; SIMD IDCT),
             ``"all"`` (every N/8: slower, non-SIMD IDCT, and further from Pillow on detailed
@@ -137,6 +144,7 @@ class DecodePool:
         *,
         backend: str | None = None,
         max_pixels: int = 128_000_000,
+        max_decode_bytes: int | None = 1 << 30,
         dct_scaling: str = "pow2",
         roi_decode: bool = True,
     ) -> None:
@@ -146,6 +154,12 @@ class DecodePool:
             raise ValueError(f"num_threads must be an int in 1..1024, got {num_threads!r}")
         if max_pixels < 1:
             raise ValueError(f"max_pixels must be positive, got {max_pixels}")
+        if max_decode_bytes is not None and not (
+            isinstance(max_decode_bytes, int) and 1 <= max_decode_bytes < 1 << 63
+        ):
+            raise ValueError(
+                f"max_decode_bytes must be a positive int or None, got {max_decode_bytes!r}"
+            )
         if dct_scaling not in _DCT:
             raise ValueError(f"dct_scaling must be one of {sorted(_DCT)}, got {dct_scaling!r}")
         if backend is None:
@@ -161,6 +175,8 @@ class DecodePool:
         self.backend: str = backend
         self.num_threads: int = num_threads
         self.max_pixels = int(max_pixels)
+        self.max_decode_bytes = max_decode_bytes
+        self._budget: Budget
         self._dct_mode = _DCT[dct_scaling]
         self._roi = int(bool(roi_decode))
         self._last_errors: list[str | None] = []
@@ -175,10 +191,14 @@ class DecodePool:
         # PNGs & co. of a batch, decoded in parallel (Pillow releases the GIL). They start
         # only when first used.
         self._executor = ThreadPoolExecutor(self.num_threads, thread_name_prefix="recio-dec")
+        limit = self.max_decode_bytes or 0
         if self.backend == "native":
-            self._native = _native.Pool(self.num_threads)
+            # one budget for both paths: the Pillow part reserves from the C pool's
+            self._native = _native.Pool(self.num_threads, limit)
+            self._budget = _NativeBudget(self._native)
             self._finalizer = weakref.finalize(self, _close_both, self._native, self._executor)
         else:
+            self._budget = ByteBudget(limit)
             self._finalizer = weakref.finalize(self, self._executor.shutdown, wait=True)
 
     def _check_open(self) -> None:
@@ -288,7 +308,7 @@ class DecodePool:
         if todo:  # PNG & co. on the native backend (usually few), everything on the fallback
 
             def run(i: int) -> tuple[int, str | None]:
-                return job.decode_pil(i, buffers[i], self.max_pixels)
+                return job.decode_pil(i, buffers[i], self.max_pixels, self._budget)
 
             try:
                 results = self._executor.map(run, todo) if len(todo) > 1 else map(run, todo)
@@ -392,6 +412,15 @@ class DecodePool:
         )
 
 
+class _NativeBudget:
+    """The native pool's budget (NOTE [decode budget]), for the Pillow path beside it."""
+
+    def __init__(self, pool: Any) -> None:
+        self.limit = pool.max_decode_bytes
+        self.reserve = pool.reserve
+        self.release = pool.release
+
+
 def _close_both(native: Any, executor: ThreadPoolExecutor) -> None:
     native.close()
     executor.shutdown(wait=True)
@@ -486,12 +515,14 @@ class _Job:
             job.lut = ((levels[None, :] - m[:, None]) / s[:, None]).astype(out.dtype)
         return job
 
-    def decode_pil(self, i: int, buf: Any, max_pixels: int) -> tuple[int, str | None]:
+    def decode_pil(
+        self, i: int, buf: Any, max_pixels: int, budget: Budget | None = None
+    ) -> tuple[int, str | None]:
         """Decodes image i with Pillow into its slot; returns (status, error)."""
         crop = None if self.crops is None else self.crops[i]
         flip = bool(self.flips[i]) if self.flips is not None else False
         status, err, pixels = pil_decode(
-            buf, crop, flip, self.width, self.height, self.resample, max_pixels
+            buf, crop, flip, self.width, self.height, self.resample, max_pixels, budget
         )
         if pixels is not None:
             if self.bgr:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import io
+import json
 import mmap
 import os
 import re
@@ -521,3 +522,128 @@ def test_corrupt_entropy_data_is_corrupt_and_benign_warnings_are_ok() -> None:
     # Pillow ignores both warnings: it decodes the extraneous bytes' image as we do
     ref = reference(extraneous, None, False, (80, 60), "bilinear")
     assert_close(out[2], ref)
+
+
+# NOTE [decode budget]: small files that decode to a lot of memory, and the peak RSS a batch
+# of them costs, measured in a fresh interpreter: VmHWM, the high-water mark of its memory
+# (not ru_maxrss, which a child inherits from pytest), after VmHWM is reset to the RSS now.
+PEAK_SCRIPT = """
+import json, sys
+import numpy as np
+from recio import decode
+
+def status_kib(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+
+path, backend, threads, n, budget = sys.argv[1:6]
+data, n = open(path, "rb").read(), int(n)
+kw = {} if budget == "default" else {"max_decode_bytes": None if budget == "none" else int(budget)}
+with decode.DecodePool(int(threads), backend=backend, **kw) as p:
+    out = np.zeros((n, 32, 32, 3), np.uint8)
+    p.decode_batch([data[:100]], out)  # the threads and libraries, loaded
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # VmHWM := VmRSS
+    except OSError:
+        pass
+    base = status_kib("VmRSS")
+    status = p.decode_batch([data] * n, out, crops=[(0, 0, 64, 64)] * n)
+    grew = status_kib("VmHWM") - base
+    print(json.dumps({"status": status.tolist(), "errors": p.last_errors(), "grew": grew << 10}))
+"""
+MIB = 1 << 20
+
+
+def _peak(path, backend: str, budget, threads: int = 2, n: int = 4) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    cmd = [sys.executable, "-c", PEAK_SCRIPT, str(path), backend, str(threads), str(n)]
+    res = subprocess.run([*cmd, str(budget)], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def bombs(tmp_path_factory) -> dict[str, tuple[object, int]]:
+    """Small files and what one decode of each must hold: a 6000x6000 grey progressive JPEG
+    (140 KB; libjpeg's coefficient buffer: 562,500 blocks of 128 bytes, 72 MB), and a
+    4000x4000 RGB PNG of one colour (55 KB; Pillow stores it in 64 MB)."""
+    d = tmp_path_factory.mktemp("bombs")
+    jpeg, png = d / "progressive.jpg", d / "flat.png"
+    Image.new("L", (6000, 6000), 77).save(jpeg, "JPEG", progressive=True, quality=80)
+    Image.new("RGB", (4000, 4000), (9, 200, 30)).save(png, "PNG", compress_level=9)
+    return {"jpeg": (jpeg, 562_500 * 128), "png": (png, 4000 * 4000 * 4)}
+
+
+BOMB_CASES = [
+    pytest.param("jpeg", "native", marks=pytest.mark.needs_native),
+    pytest.param("png", "native", marks=pytest.mark.needs_native),
+    pytest.param("png", "python"),
+]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmHWM")
+@pytest.mark.skipif(
+    "libasan" in os.environ.get("LD_PRELOAD", ""),
+    reason="ASan's quarantine holds freed memory: the peak RSS says nothing under it",
+)
+@pytest.mark.parametrize(("kind", "backend"), BOMB_CASES)
+def test_decode_budget_bounds_the_batch_peak(bombs, kind: str, backend: str) -> None:
+    """4 small bombs on 2 threads held two decodes' worth at once (JPEG: 150 MB, PNG: 130 MB;
+    a 15 KB PNG of 11000x11000 took 1.5 GB). With max_decode_bytes=100 MiB they wait for one
+    another: the peak stays under the budget."""
+    path, one = bombs[kind]
+    unbounded = _peak(path, backend, "none")
+    assert unbounded["status"] == [0] * 4, unbounded["errors"]
+    assert unbounded["grew"] > 1.5 * one, unbounded  # the measurement sees two at once
+    bounded = _peak(path, backend, 100 * MIB)
+    assert bounded["status"] == [0] * 4, bounded["errors"]
+    assert one * 0.9 < bounded["grew"] < 100 * MIB, bounded
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmHWM")
+@pytest.mark.parametrize(("kind", "backend"), BOMB_CASES)
+def test_image_alone_over_the_decode_budget_is_refused_before_allocating(
+    bombs, kind: str, backend: str
+) -> None:
+    path, one = bombs[kind]
+    res = _peak(path, backend, 48 * MIB)
+    assert res["status"] == [decode.STATUS_TOO_LARGE] * 4
+    assert "over the budget of 48 MiB" in res["errors"][0]
+    if kind == "jpeg":
+        assert res["errors"][0].startswith("6000x6000 progressive JPEG needs about 7")
+    assert res["grew"] < 16 * MIB, res  # refused from the header: nothing allocated
+
+
+@native_only
+def test_progressive_jpeg_under_the_default_budget() -> None:
+    """The default budget (1 GiB) takes every ordinary image, progressive and CMYK too; it
+    is the budget the Pillow part of a batch shares with the native one."""
+    bufs = [
+        encode(640, 480, progressive=True),
+        encode(300, 200, mode="CMYK", progressive=True),
+        encode(300, 200, mode="L", progressive=True),
+        encode(300, 200, fmt="PNG"),
+    ]
+    out = np.zeros((len(bufs), 48, 64, 3), np.uint8)
+    with decode.DecodePool(2, backend="native") as p:
+        assert p.max_decode_bytes == 1 << 30 == p._native.max_decode_bytes
+        assert p.decode_batch(bufs, out).tolist() == [0] * len(bufs), p.last_errors()
+        native = p._native
+        assert native.reserve(1 << 30) and not native.reserve((1 << 30) + 1)
+        native.release(1 << 30)
+    with pytest.raises(ValueError, match="max_decode_bytes"):
+        decode.DecodePool(1, max_decode_bytes=0)
+
+
+@native_only
+def test_transcode_refuses_a_progressive_jpeg_over_the_budget() -> None:
+    big = encode(1024, 1024, progressive=True)  # 4:2:0: 24,576 blocks, 3 MB of coefficients
+    with decode.DecodePool(1, backend="native", max_decode_bytes=2 * MIB) as p:
+        status, out = p.transcode_jpeg([big, encode(64, 64)], np.array([[64, 64]] * 2))
+        assert status.tolist() == [decode.STATUS_TOO_LARGE, 0] and out[0] is None
+        assert "1024x1024 progressive JPEG needs about" in p.last_errors()[0]
+        out = np.zeros((1, 32, 32, 3), np.uint8)
+        assert p.decode_batch([big], out).tolist() == [decode.STATUS_TOO_LARGE]
+        assert "over the budget of 2 MiB" in p.last_errors()[0]
