@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import re
 import struct
@@ -388,3 +389,67 @@ def test_jpeg_padded_with_eoi_is_skipped_as_truncated(pool):
     assert "premature end of data segment" in pool.last_errors()[1]
     with pytest.raises(im2rec.transcode.SkipImage, match="truncated JPEG"):
         encode_image(padded, EncodeOptions(resize=100))
+
+
+# A long thin strip: a few KB of PNG whose --resize (shorter side to 64) asks for 82 M pixels.
+STRIP_SCRIPT = """
+import io, json, sys
+from PIL import Image
+from recio.im2rec.transcode import EncodeOptions, SkipImage, encode_image
+
+def status_kib(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+
+b = io.BytesIO()
+Image.new("RGB", (40000, 2), (10, 200, 60)).save(b, "PNG")
+try:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # VmHWM := VmRSS
+except OSError:
+    pass
+base = status_kib("VmRSS")
+try:
+    out = encode_image(b.getvalue(), EncodeOptions(encoding=".png", resize=64, quality=1))
+    result = f"{len(out)} bytes"
+except SkipImage as e:
+    result = str(e)
+print(json.dumps({"result": result, "grew": (status_kib("VmHWM") - base) << 10}))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmHWM")
+def test_resize_of_a_strip_is_bounded_by_max_output_bytes():
+    """im2rec --encoding .png --resize 64 of a 40000x2 PNG (a few hundred bytes): 1280000x64
+    pixels, 245 MB before encoding (hundreds of MB of peak RSS; a 68 KB strip reached 3.8 GB).
+    Now skipped, with the reason, before anything is decoded."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    res = subprocess.run(
+        [sys.executable, "-c", STRIP_SCRIPT], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout.splitlines()[-1])
+    assert "output 1280000x64 from a 40000x2 image is 234 MiB" in got["result"], got
+    assert "max_output_bytes" in got["result"]
+    assert got["grew"] < 16 << 20, got
+
+
+@native_only
+def test_output_bound_in_the_native_jpeg_path_and_for_larger_sources(tmp_path):
+    strip = encode(60000, 4)  # --resize 64: 960000x64, 176 MiB of RGB
+    with pytest.raises(im2rec.transcode.SkipImage, match="max_output_bytes"):
+        encode_image(strip, EncodeOptions(resize=64))
+    kept = encode_image(strip, EncodeOptions(resize=4))  # no larger than its source
+    assert Image.open(io.BytesIO(kept)).size == (60000, 4)
+    # an output no larger than its source is made, whatever the limit
+    big = encode(600, 400)
+    opts = EncodeOptions(max_output_bytes=1000)
+    assert Image.open(io.BytesIO(encode_image(big, opts))).size == (600, 400)
+    with pytest.raises(im2rec.transcode.SkipImage, match="max_output_bytes"):
+        encode_image(big, EncodeOptions(resize=500, max_output_bytes=1000))
+    png = encode(600, 400, fmt="PNG")
+    with pytest.raises(im2rec.transcode.SkipImage, match="output 750x500 from a 600x400"):
+        encode_image(png, EncodeOptions(resize=500, max_output_bytes=1000, encoding=".png"))
+    with pytest.raises(ValueError, match="max_output_bytes"):
+        EncodeOptions(max_output_bytes=0)
