@@ -7,7 +7,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -183,6 +183,7 @@ class DecodePool:
         self._native: Any = None
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
+        self._close_lock = threading.Lock()
         self._start()
 
     def _start(self) -> None:
@@ -209,9 +210,13 @@ class DecodePool:
             self._start()
 
     def close(self) -> None:
-        """Stops and joins the decode threads. Idempotent."""
-        self._closed = True
-        self._finalizer()
+        """Stops and joins the decode threads. Idempotent.
+
+        A close() that races another returns when the threads are joined, not before.
+        """
+        with self._close_lock:  # the finalizer runs once: a second caller must wait for it
+            self._closed = True
+            self._finalizer()
 
     def __enter__(self) -> DecodePool:
         return self
@@ -310,18 +315,35 @@ class DecodePool:
             def run(i: int) -> tuple[int, str | None]:
                 return job.decode_pil(i, buffers[i], self.max_pixels, self._budget)
 
-            try:
-                results = self._executor.map(run, todo) if len(todo) > 1 else map(run, todo)
-                for i, (st, err) in zip(todo, results, strict=True):
-                    status[i], errors[i] = st, err
-            except RuntimeError:
-                if self._closed:  # close() from another thread shut the executor down
-                    raise ValueError("DecodePool is closed") from None
-                raise
+            for i, (st, err) in zip(todo, self._run_pillow(run, todo), strict=True):
+                status[i], errors[i] = st, err
         for i in np.flatnonzero(status):
             job.out[i] = 0  # failed slots are zeroed so that the batch is deterministic
         self._last_errors = errors
         return status
+
+    def _run_pillow(self, run: Any, todo: list[int]) -> list[tuple[int, str | None]]:
+        """run(i) for every i in todo, on the Pillow threads when more than one.
+
+        Whatever happens (close() from another thread shutting the threads down between two
+        hand-offs, an exception), no decode handed off still writes into ``out`` once this
+        returns or raises: what has not started is cancelled, what runs is waited for.
+        """
+        if len(todo) == 1:
+            return [run(todo[0])]
+        futures: list[Future] = []
+        try:
+            for i in todo:
+                futures.append(self._executor.submit(run, i))
+            return [f.result() for f in futures]
+        except RuntimeError:
+            if self._closed:  # close() from another thread shut the executor down
+                raise ValueError("DecodePool is closed") from None
+            raise
+        finally:
+            for f in futures:
+                f.cancel()
+            wait(futures)
 
     def transcode_jpeg(
         self,

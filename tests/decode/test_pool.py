@@ -647,3 +647,82 @@ def test_transcode_refuses_a_progressive_jpeg_over_the_budget() -> None:
         out = np.zeros((1, 32, 32, 3), np.uint8)
         assert p.decode_batch([big], out).tolist() == [decode.STATUS_TOO_LARGE]
         assert "over the budget of 2 MiB" in p.last_errors()[0]
+
+
+def _hold_first_pillow_decode(monkeypatch, hold: threading.Event, timeout: float):
+    """Makes the Pillow decode of image 0 wait (up to timeout) for `hold`; returns the events
+    set when it starts and the time it wrote its slot."""
+    started, wrote = threading.Event(), []
+    real = decode.pool._Job.decode_pil
+
+    def slow(self, i, *args):
+        if i == 0:
+            started.set()
+            hold.wait(timeout)
+        result = real(self, i, *args)
+        if i == 0:
+            wrote.append(time.monotonic())
+        return result
+
+    monkeypatch.setattr(decode.pool._Job, "decode_pil", slow)
+    return started, wrote
+
+
+@pytest.mark.parametrize("backend_", backends())
+def test_a_batch_that_close_interrupts_writes_nothing_after_it_raises(
+    monkeypatch, backend_: str
+) -> None:
+    """close() from another thread between two hand-offs to the Pillow threads: the batch
+    raised ValueError while image 0, already handed off, was still decoding into `out`,
+    which the caller may be reusing by then. Now it raises once image 0 is done."""
+    raised = threading.Event()
+    started, wrote = _hold_first_pillow_decode(monkeypatch, raised, timeout=1.0)
+    pool = decode.DecodePool(2, backend=backend_)
+    executor, closer, calls = pool._executor, [], []
+    real_submit = executor.submit
+
+    def submit(fn, *args):
+        calls.append(fn)
+        if len(calls) == 2:  # the second hand-off: once image 0 decodes, close() first
+            assert started.wait(5)
+            closer.append(threading.Thread(target=pool.close))
+            closer[0].start()
+            while not executor._shutdown:
+                time.sleep(0.001)
+        return real_submit(fn, *args)
+
+    monkeypatch.setattr(executor, "submit", submit)
+    pngs = [encode(64, 48, fmt="PNG", seed=s) for s in range(3)]
+    out = np.zeros((3, 16, 16, 3), np.uint8)
+    with pytest.raises(ValueError, match="DecodePool is closed"):
+        pool.decode_batch(pngs, out)
+    raised_at = time.monotonic()
+    raised.set()
+    closer[0].join(10)
+    assert wrote and wrote[0] <= raised_at, "image 0 was written after decode_batch raised"
+
+
+@pytest.mark.parametrize("backend_", backends())
+def test_a_second_close_returns_once_the_threads_are_joined(monkeypatch, backend_: str) -> None:
+    """close() while another thread's close() waits for a running Pillow decode returned at
+    once (the finalizer had already run): its caller went on with threads still running."""
+    go = threading.Event()
+    started, wrote = _hold_first_pillow_decode(monkeypatch, go, timeout=5.0)
+    pool = decode.DecodePool(2, backend=backend_)
+    pngs = [encode(64, 48, fmt="PNG", seed=s) for s in range(2)]
+    out = np.zeros((2, 16, 16, 3), np.uint8)
+    batch = threading.Thread(target=lambda: pool.decode_batch(pngs, out))
+    batch.start()
+    assert started.wait(5)
+    first = threading.Thread(target=pool.close)
+    first.start()
+    while not pool._executor._shutdown:  # the first close() waits for image 0
+        time.sleep(0.001)
+    timer = threading.Timer(0.3, go.set)
+    timer.start()
+    pool.close()
+    assert wrote, "close() returned while a decode thread was still running"
+    assert not [t for t in pool._executor._threads if t.is_alive()]
+    first.join(10)
+    batch.join(10)
+    timer.join()
