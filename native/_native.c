@@ -36,6 +36,10 @@ typedef struct {
   int busy;            /* batches (and an init) between enter_pool and leave_pool */
   int closed;          /* close() began: new batches are refused */
   int tearing_down;    /* a close() is shutting the rc_pool down */
+  /* NOTE [decode budget]: shared by the pool threads' decodes and, through reserve() and
+   * release(), by recio.decode's Pillow path; it outlives the rc_pool (a Pillow decode may
+   * still hold a share when close() frees the threads). Its limit is set once, by init. */
+  rc_budget budget;
 } PoolObject;
 
 typedef struct {
@@ -79,9 +83,17 @@ static void worker_free(void *vs) {
 
 static void decode_task(void *vctx, void *state, size_t i) {
   batch_ctx *c = vctx;
-  c->status[i] = rc_decode(((thread_state *)state)->dec, c->views[i].buf, (size_t)c->views[i].len,
+  rc_worker *w = ((thread_state *)state)->dec;
+  c->status[i] = rc_decode(w, c->views[i].buf, (size_t)c->views[i].len,
                            c->crops ? c->crops + 4 * i : NULL, c->flips ? c->flips[i] != 0 : 0,
                            &c->opts, c->out + i * c->out_stride, c->errors + i * RC_ERRLEN);
+  rc_worker_release(w);
+}
+
+/* The memory an output image of px pixels costs the transcode beside the decode: the RGB
+ * scratch image (CMYK sources) and the JPEG encoder's growing output buffer. */
+static uint64_t output_bytes(int64_t px) {
+  return (uint64_t)px * 7;
 }
 
 static void sizes_task(void *vctx, void *state, size_t i) {
@@ -124,9 +136,12 @@ static void transcode_task(void *vctx, void *vstate, size_t i) {
     snprintf(err, RC_ERRLEN, "%dx%d is not a valid output size", o.out_w, o.out_h);
     return;
   }
+  o.extra_bytes = output_bytes((int64_t)o.out_w * o.out_h);
   c->status[i] = rc_transcode(s->dec, s->enc, c->views[i].buf, (size_t)c->views[i].len,
                               c->crops ? c->crops + 4 * i : NULL, &o, c->quality, c->gray,
                               &c->outs[i], &c->lens[i], err);
+  rc_encoder_trim(s->enc);
+  rc_worker_release(s->dec);
 }
 
 typedef struct {
@@ -150,8 +165,15 @@ static void resize_encode_task(void *vctx, void *vstate, size_t i) {
     snprintf(c->err, RC_ERRLEN, "out of memory (JPEG encoder)");
     return;
   }
-  c->status = rc_resize_encode(s->dec, s->enc, c->rgb, c->width, c->height, c->stride, c->crop,
-                               &c->opts, c->quality, &c->out, &c->len, c->err);
+  char what[64];
+  snprintf(what, sizeof what, "a %dx%d output", c->opts.out_w, c->opts.out_h);
+  c->status = rc_worker_reserve(s->dec, &c->opts,
+                                output_bytes((int64_t)c->opts.out_w * c->opts.out_h), what, c->err);
+  if (c->status == RC_OK)
+    c->status = rc_resize_encode(s->dec, s->enc, c->rgb, c->width, c->height, c->stride, c->crop,
+                                 &c->opts, c->quality, &c->out, &c->len, c->err);
+  rc_encoder_trim(s->enc);
+  rc_worker_release(s->dec);
 }
 
 static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -159,6 +181,7 @@ static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   if (!self) return NULL;
   pthread_mutex_init(&self->mu, NULL);
   pthread_cond_init(&self->idle, NULL);
+  rc_budget_init(&self->budget, 0);
   return (PyObject *)self;
 }
 
@@ -193,9 +216,10 @@ static void leave_pool(PoolObject *self) {
 }
 
 static int Pool_init(PoolObject *self, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"num_threads", NULL};
+  static char *kwlist[] = {"num_threads", "max_decode_bytes", NULL};
   int n;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "i", kwlist, &n)) return -1;
+  unsigned long long budget = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "i|K", kwlist, &n, &budget)) return -1;
   if (n < 1 || n > 1024) {
     PyErr_Format(PyExc_ValueError, "num_threads must be in 1..1024, got %d", n);
     return -1;
@@ -223,6 +247,7 @@ static int Pool_init(PoolObject *self, PyObject *args, PyObject *kwds) {
     self->pool = p;
     self->nthreads = n;
     self->pid = getpid();
+    self->budget.limit = budget; /* before any batch: only this init can be in one */
   }
   pthread_mutex_unlock(&self->mu);
   leave_pool(self);
@@ -251,6 +276,8 @@ static void pool_close(PoolObject *self) {
     self->busy = self->tearing_down = 0;
     pthread_mutex_init(&self->mu, NULL);
     pthread_cond_init(&self->idle, NULL);
+    const uint64_t limit = self->budget.limit; /* its mutex too may be a locked copy */
+    rc_budget_init(&self->budget, limit);
     if (p) {
       rc_pool_forget(p);
       rc_pool_free(p);
@@ -291,6 +318,7 @@ static void Pool_dealloc(PoolObject *self) {
   pool_close(self);
   pthread_cond_destroy(&self->idle);
   pthread_mutex_destroy(&self->mu);
+  rc_budget_destroy(&self->budget);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -461,7 +489,8 @@ static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args) {
                .bgr = bgr,
                .dct_mode = dct_mode,
                .roi = roi,
-               .max_pixels = max_pixels},
+               .max_pixels = max_pixels,
+               .budget = &self->budget},
   };
   if (run_released(self, decode_task, &ctx, n) < 0) goto done;
   result = per_image(status.buf, errors, n, no_result, NULL);
@@ -547,7 +576,8 @@ static PyObject *Pool_transcode_batch(PoolObject *self, PyObject *args) {
                .interp = interp,
                .dct_mode = dct_mode,
                .roi = 1,
-               .max_pixels = max_pixels},
+               .max_pixels = max_pixels,
+               .budget = &self->budget},
   };
   if (run_released(self, transcode_task, &ctx, n) < 0) goto done;
   result = per_image(status.buf, errors, n, transcoded_jpeg, &ctx);
@@ -600,6 +630,7 @@ static PyObject *Pool_resize_encode(PoolObject *self, PyObject *args) {
   ctx.opts.layout = RC_LAYOUT_NHWC;
   ctx.opts.itemsize = 1;
   ctx.opts.interp = interp;
+  ctx.opts.budget = &self->budget;
   PyObject *result = NULL;
   if (run_released(self, resize_encode_task, &ctx, 1) == 0) {
     if (ctx.status == RC_OK)
@@ -644,6 +675,40 @@ done_seq:
   return result;
 }
 
+PyDoc_STRVAR(reserve_doc,
+             "reserve(nbytes) -> bool\n\n"
+             "Takes nbytes of the pool's decode budget (max_decode_bytes) for an image decoded "
+             "elsewhere (recio.decode's Pillow path), waiting with the GIL released while the "
+             "pool's decodes and other reservations hold too much. False, at once, when nbytes "
+             "alone is over the limit. Give it back with release(nbytes). Works on a closed "
+             "pool too.");
+
+static PyObject *Pool_reserve(PoolObject *self, PyObject *arg) {
+  const unsigned long long n = PyLong_AsUnsignedLongLong(arg);
+  if (n == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  if (forked(self)) {
+    PyErr_SetString(PyExc_RuntimeError, "decode pool was created in another process (fork)");
+    return NULL;
+  }
+  if (self->budget.limit && n > self->budget.limit) Py_RETURN_FALSE;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = rc_budget_take(&self->budget, n);
+  Py_END_ALLOW_THREADS
+  return PyBool_FromLong(rc == 0);
+}
+
+static PyObject *Pool_release(PoolObject *self, PyObject *arg) {
+  const unsigned long long n = PyLong_AsUnsignedLongLong(arg);
+  if (n == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  if (!forked(self)) rc_budget_give(&self->budget, n);
+  Py_RETURN_NONE;
+}
+
+static PyObject *Pool_get_max_decode_bytes(PoolObject *self, void *closure) {
+  return PyLong_FromUnsignedLongLong(self->budget.limit);
+}
+
 static PyObject *Pool_get_num_threads(PoolObject *self, void *closure) {
   const int lock = !forked(self);
   if (lock) pthread_mutex_lock(&self->mu);
@@ -665,6 +730,8 @@ static PyMethodDef Pool_methods[] = {
     {"image_sizes", (PyCFunction)Pool_image_sizes, METH_VARARGS, image_sizes_doc},
     {"transcode_batch", (PyCFunction)Pool_transcode_batch, METH_VARARGS, transcode_batch_doc},
     {"resize_encode", (PyCFunction)Pool_resize_encode, METH_VARARGS, resize_encode_doc},
+    {"reserve", (PyCFunction)Pool_reserve, METH_O, reserve_doc},
+    {"release", (PyCFunction)Pool_release, METH_O, "release(nbytes): gives back a reserve()."},
     {"close", (PyCFunction)Pool_close, METH_NOARGS, "Stops and joins the threads."},
     {NULL},
 };
@@ -672,12 +739,16 @@ static PyMethodDef Pool_methods[] = {
 static PyGetSetDef Pool_getset[] = {
     {"num_threads", (getter)Pool_get_num_threads, NULL, "number of decode threads", NULL},
     {"closed", (getter)Pool_get_closed, NULL, "whether close() was called", NULL},
+    {"max_decode_bytes", (getter)Pool_get_max_decode_bytes, NULL,
+     "the decode budget in bytes (0: none)", NULL},
     {NULL},
 };
 
 static PyTypeObject PoolType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "recio._native.Pool",
-    .tp_doc = PyDoc_STR("Pool(num_threads): persistent libjpeg-turbo decode threads."),
+    .tp_doc = PyDoc_STR("Pool(num_threads, max_decode_bytes=0): persistent libjpeg-turbo "
+                        "decode threads sharing a decode budget of max_decode_bytes (0: none; "
+                        "see NOTE [decode budget] in native/decode_core.h)."),
     .tp_basicsize = sizeof(PoolObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = Pool_new,

@@ -12,8 +12,13 @@
  */
 #include "decode_core.h"
 
+#include "pool.h"
 #include "resample.h"
 
+#include <limits.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <math.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -28,7 +33,8 @@
 typedef struct {
   struct jpeg_error_mgr pub;
   jmp_buf jb;
-  int eof_warning;
+  int warn_status;            /* RC_OK, or what the first damaging warning means */
+  char warn[JMSG_LENGTH_MAX]; /* libjpeg's text for that warning */
   char msg[JMSG_LENGTH_MAX];
 } rc_errmgr;
 
@@ -41,6 +47,8 @@ struct rc_worker {
   rc_coeffs ch, cv;
   uint8_t *src_plane[RC_MAX_PLANES], *out_plane[RC_MAX_PLANES]; /* rc_decode_planes */
   size_t src_cap[RC_MAX_PLANES], out_cap[RC_MAX_PLANES];
+  struct rc_budget *held_from; /* NOTE [decode budget]: the share this worker holds */
+  uint64_t held;
 };
 
 /* ---- libjpeg error handling: never exit, never print ---- */
@@ -55,11 +63,56 @@ static void rc_output_message(j_common_ptr ci) {
   (void)ci;
 }
 
-static void rc_emit_message(j_common_ptr ci, int level) {
-  if (level < 0) { /* warnings: remember truncation, print nothing */
-    if (ci->err->msg_code == JWRN_JPEG_EOF) ((rc_errmgr *)ci->err)->eof_warning = 1;
-    ci->err->num_warnings++;
+/* NOTE [libjpeg warnings]: libjpeg decodes on past damaged data, with a warning (level -1)
+ * and zero coefficients where data is missing: grey or smeared rows, status 0 if ignored.
+ * A file cut short ends with JWRN_JPEG_EOF (jpeg_mem_src inserts a fake EOI); one cut short
+ * and padded with an EOI marker (a partial download some tools "repair") has no EOF but
+ * JWRN_HIT_MARKER (the marker met inside entropy data is EOI) or, with restart intervals,
+ * JWRN_MUST_RESYNC naming EOI: both are truncation. The same warnings naming another marker,
+ * and bad Huffman/arithmetic codes or an inconsistent progression, are corruption. The rest
+ * (extraneous bytes between markers, unknown JFIF revision or Adobe transform, a bad ICC
+ * chunk, ...) leave the pixels as the encoder meant them: status 0, as Pillow and OpenCV. */
+static int warning_status(j_common_ptr ci) {
+  const struct jpeg_error_mgr *e = ci->err;
+  const int eoi = 0xD9;
+  switch (e->msg_code) {
+    case JWRN_JPEG_EOF:
+      return RC_TRUNCATED;
+    case JWRN_HIT_MARKER:
+      return ci->is_decompressor && ((j_decompress_ptr)ci)->unread_marker == eoi ? RC_TRUNCATED
+                                                                                 : RC_CORRUPT;
+    case JWRN_MUST_RESYNC: /* "found marker 0x%02x instead of RST%d" */
+      return e->msg_parm.i[0] == eoi ? RC_TRUNCATED : RC_CORRUPT;
+    case JWRN_HUFF_BAD_CODE:
+    case JWRN_ARITH_BAD_CODE:
+    case JWRN_BOGUS_PROGRESSION:
+      return RC_CORRUPT;
+    default:
+      return RC_OK;
   }
+}
+
+static void rc_emit_message(j_common_ptr ci, int level) {
+  if (level >= 0) return; /* trace messages */
+  rc_errmgr *e = (rc_errmgr *)ci->err;
+  e->pub.num_warnings++;
+  if (e->warn_status == RC_OK && (e->warn_status = warning_status(ci)) != RC_OK)
+    e->pub.format_message(ci, e->warn);
+}
+
+/* The status the warnings of the image just decoded give it (NOTE [libjpeg warnings]). */
+static int warned(const rc_errmgr *e, char *err) {
+  if (e->warn_status == RC_TRUNCATED)
+    snprintf(err, RC_ERRLEN, "JPEG: %s (image incomplete)", e->warn);
+  else if (e->warn_status != RC_OK)
+    snprintf(err, RC_ERRLEN, "JPEG: %s", e->warn);
+  return e->warn_status;
+}
+
+static void reset_warnings(rc_errmgr *e) {
+  e->warn_status = RC_OK;
+  e->warn[0] = 0;
+  e->pub.num_warnings = 0;
 }
 
 static void rc_progress(j_common_ptr ci) {
@@ -70,6 +123,8 @@ static void rc_progress(j_common_ptr ci) {
     longjmp(e->jb, 1);
   }
 }
+
+static void rc_worker_release_share(rc_worker *w);
 
 static int create_decompressor(rc_worker *w) {
   w->cinfo.err = jpeg_std_error(&w->err.pub);
@@ -94,6 +149,7 @@ rc_worker *rc_worker_new(void) {
 
 void rc_worker_free(rc_worker *w) {
   if (!w) return;
+  rc_worker_release_share(w);
   jpeg_destroy_decompress(&w->cinfo);
   free(w->row);
   free(w->tmp);
@@ -103,6 +159,58 @@ void rc_worker_free(rc_worker *w) {
   rc_coeffs_free(&w->cv);
   for (int c = 0; c < RC_MAX_PLANES; c++) free(w->src_plane[c]), free(w->out_plane[c]);
   free(w);
+}
+
+/* ---- the decode budget (NOTE [decode budget]) ---- */
+
+static void rc_worker_release_share(rc_worker *w) {
+  if (w->held_from) rc_budget_give(w->held_from, w->held);
+  w->held_from = NULL;
+  w->held = 0;
+}
+
+static uint64_t mib(uint64_t n) {
+  return (n + (1 << 20) - 1) >> 20;
+}
+
+int rc_worker_reserve(rc_worker *w, const rc_opts *o, uint64_t need, const char *what, char *err) {
+  rc_worker_release_share(w);
+  if (!o->budget) return RC_OK;
+  need += o->extra_bytes;
+  if (rc_budget_take(o->budget, need) < 0) {
+    snprintf(err, RC_ERRLEN, "%s needs about %llu MiB to decode, over the budget of %llu MiB", what,
+             (unsigned long long)mib(need), (unsigned long long)(o->budget->limit >> 20));
+    return RC_TOO_LARGE;
+  }
+  w->held_from = o->budget;
+  w->held = need;
+  return RC_OK;
+}
+
+static void trim(uint8_t **p, size_t *cap) {
+  if (*cap > RC_KEEP_BYTES) free(*p), *p = NULL, *cap = 0;
+}
+
+/* NOTE [decode budget]: glibc keeps freed memory in the freeing thread's arena (blocks under
+ * its mmap threshold, which grows to 32 MiB), so the next big decode in another thread would
+ * allocate afresh: RSS would hold one big image per thread. After a big image the freed memory
+ * goes back to the system before the share is given back. */
+#define RC_TRIM_BYTES ((uint64_t)32 << 20)
+
+void rc_worker_release(rc_worker *w) {
+  const int big = w->held >= RC_TRIM_BYTES;
+  trim(&w->row, &w->row_cap);
+  trim(&w->tmp, &w->tmp_cap);
+  trim(&w->line, &w->line_cap);
+  trim(&w->hline, &w->hline_cap);
+  for (int c = 0; c < RC_MAX_PLANES; c++) {
+    trim(&w->src_plane[c], &w->src_cap[c]);
+    trim(&w->out_plane[c], &w->out_cap[c]);
+  }
+#ifdef __GLIBC__
+  if (big) malloc_trim(0);
+#endif
+  rc_worker_release_share(w);
 }
 
 /* Pillow's CMYK -> RGB (Convert.c cmyk2rgb); Adobe JPEGs store inverted CMYK ("CMYK;I"). */
@@ -200,6 +308,67 @@ static int check_input(const uint8_t *data, size_t len, const rc_opts *o, char *
 
 static int fail(struct jpeg_decompress_struct *ci, char *err, int status, const char *msg);
 
+static uint64_t round_up64(uint64_t v, uint64_t m) {
+  return (v + m - 1) / m * m;
+}
+
+/* After jpeg_read_header: libjpeg's whole-image coefficient buffer (one 128-byte JBLOCK per
+ * 8x8 block of each component, at full resolution whatever the DCT scale or crop), allocated
+ * by jpeg_start_decompress for a progressive or multi-scan JPEG; 0 for a single scan. */
+static uint64_t coef_buffer_bytes(j_decompress_ptr ci) {
+  if (!jpeg_has_multiple_scans(ci)) return 0;
+  uint64_t n = 0;
+  for (int c = 0; c < ci->num_components; c++) {
+    const jpeg_component_info *cp = &ci->comp_info[c];
+    n += round_up64(cp->width_in_blocks, cp->h_samp_factor) *
+         round_up64(cp->height_in_blocks, cp->v_samp_factor) * sizeof(JBLOCK);
+  }
+  return n;
+}
+
+/* After jpeg_calc_output_dimensions: libjpeg's other buffers, a few iMCU rows of every
+ * component at full width (main and upsampling buffers), with room to spare. */
+static uint64_t libjpeg_rows_bytes(j_decompress_ptr ci) {
+  uint64_t n = 256 << 10;
+  for (int c = 0; c < ci->num_components; c++) {
+    const jpeg_component_info *cp = &ci->comp_info[c];
+    n += (uint64_t)cp->width_in_blocks * DCTSIZE * cp->v_samp_factor * DCTSIZE * 4;
+  }
+  return n + (uint64_t)ci->output_width * ci->num_components * ci->max_v_samp_factor * DCTSIZE * 2;
+}
+
+/* Takes this image's share of the budget before jpeg_start_decompress allocates; tells libjpeg
+ * the same limit for its virtual arrays (a backstop: over it, "Backing store not supported",
+ * reported as RC_TOO_LARGE). */
+static int reserve_decode(rc_worker *w, const rc_opts *o, uint64_t coef, uint64_t need, char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  char what[96];
+  snprintf(what, sizeof what, "%ux%u %sJPEG", ci->image_width, ci->image_height,
+           !coef                  ? ""
+           : ci->progressive_mode ? "progressive "
+                                  : "multi-scan ");
+  const int st = rc_worker_reserve(w, o, need, what, err);
+  if (st) {
+    jpeg_abort_decompress(ci);
+    return st;
+  }
+  const uint64_t lim = coef + libjpeg_rows_bytes(ci) + (1 << 20);
+  ci->mem->max_memory_to_use =
+      o->budget && o->budget->limit && lim < (uint64_t)LONG_MAX ? (long)lim : 0;
+  return RC_OK;
+}
+
+/* A libjpeg error (the setjmp branch of a decode): its status and message. */
+static int jpeg_failed(rc_worker *w, char *err) {
+  jpeg_abort_decompress(&w->cinfo);
+  if (w->err.pub.msg_code == JERR_NO_BACKING_STORE) { /* the backstop of reserve_decode */
+    snprintf(err, RC_ERRLEN, "JPEG: coefficient buffer over the decode budget (%s)", w->err.msg);
+    return RC_TOO_LARGE;
+  }
+  snprintf(err, RC_ERRLEN, "JPEG: %s", w->err.msg[0] ? w->err.msg : "decode error");
+  return RC_CORRUPT;
+}
+
 /* After jpeg_read_header: refuses an image over the pixel limit (before anything is allocated
  * for it) and intersects the crop {x, y, w, h} (or the whole image) with the image. */
 static int crop_window(struct jpeg_decompress_struct *ci, const int32_t *crop, const rc_opts *o,
@@ -253,13 +422,9 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
   struct jpeg_decompress_struct *ci = &w->cinfo;
   const int bad = check_input(data, len, o, err);
   if (bad) return bad;
-  w->err.eof_warning = 0;
+  reset_warnings(&w->err);
   w->err.msg[0] = 0;
-  if (setjmp(w->err.jb)) { /* only w and err are used here: both unchanged since setjmp */
-    jpeg_abort_decompress(ci);
-    snprintf(err, RC_ERRLEN, "JPEG: %s", w->err.msg[0] ? w->err.msg : "decode error");
-    return RC_CORRUPT;
-  }
+  if (setjmp(w->err.jb)) return jpeg_failed(w, err); /* w, err: unchanged since setjmp */
   jpeg_mem_src(ci, data, (unsigned long)len);
   jpeg_read_header(ci, TRUE);
   const int W = (int)ci->image_width, H = (int)ci->image_height;
@@ -316,6 +481,15 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
   w->cv.valid = 0; /* rebased: no longer what rc_precompute computed */
   const int R0 = ry0 + first, R1 = ry0 + last, nrows = last - first;
   const size_t out_stride = (size_t)o->out_w * 3;
+  /* What this image allocates (NOTE [decode budget]): the rows the crop needs, as wide as
+   * jpeg_crop_scanline leaves them (whole iMCU columns and a margin), or whole rows. */
+  const int align = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
+  const uint64_t row_w = o->roi && rw + 4 * align < SW ? (uint64_t)rw + 4 * align : (uint64_t)SW;
+  const uint64_t coef = coef_buffer_bytes(ci);
+  const uint64_t need = coef + libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch +
+                        (uint64_t)rw * 3 + out_stride + 4096;
+  const int over = reserve_decode(w, o, coef, need, err);
+  if (over) return over;
   if (rc_grow((void **)&w->line, &w->line_cap, (size_t)rw * 3 + rc_hpass_slack(&w->ch)) ||
       rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK))
     return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
@@ -376,11 +550,7 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
       store_row(o, w->hline, out, yy);
     }
   }
-  if (w->err.eof_warning) {
-    snprintf(err, RC_ERRLEN, "JPEG: premature end of data (image incomplete)");
-    return RC_TRUNCATED;
-  }
-  return RC_OK;
+  return warned(&w->err, err);
 }
 
 /* ---- pixels decoded elsewhere (im2rec's PNGs): crop and resample only ---- */
@@ -437,13 +607,9 @@ int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_
   struct jpeg_decompress_struct *ci = &w->cinfo;
   const int bad = check_input(data, len, o, err);
   if (bad) return bad;
-  w->err.eof_warning = 0;
+  reset_warnings(&w->err);
   w->err.msg[0] = 0;
-  if (setjmp(w->err.jb)) {
-    jpeg_abort_decompress(ci);
-    snprintf(err, RC_ERRLEN, "JPEG: %s", w->err.msg[0] ? w->err.msg : "decode error");
-    return RC_CORRUPT;
-  }
+  if (setjmp(w->err.jb)) return jpeg_failed(w, err);
   jpeg_mem_src(ci, data, (unsigned long)len);
   jpeg_read_header(ci, TRUE);
   int64_t x0, y0, x1, y1;
@@ -457,20 +623,19 @@ int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_
       (unsigned)rc_dct_scale_num((int)(x1 - x0), (int)(y1 - y0), o->out_w, o->out_h, o->dct_mode);
   ci->scale_denom = 8;
   ci->raw_data_out = TRUE;
-  jpeg_start_decompress(ci);
+  jpeg_calc_output_dimensions(ci); /* what jpeg_start_decompress will compute */
 
   /* Output planes: 4:2:0 for colour (OpenCV's default, hence MXNet's), padded to whole MCUs. */
   const int nout = gray ? 1 : 3, mcu = gray ? 8 : 16;
   const int pw = round_up(o->out_w, mcu), ph = round_up(o->out_h, mcu);
   out->nplanes = nout;
+  uint64_t out_bytes = 0;
   for (int c = 0; c < nout; c++) {
     const int sub = c ? 2 : 1;
     out->width[c] = (o->out_w + sub - 1) / sub;
     out->height[c] = (o->out_h + sub - 1) / sub;
     out->stride[c] = (size_t)(pw / sub);
-    if (rc_grow((void **)&w->out_plane[c], &w->out_cap[c], out->stride[c] * (ph / sub)))
-      return fail(ci, err, RC_NOMEM, "out of memory (planes)");
-    out->data[c] = w->out_plane[c];
+    out_bytes += (uint64_t)out->stride[c] * (ph / sub);
   }
   const int nsrc = ycc && !gray ? 3 : 1; /* the source planes that are resampled */
 
@@ -488,9 +653,6 @@ int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_
     sh[c] = (int)cp->downsampled_height;
     sx[c] = (double)cp->h_samp_factor * cp->DCT_scaled_size / (ci->max_h_samp_factor * DCTSIZE);
     sy[c] = (double)cp->v_samp_factor * cp->DCT_scaled_size / (ci->max_v_samp_factor * DCTSIZE);
-    const size_t rows = (size_t)ci->total_iMCU_rows * imcu_rows[c];
-    if (rc_grow((void **)&w->src_plane[c], &w->src_cap[c], sstride[c] * rows + RC_SLACK))
-      return fail(ci, err, RC_NOMEM, "out of memory (source planes)");
     last_row[c] = 0;
   }
   for (int c = 0; c < nsrc; c++) {
@@ -501,6 +663,26 @@ int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_
     if (n > need_imcu) need_imcu = n;
   }
   if (need_imcu > (int)ci->total_iMCU_rows) need_imcu = (int)ci->total_iMCU_rows;
+
+  /* The source planes hold the iMCU rows down to the last one the filters use, no more. */
+  uint64_t src_bytes = 0;
+  for (int c = 0; c < ncomp; c++)
+    src_bytes += (uint64_t)sstride[c] * need_imcu * imcu_rows[c] + RC_SLACK;
+  const uint64_t coef = coef_buffer_bytes(ci);
+  const int over =
+      reserve_decode(w, o, coef, coef + libjpeg_rows_bytes(ci) + src_bytes + out_bytes, err);
+  if (over) return over;
+  jpeg_start_decompress(ci);
+  for (int c = 0; c < nout; c++) {
+    if (rc_grow((void **)&w->out_plane[c], &w->out_cap[c], out->stride[c] * (ph / (c ? 2 : 1))))
+      return fail(ci, err, RC_NOMEM, "out of memory (planes)");
+    out->data[c] = w->out_plane[c];
+  }
+  for (int c = 0; c < ncomp; c++) {
+    const size_t rows = (size_t)need_imcu * imcu_rows[c];
+    if (rc_grow((void **)&w->src_plane[c], &w->src_cap[c], sstride[c] * rows + RC_SLACK))
+      return fail(ci, err, RC_NOMEM, "out of memory (source planes)");
+  }
 
   /* Decode the iMCU rows down to the last one the filters use. */
   const JDIMENSION step = (JDIMENSION)(ci->max_v_samp_factor * ci->min_DCT_scaled_size);
@@ -515,10 +697,8 @@ int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_
     if (jpeg_read_raw_data(ci, planes, step) < 1) return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
   }
   jpeg_abort_decompress(ci);
-  if (w->err.eof_warning) {
-    snprintf(err, RC_ERRLEN, "JPEG: premature end of data (image incomplete)");
-    return RC_TRUNCATED;
-  }
+  const int damaged = warned(&w->err, err);
+  if (damaged) return damaged; /* an error here (im2rec): not worth resampling */
 
   /* Resample: vertical pass over the columns in use, then the horizontal pass. */
   for (int c = 0; c < nsrc; c++) {

@@ -12,14 +12,14 @@
 /* Per-image status codes: X(suffix, value, name) gives RC_<suffix> = value here, and the
  * extension exports recio._native.STATUS_<suffix> = value and STATUS_NAMES {value: name}
  * from this list (the one definition; recio/decode.py's copies are checked against it). */
-#define RC_STATUS_LIST(X)                                                                        \
-  X(OK, 0, "ok")                                                                                 \
-  X(EMPTY, 1, "empty")             /* zero-length buffer */                                      \
-  X(UNSUPPORTED, 2, "unsupported") /* not a JPEG (or a colour space left to the fallback) */     \
-  X(CORRUPT, 3, "corrupt")         /* libjpeg reported an error */                               \
-  X(TRUNCATED, 4, "truncated")     /* data ended early; pixels written but incomplete */         \
-  X(TOO_LARGE, 5, "too large")     /* width * height above the pixel limit: nothing allocated */ \
-  X(NOMEM, 6, "out of memory")                                                                   \
+#define RC_STATUS_LIST(X)                                                                       \
+  X(OK, 0, "ok")                                                                                \
+  X(EMPTY, 1, "empty")             /* zero-length buffer */                                     \
+  X(UNSUPPORTED, 2, "unsupported") /* not a JPEG (or a colour space left to the fallback) */    \
+  X(CORRUPT, 3, "corrupt")         /* libjpeg reported an error, or a damaging warning */       \
+  X(TRUNCATED, 4, "truncated")     /* data ended early (or at an EOI padding it): incomplete */ \
+  X(TOO_LARGE, 5, "too large")     /* over the pixel limit or the budget: nothing allocated */  \
+  X(NOMEM, 6, "out of memory")                                                                  \
   X(BAD_PARAM, 7, "bad parameter")
 
 #define RC_STATUS_ENUM_(suffix, value, name) RC_##suffix = value,
@@ -33,6 +33,12 @@ enum { RC_DCT_OFF = 0, RC_DCT_POW2 = 1, RC_DCT_ALL = 2 };
 
 #define RC_ERRLEN 256 /* > JMSG_LENGTH_MAX plus a prefix */
 
+/* Scratch buffers a worker keeps from one image to the next when no larger (bigger ones, for
+ * the rare huge image, are freed when the worker releases its budget share). */
+#define RC_KEEP_BYTES ((size_t)16 << 20)
+
+struct rc_budget; /* pool.h */
+
 /* Options shared by every image of a batch. */
 typedef struct {
   int out_w, out_h;
@@ -44,12 +50,28 @@ typedef struct {
   int dct_mode;    /* RC_DCT_* */
   int roi;         /* decode only the rows/columns the crop needs */
   uint64_t max_pixels;
+  /* NOTE [decode budget]: the bytes an image's decode allocates (libjpeg's whole-image
+   * coefficient buffer for a progressive or multi-scan JPEG, the decoded rows the crop needs,
+   * planes) are taken from this budget, shared by the pool's threads (and its Pillow path),
+   * before they are allocated: a decode waits while others hold too much, and an image
+   * that alone needs more than the limit is refused (RC_TOO_LARGE). NULL: no budget. */
+  struct rc_budget *budget;
+  uint64_t extra_bytes; /* the caller's own memory for this image's output, taken with it */
 } rc_opts;
 
 typedef struct rc_worker rc_worker;
 
 rc_worker *rc_worker_new(void);
 void rc_worker_free(rc_worker *w);
+
+/* Takes need + o->extra_bytes from o->budget for the image w is about to work on (giving back
+ * first what w still holds, so that it never waits holding a share). RC_OK, or RC_TOO_LARGE
+ * with a message when that alone is over the limit. rc_decode and rc_decode_planes call it
+ * with their own estimate once the header is read. */
+int rc_worker_reserve(rc_worker *w, const rc_opts *o, uint64_t need, const char *what, char *err);
+/* Gives back w's budget share and frees scratch buffers over RC_KEEP_BYTES: call after each
+ * image, once its output is no longer needed (rc_planes live in the worker until then). */
+void rc_worker_release(rc_worker *w);
 
 /* Decodes one image into `out` (this image's slot: out_h*out_w*3 items).
  * crop: {x, y, w, h} in source pixels or NULL for the whole image; clamped to the image.

@@ -95,6 +95,14 @@ void rc_encoder_free(rc_encoder *e) {
   free(e);
 }
 
+void rc_encoder_trim(rc_encoder *e) {
+  if (e && e->rgb_cap > RC_KEEP_BYTES) {
+    free(e->rgb);
+    e->rgb = NULL;
+    e->rgb_cap = 0;
+  }
+}
+
 /* Encodes packed RGB rows (rgb, converted by libjpeg) or, when planes is set, YCbCr/grey planes
  * through the raw-data interface (no colour conversion or downsampling). */
 static int encode(rc_encoder *e, int w, int h, int quality, const uint8_t *rgb, int gray,

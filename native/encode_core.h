@@ -15,6 +15,8 @@ typedef struct rc_encoder rc_encoder;
 
 rc_encoder *rc_encoder_new(void);
 void rc_encoder_free(rc_encoder *e);
+/* Frees the transcode scratch image when over RC_KEEP_BYTES (after a huge image). */
+void rc_encoder_trim(rc_encoder *e);
 
 /* Encodes w x h packed RGB pixels as a baseline JPEG at `quality` (1..100): YCbCr with 4:2:0
  * chroma (what OpenCV, hence MXNet's im2rec, writes), or one luma channel when `gray`.

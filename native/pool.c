@@ -173,3 +173,35 @@ void rc_pool_free(rc_pool *p) {
   free(p->threads);
   free(p);
 }
+
+/* ---- the byte budget ---- */
+
+void rc_budget_init(rc_budget *b, uint64_t limit) {
+  pthread_mutex_init(&b->mu, NULL);
+  pthread_cond_init(&b->freed, NULL);
+  b->limit = limit;
+  b->used = 0;
+}
+
+void rc_budget_destroy(rc_budget *b) {
+  pthread_mutex_destroy(&b->mu);
+  pthread_cond_destroy(&b->freed);
+}
+
+int rc_budget_take(rc_budget *b, uint64_t n) {
+  if (!b->limit || !n) return 0;
+  if (n > b->limit) return -1;
+  pthread_mutex_lock(&b->mu);
+  while (b->used + n > b->limit) pthread_cond_wait(&b->freed, &b->mu);
+  b->used += n;
+  pthread_mutex_unlock(&b->mu);
+  return 0;
+}
+
+void rc_budget_give(rc_budget *b, uint64_t n) {
+  if (!b->limit || !n) return;
+  pthread_mutex_lock(&b->mu);
+  b->used -= n < b->used ? n : b->used;
+  pthread_cond_broadcast(&b->freed);
+  pthread_mutex_unlock(&b->mu);
+}

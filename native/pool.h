@@ -3,7 +3,9 @@
 #ifndef RECIO_POOL_H
 #define RECIO_POOL_H
 
+#include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct rc_pool rc_pool;
 typedef void *(*rc_state_new_fn)(void);
@@ -22,5 +24,22 @@ void rc_pool_shutdown(rc_pool *p);
 void rc_pool_free(rc_pool *p);
 /* After fork() the child has no pool threads: forget them without joining. */
 void rc_pool_forget(rc_pool *p);
+
+/* A byte budget shared by threads: each takes what it is about to allocate and gives it back
+ * when done, waiting while the others hold too much. A taker never holds one share while it
+ * waits for another (rc_budget_take is called with nothing taken), so waiting cannot deadlock:
+ * every holder finishes without needing the budget again. limit 0: no limit. */
+typedef struct rc_budget {
+  pthread_mutex_t mu;
+  pthread_cond_t freed;
+  uint64_t limit, used;
+} rc_budget;
+
+void rc_budget_init(rc_budget *b, uint64_t limit);
+void rc_budget_destroy(rc_budget *b);
+/* Takes n bytes, waiting until they fit. Returns 0, or -1 at once when n alone is over the
+ * limit (it would never fit). */
+int rc_budget_take(rc_budget *b, uint64_t n);
+void rc_budget_give(rc_budget *b, uint64_t n);
 
 #endif

@@ -16,6 +16,15 @@ Semantics shared by both backends:
   resampler is Pillow's with 14-bit instead of 22-bit weights, for SIMD); when it decodes at
   a reduced DCT scale (``dct_scaling``) pixels differ by a level or two on average.
 * Grayscale and CMYK images come out as RGB; ``channel_order="BGR"`` swaps.
+* A JPEG libjpeg decodes past damaged data, with a warning, is not a success: cut short (also
+  when an EOI marker pads the cut) is ``STATUS_TRUNCATED``, bad entropy codes
+  ``STATUS_CORRUPT``; harmless warnings (extraneous bytes between markers) leave status 0
+  (NOTE [libjpeg warnings] in ``native/decode_core.c``). Pillow does not report libjpeg's
+  warnings, so on the Pillow path (the fallback backend) such JPEGs still decode with status 0.
+* Memory: an image over ``max_pixels`` is refused from its header; and the pool's decodes,
+  all threads and both paths, hold at most ``max_decode_bytes`` at once (default 1 GiB):
+  each takes its estimated need before allocating and waits while others hold too much, and
+  an image that alone needs more is refused (``STATUS_TOO_LARGE``).
 * A failed image gets a non-zero status, its text in :meth:`DecodePool.last_errors`, and a
   zeroed slot in ``out``; the rest of the batch completes.
 

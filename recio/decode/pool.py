@@ -7,12 +7,12 @@ import threading
 import warnings
 import weakref
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
 
-from ._pillow import pil_decode, pil_filters, pil_size
+from ._pillow import Budget, ByteBudget, pil_decode, pil_filters, pil_size
 from .status import STATUS_NAMES, Status
 
 try:
@@ -68,6 +68,44 @@ def _warn_slow_once(reason: str) -> None:
     )
 
 
+_INT32 = np.iinfo(np.int32)
+
+
+def _int32_array(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``value`` as a C-contiguous int32 array of ``shape``, never wrapped.
+
+    A value int32 cannot hold (a window past 2**31 in int64, say) is a ValueError naming it
+    and where it is, as is a fractional or non-finite float: numpy's cast would wrap or
+    truncate it silently.
+    """
+    a = np.asarray(value)
+    if a.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
+    if a.dtype == np.int32:
+        return np.ascontiguousarray(a)
+    if a.dtype.kind == "O":  # Python ints beyond int64, or not numbers at all
+        items = a.ravel().tolist()
+        if not all(isinstance(v, int) for v in items):
+            raise ValueError(f"{name} must hold integers, got {a.dtype} values")
+        bad = [i for i, v in enumerate(items) if not _INT32.min <= v <= _INT32.max]
+        if bad:
+            where = np.unravel_index(bad[0], shape)
+            value = items[bad[0]]
+            raise ValueError(f"{name}{list(map(int, where))} = {value} is outside int32")
+        return np.array(items, dtype=np.int32).reshape(shape)
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must hold integers, got dtype {a.dtype}")
+    with np.errstate(invalid="ignore"):
+        outside = ~((a >= _INT32.min) & (a <= _INT32.max))  # NaN too
+        fraction = (np.trunc(a) != a) & ~outside if a.dtype.kind == "f" else None
+    limits = f"is outside int32 ({_INT32.min}..{_INT32.max})"
+    for bad, what in ((outside, limits), (fraction, "is not a whole number")):
+        if bad is not None and bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(f"{name}{list(where)} = {a[where].item()!r} {what}")
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
 def _default_threads() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -83,6 +121,13 @@ class DecodePool:
         backend: ``"native"``, ``"python"`` or None (``RECIO_DECODER``, else native if built).
         max_pixels: images with more pixels are refused (status ``STATUS_TOO_LARGE``)
             before anything is allocated for them.
+        max_decode_bytes: the memory the pool's decodes may hold at once, all threads and
+            both paths together (default 1 GiB; None: no limit). Before it allocates, each
+            decode takes what it will need (estimated from the header: a progressive JPEG's
+            whole-image coefficient buffer, the decoded rows of the crop, Pillow's copies),
+            waiting while others hold too much; an image that alone needs more is refused
+            (``STATUS_TOO_LARGE``). This bounds what a small pathological file (a 15 KB PNG
+            of 11000x11000 pixels of one colour) costs per batch, whatever the thread count.
         dct_scaling: which libjpeg DCT-domain scales the native path may use when the crop is
             at least that much larger than the output: ``"pow2"`` (1/2, 1/4, 1/8; SIMD IDCT),
             ``"all"`` (every N/8: slower, non-SIMD IDCT, and further from Pillow on detailed
@@ -99,6 +144,7 @@ class DecodePool:
         *,
         backend: str | None = None,
         max_pixels: int = 128_000_000,
+        max_decode_bytes: int | None = 1 << 30,
         dct_scaling: str = "pow2",
         roi_decode: bool = True,
     ) -> None:
@@ -108,6 +154,12 @@ class DecodePool:
             raise ValueError(f"num_threads must be an int in 1..1024, got {num_threads!r}")
         if max_pixels < 1:
             raise ValueError(f"max_pixels must be positive, got {max_pixels}")
+        if max_decode_bytes is not None and not (
+            isinstance(max_decode_bytes, int) and 1 <= max_decode_bytes < 1 << 63
+        ):
+            raise ValueError(
+                f"max_decode_bytes must be a positive int or None, got {max_decode_bytes!r}"
+            )
         if dct_scaling not in _DCT:
             raise ValueError(f"dct_scaling must be one of {sorted(_DCT)}, got {dct_scaling!r}")
         if backend is None:
@@ -123,12 +175,15 @@ class DecodePool:
         self.backend: str = backend
         self.num_threads: int = num_threads
         self.max_pixels = int(max_pixels)
+        self.max_decode_bytes = max_decode_bytes
+        self._budget: Budget
         self._dct_mode = _DCT[dct_scaling]
         self._roi = int(bool(roi_decode))
         self._last_errors: list[str | None] = []
         self._native: Any = None
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
+        self._close_lock = threading.Lock()
         self._start()
 
     def _start(self) -> None:
@@ -137,10 +192,14 @@ class DecodePool:
         # PNGs & co. of a batch, decoded in parallel (Pillow releases the GIL). They start
         # only when first used.
         self._executor = ThreadPoolExecutor(self.num_threads, thread_name_prefix="recio-dec")
+        limit = self.max_decode_bytes or 0
         if self.backend == "native":
-            self._native = _native.Pool(self.num_threads)
+            # one budget for both paths: the Pillow part reserves from the C pool's
+            self._native = _native.Pool(self.num_threads, limit)
+            self._budget = _NativeBudget(self._native)
             self._finalizer = weakref.finalize(self, _close_both, self._native, self._executor)
         else:
+            self._budget = ByteBudget(limit)
             self._finalizer = weakref.finalize(self, self._executor.shutdown, wait=True)
 
     def _check_open(self) -> None:
@@ -151,9 +210,13 @@ class DecodePool:
             self._start()
 
     def close(self) -> None:
-        """Stops and joins the decode threads. Idempotent."""
-        self._closed = True
-        self._finalizer()
+        """Stops and joins the decode threads. Idempotent.
+
+        A close() that races another returns when the threads are joined, not before.
+        """
+        with self._close_lock:  # the finalizer runs once: a second caller must wait for it
+            self._closed = True
+            self._finalizer()
 
     def __enter__(self) -> DecodePool:
         return self
@@ -203,9 +266,10 @@ class DecodePool:
                 slices of an mmap); they are read in place.
             out: C-contiguous uint8, float32 or float16 array, (N, H, W, 3) for NHWC or
                 (N, 3, H, W) for NCHW, N >= len(buffers).
-            crops: int32 (N, 4) [x, y, w, h] in source pixels, clamped to the image; None for
-                the whole image.
-            flips: bool/uint8 (N,), flip horizontally where true.
+            crops: integers (N, 4) [x, y, w, h] in source pixels, clamped to the image; None
+                for the whole image. Any integer dtype; a value int32 cannot hold (or a
+                fractional float) is a ValueError, never wrapped.
+            flips: (N,), flip horizontally where true (non-zero).
             interpolation: "bilinear", "area" (Pillow BOX) or "nearest".
             mean: per output channel on the 0..255 scale; float outputs only:
                 ``out = (pixel - mean) / std``.
@@ -249,20 +313,37 @@ class DecodePool:
         if todo:  # PNG & co. on the native backend (usually few), everything on the fallback
 
             def run(i: int) -> tuple[int, str | None]:
-                return job.decode_pil(i, buffers[i], self.max_pixels)
+                return job.decode_pil(i, buffers[i], self.max_pixels, self._budget)
 
-            try:
-                results = self._executor.map(run, todo) if len(todo) > 1 else map(run, todo)
-                for i, (st, err) in zip(todo, results, strict=True):
-                    status[i], errors[i] = st, err
-            except RuntimeError:
-                if self._closed:  # close() from another thread shut the executor down
-                    raise ValueError("DecodePool is closed") from None
-                raise
+            for i, (st, err) in zip(todo, self._run_pillow(run, todo), strict=True):
+                status[i], errors[i] = st, err
         for i in np.flatnonzero(status):
             job.out[i] = 0  # failed slots are zeroed so that the batch is deterministic
         self._last_errors = errors
         return status
+
+    def _run_pillow(self, run: Any, todo: list[int]) -> list[tuple[int, str | None]]:
+        """run(i) for every i in todo, on the Pillow threads when more than one.
+
+        Whatever happens (close() from another thread shutting the threads down between two
+        hand-offs, an exception), no decode handed off still writes into ``out`` once this
+        returns or raises: what has not started is cancelled, what runs is waited for.
+        """
+        if len(todo) == 1:
+            return [run(todo[0])]
+        futures: list[Future] = []
+        try:
+            for i in todo:
+                futures.append(self._executor.submit(run, i))
+            return [f.result() for f in futures]
+        except RuntimeError:
+            if self._closed:  # close() from another thread shut the executor down
+                raise ValueError("DecodePool is closed") from None
+            raise
+        finally:
+            for f in futures:
+                f.cancel()
+            wait(futures)
 
     def transcode_jpeg(
         self,
@@ -278,8 +359,9 @@ class DecodePool:
 
         Args:
             buffers: encoded JPEGs (any contiguous buffer-protocol objects).
-            sizes: int32 (N, 2) output [width, height] per image.
-            crops: int32 (N, 4) [x, y, w, h] in source pixels, or None for whole images.
+            sizes: integers (N, 2) output [width, height] per image (int32 range, as crops).
+            crops: integers (N, 4) [x, y, w, h] in source pixels, or None for whole images;
+                a value int32 cannot hold is a ValueError, as in :meth:`decode_batch`.
             quality: 1..100; colour output is YCbCr 4:2:0, as OpenCV and MXNet write it.
             gray: one luma channel instead of colour.
             interpolation: as in :meth:`decode_batch`.
@@ -297,13 +379,9 @@ class DecodePool:
         if interpolation not in _INTERP:
             raise ValueError(f"interpolation must be one of {sorted(_INTERP)}")
         n = len(buffers)
-        sizes = np.ascontiguousarray(sizes, dtype=np.int32)
-        if sizes.shape != (n, 2):
-            raise ValueError(f"sizes must have shape ({n}, 2), got {sizes.shape}")
+        sizes = _int32_array("sizes", sizes, (n, 2))
         if crops is not None:
-            crops = np.ascontiguousarray(crops, dtype=np.int32)
-            if crops.shape != (n, 4):
-                raise ValueError(f"crops must have shape ({n}, 4), got {crops.shape}")
+            crops = _int32_array("crops", crops, (n, 4))
         status = np.zeros(n, dtype=np.int32)
         results = self._native.transcode_batch(
             buffers,
@@ -354,6 +432,15 @@ class DecodePool:
         return self._native.resize_encode(
             pixels, width, height, (x, y, w, h), *size, int(quality), _INTERP[interpolation]
         )
+
+
+class _NativeBudget:
+    """The native pool's budget (NOTE [decode budget]), for the Pillow path beside it."""
+
+    def __init__(self, pool: Any) -> None:
+        self.limit = pool.max_decode_bytes
+        self.reserve = pool.reserve
+        self.release = pool.release
 
 
 def _close_both(native: Any, executor: ThreadPoolExecutor) -> None:
@@ -425,18 +512,16 @@ class _Job:
         job.resample = pil_filters()[interpolation]
         job.crops = None
         if crops is not None:
-            c = np.ascontiguousarray(crops, dtype=np.int32)
-            if c.shape != (n, 4):
-                raise ValueError(f"crops must have shape ({n}, 4), got {c.shape}")
+            c = _int32_array("crops", crops, (n, 4))
             if n and (c[:, 2:] <= 0).any():
                 raise ValueError("crop widths and heights must be positive")
             job.crops = c
         job.flips = None
         if flips is not None:
-            f = np.ascontiguousarray(flips).astype(np.uint8, copy=False)
+            f = np.asarray(flips)
             if f.shape != (n,):
                 raise ValueError(f"flips must have shape ({n},), got {f.shape}")
-            job.flips = f
+            job.flips = np.ascontiguousarray(f != 0, dtype=np.uint8)  # 256 is true, not 0
         job.lut = None
         if out.dtype == np.uint8:
             if mean is not None or std is not None:
@@ -452,12 +537,14 @@ class _Job:
             job.lut = ((levels[None, :] - m[:, None]) / s[:, None]).astype(out.dtype)
         return job
 
-    def decode_pil(self, i: int, buf: Any, max_pixels: int) -> tuple[int, str | None]:
+    def decode_pil(
+        self, i: int, buf: Any, max_pixels: int, budget: Budget | None = None
+    ) -> tuple[int, str | None]:
         """Decodes image i with Pillow into its slot; returns (status, error)."""
         crop = None if self.crops is None else self.crops[i]
         flip = bool(self.flips[i]) if self.flips is not None else False
         status, err, pixels = pil_decode(
-            buf, crop, flip, self.width, self.height, self.resample, max_pixels
+            buf, crop, flip, self.width, self.height, self.resample, max_pixels, budget
         )
         if pixels is not None:
             if self.bgr:

@@ -17,9 +17,9 @@ class Status(enum.IntEnum):
     OK = 0
     EMPTY = 1
     UNSUPPORTED = 2  # not a JPEG: the native path hands it to Pillow
-    CORRUPT = 3
-    TRUNCATED = 4
-    TOO_LARGE = 5  # over max_pixels: refused before anything is allocated
+    CORRUPT = 3  # an error, or a warning that the data is damaged (bad Huffman code)
+    TRUNCATED = 4  # data ended early, or an EOI marker padded it: pixels written, incomplete
+    TOO_LARGE = 5  # over max_pixels or max_decode_bytes: refused before anything is allocated
     NOMEM = 6
     BAD_PARAM = 7  # e.g. a crop window that misses the image
 

@@ -37,6 +37,10 @@ class EncodeOptions:
     color: int = 1
     encoding: str = ".jpg"
     pack_label: bool = False
+    # The largest output image (width x height x channels, before encoding) made from a
+    # smaller source: ``--resize`` of a long thin strip (68 KB of PNG) asked for gigabytes.
+    # An output no larger than its source is always made: decoding the source cost that.
+    max_output_bytes: int = 64 << 20
 
     def __post_init__(self) -> None:
         if self.color not in (-1, 0, 1):
@@ -47,6 +51,8 @@ class EncodeOptions:
             raise ValueError(f"resize must be >= 0, not {self.resize}")
         if self.encoding == ".jpg" and not 1 <= self.quality <= 100:
             raise ValueError(f"JPEG quality must be 1..100, not {self.quality}")
+        if self.max_output_bytes < 1:
+            raise ValueError(f"max_output_bytes must be positive, not {self.max_output_bytes}")
 
 
 def record_header(entry: ListEntry, pack_label: bool) -> IRHeader:
@@ -173,6 +179,22 @@ def output_size(width: int, height: int, resize: int) -> tuple[int, int]:
     return width * resize // height, resize
 
 
+def check_output_size(
+    source: tuple[int, int], size: tuple[int, int], channels: int, limit: int
+) -> None:
+    """SkipImage when the output image would be over ``limit`` bytes and larger than its source.
+
+    Sizes are (width, height); bytes are width x height x channels, before encoding (what the
+    resize and the encoder hold).
+    """
+    need = size[0] * size[1] * channels
+    if need > limit and need > source[0] * source[1] * channels:
+        raise SkipImage(
+            f"output {size[0]}x{size[1]} from a {source[0]}x{source[1]} image is {need >> 20} MiB"
+            f" of pixels, over the limit of {limit >> 20} MiB (max_output_bytes)"
+        )
+
+
 def crop_box(width: int, height: int, center_crop: bool) -> tuple[int, int, int, int]:
     """``(x0, y0, x1, y1)`` of the square MXNet's ``--center-crop`` keeps (or the whole)."""
     if not center_crop:
@@ -273,6 +295,8 @@ def _native_job(data: bytes, opts: EncodeOptions) -> _NativeJob | None:
     x0, y0, x1, y1 = crop_box(header.width, header.height, opts.center_crop)
     size = output_size(x1 - x0, y1 - y0, opts.resize)
     gray = opts.color == 0 or (opts.color == -1 and len(header.sampling) == 1)
+    source = (header.width, header.height)
+    check_output_size(source, size, 1 if gray else 3, opts.max_output_bytes)
     return _NativeJob(size, (x0, y0, x1 - x0, y1 - y0), gray)
 
 
@@ -298,6 +322,11 @@ def _encode_pillow(data: bytes, opts: EncodeOptions) -> bytes:
     from PIL import Image, ImageOps
 
     im = _open_pillow(data)
+    # Before anything is decoded (the size is the same whichever way EXIF turns the image)
+    box = crop_box(*im.size, opts.center_crop)
+    channels = {0: 1, 1: 3}.get(opts.color, min(len(im.getbands()), 4))
+    size = output_size(box[2] - box[0], box[3] - box[1], opts.resize)
+    check_output_size(im.size, size, channels, opts.max_output_bytes)
     try:
         im = ImageOps.exif_transpose(im)
         if opts.color == 1:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import gc
 import io
+import json
 import mmap
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -252,6 +254,36 @@ def test_bad_arguments_raise_before_work(pool: decode.DecodePool, out, kwargs) -
         pool.decode_batch([encode(16, 16)] * 2, out, **kwargs)
 
 
+@pytest.mark.parametrize(
+    ("crops", "bad"),
+    [
+        (np.array([[0, 0, 2**32 + 10, 10]] * 2, np.int64), "crops[0, 2] = 4294967306"),
+        (np.array([[0, 0, 10, 10], [-(2**31) - 1, 0, 10, 10]], np.int64), "crops[1, 0]"),
+        (np.array([[0, 0, 10, 10], [0, 2**63, 10, 10]], np.uint64), "crops[1, 1]"),
+        ([[0, 0, 10, 10], [0, 0, 10, 2**70]], "crops[1, 3] = 1180591620717411303424"),
+        (np.array([[0, 0, 10, 10], [0, 0, 10.5, 10]]), "crops[1, 2] = 10.5"),
+        (np.array([[0, 0, 10, 10], [0, 0, np.nan, 10]]), "crops[1, 2] = nan"),
+    ],
+)
+def test_crops_beyond_int32_are_refused_not_wrapped(pool: decode.DecodePool, crops, bad) -> None:
+    """A window int32 cannot hold is an error naming it; astype(int32) wrapped 2**32 + 10 to
+    10, a valid window, and decoded the wrong pixels with status 0."""
+    out = np.zeros((2, 8, 8, 3), np.uint8)
+    with pytest.raises(ValueError, match=re.escape(bad)):
+        pool.decode_batch([encode(16, 16)] * 2, out, crops=crops)
+    # int64 windows that fit are taken as they are
+    fits = np.array([[2, 2, 10, 10], [0, 0, 16, 16]], np.int64)
+    assert pool.decode_batch([encode(16, 16)] * 2, out, crops=fits).tolist() == [0, 0]
+
+
+def test_flips_are_truth_values(pool: decode.DecodePool) -> None:
+    """flips=[256] is a flip (it wrapped to uint8 0: no flip)."""
+    buf = encode(32, 24)
+    out = np.zeros((2, 24, 32, 3), np.uint8)
+    assert pool.decode_batch([buf, buf], out, flips=np.array([256, 0])).tolist() == [0, 0]
+    np.testing.assert_array_equal(out[0], out[1, :, ::-1])
+
+
 def test_read_only_out_raises(pool: decode.DecodePool) -> None:
     out = np.zeros((1, 8, 8, 3), np.uint8)
     out.flags.writeable = False
@@ -429,3 +461,268 @@ def test_progressive_and_subsampling(pool: decode.DecodePool) -> None:
 
 def test_make_pixels_is_deterministic() -> None:
     np.testing.assert_array_equal(make_pixels(10, 10, 3), make_pixels(10, 10, 3))
+
+
+def _entropy_start(jpeg: bytes, last_scan: bool = False) -> int:
+    """Where the first (or last) scan's entropy-coded data begins."""
+    sos = jpeg.rfind(b"\xff\xda") if last_scan else jpeg.find(b"\xff\xda")
+    return sos + 2 + int.from_bytes(jpeg[sos + 2 : sos + 4], "big")
+
+
+# Baseline, progressive (cut in the last scan: only refinement bits are lost), and with
+# restart intervals (libjpeg meets the EOI where it wants an RSTn marker).
+PADDED_KINDS = {
+    "baseline": {},
+    "progressive": {"progressive": True},
+    "restart rows": {"restart_marker_rows": 1},
+    "restart blocks": {"restart_marker_blocks": 3},
+}
+
+
+@native_only
+@pytest.mark.parametrize("kind", list(PADDED_KINDS))
+@pytest.mark.parametrize("frac", [0.3, 0.6, 0.95])
+def test_jpeg_cut_short_and_padded_with_eoi_is_truncated(kind: str, frac: float) -> None:
+    """A partial download "repaired" with an EOI marker decoded as status 0 with grey rows:
+    libjpeg's warning (premature end of data segment, or EOI instead of RSTn) now makes it
+    TRUNCATED, pixels written, like a file that simply ends early."""
+    good = encode(320, 240, **PADDED_KINDS[kind])
+    start = _entropy_start(good, last_scan=kind == "progressive")
+    cut = good[: start + int((len(good) - 2 - start) * frac)]
+    out = np.zeros((3, 60, 80, 3), np.uint8)
+    with decode.DecodePool(1, backend="native") as p:
+        status = p.decode_batch([good, cut + b"\xff\xd9", cut], out)
+        errors = p.last_errors()
+        assert status.tolist() == [0, decode.STATUS_TRUNCATED, decode.STATUS_TRUNCATED], errors
+        assert "image incomplete" in errors[1] and "Corrupt JPEG data" in errors[1]
+        if kind != "progressive":  # rows above the cut are whole: a crop there is fine
+            top = p.decode_batch([cut + b"\xff\xd9"], out, crops=[(0, 0, 320, 16)])
+            assert top.tolist() == [0]
+
+
+@native_only
+def test_corrupt_entropy_data_is_corrupt_and_benign_warnings_are_ok() -> None:
+    good = encode(320, 240)
+    start = _entropy_start(good)
+    mid = len(good) - 400
+    assert mid > start
+    # 0xFF 0x00 is a stuffed 0xFF: runs of one bits, which no Huffman code is. (Near the end:
+    # libjpeg-turbo's fast Huffman path, used while 512 bytes a block remain, says nothing.)
+    bad_codes = good[:mid] + b"\xff\x00" * 16 + good[mid + 32 :]
+    # bytes between two marker segments ("extraneous bytes before marker"): harmless
+    dqt = good.find(b"\xff\xdb")
+    extraneous = good[:dqt] + b"\x00\x01\x02" + good[dqt:]
+    out = np.zeros((3, 60, 80, 3), np.uint8)
+    with decode.DecodePool(1, backend="native") as p:
+        status = p.decode_batch([good, bad_codes, extraneous], out)
+        errors = p.last_errors()
+    assert status.tolist() == [0, decode.STATUS_CORRUPT, 0], errors
+    assert "Huffman" in errors[1]
+    np.testing.assert_array_equal(out[0], out[2])
+    # Pillow ignores both warnings: it decodes the extraneous bytes' image as we do
+    ref = reference(extraneous, None, False, (80, 60), "bilinear")
+    assert_close(out[2], ref)
+
+
+# NOTE [decode budget]: small files that decode to a lot of memory, and the peak RSS a batch
+# of them costs, measured in a fresh interpreter: VmHWM, the high-water mark of its memory
+# (not ru_maxrss, which a child inherits from pytest), after VmHWM is reset to the RSS now.
+PEAK_SCRIPT = """
+import json, sys
+import numpy as np
+from recio import decode
+
+def status_kib(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+
+path, backend, threads, n, budget = sys.argv[1:6]
+data, n = open(path, "rb").read(), int(n)
+kw = {} if budget == "default" else {"max_decode_bytes": None if budget == "none" else int(budget)}
+with decode.DecodePool(int(threads), backend=backend, **kw) as p:
+    out = np.zeros((n, 32, 32, 3), np.uint8)
+    p.decode_batch([data[:100]], out)  # the threads and libraries, loaded
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # VmHWM := VmRSS
+    except OSError:
+        pass
+    base = status_kib("VmRSS")
+    status = p.decode_batch([data] * n, out, crops=[(0, 0, 64, 64)] * n)
+    grew = status_kib("VmHWM") - base
+    print(json.dumps({"status": status.tolist(), "errors": p.last_errors(), "grew": grew << 10}))
+"""
+MIB = 1 << 20
+
+
+def _peak(path, backend: str, budget, threads: int = 2, n: int = 4) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    cmd = [sys.executable, "-c", PEAK_SCRIPT, str(path), backend, str(threads), str(n)]
+    res = subprocess.run([*cmd, str(budget)], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def bombs(tmp_path_factory) -> dict[str, tuple[object, int]]:
+    """Small files and what one decode of each must hold: a 6000x6000 grey progressive JPEG
+    (140 KB; libjpeg's coefficient buffer: 562,500 blocks of 128 bytes, 72 MB), and a
+    4000x4000 RGB PNG of one colour (55 KB; Pillow stores it in 64 MB)."""
+    d = tmp_path_factory.mktemp("bombs")
+    jpeg, png = d / "progressive.jpg", d / "flat.png"
+    Image.new("L", (6000, 6000), 77).save(jpeg, "JPEG", progressive=True, quality=80)
+    Image.new("RGB", (4000, 4000), (9, 200, 30)).save(png, "PNG", compress_level=9)
+    return {"jpeg": (jpeg, 562_500 * 128), "png": (png, 4000 * 4000 * 4)}
+
+
+BOMB_CASES = [
+    pytest.param("jpeg", "native", marks=pytest.mark.needs_native),
+    pytest.param("png", "native", marks=pytest.mark.needs_native),
+    pytest.param("png", "python"),
+]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmHWM")
+@pytest.mark.skipif(
+    "libasan" in os.environ.get("LD_PRELOAD", ""),
+    reason="ASan's quarantine holds freed memory: the peak RSS says nothing under it",
+)
+@pytest.mark.parametrize(("kind", "backend"), BOMB_CASES)
+def test_decode_budget_bounds_the_batch_peak(bombs, kind: str, backend: str) -> None:
+    """4 small bombs on 2 threads held two decodes' worth at once (JPEG: 150 MB, PNG: 130 MB;
+    a 15 KB PNG of 11000x11000 took 1.5 GB). With max_decode_bytes=100 MiB they wait for one
+    another: the peak stays under the budget."""
+    path, one = bombs[kind]
+    unbounded = _peak(path, backend, "none")
+    assert unbounded["status"] == [0] * 4, unbounded["errors"]
+    assert unbounded["grew"] > 1.5 * one, unbounded  # the measurement sees two at once
+    bounded = _peak(path, backend, 100 * MIB)
+    assert bounded["status"] == [0] * 4, bounded["errors"]
+    assert one * 0.9 < bounded["grew"] < 100 * MIB, bounded
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmHWM")
+@pytest.mark.parametrize(("kind", "backend"), BOMB_CASES)
+def test_image_alone_over_the_decode_budget_is_refused_before_allocating(
+    bombs, kind: str, backend: str
+) -> None:
+    path, one = bombs[kind]
+    res = _peak(path, backend, 48 * MIB)
+    assert res["status"] == [decode.STATUS_TOO_LARGE] * 4
+    assert "over the budget of 48 MiB" in res["errors"][0]
+    if kind == "jpeg":
+        assert res["errors"][0].startswith("6000x6000 progressive JPEG needs about 7")
+    assert res["grew"] < 16 * MIB, res  # refused from the header: nothing allocated
+
+
+@native_only
+def test_progressive_jpeg_under_the_default_budget() -> None:
+    """The default budget (1 GiB) takes every ordinary image, progressive and CMYK too; it
+    is the budget the Pillow part of a batch shares with the native one."""
+    bufs = [
+        encode(640, 480, progressive=True),
+        encode(300, 200, mode="CMYK", progressive=True),
+        encode(300, 200, mode="L", progressive=True),
+        encode(300, 200, fmt="PNG"),
+    ]
+    out = np.zeros((len(bufs), 48, 64, 3), np.uint8)
+    with decode.DecodePool(2, backend="native") as p:
+        assert p.max_decode_bytes == 1 << 30 == p._native.max_decode_bytes
+        assert p.decode_batch(bufs, out).tolist() == [0] * len(bufs), p.last_errors()
+        native = p._native
+        assert native.reserve(1 << 30) and not native.reserve((1 << 30) + 1)
+        native.release(1 << 30)
+    with pytest.raises(ValueError, match="max_decode_bytes"):
+        decode.DecodePool(1, max_decode_bytes=0)
+
+
+@native_only
+def test_transcode_refuses_a_progressive_jpeg_over_the_budget() -> None:
+    big = encode(1024, 1024, progressive=True)  # 4:2:0: 24,576 blocks, 3 MB of coefficients
+    with decode.DecodePool(1, backend="native", max_decode_bytes=2 * MIB) as p:
+        status, out = p.transcode_jpeg([big, encode(64, 64)], np.array([[64, 64]] * 2))
+        assert status.tolist() == [decode.STATUS_TOO_LARGE, 0] and out[0] is None
+        assert "1024x1024 progressive JPEG needs about" in p.last_errors()[0]
+        out = np.zeros((1, 32, 32, 3), np.uint8)
+        assert p.decode_batch([big], out).tolist() == [decode.STATUS_TOO_LARGE]
+        assert "over the budget of 2 MiB" in p.last_errors()[0]
+
+
+def _hold_first_pillow_decode(monkeypatch, hold: threading.Event, timeout: float):
+    """Makes the Pillow decode of image 0 wait (up to timeout) for `hold`; returns the events
+    set when it starts and the time it wrote its slot."""
+    started, wrote = threading.Event(), []
+    real = decode.pool._Job.decode_pil
+
+    def slow(self, i, *args):
+        if i == 0:
+            started.set()
+            hold.wait(timeout)
+        result = real(self, i, *args)
+        if i == 0:
+            wrote.append(time.monotonic())
+        return result
+
+    monkeypatch.setattr(decode.pool._Job, "decode_pil", slow)
+    return started, wrote
+
+
+@pytest.mark.parametrize("backend_", backends())
+def test_a_batch_that_close_interrupts_writes_nothing_after_it_raises(
+    monkeypatch, backend_: str
+) -> None:
+    """close() from another thread between two hand-offs to the Pillow threads: the batch
+    raised ValueError while image 0, already handed off, was still decoding into `out`,
+    which the caller may be reusing by then. Now it raises once image 0 is done."""
+    raised = threading.Event()
+    started, wrote = _hold_first_pillow_decode(monkeypatch, raised, timeout=1.0)
+    pool = decode.DecodePool(2, backend=backend_)
+    executor, closer, calls = pool._executor, [], []
+    real_submit = executor.submit
+
+    def submit(fn, *args):
+        calls.append(fn)
+        if len(calls) == 2:  # the second hand-off: once image 0 decodes, close() first
+            assert started.wait(5)
+            closer.append(threading.Thread(target=pool.close))
+            closer[0].start()
+            while not executor._shutdown:
+                time.sleep(0.001)
+        return real_submit(fn, *args)
+
+    monkeypatch.setattr(executor, "submit", submit)
+    pngs = [encode(64, 48, fmt="PNG", seed=s) for s in range(3)]
+    out = np.zeros((3, 16, 16, 3), np.uint8)
+    with pytest.raises(ValueError, match="DecodePool is closed"):
+        pool.decode_batch(pngs, out)
+    raised_at = time.monotonic()
+    raised.set()
+    closer[0].join(10)
+    assert wrote and wrote[0] <= raised_at, "image 0 was written after decode_batch raised"
+
+
+@pytest.mark.parametrize("backend_", backends())
+def test_a_second_close_returns_once_the_threads_are_joined(monkeypatch, backend_: str) -> None:
+    """close() while another thread's close() waits for a running Pillow decode returned at
+    once (the finalizer had already run): its caller went on with threads still running."""
+    go = threading.Event()
+    started, wrote = _hold_first_pillow_decode(monkeypatch, go, timeout=5.0)
+    pool = decode.DecodePool(2, backend=backend_)
+    pngs = [encode(64, 48, fmt="PNG", seed=s) for s in range(2)]
+    out = np.zeros((2, 16, 16, 3), np.uint8)
+    batch = threading.Thread(target=lambda: pool.decode_batch(pngs, out))
+    batch.start()
+    assert started.wait(5)
+    first = threading.Thread(target=pool.close)
+    first.start()
+    while not pool._executor._shutdown:  # the first close() waits for image 0
+        time.sleep(0.001)
+    timer = threading.Timer(0.3, go.set)
+    timer.start()
+    pool.close()
+    assert wrote, "close() returned while a decode thread was still running"
+    assert not [t for t in pool._executor._threads if t.is_alive()]
+    first.join(10)
+    batch.join(10)
+    timer.join()

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -249,6 +251,20 @@ def test_bad_inputs_get_a_status_not_a_crash(pool):
     assert "valid output size" in pool.last_errors()[0]
 
 
+def test_sizes_and_crops_beyond_int32_are_refused_not_wrapped(pool):
+    """An output size or window int32 cannot hold is an error naming it (2**32 + 64 wrapped to
+    64: a valid size, silently)."""
+    good = encode(120, 80)
+    with pytest.raises(ValueError, match=re.escape("sizes[1, 0] = 4294967360")):
+        pool.transcode_jpeg([good, good], np.array([[40, 40], [2**32 + 64, 40]], np.int64))
+    with pytest.raises(ValueError, match=re.escape("crops[0, 3] = -4294967216")):
+        pool.transcode_jpeg(
+            [good], np.array([[40, 40]]), crops=np.array([[0, 0, 80, 80 - 2**32]], np.int64)
+        )
+    status, out = pool.transcode_jpeg([good], np.array([[40, 30]], np.int64))
+    assert status.tolist() == [0] and Image.open(io.BytesIO(out[0])).size == (40, 30)
+
+
 def test_too_large_is_refused(pool):
     with decode.DecodePool(1, backend="native", max_pixels=100) as small:
         status, _ = small.transcode_jpeg([encode(20, 20)], np.array([[10, 10]], np.int32))
@@ -360,3 +376,80 @@ def test_jpeg_header_checks():
     sof = b"\xff\xc0\x00\x11\x08" + struct.pack(">HH", 0, 10) + b"\x03" + b"\x00" * 9
     with pytest.raises(im2rec.SkipImage, match="frame size"):
         im2rec.transcode.jpeg_info(b"\xff\xd8" + sof + b"\xff\xd9")
+
+
+def test_jpeg_padded_with_eoi_is_skipped_as_truncated(pool):
+    """im2rec: a JPEG cut short and padded with an EOI marker was re-encoded with grey rows;
+    it is skipped as truncated now, as one without the EOI is."""
+    good = encode(320, 240)
+    sos = good.find(b"\xff\xda")
+    padded = good[: (sos + len(good)) // 2] + b"\xff\xd9"
+    status, out = pool.transcode_jpeg([good, padded], np.array([[160, 120]] * 2, np.int32))
+    assert status.tolist() == [0, decode.STATUS_TRUNCATED] and out[1] is None
+    assert "premature end of data segment" in pool.last_errors()[1]
+    with pytest.raises(im2rec.transcode.SkipImage, match="truncated JPEG"):
+        encode_image(padded, EncodeOptions(resize=100))
+
+
+# A long thin strip: a few KB of PNG whose --resize (shorter side to 64) asks for 82 M pixels.
+STRIP_SCRIPT = """
+import io, json, sys
+from PIL import Image
+from recio.im2rec.transcode import EncodeOptions, SkipImage, encode_image
+
+def status_kib(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+
+b = io.BytesIO()
+Image.new("RGB", (40000, 2), (10, 200, 60)).save(b, "PNG")
+try:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # VmHWM := VmRSS
+except OSError:
+    pass
+base = status_kib("VmRSS")
+try:
+    out = encode_image(b.getvalue(), EncodeOptions(encoding=".png", resize=64, quality=1))
+    result = f"{len(out)} bytes"
+except SkipImage as e:
+    result = str(e)
+print(json.dumps({"result": result, "grew": (status_kib("VmHWM") - base) << 10}))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmHWM")
+def test_resize_of_a_strip_is_bounded_by_max_output_bytes():
+    """im2rec --encoding .png --resize 64 of a 40000x2 PNG (a few hundred bytes): 1280000x64
+    pixels, 245 MB before encoding (hundreds of MB of peak RSS; a 68 KB strip reached 3.8 GB).
+    Now skipped, with the reason, before anything is decoded."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    res = subprocess.run(
+        [sys.executable, "-c", STRIP_SCRIPT], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout.splitlines()[-1])
+    assert "output 1280000x64 from a 40000x2 image is 234 MiB" in got["result"], got
+    assert "max_output_bytes" in got["result"]
+    assert got["grew"] < 16 << 20, got
+
+
+@native_only
+def test_output_bound_in_the_native_jpeg_path_and_for_larger_sources(tmp_path):
+    strip = encode(60000, 4)  # --resize 64: 960000x64, 176 MiB of RGB
+    with pytest.raises(im2rec.transcode.SkipImage, match="max_output_bytes"):
+        encode_image(strip, EncodeOptions(resize=64))
+    kept = encode_image(strip, EncodeOptions(resize=4))  # no larger than its source
+    assert Image.open(io.BytesIO(kept)).size == (60000, 4)
+    # an output no larger than its source is made, whatever the limit
+    big = encode(600, 400)
+    opts = EncodeOptions(max_output_bytes=1000)
+    assert Image.open(io.BytesIO(encode_image(big, opts))).size == (600, 400)
+    with pytest.raises(im2rec.transcode.SkipImage, match="max_output_bytes"):
+        encode_image(big, EncodeOptions(resize=500, max_output_bytes=1000))
+    png = encode(600, 400, fmt="PNG")
+    with pytest.raises(im2rec.transcode.SkipImage, match="output 750x500 from a 600x400"):
+        encode_image(png, EncodeOptions(resize=500, max_output_bytes=1000, encoding=".png"))
+    with pytest.raises(ValueError, match="max_output_bytes"):
+        EncodeOptions(max_output_bytes=0)
