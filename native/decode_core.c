@@ -47,7 +47,8 @@ struct rc_worker {
   rc_coeffs ch, cv;
   uint8_t *src_plane[RC_MAX_PLANES], *out_plane[RC_MAX_PLANES]; /* rc_decode_planes */
   size_t src_cap[RC_MAX_PLANES], out_cap[RC_MAX_PLANES];
-  struct rc_budget *held_from; /* NOTE [decode budget]: the share this worker holds */
+  struct rc_budget
+      *held_from; /* the share of the budget this worker holds (NOTE [decode budget]) */
   uint64_t held;
 };
 
@@ -191,7 +192,7 @@ static void trim(uint8_t **p, size_t *cap) {
   if (*cap > RC_KEEP_BYTES) free(*p), *p = NULL, *cap = 0;
 }
 
-/* NOTE [decode budget]: glibc keeps freed memory in the freeing thread's arena (blocks under
+/* (NOTE [decode budget]) glibc keeps freed memory in the freeing thread's arena (blocks under
  * its mmap threshold, which grows to 32 MiB), so the next big decode in another thread would
  * allocate afresh: RSS would hold one big image per thread. After a big image the freed memory
  * goes back to the system before the share is given back. */

@@ -16,7 +16,7 @@ from .status import Status
 
 
 class Budget(Protocol):
-    """NOTE [decode budget]: the bytes a pool's decodes may hold at once (see ``native/``)."""
+    """The bytes a pool's decodes may hold at once (NOTE [decode budget], native/decode_core.h)."""
 
     limit: int  # 0: no limit
 
@@ -53,7 +53,7 @@ class ByteBudget:
             self._freed.notify_all()
 
 
-# NOTE [decode budget]: glibc keeps what a thread frees in that thread's arena, so a decode in
+# (NOTE [decode budget]) glibc keeps what a thread frees in that thread's arena, so a decode in
 # another thread allocates afresh and RSS holds one big image per thread, whatever the budget.
 # After a big decode, before its share is given back, the freed memory is returned to the
 # system (malloc_trim; the native path does the same).
