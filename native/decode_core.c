@@ -47,8 +47,7 @@ struct rc_worker {
   rc_coeffs ch, cv;
   uint8_t *src_plane[RC_MAX_PLANES], *out_plane[RC_MAX_PLANES]; /* rc_decode_planes */
   size_t src_cap[RC_MAX_PLANES], out_cap[RC_MAX_PLANES];
-  struct rc_budget
-      *held_from; /* the share of the budget this worker holds (NOTE [decode budget]) */
+  struct rc_budget *held_from; /* whose share this worker holds (NOTE [decode budget]) */
   uint64_t held;
 };
 
