@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 
@@ -15,7 +14,7 @@ from recio.recordio import MXIndexedRecordIO
 from recio.sampler import epoch_order
 from recio.storage.prefetch import Prefetcher
 
-from .conftest import TOOLS
+from .conftest import Server, port_open
 
 
 def write_rec(
@@ -41,26 +40,45 @@ def ids_of(payloads) -> list[int]:
     return out
 
 
-def read_across_restart(rf: RecordFile, script: str, n: int = 120) -> None:
-    """Read a block-shuffled epoch of ``rf`` (records 0..n-1) while ``tools/<script>``
-    stops the server after the third batch and starts it 1.5 s later: every record must
-    arrive once, in order, with its own bytes."""
+def read_across_restart(rf: RecordFile, server: Server, n: int = 120) -> None:
+    """Read a block-shuffled epoch of ``rf`` (records 0..n-1) while ``server`` (one this run
+    started) is stopped after the third batch -- checked down: not ready, every port closed --
+    and started again 1.5 s later: every record must arrive once, in order, with its own
+    bytes."""
 
     def run(action: str) -> None:
-        subprocess.run([str(TOOLS / script), action], check=True, capture_output=True, timeout=180)
+        done = server.run(action)
+        assert done.returncode == 0, f"{server.script} {action}: {done.stdout}{done.stderr}"
+
+    def restart() -> None:
+        time.sleep(1.5)
+        try:
+            run("start")
+        except BaseException as exc:  # re-raised in the test's thread
+            failed.append(exc)
 
     rf.source.fetch = storage.FetchOptions(backoff=0.5, max_backoff=3, retries=20, gap=0,
                                            max_request=200_000)  # fmt: skip
     order = epoch_order(n, 0, 0, "block", block_size=10, window=1)
     got: list[int] = []
-    restarter = threading.Thread(target=lambda: (time.sleep(1.5), run("start")))
+    failed: list[BaseException] = []
+    restarter = threading.Thread(target=restart)
     # one batch fetched ahead at most: the later batches are read after the stop
     batches = Prefetcher(rf, np.array_split(order, 20), depth=1, group_bytes=0)
-    for k, (indices, payloads) in enumerate(batches):
-        assert ids_of(payloads) == indices.tolist()
-        got += indices.tolist()
-        if k == 2:
-            run("stop")
-            restarter.start()
-    restarter.join()
+    try:
+        for k, (indices, payloads) in enumerate(batches):
+            assert ids_of(payloads) == indices.tolist()
+            got += indices.tolist()
+            if k == 2:
+                assert server.ports(), f"no ports recorded for {server.script}"
+                run("stop")
+                assert server.run("status", timeout=30).returncode != 0, "still ready after stop"
+                still = [p for p in server.ports() if port_open(p)]
+                assert not still, f"{server.script} stop left ports {still} open"
+                restarter.start()
+    finally:
+        if restarter.ident is not None:
+            restarter.join()
+        if failed:
+            raise failed[0]
     assert got == order.tolist()

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Install (cached under ~/.cache/recio-servers) and start, or stop, both storage test servers.
-# usage: tools/ci_services.sh start | stop | status
+# usage: tools/ci_services.sh start | stop | status | env
+#   env   the running servers' endpoints as shell assignments (RECIO_S3_ENDPOINT=...,
+#         RECIO_HDFS_URL=..., RECIO_WEBHDFS_URL=...), for this state dir and owner only
 # The S3 install runs while the HDFS sdist downloads; both servers then start side by side.
+# The servers belong to the state dir and owner token in the environment (RECIO_SERVERS_STATE,
+# RECIO_SERVERS_OWNER; see tools/s3_server.sh): stop stops only what they started.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 case "${1:-start}" in
@@ -13,7 +17,16 @@ case "${1:-start}" in
     "$here/hdfs_server.sh" start
     wait $s3
     ;;
-  stop) "$here/s3_server.sh" stop; "$here/hdfs_server.sh" stop ;;
+  stop)
+    rc=0
+    "$here/s3_server.sh" stop || rc=$?
+    "$here/hdfs_server.sh" stop || rc=$?
+    exit $rc
+    ;;
   status) "$here/s3_server.sh" status; "$here/hdfs_server.sh" status ;;
-  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+  env)
+    "$here/s3_server.sh" owns | grep -E '^RECIO_S3_ENDPOINT='
+    "$here/hdfs_server.sh" owns | grep -E '^RECIO_(WEB)?HDFS_URL='
+    ;;
+  *) echo "usage: $0 start|stop|status|env" >&2; exit 2 ;;
 esac

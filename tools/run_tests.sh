@@ -1,11 +1,27 @@
 #!/usr/bin/env bash
-# Install recio with its test extras, start the test servers (S3, HDFS) on
-# 127.0.0.1, run the whole test suite except what needs a GPU, stop the servers.
+# Install recio with its test extras, start this run's own test servers (S3, HDFS) on free
+# ports of 127.0.0.1, run the whole test suite except what needs a GPU, stop those servers.
+# The servers live in a fresh state dir with an owner token of this run (RECIO_SERVERS_STATE,
+# RECIO_SERVERS_OWNER), so the EXIT trap and the restart tests stop only them, never a server
+# someone else started; the tests find them through RECIO_S3_ENDPOINT / RECIO_HDFS_URL /
+# RECIO_WEBHDFS_URL. The installs stay cached in ~/.cache/recio-servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh "test,s3,hdfs,dali,train,plot"
 if [ -x tools/ci_services.sh ]; then
+  state=$(mktemp -d "${TMPDIR:-/tmp}/recio-servers.XXXXXX")
+  export RECIO_SERVERS_STATE=$state RECIO_SERVERS_OWNER="run_tests-$$-${state##*.}"
+  export RECIO_SERVERS_PORTS=auto
+  stop_servers() {
+    local rc=$?
+    # only what this run started; its data goes with it
+    if bash tools/ci_services.sh stop; then rm -rf "$state"; fi
+    exit $rc
+  }
+  trap stop_servers EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
   bash tools/ci_services.sh start
-  trap 'bash tools/ci_services.sh stop' EXIT
+  eval "$(bash tools/ci_services.sh env | sed 's/^/export /')"
 fi
 python3 -m pytest -m "not gpu" "$@"
