@@ -3,7 +3,8 @@
     python examples/read_s3.py s3://bucket/train.rec \\
         --endpoint-url http://127.0.0.1:8333 --key testing --secret testing
 
-``storage_options`` go to fsspec/s3fs unchanged (the s3 extra: ``pip install -e '.[s3]'`` in a checkout).
+``storage_options`` go to fsspec/s3fs unchanged (the s3 extra:
+``pip install -e '.[s3]'`` in a checkout).
 Without --key/--secret, s3fs finds credentials the usual way (environment,
 ~/.aws, instance role). The .idx beside the .rec tells the iterator where each
 record lies, so it fetches records by byte ranges, coalesced and read ahead.
