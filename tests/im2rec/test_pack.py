@@ -268,7 +268,8 @@ def test_list_not_utf8_is_an_error_naming_line_and_byte(tmp_path, images, caplog
     (tmp_path / "data.lst").write_bytes("".join(lines).encode("latin-1"))
     assert run("--resize", 32, prefix, images) == im2rec.EXIT_FAILED
     offset = len("".join(lines[:2])) + lines[2].index("é")
-    assert f"{prefix}.lst:3: not UTF-8 text (byte {offset} is 0xe9" in caplog.text
+    assert "not UTF-8 text: byte 0xe9 on line 3" in caplog.text
+    assert f"at byte {offset} of {prefix}.lst" in caplog.text
     assert json.loads((tmp_path / "data.report.json").read_text())["status"] == "aborted"
 
 
