@@ -247,8 +247,18 @@ def unpack(s: bytes | bytearray | memoryview) -> tuple[IRHeader, bytes | memoryv
 
 
 def unpack_labels(s: bytes | memoryview, label_width: int = 1) -> tuple[np.ndarray, int, int]:
-    """Labels (float32, ``label_width`` wide), id and image offset of a packed record."""
+    """Labels (float32, ``label_width`` wide), id and image offset of a packed record.
+
+    Raises:
+        RecordIOError: the record is too short for its IRHeader, or for the labels the
+            header announces (the caller adds the file and byte offset).
+    """
+    size = len(s)
+    if size < IR_HEADER_SIZE:
+        raise RecordIOError(f"record of {size} bytes has no image header")
     flag, label, rid, _ = _IR_FORMAT.unpack_from(s, 0)
+    if IR_HEADER_SIZE + 4 * flag > size:
+        raise RecordIOError(f"IRHeader says {flag} labels, but the record has only {size} bytes")
     if flag == 0:
         labels = np.full(label_width, label, dtype=np.float32)
         return labels, rid, IR_HEADER_SIZE

@@ -466,32 +466,19 @@ def batch_headers(
     starts = [0] * n
     problems: dict[int, RecordIOError] = {}
     for j, payload in enumerate(payloads):
-        flag = _header_flag(payload)
-        size = len(payload)
-        if flag is None or IR_HEADER_SIZE + 4 * flag > size:
-            why = (
-                f"record of {size} bytes has no image header"
-                if flag is None
-                else f"IRHeader says {flag} labels, but the record has only {size} bytes"
-            )
+        try:
+            labels[j], ids[j], starts[j] = unpack_labels(payload, label_width)
+        except RecordIOError as exc:  # this record's header: the policy's to handle
             position = int(positions[j])
             problems[j] = RecordIOError(
-                why, path=records.url, offset=int(records.offsets[position]), record_index=position
-            )
+                str(exc), path=records.url, offset=int(records.offsets[position]),
+                record_index=position,
+            )  # fmt: skip
             ids[j] = int(records.keys[position])  # the .idx key: the best id there is
             continue
-        if flag == 0 and label_width > 1:
-            position = int(positions[j])
+        if label_width > 1 and starts[j] == IR_HEADER_SIZE:  # flag 0: a single label
             raise ValueError(
-                f"label_width={label_width}, but {records.describe(position)} has a single "
-                "label (flag 0): set label_width=1, or pack the records with several labels"
+                f"label_width={label_width}, but {records.describe(int(positions[j]))} has a "
+                "single label (flag 0): set label_width=1, or pack the records with several labels"
             )
-        labels[j], ids[j], starts[j] = unpack_labels(payload, label_width)
     return labels, ids, starts, problems
-
-
-def _header_flag(payload: Any) -> int | None:
-    """The IRHeader's flag (label count), or None if the payload is too short for one."""
-    if len(payload) < IR_HEADER_SIZE:
-        return None
-    return int.from_bytes(bytes(payload[:4]), "little")

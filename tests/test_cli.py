@@ -346,7 +346,7 @@ def test_help_of_bench(capsys):
     _every_option_has_help(parser)
     assert isinstance(parser.parse_args([]).shape, tuple)
     out = _help(capsys, "bench")
-    # the docstring's usage example keeps its lines (argparse used to merge it into prose)
+    # the usage example keeps its lines (the default formatter would merge them into prose)
     assert "\n    recio bench [URL-or-PATH] [--threads N] [--batch-size B]" in out
     assert "\n  recio bench --keep /tmp/sample " in out
     flat = " ".join(out.split())

@@ -275,3 +275,11 @@ def test_lst_labels_must_fit_float32():
     big = "3.4028235e38"  # float32's largest value, rounded: it fits
     entries = list(parse_lst([f"0\t{big}\ta.jpg", "1\tnan\tb.jpg", "2\t-inf\tc.jpg"]))
     assert [e.index for e in entries] == [0, 1, 2]
+
+
+def test_unpack_labels_refuses_headers_the_record_cannot_hold():
+    with pytest.raises(RecordIOError, match="record of 4 bytes has no image header"):
+        unpack_labels(b"tiny")
+    short = struct.pack("<IfQQ", 1000, 0.0, 5, 0) + b"abc"
+    with pytest.raises(RecordIOError, match="IRHeader says 1000 labels"):
+        unpack_labels(short)

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Sequence
 
 from .. import storage
+from ..cli import HelpFormatter, at_least
 from .lists import DEFAULT_EXTS, MXNET_SEED, find_lists, make_lists
 from .pack import PackReport, TooManyErrors, output_names, pack_list
 from .transcode import (
@@ -46,32 +47,6 @@ exit codes:
   {EXIT_INTERRUPTED:<4} interrupted (Ctrl-C, SIGTERM); nothing published"""
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Description and epilog as written; "(default: X)" after options that take a value.
-
-    Not after flags: "--no-shuffle (default: True)" reads as the opposite of what it is.
-    """
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if action.nargs == 0 or action.default in (None, argparse.SUPPRESS) or "default" in text:
-            return text
-        return text + " (default: %(default)s)"
-
-
-def _at_least(low: int):
-    """An argparse type: an integer >= ``low``."""
-
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
-        return value
-
-    parse.__name__ = "int"  # argparse says "invalid int value: 'x'"
-    return parse
-
-
 def _ratio(text: str) -> float:
     value = float(text)
     if not 0.0 <= value <= 1.0:
@@ -87,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     Also sets the parser's help text and makes its errors one line (exit code 2).
     """
-    parser.formatter_class = _HelpFormatter
+    parser.formatter_class = HelpFormatter
     parser.description, parser.epilog = DESCRIPTION, EPILOG
     parser.usage = "%(prog)s [options] PREFIX ROOT"
 
@@ -119,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     c.add_argument(
         "--chunks",
-        type=_at_least(1),
+        type=at_least(1),
         default=1,
         metavar="N",
         help="cut the list into N lists, PREFIX_0.lst ... PREFIX_{N-1}.lst",
@@ -168,7 +143,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     r.add_argument(
         "--resize",
-        type=_at_least(0),
+        type=at_least(0),
         default=0,
         metavar="N",
         help="resize so that the shorter side is N pixels; 0 keeps the size",
@@ -184,7 +159,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cpus = os.cpu_count() or 1
     r.add_argument(
         "--num-thread",
-        type=_at_least(1),
+        type=at_least(1),
         default=cpus,
         metavar="N",
         help="workers that read, decode, resize and encode (see --pool); the output is the "
@@ -215,7 +190,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     x = parser.add_argument_group("recio additions")
     x.add_argument(
         "--shards",
-        type=_at_least(1),
+        type=at_least(1),
         default=1,
         metavar="N",
         help="write N balanced .rec/.idx pairs per list, NAME-00000-of-0000N.rec ...",
@@ -227,7 +202,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     x.add_argument(
         "--max-errors",
-        type=_at_least(0),
+        type=at_least(0),
         default=None,
         metavar="N",
         help="abort, publishing nothing, once more than N files or list lines were skipped "

@@ -128,7 +128,10 @@ def test_errors_are_one_line_and_non_zero(tmp_path, images, case):
         "missing root": (["--list", prefix, tmp_path / "nope"], "image folder ROOT"),
         "missing list": ([tmp_path / "other", images], "no .lst file with prefix"),
         "bad value": (["--num-thread", 0, prefix, images], "--num-thread: must be at least 1"),
-        "bad int": (["--chunks", "x", "--list", prefix, images], "invalid int value: 'x'"),
+        "bad int": (
+            ["--chunks", "x", "--list", prefix, images],
+            "--chunks: expected an integer, not 'x'",
+        ),
         "bad quality": (["--quality", 200, prefix, images], "JPEG quality must be 1..100"),
     }[case]
     done = recio_im2rec(*argv)
