@@ -25,7 +25,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from . import __version__, storage  # noqa: E402  (after the OpenBLAS setting)
 from .errors import RecordIOError  # noqa: E402
 from .format import IR_HEADER_SIZE, format_idx_line, parse_idx  # noqa: E402
-from .reader import RecordCursor, default_idx_path, scan_source  # noqa: E402
+from .layout import detect_layout  # noqa: E402
+from .reader import RecordCursor, RecordFile, default_idx_path, scan_source  # noqa: E402
 
 # command -> (module, one-line help)
 STAGE_COMMANDS = {
@@ -303,10 +304,25 @@ def cmd_info(args: argparse.Namespace) -> int:
         summary["records_per_class"] = {"min": min(counts), "max": max(counts)}
     if no_header:
         summary["records_without_header"] = no_header
+    if walk.error is None and problem is None:
+        summary.update(_layout_summary(rec, idx_url, options))
     width = max(len(k) for k in summary)
     for key, value in summary.items():
         print(f"{key:<{width}}  {value}")
     return 1 if walk.error is not None or problem is not None else 0
+
+
+def _layout_summary(rec: str, idx_url: str | None, options: dict | None) -> dict:
+    """The ``layout`` line of ``recio info`` (and the classes an InsightFace header gives)."""
+    try:
+        with RecordFile(rec, idx_url, storage_options=options) as records:
+            layout = detect_layout(records)
+            found = {"layout": layout.describe()}
+            if layout.num_classes is not None:
+                found["classes"] = layout.num_classes
+            return found
+    except RecordIOError as exc:
+        return {"layout": f"unreadable: {exc}"}
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

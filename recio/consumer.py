@@ -22,6 +22,7 @@ import numpy as np
 from .config import ON_ERROR, IterConfig, check_choice
 from .decode.status import STATUS_NAMES
 from .errors import DecodeError
+from .layout import RecordLayout, detect_layout
 from .reader import RecordFile
 from .sampler import LastBatch, Sampler
 
@@ -159,6 +160,7 @@ class PositionedIterator:
 
     config: IterConfig
     records: RecordFile
+    layout: RecordLayout
     sampler: Sampler
     stats: IterStats
     _epoch = 0
@@ -177,14 +179,18 @@ class PositionedIterator:
             storage_options=config.storage.storage_options,
         )
         try:
+            # Header, identity and other label-only records are not samples.
+            self.layout = detect_layout(self.records)
+            samples = self.layout.samples
             self.sampler = Sampler(
-                len(self.records),
+                len(samples),
                 config.batch_size,
                 part_index=world.rank,
                 num_parts=world.size,
                 shuffle=config.shuffle_kind,
                 seed=config.seed,
                 last_batch=LastBatch(config.last_batch),
+                positions=samples if len(self.layout.metadata) else None,
             )
         except BaseException:
             self.records.close()
@@ -278,7 +284,7 @@ class PositionedIterator:
             "epoch": epoch,
             "step": step,
             "seed": self.seed,
-            "num_records": len(self.records),
+            "num_records": self.layout.num_samples,
             "batch_size": self.batch_size,
             "part_index": self.part_index,
             "num_parts": self.num_parts,

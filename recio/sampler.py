@@ -108,7 +108,9 @@ class Sampler:
     """Batches of record positions for one rank, epoch after epoch.
 
     Parameters are plain integers, so two ranks built with the same ``seed``
-    agree on everything; tests need no processes.
+    agree on everything; tests need no processes. ``positions`` maps the samples
+    ``0..num_records-1`` to record positions of the file (when some records are not
+    samples, see :mod:`recio.layout`); plans then give record positions.
     """
 
     def __init__(
@@ -123,7 +125,12 @@ class Sampler:
         last_batch: LastBatch | str = LastBatch.PAD,
         block_size: int = 256,
         window: int = 4,
+        positions: np.ndarray | None = None,
     ) -> None:
+        if positions is not None:
+            positions = np.asarray(positions, dtype=np.int64)
+            if len(positions) != num_records:
+                raise ValueError(f"{len(positions)} positions for {num_records} records")
         if num_records <= 0:
             raise ValueError("the dataset has no records")
         if batch_size <= 0:
@@ -147,6 +154,7 @@ class Sampler:
                 f"last_batch='discard' with {num_records} records and {num_parts} part(s) of "
                 f"batch {batch_size} leaves no batch at all"
             )
+        self.positions = positions
         self._order_cache: dict[int, np.ndarray] = {}
 
     def fetch_group(self) -> int | None:
@@ -171,7 +179,7 @@ class Sampler:
         if epoch not in self._order_cache:
             if len(self._order_cache) > 2:
                 self._order_cache.clear()
-            self._order_cache[epoch] = epoch_order(
+            order = epoch_order(
                 self.num_records,
                 self.seed,
                 epoch,
@@ -180,6 +188,7 @@ class Sampler:
                 window=self.window,
                 parts=self.num_parts,
             )
+            self._order_cache[epoch] = order if self.positions is None else self.positions[order]
         return self._order_cache[epoch]
 
     def _step_range(self, epoch: int) -> tuple[int, int]:

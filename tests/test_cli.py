@@ -354,3 +354,20 @@ def test_help_of_bench(capsys):
         assert default in flat
     assert "vs Pillow" in flat and "MB/s counts the encoded (compressed) bytes" in flat
     assert "Modules:" not in out
+
+
+@pytest.mark.parametrize("header", [True, False])
+def test_info_shows_the_layout_it_found(tmp_path, capsys, header):
+    from tests.faces import write_faces
+
+    face = write_faces(tmp_path, (2, 3), header=header, label_only_at=() if header else (1,))
+    assert cli(["info", face.rec]) == 0
+    fields = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
+    if header:
+        assert fields["layout"] == (
+            "InsightFace: header record (key 0), 5 images (keys 1..5), "
+            "2 identity records (keys 6..7)"
+        )
+        assert fields["classes"] == "2"
+    else:
+        assert fields["layout"] == "plain: 5 images, 1 label-only record (not samples)"

@@ -510,3 +510,39 @@ def test_remote_next_epoch_is_fetched_ahead_and_matches_local(rec, memfs, mode):
             np.testing.assert_array_equal(px_a, px_b)
     assert [ids.tolist() for ids, _ in resumed] == [ids.tolist() for ids, _ in want[1][2:]]
     assert remote._lookahead.key is None  # closed with the iterator
+
+
+# --- face-recognition layouts: metadata records are not samples --------------------------
+
+
+@pytest.mark.parametrize("header", [True, False])
+def test_face_layout_epoch_gives_every_image_once(tmp_path, header):
+    from tests.faces import write_faces
+
+    face = write_faces(tmp_path, (5, 1, 7, 3, 4), header=header, label_only_at=(3,))
+    kw = dict(data_shape=(3, 24, 24), batch_size=4, shuffle=True, last_batch="discard")
+    with make_iter(face.rec, **kw) as it:
+        assert it.layout.num_samples == face.num_images == 20
+        for _ in range(2):
+            ids, labels = [], []
+            for batch in it:
+                ids += batch.index.tolist()
+                labels += batch.label.tolist()
+            assert sorted(ids) == list(range(1, 21))  # no duplicates, no metadata record
+            assert labels == face.classes()[np.array(ids) - 1].tolist()  # label[0]: the class
+        assert it.stats.decoded == 40 and it.stats.bad_records == {}
+        assert it.stats.skipped == 0 and len(it) == 5
+        if header:
+            assert it.layout.num_classes == 5
+            assert it.layout.identities.tolist() == face.ranges().tolist()
+
+
+def test_face_layout_ranks_share_the_images(tmp_path):
+    from tests.faces import write_faces
+
+    face = write_faces(tmp_path, (6, 1, 5))
+    seen = []
+    for rank in range(2):
+        with make_iter(face.rec, batch_size=3, shuffle=True, part_index=rank, num_parts=2) as it:
+            seen += [i for b in it for i in b.index.tolist()]
+    assert sorted(seen) == list(range(1, 13))

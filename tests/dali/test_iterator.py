@@ -92,3 +92,16 @@ def test_corrupt_records_raise(bad_rec):
     it, _ = pair(bad_rec, batch_size=5, on_error="raise")
     with pytest.raises(Exception, match="record id 1003"):
         next(iter(it))
+
+
+@needs_dali
+def test_face_layout_metadata_records_are_not_samples(tmp_path):
+    from tests.faces import write_faces
+
+    face = write_faces(tmp_path, (4, 1, 3))
+    it, _ = pair(face.rec, data_shape=(3, 24, 24), batch_size=4, shuffle=True, last_batch="discard")
+    with it:
+        assert it.layout.num_classes == 3
+        ids = [i for b in it for i in b.index.tolist()]
+        assert sorted(ids) == list(range(1, 9))
+        assert it.stats.bad_records == {} and it.stats.decoded == 8
