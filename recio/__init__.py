@@ -9,8 +9,10 @@ The data flows through one module (or subpackage) per stage::
 
 MXNet's names live in :mod:`recio.recordio` (``from recio import recordio``); the
 iterators' shared layer in :mod:`recio.config` and :mod:`recio.consumer`; the converter in
-:mod:`recio.im2rec`. The names below are importable from ``recio`` itself; they are loaded
-on first use, so ``import recio`` stays cheap.
+:mod:`recio.im2rec`. Which records are samples (InsightFace's header and identity records
+are not) is :mod:`recio.layout`; map-style access for a DataLoader of the user's own is
+:class:`recio.dataset.RecordDataset`. The names below are importable from ``recio``
+itself; they are loaded on first use, so ``import recio`` stays cheap.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ __version__ = "0.1.0"
 # name -> module that defines it
 _EXPORTS = {
     "ImageRecordIter": "recio.iterator",
+    "RecordDataset": "recio.dataset",
+    "RecordLayout": "recio.layout",
     "Batch": "recio.consumer",
     "IterStats": "recio.consumer",
     "IterConfig": "recio.config",

@@ -2,7 +2,9 @@
 
 Pure numpy over a whole batch. The decoder does the pixel work; this module
 only decides, in source pixels, which window of each image becomes the output.
-Draws come from ``(seed, epoch, step, part)``, so a resumed run repeats them.
+The iterators' draws come from ``(seed, epoch, step, part)``, so a resumed run repeats
+them; :func:`draw_keyed` draws each sample's from ``(seed, epoch, sample)`` alone, so they
+do not depend on which batch, worker or process the sample lands in.
 """
 
 from __future__ import annotations
@@ -62,13 +64,50 @@ def draw(
     n = len(sizes)
     uniform = rng.random((n, _ATTEMPTS, 4))
     flips = rng.random(n) < 0.5 if spec.rand_mirror else np.zeros(n, dtype=bool)
+    return _windows(spec, sizes, uniform), flips
+
+
+def draw_keyed(
+    spec: CropSpec, sizes: np.ndarray, seed: int, epoch: int, samples: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """As :func:`draw`, each sample's draws a function of ``(seed, epoch, sample)`` only."""
+    uniform = keyed_uniform(seed, epoch, samples, _ATTEMPTS * 4 + 1)
+    flips = uniform[:, -1] < 0.5 if spec.rand_mirror else np.zeros(len(sizes), dtype=bool)
+    return _windows(spec, sizes, uniform[:, :-1].reshape(-1, _ATTEMPTS, 4)), flips
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a bijection of uint64 that scrambles every bit."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def keyed_uniform(seed: int, epoch: int, samples: np.ndarray, count: int) -> np.ndarray:
+    """``count`` uniform floats in [0, 1) per sample: counter-based, (len(samples), count).
+
+    Value ``k`` of sample ``s`` is a hash of ``(seed, epoch, s, k)`` (splitmix64 over the
+    counter), so any subset of samples, in any order or grouping, gets the same values.
+    """
+    with np.errstate(over="ignore"):
+        key = _mix(np.uint64(seed % (1 << 64)) + _GOLDEN)
+        key = _mix(key ^ (np.uint64(epoch % (1 << 64)) * _GOLDEN))
+        per_sample = _mix(key ^ np.asarray(samples, dtype=np.int64).astype(np.uint64))
+        counters = np.arange(1, count + 1, dtype=np.uint64) * _GOLDEN
+        bits = _mix(per_sample[:, None] + counters[None, :])
+    return (bits >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+def _windows(spec: CropSpec, sizes: np.ndarray, uniform: np.ndarray) -> np.ndarray:
+    """Crop windows for images of ``sizes`` from ``uniform`` draws (N, attempts, 4)."""
     width = np.maximum(sizes[:, 0], 1).astype(np.float64)
     height = np.maximum(sizes[:, 1], 1).astype(np.float64)
     if spec.random_resized_crop:
-        windows = _random_resized(spec, width, height, uniform)
-    else:
-        windows = _fixed_size(spec, width, height, uniform[:, 0, 2:])
-    return windows, flips
+        return _random_resized(spec, width, height, uniform)
+    return _fixed_size(spec, width, height, uniform[:, 0, 2:])
 
 
 def _fixed_size(spec: CropSpec, width, height, position) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -107,5 +108,38 @@ def test_readme_recordio_snippet_runs_as_pasted(tmp_path):
         cwd=tmp_path,
         capture_output=True,
         text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@needs_torch
+def test_readme_record_dataset_snippet_runs_as_pasted(tmp_path):
+    """README's RecordDataset snippet, unchanged, on a face dataset of its own (1 rank)."""
+    import subprocess
+    import sys
+
+    from tests.faces import write_faces
+
+    (tmp_path / "data").mkdir()
+    face = write_faces(tmp_path / "data", (3, 1, 2), size=112, name="train")
+    init = (
+        "import os, torch.distributed as td\n"
+        "os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=os.environ['PORT'])\n"
+        "td.init_process_group('gloo', rank=0, world_size=1)\n"
+    )
+    snippet = _readme_block("## Face-recognition datasets")
+    check = (
+        "\nassert images.shape[1:] == (3, 112, 112) and str(labels.dtype) == 'torch.int64'"
+        f"\nassert len(ds) == {face.num_images} and ds.num_classes == 3\n"
+    )
+    from tests._train_data import free_port
+
+    env = {**os.environ, "PORT": str(free_port())}
+    proc = subprocess.run(
+        [sys.executable, "-c", init + snippet + check],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

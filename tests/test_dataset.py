@@ -1,0 +1,176 @@
+"""RecordDataset: MXFaceDataset's samples and labels, DataLoader workers, DistributedSampler."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from recio.augment import CropSpec
+from recio.config import Normalize
+from recio.dataset import RecordDataset, SampleBatch
+from recio.decode import DecodePool
+from recio.errors import DecodeError
+from recio.format import IRHeader
+from recio.recordio import MXIndexedRecordIO, pack, unpack
+from tests.conftest import needs_torch
+from tests.faces import write_faces
+from tests.images import encode
+
+pytestmark = pytest.mark.needs_native
+
+CLASSES = (5, 1, 4, 3, 3)  # 16 images, one identity with a single image
+
+
+@pytest.fixture(scope="module")
+def face(tmp_path_factory):
+    return write_faces(tmp_path_factory.mktemp("faces"), CLASSES, size=24)
+
+
+def reference_images(face) -> np.ndarray:
+    """Image key k at index k - 1, decoded whole by recio's decoder: uint8 CHW."""
+    with MXIndexedRecordIO(face.idx, face.rec, "r") as r:
+        images = [unpack(r.read_idx(k))[1] for k in range(1, face.num_images + 1)]
+    out = np.empty((len(images), 3, 24, 24), dtype=np.uint8)
+    with DecodePool(1) as pool:
+        assert not pool.decode_batch(images, out, layout="NCHW").any()
+    return out
+
+
+def uint8_dataset(face, **kw) -> RecordDataset:
+    return RecordDataset(face.rec, (3, 24, 24), normalize=Normalize(dtype="uint8"), **kw)
+
+
+def test_samples_and_labels_are_mxfacedatasets(face):
+    ds = uint8_dataset(face, label_dtype="int64")
+    assert len(ds) == 16 and ds.num_classes == 5
+    assert ds.layout.identities.tolist() == face.ranges().tolist()
+    want = reference_images(face)
+    for i in range(len(ds)):
+        image, label = ds[i]
+        np.testing.assert_array_equal(image, want[i])  # sample i is key i + 1
+        assert label == face.classes()[i] and label.dtype == np.int64
+    image, _ = ds[-1]
+    np.testing.assert_array_equal(image, want[-1])
+    with pytest.raises(IndexError, match="sample 16 of"):
+        ds[16]
+
+
+def test_getitems_decodes_a_batch_in_one_call(face, monkeypatch):
+    calls = []
+    original = DecodePool.decode_batch
+
+    def counting(self, buffers, out, **kw):
+        calls.append(len(buffers))
+        return original(self, buffers, out, **kw)
+
+    monkeypatch.setattr(DecodePool, "decode_batch", counting)
+    ds = uint8_dataset(face)
+    batch = ds.__getitems__([3, 0, 7])
+    assert calls == [3]
+    assert isinstance(batch, SampleBatch) and len(batch) == 3
+    assert batch.images.shape == (3, 3, 24, 24)
+    np.testing.assert_array_equal(batch[1][0], reference_images(face)[0])
+    assert batch.labels.tolist() == face.classes()[[3, 0, 7]].tolist()
+
+
+def test_normalised_float_output(face):
+    norm = Normalize(mean=(127.5,) * 3, std=(127.5,) * 3)
+    ds = RecordDataset(face.rec, (3, 24, 24), normalize=norm)
+    image, _ = ds[2]
+    want = (reference_images(face)[2].astype(np.float32) - 127.5) / 127.5
+    assert image.dtype == np.float32
+    np.testing.assert_allclose(image, want, atol=1e-6)
+
+
+def test_flips_are_keyed_per_sample_and_epoch(face):
+    plain = reference_images(face)
+    ds = uint8_dataset(face, rand_mirror=True, seed=3)
+    alone = [ds[i][0] for i in range(16)]
+    together = ds.__getitems__(list(range(15, -1, -1))).images[::-1]
+    flipped = []
+    for i in range(16):
+        np.testing.assert_array_equal(alone[i], together[i])  # batch makeup doesn't matter
+        is_flip = np.array_equal(alone[i], plain[i][:, :, ::-1])
+        assert is_flip or np.array_equal(alone[i], plain[i])
+        flipped.append(is_flip)
+    assert 0 < sum(flipped) < 16
+    ds.set_epoch(1)
+    later = [np.array_equal(ds[i][0], plain[i][:, :, ::-1]) for i in range(16)]
+    assert later != flipped
+
+
+def test_a_crop_spec_is_applied(face):
+    crop = CropSpec(12, 12, rand_crop=True)
+    ds = RecordDataset(face.rec, (3, 12, 12), crop=crop, normalize=Normalize(dtype="uint8"))
+    image, _ = ds[0]
+    assert image.shape == (3, 12, 12)
+    with pytest.raises(ValueError, match="crop gives 12x12"):
+        RecordDataset(face.rec, (3, 24, 24), crop=crop)
+
+
+def test_pickles_as_its_settings_and_reopens(face):
+    ds = uint8_dataset(face)
+    first = ds[4][0]
+    copy = pickle.loads(pickle.dumps(ds))
+    assert copy._records is None  # nothing open travels
+    np.testing.assert_array_equal(copy[4][0], first)
+    ds.close()
+    np.testing.assert_array_equal(ds[4][0], first)  # reopened on use
+
+
+def test_plain_file_without_header(tmp_path):
+    face = write_faces(tmp_path, (2, 2), header=False, label_only_at=(1,))
+    ds = uint8_dataset(face)
+    assert len(ds) == 4 and ds.num_classes is None
+    assert [float(ds[i][1]) for i in range(4)] == [0.0, 0.0, 1.0, 1.0]
+
+
+def test_bad_image_raises_or_is_replaced(tmp_path):
+    rec, idx = str(tmp_path / "b.rec"), str(tmp_path / "b.idx")
+    with MXIndexedRecordIO(idx, rec, "w") as w:
+        w.write_idx(0, pack(IRHeader(0, 0.0, 0, 0), encode(16, 16)))
+        w.write_idx(1, pack(IRHeader(0, 1.0, 1, 0), encode(16, 16)[:60]))  # cut short
+    ds = RecordDataset(rec, (3, 16, 16))
+    with pytest.raises(DecodeError, match=r"record id 1 \(record 1, at byte \d+ of .*b.rec\)"):
+        ds.__getitems__([0, 1])
+    ds = RecordDataset(rec, (3, 16, 16), on_error="replace")
+    batch = ds.__getitems__([0, 1])
+    assert not batch.images[1].any() and batch.images[0].any()
+    assert batch.labels.tolist() == [0.0, 1.0] and list(ds.bad_records) == [1]
+
+
+def test_bad_arguments(face):
+    with pytest.raises(ValueError, match="data_shape"):
+        RecordDataset(face.rec, (24, 24))
+    with pytest.raises(ValueError, match="on_error"):
+        RecordDataset(face.rec, (3, 24, 24), on_error="skip")
+    with pytest.raises(ValueError, match="label_dtype"):
+        RecordDataset(face.rec, (3, 24, 24), label_dtype="int8")
+
+
+def _image_owner(reference: np.ndarray):
+    keys = {reference[i].tobytes(): i for i in range(len(reference))}
+    return lambda image: keys[np.ascontiguousarray(image).tobytes()]
+
+
+@needs_torch
+@pytest.mark.parametrize("collate", [None, RecordDataset.collate])
+def test_dataloader_workers_and_distributed_sampler_give_every_image_once(face, collate):
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    owner = _image_owner(reference_images(face))
+    ds = uint8_dataset(face, label_dtype="int64")
+    ds[0]  # the parent's decoder is running when the workers fork
+    seen, labels = [], []
+    for rank in range(2):
+        sampler = DistributedSampler(ds, num_replicas=2, rank=rank, shuffle=True, seed=1)
+        kw = {"collate_fn": collate} if collate else {}
+        loader = DataLoader(ds, batch_size=3, sampler=sampler, num_workers=2, **kw)
+        for images, label in loader:
+            assert images.shape[1:] == (3, 24, 24)
+            seen += [owner(image.numpy()) for image in images]
+            labels += label.tolist()
+    assert sorted(seen) == list(range(16))
+    assert labels == face.classes()[seen].tolist()
