@@ -155,8 +155,8 @@ def _insightface(records: RecordFile, position: int, header: IRHeader) -> Record
             record_index=position,
         )
     lookup = _KeyLookup(records.keys)
-    samples = lookup.positions(np.arange(1, first, dtype=np.int64), where, "image")
-    identities = lookup.positions(np.arange(first, end, dtype=np.int64), where, "identity")
+    samples = lookup.positions(1, first, where, "image")
+    identities = lookup.positions(first, end, where, "identity")
     is_sample = np.zeros(len(records), dtype=bool)
     is_sample[samples] = True
     return RecordLayout(
@@ -170,27 +170,44 @@ def _insightface(records: RecordFile, position: int, header: IRHeader) -> Record
 
 
 class _KeyLookup:
-    """Positions of keys in an index: a binary search over the keys in sorted order."""
+    """Positions of keys in an index (the first position where a key repeats).
+
+    Keys ``0..~n`` in any order (InsightFace's index lists key 0 after the images) go
+    through a table indexed by key, in one pass; other keys through a sort.
+    """
 
     def __init__(self, keys: np.ndarray) -> None:
-        self.keys = keys
-        # An index written in key order (the usual case) needs no sort of its keys.
-        self.order = None if bool(np.all(keys[1:] > keys[:-1])) else np.argsort(keys, kind="stable")
-        self.sorted = keys if self.order is None else keys[self.order]
+        self.table: np.ndarray | None = None
+        self.order: np.ndarray | None = None
+        if len(keys) and 0 <= keys.min() and keys.max() < 2 * len(keys) + 16:
+            self.table = np.full(int(keys.max()) + 1, -1, dtype=np.int64)
+            self.table[keys[::-1]] = np.arange(len(keys) - 1, -1, -1, dtype=np.int64)
+        else:
+            self.order = np.argsort(keys, kind="stable")
+            self.sorted = keys[self.order]
 
-    def positions(self, wanted: np.ndarray, where: str, what: str) -> np.ndarray:
-        at = np.searchsorted(self.sorted, wanted)
-        found = at < len(self.sorted)
-        found[found] = self.sorted[at[found]] == wanted[found]
+    def positions(self, lo: int, hi: int, where: str, what: str) -> np.ndarray:
+        """The positions of keys ``lo .. hi - 1`` (int64), or an error naming the index."""
+        if self.table is not None:
+            at = self.table[lo:hi]  # a view: no gather over the keys
+            if len(at) < hi - lo:
+                at = np.append(at, np.full(hi - lo - len(at), -1, dtype=np.int64))
+            found = at >= 0
+        else:
+            wanted = np.arange(lo, hi, dtype=np.int64)
+            at = np.searchsorted(self.sorted, wanted)
+            found = at < len(self.sorted)
+            found[found] = self.sorted[at[found]] == wanted[found]
+            at = self.order[np.minimum(at, len(self.order) - 1)] if len(self.order) else at
         if not found.all():
-            missing = wanted[~found]
+            missing = lo + int(np.argmin(found))
             raise RecordIOError(
-                f"the header record (key 0) announces {what} keys {int(wanted[0])}.."
-                f"{int(wanted[-1])}, but {len(missing)} of them are not in the index "
-                f"(first: key {int(missing[0])})",
+                f"the header record (key 0) announces {what} keys {lo}..{hi - 1}, but "
+                f"{int(np.count_nonzero(~found))} of them are not in the index "
+                f"(first: key {missing})",
                 path=where,
             )
-        return at.astype(np.int64) if self.order is None else self.order[at].astype(np.int64)
+        return at.astype(np.int64)
 
 
 def _label_only(records: RecordFile, positions: np.ndarray) -> np.ndarray:

@@ -103,3 +103,20 @@ def test_identity_record_without_two_labels_is_reported(tmp_path):
         with pytest.raises(RecordIOError, match="identity record key 2 has 0 labels") as info:
             _ = layout.identities
         assert info.value.offset == int(records.offsets[2])
+
+
+@pytest.mark.parametrize("extra_key", [None, 10**12, -5])  # dense keys: a table; else a sort
+def test_keys_are_found_in_any_order(tmp_path, extra_key):
+    rec, idx = str(tmp_path / "k.rec"), str(tmp_path / "k.idx")
+    with MXIndexedRecordIO(idx, rec, "w") as w:
+        if extra_key is not None:
+            w.write_idx(extra_key, pack(IRHeader(0, 9.0, 0, 0), encode(16, 16, seed=9)))
+        for key in (3, 1, 2):
+            w.write_idx(key, pack(IRHeader(0, float(key), key, 0), encode(16, 16, seed=key)))
+        w.write_idx(4, pack(IRHeader(0, [1.0, 4.0], 0, 0), b""))
+        w.write_idx(0, pack(IRHeader(0, [4.0, 5.0], 0, 0), b""))
+    with RecordFile(rec) as records:
+        layout = detect_layout(records)
+        assert records.keys[layout.samples].tolist() == [1, 2, 3]
+        assert records.keys[layout.identity_positions].tolist() == [4]
+        assert layout.identities.tolist() == [[1, 4]]
