@@ -179,7 +179,7 @@ class _KeyLookup:
     def __init__(self, keys: np.ndarray) -> None:
         self.table: np.ndarray | None = None
         self.order: np.ndarray | None = None
-        if len(keys) and 0 <= keys.min() and keys.max() < 2 * len(keys) + 16:
+        if len(keys) and keys.min() >= 0 and keys.max() < 2 * len(keys) + 16:
             self.table = np.full(int(keys.max()) + 1, -1, dtype=np.int64)
             self.table[keys[::-1]] = np.arange(len(keys) - 1, -1, -1, dtype=np.int64)
         else:
