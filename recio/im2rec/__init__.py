@@ -6,14 +6,18 @@ between the two. Beyond MXNet: a pool of threads (libjpeg-turbo and Pillow relea
 GIL) with output in ``.lst`` order through a bounded reorder window (NOTE [output order] in
 :mod:`~recio.im2rec.pack`); bad files skipped and reported (``--max-errors``, exit code);
 ``--shards``; any fsspec URL as output; EXIF orientation applied when re-encoding; writers
-that publish only complete files.
+that publish only complete files; ``--layout insightface``, InsightFace's face-recognition
+layout (NOTE [insightface layout] in :mod:`~recio.im2rec.layout`).
 
 Modules: :mod:`~recio.im2rec.lists` (folder → ``.lst``), :mod:`~recio.im2rec.pack`
-(``.lst`` → ``.rec``/``.idx``), :mod:`~recio.im2rec.transcode` (one image file → record
-bytes: JPEG → JPEG in C, else Pillow), :mod:`~recio.im2rec.cli` (the command line).
+(``.lst`` → ``.rec``/``.idx``), :mod:`~recio.im2rec.layout` (the order and keys of the
+records, and the face layout's index records), :mod:`~recio.im2rec.transcode` (one image
+file → record bytes: JPEG → JPEG in C, else Pillow), :mod:`~recio.im2rec.cli` (the
+command line).
 """
 
 from .cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_SKIPPED, add_arguments, main, run
+from .layout import LAYOUTS, FaceIndex, group_by_class
 from .lists import DEFAULT_EXTS, MXNET_SEED, find_lists, list_images, make_lists, split_list
 from .pack import PackReport, TooManyErrors, default_pool, output_names, pack_list, read_list
 from .transcode import EncodeOptions, SkipImage, encode_image, make_record, make_records
@@ -24,8 +28,10 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_SKIPPED",
+    "LAYOUTS",
     "MXNET_SEED",
     "EncodeOptions",
+    "FaceIndex",
     "PackReport",
     "SkipImage",
     "TooManyErrors",
@@ -33,6 +39,7 @@ __all__ = [
     "default_pool",
     "encode_image",
     "find_lists",
+    "group_by_class",
     "list_images",
     "main",
     "make_lists",

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from .. import storage
 from ..cli import HelpFormatter, at_least
+from .layout import LAYOUTS
 from .lists import DEFAULT_EXTS, MXNET_SEED, find_lists, make_lists
 from .pack import PackReport, TooManyErrors, output_names, pack_list
 from .transcode import (
@@ -189,6 +190,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     x = parser.add_argument_group("recio additions")
     x.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="mxnet",
+        help="mxnet: records in .lst order, keyed by the .lst index. insightface: the "
+        "face-recognition layout of InsightFace's sets (read by arcface_torch's "
+        "MXFaceDataset): the images grouped by their first label, classes sorted by label "
+        "value and each class in .lst order, keys 1..N in that order (not the .lst index; "
+        "a skipped file moves the later keys down), then a header record (key 0) and one "
+        "record per identity (keys N+1..N+K) with its images' key range. With --list, each "
+        ".lst is written grouped the same way and numbered 1..N. One .rec: not with --shards",
+    )
+    x.add_argument(
         "--shards",
         type=at_least(1),
         default=1,
@@ -291,6 +304,7 @@ def _pack_one(
             storage_options=options,
             progress=not args.quiet,
             report=report,
+            layout=args.layout,
         )
     except TooManyErrors as exc:
         log.error("%s: nothing published (existing outputs left as they were): %s", lst, exc)
@@ -360,6 +374,7 @@ def _run(args: argparse.Namespace) -> int:
             shuffle=args.shuffle,
             seed=args.seed,
             storage_options=options,
+            layout=args.layout,
         )
         return EXIT_OK
     opts = EncodeOptions(
@@ -371,6 +386,9 @@ def _run(args: argparse.Namespace) -> int:
         encoding=args.encoding,
         pack_label=args.pack_label,
     )
+    if args.layout == "insightface" and args.shards > 1:
+        raise ValueError("--layout insightface writes one .rec (its index covers every image): "
+                         "not with --shards")  # fmt: skip
     _check_folder(root, "image folder ROOT")
     lists = find_lists(prefix, options)
     if not lists:

@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import storage
 from ..format import ListEntry, format_lst_line
+from .layout import check_layout, group_by_class, numbered
 
 log = logging.getLogger("recio.im2rec")
 
@@ -97,14 +98,20 @@ def make_lists(
     shuffle: bool = True,
     seed: int = MXNET_SEED,
     storage_options: dict[str, Any] | None = None,
+    layout: str = "mxnet",
 ) -> list[str]:
     """Write the ``.lst`` file(s) for the images under ``root``; returns their names.
+
+    With ``layout="insightface"`` each list is written as packing in that layout orders
+    it: grouped by label (classes in increasing label value, each in the shuffled or
+    folder order), and numbered 1..N, the keys its images get when none is skipped.
 
     Raises:
         FileNotFoundError: ``root`` is not a folder.
         ValueError: no image to list (with a hint when sub-folders hold images and
             ``recursive`` is off); nothing is written then.
     """
+    face = check_layout(layout) == "insightface"
     exts = list(exts)
     items = list_images(root, recursive, exts)
     if not items:
@@ -115,6 +122,8 @@ def make_lists(
     for name, entries in split_list(
         items, prefix, chunks=chunks, train_ratio=train_ratio, test_ratio=test_ratio
     ):
+        if face:
+            entries = numbered(group_by_class(entries))
         out = storage.AtomicOutput(name, storage_options)
         try:
             out.write("".join(format_lst_line(e) for e in entries).encode())

@@ -1,8 +1,10 @@
 """.lst → .rec/.idx: a pool encodes the images, writers publish only complete files.
 
-NOTE [output order]: records are written in ``.lst`` order whatever ``--num-thread`` is,
-and each image's bytes depend only on its file and the options, so the same input and
-seed give byte-identical ``.rec``/``.idx`` files.
+NOTE [output order]: records are written in ``.lst`` order whatever ``--num-thread`` is
+(in the insightface layout: the list grouped by class, then the index records, NOTE
+[insightface layout] in :mod:`~recio.im2rec.layout`), and each image's bytes depend
+only on its file and the options, so the same input and seed give byte-identical
+``.rec``/``.idx`` files.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ from .. import storage
 from ..errors import RecordIOError
 from ..format import ListEntry, parse_lst, unpack
 from ..recordio import MXIndexedRecordIO
+from .layout import (
+    FaceIndex,
+    check_classes,
+    check_layout,
+    group_by_class,
+    numbered,
+    warn_index,
+    with_id,
+)
 from .transcode import (
     EncodeOptions,
     _exif_orientation,
@@ -61,6 +72,8 @@ class PackReport:
     skipped: list[dict] = dataclasses.field(default_factory=list)
     status: str = "running"
     options: dict = dataclasses.field(default_factory=dict)
+    layout: str = "mxnet"
+    identities: int | None = None  # insightface layout: identity records written
 
     @property
     def images_per_second(self) -> float:
@@ -88,6 +101,8 @@ class PackReport:
                 f"({self.bytes / 1e6:.1f} MB) in {self.seconds:.1f} s "
                 f"({self.images_per_second:.0f} images/s), {n} skipped"
             )
+            if self.identities is not None:
+                s += f"; {self.identities} identities"
         else:  # the writers were aborted: what was packed is gone
             published = "" if self.status == "failed" else ", nothing published"
             s = (
@@ -168,30 +183,21 @@ def _check_list(
     linenos: Sequence[int],
     root: str,
     opts: EncodeOptions,
+    layout: str = "mxnet",
 ) -> None:
     """Refuse a list with repeated indices; warn (once per kind) about odd but packable lines.
 
     A repeated index is refused, not skipped: it is the record's key in the ``.idx`` (and
     its id), so the reader keeps one record per index and the other image vanishes
     silently; which of the two lines is meant cannot be known, and a repeat usually means
-    lists were concatenated or edited by hand, which the user should look at.
+    lists were concatenated or edited by hand, which the user should look at. In the
+    insightface layout the keys are given anew (the index is not used), so repeats are
+    fine there, but each first label names a class and must be a finite number.
     """
-    seen: dict[int, int] = {}
-    repeats = []
-    for e, lineno in zip(entries, linenos, strict=True):
-        first = seen.setdefault(e.index, lineno)
-        if first != lineno:
-            repeats.append((e.index, first, lineno))
-    if repeats:
-        index, first, again = repeats[0]
-        err = RecordIOError(
-            f"{url}:{again}: index {index} is already on line {first} "
-            f"({len(repeats)} repeated {'index' if len(repeats) == 1 else 'indices'} in all): "
-            "each image needs its own index, its record's key in the .idx; "
-            "renumber the first column"
-        )
-        err.path = url
-        raise err
+    if layout == "insightface":
+        check_classes(url, entries, linenos)
+    else:
+        _refuse_repeats(url, entries, linenos)
     width = None if opts.pack_label else 1  # the labels that are stored
     odd = [(e, n) for e, n in zip(entries, linenos, strict=True) if not _finite(e.labels[:width])]
     if odd:
@@ -210,6 +216,25 @@ def _check_list(
             "%s:%d: %s is outside ROOT %s (%d path%s outside it): read anyway, as MXNet does",
             url, lineno, entry.path, root, count, "" if count == 1 else "s",
         )  # fmt: skip
+
+
+def _refuse_repeats(url: str, entries: Sequence[ListEntry], linenos: Sequence[int]) -> None:
+    seen: dict[int, int] = {}
+    repeats = []
+    for e, lineno in zip(entries, linenos, strict=True):
+        first = seen.setdefault(e.index, lineno)
+        if first != lineno:
+            repeats.append((e.index, first, lineno))
+    if repeats:
+        index, first, again = repeats[0]
+        err = RecordIOError(
+            f"{url}:{again}: index {index} is already on line {first} "
+            f"({len(repeats)} repeated {'index' if len(repeats) == 1 else 'indices'} in all): "
+            "each image needs its own index, its record's key in the .idx; "
+            "renumber the first column"
+        )
+        err.path = url
+        raise err
 
 
 def _outside(path: str) -> bool:
@@ -304,11 +329,16 @@ def pack_list(
     storage_options: dict[str, Any] | None = None,
     progress: bool = False,
     report: PackReport | None = None,
+    layout: str = "mxnet",
 ) -> PackReport:
     """Pack the images of ``lst`` (relative to ``root``) into ``out_stem``.rec/.idx.
 
     ``out_stem`` defaults to the list's name without ``.lst`` (MXNet's naming). With
-    ``shards`` > 1 the k-th written record goes to shard k mod ``shards``. Bad files are
+    ``shards`` > 1 the k-th written record goes to shard k mod ``shards``.
+    ``layout="insightface"`` writes InsightFace's face layout (NOTE [insightface layout]
+    in :mod:`~recio.im2rec.layout`): the entries grouped by their first label, classes
+    in increasing label value, each in ``.lst`` order; keys 1..N in that order (the
+    ``.lst`` index is not used); then the header and identity records. Bad files are
     skipped and listed in the report; past ``max_errors`` skips, or when no image at all
     could be packed (a wrong ``root``, say), TooManyErrors is raised and nothing is published.
     On any exception (Ctrl-C too) every writer is aborted, so no output looks whole,
@@ -317,6 +347,12 @@ def pack_list(
     """
     if shards < 1:
         raise ValueError(f"shards must be >= 1, not {shards}")
+    face = check_layout(layout) == "insightface"
+    if face and shards > 1:
+        raise ValueError(
+            f"the insightface layout makes one .rec (its index covers every image), "
+            f"not {shards} shards"
+        )
     opts = opts or EncodeOptions()
     if out_stem is None:
         out_stem = lst[: -len(".lst")] if lst.endswith(".lst") else lst
@@ -326,6 +362,7 @@ def pack_list(
         report = PackReport(list=lst, outputs=[])
     report.list, report.outputs = lst, [n for pair in names for n in pair]
     report.options = dataclasses.asdict(opts)
+    report.layout = layout
     start = time.perf_counter()
     from tqdm import tqdm
 
@@ -342,7 +379,13 @@ def pack_list(
                 f"{len(bad_lines)} lines of the list unreadable, more than --max-errors "
                 f"{max_errors} (first: {bad_lines[0]['path']}: {bad_lines[0]['reason']})"
             )
-        _check_list(lst, entries, linenos, root, opts)
+        _check_list(lst, entries, linenos, root, opts, layout)
+        index = None
+        if face:  # NOTE [insightface layout]: index = the key the image gets if none is skipped
+            grouped = group_by_class(entries)
+            lst_index = [e.index for e in grouped]  # what the report names a skipped file by
+            entries = numbered(grouped)
+            index = FaceIndex()
         bar = tqdm(
             total=len(entries),
             unit="img",
@@ -360,15 +403,18 @@ def pack_list(
             kind = pool or default_pool(opts)
             for entry, payload, reason in _record_stream(entries, root, opts, num_thread, kind):
                 if payload is None:
-                    report.skipped.append(
-                        {"index": entry.index, "path": entry.path, "reason": reason}
-                    )
+                    number = entry.index if index is None else lst_index[entry.index - 1]
+                    report.skipped.append({"index": number, "path": entry.path, "reason": reason})
                     log.debug("skipped %s: %s", entry.path, reason)
                     if max_errors is not None and len(report.skipped) > max_errors:
                         raise TooManyErrors(
                             f"{len(report.skipped)} skipped, more than --max-errors "
                             f"{max_errors} (last: {entry.path}: {reason})"
                         )
+                elif index is not None:  # keys in written order: skips move them down
+                    key = index.add(entry.labels[0])
+                    writers[0].write_idx(key, with_id(payload, key))
+                    report.written += 1
                 else:
                     writers[report.written % shards].write_idx(entry.index, payload)
                     report.written += 1
@@ -378,6 +424,11 @@ def pack_list(
                 bar.update(1)
         if not report.written:  # publishing would replace good outputs with empty ones
             raise TooManyErrors(_nothing_written(report, lst, root))
+        if index is not None:
+            for key, payload in index.records():
+                writers[0].write_idx(key, payload)
+            report.identities = index.identities
+            warn_index(lst, entries, index)
         if rotated:
             path, turn = rotated
             log.warning(
