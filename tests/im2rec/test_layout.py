@@ -259,3 +259,19 @@ def test_help_says_how_classes_are_ordered(capsys):
     flat = " ".join(capsys.readouterr().out.split())
     assert "--layout {mxnet,insightface}" in flat
     assert "classes sorted by label value and each class in .lst order" in flat
+
+
+def test_face_output_is_read_by_recios_layout_and_iterator(tmp_path, faces):
+    from recio.iterator import ImageRecordIter
+    from recio.layout import INSIGHTFACE
+
+    prefix = tmp_path / "faces"
+    assert run("--list", "--recursive", *FACE, prefix, faces) == 0
+    assert run(*FACE, prefix, faces) == 0
+    kw = dict(data_shape=(3, 16, 16), batch_size=4, shuffle=True, last_batch="discard")
+    with ImageRecordIter(f"{prefix}.rec", **kw) as it:
+        assert it.layout.kind == INSIGHTFACE and it.layout.num_classes == 4
+        assert it.layout.identities.tolist() == [list(r) for r in mx_face_dataset(prefix)["ids"]]
+        ids = [i for batch in it for i in batch.index.tolist()]
+        assert len(ids) == 12 and len(set(ids)) == 12 and set(ids) <= set(range(1, 14))
+        assert it.stats.bad_records == {}
