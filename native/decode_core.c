@@ -581,7 +581,7 @@ int rc_resize_rgb(rc_worker *w, const uint8_t *rgb, int width, int height, size_
       rc_vpass(rgb, stride, row_bytes, ymin, taps, w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
     if (w->ch.identity) {
       memcpy(out + yy * out_stride, w->line + (size_t)w->ch.bounds[0] * 3, out_stride);
-    } else { /* hpass writes a byte past the row: through hline */
+    } else { /* hpass writes past the row: through hline */
       rc_hpass(w->line, w->hline, o->out_w, &w->ch, 0);
       memcpy(out + yy * out_stride, w->hline, out_stride);
     }

@@ -9,9 +9,10 @@ encoded again at --quality (4:2:0), as face-recognition sets store their crops; 
 decoded whole at its own size, flipped (every other one), normalised to float32 NCHW, the
 way ``ImageRecordIter(data_shape=(3, 112, 112), rand_mirror=True, mean_r=...)`` asks for.
 ``rrc``: a .rec's images, RandomResizedCrop(--size) + flip to uint8 NCHW, as ``recio bench``
-draws them. Both against ``TurboJPEG().decode`` of the same bytes (full size, to BGR), on one
-thread (``small``) or on as many threads as recio (``rrc``, what ``recio bench`` calls the
-plain decode).
+draws them, through the decode pool alone and through the whole ``ImageRecordIter`` (an
+epoch per turn, 2 threads, shuffled). Both against ``TurboJPEG().decode`` of the same bytes
+(full size, to BGR), on one thread (``small``) or on two (``rrc``: what ``recio bench`` calls
+the plain decode).
 
 Every configuration runs once per round, the rounds repeat, and the median time per image is
 reported (turns keep a noisy machine from favouring one). --against loads another checkout's
@@ -49,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from recio.augment import CropSpec, batch_rng, draw  # noqa: E402
 from recio.decode import DecodePool  # noqa: E402
 from recio.format import unpack_labels  # noqa: E402
+from recio.iterator import ImageRecordIter  # noqa: E402
 from recio.reader import RecordFile  # noqa: E402
 
 MEAN = (123.68, 116.28, 103.53)
@@ -208,6 +210,29 @@ def main(argv: list[str] | None = None) -> int:
 
         return run
 
+    iterators: list[ImageRecordIter] = []
+
+    def iterator_runner(extension=None) -> Callable[[], int]:
+        """One epoch of the whole ImageRecordIter, as ``recio bench`` runs it."""
+        it = ImageRecordIter(
+            str(args.source),
+            (3, size, size),
+            bs,
+            shuffle=True,
+            random_resized_crop=True,
+            rand_mirror=True,
+            preprocess_threads=2,
+        )
+        iterators.append(it)
+        if extension is not None:
+            it.pool._native.close()
+            it.pool._native = extension.Pool(2, it.pool.max_decode_bytes or 0)
+
+        def run() -> int:
+            return sum(bs - batch.pad for batch in it)
+
+        return run
+
     configs: dict[str, Callable[[], int]] = {}
     tj_threads = 1 if small else 2
     configs[f"turbojpeg {tj_threads}t"] = turbo_runner(images, tj_threads)
@@ -216,6 +241,10 @@ def main(argv: list[str] | None = None) -> int:
         configs[f"recio {threads}t"] = recio_runner(threads)
         if against is not None:
             configs[f"against {threads}t"] = recio_runner(threads, against)
+    if not small:
+        configs["iterator 2t"] = iterator_runner()
+        if against is not None:
+            configs["against iter 2t"] = iterator_runner(against)
     if args.only:
         if args.only not in configs:
             raise SystemExit(f"--only: one of {sorted(configs)}")
@@ -237,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
             cpu[name].append((time.process_time() - c0) / count)
     for p in pools:
         p.close()
+    for it in iterators:
+        it.close()
     med = {k: statistics.median(v) for k, v in times.items()}
     print(
         f"\n{'configuration':16s} {'us/image':>9s} {'images/s':>9s} {'CPU us/image':>13s}"
