@@ -4,6 +4,8 @@
  * least as large as the output, decode only the rows (jpeg_skip_scanlines) and iMCU columns
  * (jpeg_crop_scanline) the crop needs, straight into the resample buffer; then per output row
  * the vertical pass, the horizontal pass (flip folded in) and the store (order, layout, dtype).
+ * A pass at scale 1 is skipped: no copy vertically, and horizontally the store reads the row
+ * (mirrored if flipped) itself, so a whole image at its own size is decode + store alone.
  * rc_decode_planes (im2rec): libjpeg's raw Y/Cb/Cr planes, each cropped and resampled alone.
  *
  * The resampler (resample.c) reproduces Pillow's Resample.c, so that without DCT scaling the

@@ -1,7 +1,8 @@
 /* recio resampler (see resample.h): Pillow's Resample.c in 14-bit fixed point with SSE2
- * (plain C loops where SSE2 is not compiled in). The vertical pass and the single-channel
- * horizontal pass also have AVX2 versions on x86-64, chosen at run time (RECIO_SIMD=sse2
- * keeps to SSE2); AVX2 and SSE2 give the same bytes.
+ * (plain C loops where SSE2 is not compiled in). The vertical pass, both horizontal passes
+ * (RGB rows and single-channel planes) and the RGB de-interleave also have AVX2 versions on
+ * x86-64, chosen at run time (RECIO_SIMD=sse2 keeps to SSE2); AVX2 and SSE2 give the same
+ * bytes.
  *
  * Coefficients follow Pillow's precompute_coeffs/normalize_coeffs_8bpc, then the zero taps at
  * both ends are trimmed. The passes run every kernel at its full (even, zero-padded) width, so
