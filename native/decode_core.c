@@ -4,6 +4,8 @@
  * least as large as the output, decode only the rows (jpeg_skip_scanlines) and iMCU columns
  * (jpeg_crop_scanline) the crop needs, straight into the resample buffer; then per output row
  * the vertical pass, the horizontal pass (flip folded in) and the store (order, layout, dtype).
+ * A pass at scale 1 is skipped: no copy vertically, and horizontally the store reads the row
+ * (mirrored if flipped) itself, so a whole image at its own size is decode + store alone.
  * rc_decode_planes (im2rec): libjpeg's raw Y/Cb/Cr planes, each cropped and resampled alone.
  *
  * The resampler (resample.c) reproduces Pillow's Resample.c, so that without DCT scaling the
@@ -173,18 +175,26 @@ static uint64_t mib(uint64_t n) {
   return (n + (1 << 20) - 1) >> 20;
 }
 
-int rc_worker_reserve(rc_worker *w, const rc_opts *o, uint64_t need, const char *what, char *err) {
+/* rc_worker_reserve without the message: 0, or -1 (nothing taken) when over the limit. */
+static int take_share(rc_worker *w, const rc_opts *o, uint64_t need) {
   rc_worker_release_share(w);
-  if (!o->budget) return RC_OK;
+  if (!o->budget) return 0;
   need += o->extra_bytes;
-  if (rc_budget_take(o->budget, need) < 0) {
-    snprintf(err, RC_ERRLEN, "%s needs about %llu MiB to decode, over the budget of %llu MiB", what,
-             (unsigned long long)mib(need), (unsigned long long)(o->budget->limit >> 20));
-    return RC_TOO_LARGE;
-  }
+  if (rc_budget_take(o->budget, need) < 0) return -1;
   w->held_from = o->budget;
   w->held = need;
-  return RC_OK;
+  return 0;
+}
+
+static int over_budget(const rc_opts *o, uint64_t need, const char *what, char *err) {
+  snprintf(err, RC_ERRLEN, "%s needs about %llu MiB to decode, over the budget of %llu MiB", what,
+           (unsigned long long)mib(need + o->extra_bytes),
+           (unsigned long long)(o->budget->limit >> 20));
+  return RC_TOO_LARGE;
+}
+
+int rc_worker_reserve(rc_worker *w, const rc_opts *o, uint64_t need, const char *what, char *err) {
+  return take_share(w, o, need) ? over_budget(o, need, what, err) : RC_OK;
 }
 
 static void trim(uint8_t **p, size_t *cap) {
@@ -225,24 +235,27 @@ static void cmyk_to_rgb(const uint8_t *in, uint8_t *out, int n, int inverted) {
   }
 }
 
-/* Stores one RGB output row (already mirrored if flipped): channel order, layout, dtype (via the
- * lookup table). One pass over the row writes all three channels. */
+/* Stores one RGB output row: channel order, layout, dtype (via the lookup table), and the
+ * mirror image when `flip` (the row read from its end: at scale 1 no resampling pass runs, so
+ * the flip is done here). One pass over the row writes all three channels. */
 #define STORE_ROW(T, CONV)                                                               \
   do {                                                                                   \
     T *base = (T *)out;                                                                  \
+    const uint8_t *p = flip ? line + (size_t)(W - 1) * 3 : line;                         \
+    const ptrdiff_t step = flip ? -3 : 3;                                                \
     if (o->layout == RC_LAYOUT_NHWC) {                                                   \
       T *d = base + (size_t)yy * W * 3;                                                  \
-      for (int x = 0; x < W; x++, line += 3, d += 3) {                                   \
-        d[0] = CONV(0, line[c0]);                                                        \
-        d[1] = CONV(1, line[1]);                                                         \
-        d[2] = CONV(2, line[c2]);                                                        \
+      for (int x = 0; x < W; x++, p += step, d += 3) {                                   \
+        d[0] = CONV(0, p[c0]);                                                           \
+        d[1] = CONV(1, p[1]);                                                            \
+        d[2] = CONV(2, p[c2]);                                                           \
       }                                                                                  \
     } else {                                                                             \
       T *d0 = base + (size_t)yy * W, *d1 = d0 + (size_t)H * W, *d2 = d1 + (size_t)H * W; \
-      for (int x = 0; x < W; x++, line += 3) {                                           \
-        d0[x] = CONV(0, line[c0]);                                                       \
-        d1[x] = CONV(1, line[1]);                                                        \
-        d2[x] = CONV(2, line[c2]);                                                       \
+      for (int x = 0; x < W; x++, p += step) {                                           \
+        d0[x] = CONV(0, p[c0]);                                                          \
+        d1[x] = CONV(1, p[1]);                                                           \
+        d2[x] = CONV(2, p[c2]);                                                          \
       }                                                                                  \
     }                                                                                    \
   } while (0)
@@ -250,28 +263,18 @@ static void cmyk_to_rgb(const uint8_t *in, uint8_t *out, int n, int inverted) {
 #define CONV_U8(c, v) (v)
 #define CONV_LUT(c, v) (lut[(c)*256 + (v)])
 
-/* The common uint8 NCHW case: restrict lets the compiler vectorise the de-interleave. */
-static void store_planes_u8(const uint8_t *restrict line, uint8_t *restrict d0,
-                            uint8_t *restrict d1, uint8_t *restrict d2, int W) {
-  for (int x = 0; x < W; x++) {
-    d0[x] = line[3 * x];
-    d1[x] = line[3 * x + 1];
-    d2[x] = line[3 * x + 2];
-  }
-}
-
-static void store_row(const rc_opts *o, const uint8_t *line, void *out, int yy) {
+static void store_row(const rc_opts *o, const uint8_t *line, void *out, int yy, int flip) {
   int W = o->out_w, H = o->out_h;
   int c0 = o->bgr ? 2 : 0, c2 = o->bgr ? 0 : 2;
   if (o->itemsize == 1) {
-    if (!o->bgr && o->layout == RC_LAYOUT_NHWC) {
+    if (!flip && !o->bgr && o->layout == RC_LAYOUT_NHWC) {
       memcpy((uint8_t *)out + (size_t)yy * W * 3, line, (size_t)W * 3);
       return;
     }
-    if (o->layout == RC_LAYOUT_NCHW) {
+    if (!flip && o->layout == RC_LAYOUT_NCHW) {
       uint8_t *plane = (uint8_t *)out + (size_t)yy * W;
       const size_t n = (size_t)H * W;
-      store_planes_u8(line, plane + (size_t)c0 * n, plane + n, plane + (size_t)c2 * n, W);
+      rc_split3(line, plane + (size_t)c0 * n, plane + n, plane + (size_t)c2 * n, W);
       return;
     }
     STORE_ROW(uint8_t, CONV_U8);
@@ -342,15 +345,14 @@ static uint64_t libjpeg_rows_bytes(j_decompress_ptr ci) {
  * reported as RC_TOO_LARGE). */
 static int reserve_decode(rc_worker *w, const rc_opts *o, uint64_t coef, uint64_t need, char *err) {
   struct jpeg_decompress_struct *ci = &w->cinfo;
-  char what[96];
-  snprintf(what, sizeof what, "%ux%u %sJPEG", ci->image_width, ci->image_height,
-           !coef                  ? ""
-           : ci->progressive_mode ? "progressive "
-                                  : "multi-scan ");
-  const int st = rc_worker_reserve(w, o, need, what, err);
-  if (st) {
+  if (take_share(w, o, need)) { /* the message only now: one snprintf is 1 % of a 16x16 decode */
+    char what[96];
+    snprintf(what, sizeof what, "%ux%u %sJPEG", ci->image_width, ci->image_height,
+             !coef                  ? ""
+             : ci->progressive_mode ? "progressive "
+                                    : "multi-scan ");
     jpeg_abort_decompress(ci);
-    return st;
+    return over_budget(o, need, what, err);
   }
   const uint64_t lim = coef + libjpeg_rows_bytes(ci) + (1 << 20);
   ci->mem->max_memory_to_use =
@@ -477,8 +479,8 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
     if (b > last) last = b;
   }
   if (last <= first) first = 0, last = 1;
-  for (int yy = 0; yy < o->out_h; yy++) w->cv.bounds[2 * yy] -= first;
-  w->cv.valid = 0; /* rebased: no longer what rc_precompute computed */
+  /* (cv's bounds count from the crop's first row, tmp's from R0: `first` apart. They are not
+   * rebased in place, so that the next image of this size and crop reuses them.) */
   const int R0 = ry0 + first, R1 = ry0 + last, nrows = last - first;
   const size_t out_stride = (size_t)o->out_w * 3;
   /* What this image allocates (NOTE [decode budget]): the rows the crop needs, as wide as
@@ -536,18 +538,18 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
   jpeg_abort_decompress(ci); /* the rows below the crop are never decoded */
 
   for (int yy = 0; yy < o->out_h; yy++) {
-    const int ymin = w->cv.bounds[2 * yy], ytaps = w->cv.bounds[2 * yy + 1];
+    const int ymin = w->cv.bounds[2 * yy] - first, ytaps = w->cv.bounds[2 * yy + 1];
     const uint8_t *vrow = w->line;
     if (w->cv.identity)
       vrow = w->tmp + (size_t)ymin * row_stride + skip;
     else
       rc_vpass(w->tmp + skip, row_stride, (size_t)rw * 3, ymin, ytaps,
                w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
-    if (w->ch.identity && !flip) {
-      store_row(o, vrow + (size_t)w->ch.bounds[0] * 3, out, yy);
+    if (w->ch.identity) {
+      store_row(o, vrow + (size_t)w->ch.bounds[0] * 3, out, yy, flip);
     } else {
       rc_hpass(vrow, w->hline, o->out_w, &w->ch, flip);
-      store_row(o, w->hline, out, yy);
+      store_row(o, w->hline, out, yy, 0);
     }
   }
   return warned(&w->err, err);
@@ -581,7 +583,7 @@ int rc_resize_rgb(rc_worker *w, const uint8_t *rgb, int width, int height, size_
       rc_vpass(rgb, stride, row_bytes, ymin, taps, w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
     if (w->ch.identity) {
       memcpy(out + yy * out_stride, w->line + (size_t)w->ch.bounds[0] * 3, out_stride);
-    } else { /* hpass writes a byte past the row: through hline */
+    } else { /* hpass writes past the row: through hline */
       rc_hpass(w->line, w->hline, o->out_w, &w->ch, 0);
       memcpy(out + yy * out_stride, w->hline, out_stride);
     }

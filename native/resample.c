@@ -1,7 +1,8 @@
 /* recio resampler (see resample.h): Pillow's Resample.c in 14-bit fixed point with SSE2
- * (plain C loops where SSE2 is not compiled in). The vertical pass and the single-channel
- * horizontal pass also have AVX2 versions on x86-64, chosen at run time (RECIO_SIMD=sse2
- * keeps to SSE2); AVX2 and SSE2 give the same bytes.
+ * (plain C loops where SSE2 is not compiled in). The vertical pass, both horizontal passes
+ * (RGB rows and single-channel planes) and the RGB de-interleave also have AVX2 versions on
+ * x86-64, chosen at run time (RECIO_SIMD=sse2 keeps to SSE2); AVX2 and SSE2 give the same
+ * bytes.
  *
  * Coefficients follow Pillow's precompute_coeffs/normalize_coeffs_8bpc, then the zero taps at
  * both ends are trimmed. The passes run every kernel at its full (even, zero-padded) width, so
@@ -197,7 +198,7 @@ static inline __attribute__((always_inline)) void hpass_k(const uint8_t *in, uin
 }
 
 /* The common kernel sizes get their own fully unrolled copy of the loop. */
-void rc_hpass(const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c, int flip) {
+static void hpass_1px(const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c, int flip) {
   switch (c->ksize) {
     case 4:
       hpass_k(in, out, out_w, c, flip, 4);
@@ -211,11 +212,6 @@ void rc_hpass(const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c, in
     default:
       hpass_k(in, out, out_w, c, flip, c->ksize);
   }
-}
-
-/* Bytes a row given to hpass must stay readable past its last pixel. */
-size_t rc_hpass_slack(const rc_coeffs *c) {
-  return (size_t)c->ksize * 3 + RC_SLACK;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -345,7 +341,155 @@ __attribute__((target("avx2"))) static int hpass1_avx2(const uint8_t *line, int 
   return xx;
 }
 
+/* NOTE [hpass avx2]: the horizontal pass over RGB rows, four output pixels per step, two in
+ * each 256-bit register (one per 128-bit lane), four taps per group: a 16-byte load at the
+ * group's first pixel holds its four pixels (12 bytes); two in-lane shuffles spread taps (0, 1)
+ * and (2, 3) to 16-bit [r r g g b b 0 0], and pmaddwd with the pair's weights, broadcast per
+ * lane, sums each channel's two taps. A kernel of 4k + 2 taps ends with a half group. The four
+ * pixels are packed to 12 bytes and stored as 16 (the next step overwrites the 4 past them).
+ * The sums are the SSE2 path's (integers, added in another order): the same bytes. */
+static inline __attribute__((always_inline, target("avx2"))) __m256i hpass_avx2_pair(
+    const uint8_t *in, const int *bounds, const int16_t *kk, int xa, int xb, const int ksize) {
+  const __m256i lo = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0,
+                                      -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+  const __m256i hi = _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1, 6,
+                                      -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
+  const int16_t *ka = kk + (size_t)xa * ksize, *kb = kk + (size_t)xb * ksize;
+  const uint8_t *pa = in + (size_t)bounds[2 * xa] * 3, *pb = in + (size_t)bounds[2 * xb] * 3;
+  __m256i acc = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+  int t = 0;
+  for (; t + 4 <= ksize; t += 4) {
+    __m256i px = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(pa + 3 * t))),
+        _mm_loadu_si128((const __m128i *)(pb + 3 * t)), 1);
+    __m256i kv =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(ka + t))),
+                                _mm_loadl_epi64((const __m128i *)(kb + t)), 1);
+    acc = _mm256_add_epi32(
+        acc, _mm256_madd_epi16(_mm256_shuffle_epi8(px, lo), _mm256_shuffle_epi32(kv, 0x00)));
+    acc = _mm256_add_epi32(
+        acc, _mm256_madd_epi16(_mm256_shuffle_epi8(px, hi), _mm256_shuffle_epi32(kv, 0x55)));
+  }
+  if (t < ksize) { /* two taps left */
+    int32_t wa, wb;
+    memcpy(&wa, ka + t, 4);
+    memcpy(&wb, kb + t, 4);
+    __m256i px = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(pa + 3 * t))),
+        _mm_loadu_si128((const __m128i *)(pb + 3 * t)), 1);
+    __m256i kv = _mm256_inserti128_si256(_mm256_set1_epi32(wa), _mm_set1_epi32(wb), 1);
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(px, lo), kv));
+  }
+  return _mm256_srai_epi32(acc, PRECISION_BITS);
+}
+
+static inline __attribute__((always_inline, target("avx2"))) int hpass_avx2_k(
+    const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c, const int flip,
+    const int ksize) {
+  /* dwords [a c _ _ | b d _ _] (four pixels, a byte to spare each) to [a b c d], then bytes */
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m128i pack12 = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  /* (locals: the stores to `out` could alias c's fields, which would then be reloaded) */
+  const int *const bounds = c->bounds;
+  const int16_t *const kk = c->kk;
+  const int step = flip ? -1 : 1; /* destinations in order, sources mirrored when flipped */
+  int x = flip ? out_w - 1 : 0, d = 0;
+  for (; d + 4 <= out_w; d += 4, x += 4 * step, out += 12) {
+    __m256i ab = hpass_avx2_pair(in, bounds, kk, x, x + step, ksize);
+    __m256i cd = hpass_avx2_pair(in, bounds, kk, x + 2 * step, x + 3 * step, ksize);
+    __m256i v = _mm256_packus_epi16(_mm256_packs_epi32(ab, cd), ab);
+    v = _mm256_permutevar8x32_epi32(v, order);
+    _mm_storeu_si128((__m128i *)out, _mm_shuffle_epi8(_mm256_castsi256_si128(v), pack12));
+  }
+  return d;
+}
+
+#define HPASS_AVX2_KSIZES(flip)                               \
+  switch (c->ksize) {                                         \
+    case 2:                                                   \
+      return hpass_avx2_k(in, out, out_w, c, flip, 2);        \
+    case 4:                                                   \
+      return hpass_avx2_k(in, out, out_w, c, flip, 4);        \
+    case 6:                                                   \
+      return hpass_avx2_k(in, out, out_w, c, flip, 6);        \
+    case 8:                                                   \
+      return hpass_avx2_k(in, out, out_w, c, flip, 8);        \
+    default:                                                  \
+      return hpass_avx2_k(in, out, out_w, c, flip, c->ksize); \
+  }
+
+/* One copy of the loop per common kernel width and direction; returns the outputs done (all
+ * but the last out_w % 4, left to the one-pixel loop). */
+__attribute__((target("avx2"))) static int hpass_avx2(const uint8_t *in, uint8_t *out, int out_w,
+                                                      const rc_coeffs *c, int flip) {
+  if (flip) HPASS_AVX2_KSIZES(1);
+  HPASS_AVX2_KSIZES(0);
+}
+
+/* rc_split3 for 16 pixels per step (three 16-byte loads, three shuffles per plane). */
+__attribute__((target("avx2"))) static int split3_avx2(const uint8_t *in, uint8_t *d0, uint8_t *d1,
+                                                       uint8_t *d2, int n) {
+  const __m128i m[3][3] = {
+      {_mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13)},
+      {_mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14)},
+      {_mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15)},
+  };
+  uint8_t *const d[3] = {d0, d1, d2};
+  int x = 0;
+  for (; x + 16 <= n; x += 16, in += 48) {
+    const __m128i a = _mm_loadu_si128((const __m128i *)in);
+    const __m128i b = _mm_loadu_si128((const __m128i *)(in + 16));
+    const __m128i e = _mm_loadu_si128((const __m128i *)(in + 32));
+    for (int c = 0; c < 3; c++) {
+      __m128i v =
+          _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, m[c][0]), _mm_shuffle_epi8(b, m[c][1])),
+                       _mm_shuffle_epi8(e, m[c][2]));
+      _mm_storeu_si128((__m128i *)(d[c] + x), v);
+    }
+  }
+  return x;
+}
+
 #endif
+
+/* Horizontal pass over RGB rows: AVX2 four pixels a step (NOTE [hpass avx2]), else one a step;
+ * the last out_w % 4 one by one. */
+void rc_hpass(const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c, int flip) {
+  int done = 0;
+#ifdef RC_HAVE_AVX2_PATH
+  if (have_avx2()) done = hpass_avx2(in, out, out_w, c, flip);
+#endif
+  if (done == out_w) return;
+  /* The rest as a row of its own: flipped, destination d comes from source out_w - 1 - d,
+   * so destinations done.. take sources 0..out_w - 1 - done (the coefficients' first part). */
+  rc_coeffs rest = *c;
+  if (!flip) rest.bounds += 2 * done, rest.kk += (size_t)done * c->ksize;
+  hpass_1px(in, out + 3 * done, out_w - done, &rest, flip);
+}
+
+/* Bytes a row given to hpass must stay readable past its last pixel: the passes read whole
+ * kernels (zero-padded) and up to 16 bytes at a time. */
+size_t rc_hpass_slack(const rc_coeffs *c) {
+  return (size_t)c->ksize * 3 + RC_SLACK;
+}
+
+void rc_split3(const uint8_t *in, uint8_t *d0, uint8_t *d1, uint8_t *d2, int n) {
+  int x = 0;
+#ifdef RC_HAVE_AVX2_PATH
+  if (have_avx2()) x = split3_avx2(in, d0, d1, d2, n);
+#endif
+  for (in += 3 * x; x < n; x++, in += 3) {
+    d0[x] = in[0];
+    d1[x] = in[1];
+    d2[x] = in[2];
+  }
+}
 
 /* Vertical pass: one output row from ymax rows of tmp starting at ymin. */
 void rc_vpass(const uint8_t *tmp, size_t stride, size_t width, int ymin, int ymax, const int16_t *k,

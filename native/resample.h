@@ -37,9 +37,12 @@ void rc_coeffs_free(rc_coeffs *c);
 int rc_precompute(rc_coeffs *c, int in_size, double in0, double in1, int out_size, int interp);
 
 /* Horizontal pass over one row of 3-channel pixels, mirrored when `flip`; `in` must stay
- * readable rc_hpass_slack(c) bytes past the last pixel used. Writes one byte past the row. */
+ * readable rc_hpass_slack(c) bytes past the last pixel used. Writes up to 4 bytes past the row. */
 void rc_hpass(const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c, int flip);
 size_t rc_hpass_slack(const rc_coeffs *c);
+
+/* De-interleaves n RGB pixels into three planes (AVX2 where it runs, else plain C). */
+void rc_split3(const uint8_t *in, uint8_t *d0, uint8_t *d1, uint8_t *d2, int n);
 
 /* Vertical pass: one output row of `width` bytes from ymax rows of `tmp` starting at ymin. */
 void rc_vpass(const uint8_t *tmp, size_t stride, size_t width, int ymin, int ymax, const int16_t *k,
