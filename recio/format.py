@@ -454,19 +454,18 @@ def _idx_numbers(piece: bytes | str) -> tuple[np.ndarray, int] | None:
     runs = np.diff(bounds) - 1  # digits before each of them, and after the last
     minus = kinds == _MINUS
     if minus.any():
-        # A sign directly follows a tab, a newline or the piece's start (a line's), and
-        # digits follow it; the sign and its digits are then one number.
+        # No digit before a sign, digits after it: it directly follows a tab, a newline
+        # or the piece's start (not a sign, which would have no digits after it), and
+        # the sign and its digits are one number.
         signs = np.flatnonzero(minus)
-        before = np.where(signs > 0, kinds[signs - 1], _NEWLINE)
-        after_separator = (before == _TAB) | (before == _NEWLINE)
-        if not (after_separator & (runs[signs] == 0) & (runs[signs + 1] > 0)).all():
+        if not ((runs[signs] == 0) & (runs[signs + 1] > 0)).all():
             return None
         separators = ~minus
         kinds, number_before = kinds[separators], runs[:-1][separators] > 0
     else:
         number_before = runs[:-1] > 0
     # A tab ends a line's first number; a newline ends a blank line or a line's second
-    # number; so does the end of the piece, unless it ends a line.
+    # number, and so does the end of the piece where it does not end with a newline.
     tab = kinds == _TAB
     tab_before = np.zeros(len(kinds) + 1, dtype=bool)
     tab_before[1:] = tab
@@ -476,7 +475,10 @@ def _idx_numbers(piece: bytes | str) -> tuple[np.ndarray, int] | None:
     tabs = int(np.count_nonzero(tab))
     if not tabs:  # (numpy reads blank lines alone as a 0)
         return np.empty(0, dtype=np.int64), len(kinds)
-    numbers = np.fromstring(piece, dtype=np.int64, sep=" ")
+    try:
+        numbers = np.fromstring(piece, dtype=np.int64, sep=" ")
+    except ValueError:  # (it refuses what it cannot read to the end)
+        return None
     if len(numbers) != 2 * tabs or numbers.max() == _INT64_MAX or numbers.min() == _INT64_MIN:
         return None
     return numbers, len(kinds) - tabs

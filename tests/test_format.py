@@ -275,8 +275,11 @@ def test_bad_lst_and_idx_lines():
 # --- parse_idx_arrays: numpy's parse of a large .idx, checked against parse_idx --------
 
 _EDGE = 1 << 63
+_SMALL = st.integers(-99, 50_000_000)
 _NUMBERS = st.one_of(
-    st.integers(0, 50_000_000),
+    _SMALL,
+    _SMALL,
+    _SMALL,
     st.integers(-_EDGE, _EDGE - 1),
     st.sampled_from([0, -1, _EDGE - 1, -_EDGE, _EDGE - 2, -_EDGE + 1, 10**18, -(10**18)]),
 )
@@ -307,14 +310,12 @@ _ODD_LINES = [
 
 @st.composite
 def idx_texts(draw) -> str:
+    plain = st.tuples(_NUMBERS, _NUMBERS).map(lambda ko: f"{ko[0]}\t{ko[1]}")
+    # mostly plain lines: runs of them make pieces that numpy parses
     lines = draw(
         st.lists(
-            st.one_of(
-                st.tuples(_NUMBERS, _NUMBERS).map(lambda ko: f"{ko[0]}\t{ko[1]}"),
-                st.just(""),
-                st.sampled_from(_ODD_LINES),
-            ),
-            max_size=40,
+            st.one_of(plain, plain, plain, plain, st.just(""), st.sampled_from(_ODD_LINES)),
+            max_size=60,
         )
     )
     ends = draw(st.lists(st.sampled_from(["\n", "\n", "\r\n", "\r"]), min_size=len(lines)))
@@ -346,7 +347,7 @@ def _exact(data):
     text=idx_texts(),
     as_bytes=st.booleans(),
     bad_byte=st.one_of(st.none(), st.integers(0, 10_000)),
-    piece=st.sampled_from([1 << 20, 64, 7]),
+    piece=st.sampled_from([1 << 20, 256, 64, 7]),
 )
 def test_parse_idx_arrays_is_parse_idx(text, as_bytes, bad_byte, piece):
     """The same entries or the same error (file, line, byte) as parse_idx, on text or on
@@ -358,6 +359,21 @@ def test_parse_idx_arrays_is_parse_idx(text, as_bytes, bad_byte, piece):
     with mock.patch.object(recio_format, "_IDX_PIECE", piece):
         fast = _outcome(_fast, data)
     assert fast == _outcome(_exact, data)
+
+
+@pytest.mark.parametrize("odd", _ODD_LINES)
+def test_parse_idx_arrays_on_each_odd_line(odd):
+    """Each odd line first, amid plain lines and last (with each line end, or none), in
+    one piece with plain lines and in pieces of a few lines."""
+    plain = [f"{i}\t{1024 * i}" for i in range(6)]
+    for at in (0, 3, 6):
+        for end in ("\n", "\r\n", "\r", ""):
+            text = "\n".join(plain[:at] + [odd] + plain[at:]) + end
+            for data in (text, text.encode()):
+                want = _outcome(_exact, data)
+                for piece in (1 << 20, 24):
+                    with mock.patch.object(recio_format, "_IDX_PIECE", piece):
+                        assert _outcome(_fast, data) == want, (data, piece)
 
 
 def test_parse_idx_arrays_parses_plain_lines_without_parse_idx():
@@ -390,12 +406,13 @@ def test_parse_idx_arrays_parses_plain_lines_without_parse_idx():
     ],
 )
 def test_parse_idx_arrays_names_the_line_of_a_bad_entry(line, why):
-    """A bad line far into the file, after CRLF and lone-CR lines (one line each, as
-    read_text reads them), is named by its number."""
-    head = "".join(f"{i}\t{4 * i}" + ("\r\n" if i % 3 else "\r") for i in range(776))
+    """A bad line far into the file, after plain lines and lone-CR lines (one line each,
+    as read_text reads them), is named by its number."""
+    plain = "".join(f"{i}\t{4 * i}" + ("\r\n" if i % 3 else "\n") for i in range(400))
+    head = plain + "".join(f"{i}\t{4 * i}\r" for i in range(400, 776))
     data = (head + line + "\n" + "1\t2\n" * 300).encode()
     with (
-        mock.patch.object(recio_format, "_IDX_PIECE", 256),
+        mock.patch.object(recio_format, "_IDX_PIECE", 256),  # pieces of a few lines
         pytest.raises(RecordIOError) as info,
     ):
         parse_idx_arrays(data, path="x.idx")
