@@ -268,13 +268,15 @@ def main() -> int:
         for _ in range(args.rounds):
             for way in ways:
                 results[way].append(run_child(way, rec, idx, args.records))
-        print(f"\n{'open':10} {'seconds':>9} {'peak RSS B/record':>18}   (median of {args.rounds})")
+        print(f"\nopen, median (min-max) of {args.rounds}: seconds, peak RSS in bytes per record")
         recio_seconds = statistics.median(r["seconds"] for r in results["recio"])
         for way, runs in results.items():
-            seconds = statistics.median(r["seconds"] for r in runs)
+            seconds = [r["seconds"] for r in runs]
             rss = statistics.median(r["rss_per_record"] for r in runs)
-            ratio = f"   {seconds / recio_seconds:.1f}x recio's time" if way != "recio" else ""
-            print(f"{way:10} {seconds:9.2f} {rss:18.1f}{ratio}")
+            spread = f"{statistics.median(seconds):.2f} s ({min(seconds):.2f}-{max(seconds):.2f})"
+            ratio = statistics.median(seconds) / recio_seconds
+            ratio = f"   {ratio:.1f}x recio's time" if way != "recio" else ""
+            print(f"{way:10} {spread:>24} {rss:8.1f} B/record{ratio}")
         if args.tracemalloc:
             traced = run_child("recio", rec, idx, args.records, trace=True)
             print(f"recio, tracemalloc peak: {traced['traced_per_record']:.1f} B/record")
