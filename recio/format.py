@@ -285,14 +285,22 @@ def parse_idx(
     r"""Parse ``key\toffset`` lines into (key, offset) pairs, in file order.
 
     Offsets must fit in int64 (negative ones are left to the caller, which knows the
-    file); with ``int64_keys``, the keys too.
+    file); with ``int64_keys``, the keys too. :func:`parse_idx_arrays` gives the entries
+    of a large ``.idx`` as two arrays, in a fraction of the time and memory.
 
     Raises:
         RecordIOError: a malformed line, or a number out of range, naming the file
             and the line.
     """
+    return _parse_idx_lines(text, path, key_type, int64_keys, 1)
+
+
+def _parse_idx_lines(
+    text: str, path: str | None, key_type: type, int64_keys: bool, first_line: int
+) -> list[tuple]:
+    """``parse_idx`` of ``text``, which starts at line ``first_line`` of the file."""
     entries = []
-    for lineno, line in enumerate(io.StringIO(text), 1):
+    for lineno, line in enumerate(io.StringIO(text), first_line):
         line = line.strip()
         if not line:
             continue
@@ -311,6 +319,169 @@ def parse_idx(
 
 def _bad_idx_line(lineno: int, line: str, why: str, path: str | None) -> RecordIOError:
     return RecordIOError(f"bad .idx line {lineno}: {line[:80]!r} ({why})", path=path)
+
+
+def decode_text(data: bytes, *, path: str | None = None) -> str:
+    """The bytes of a text file (an ``.idx``, a ``.lst``) as UTF-8 text.
+
+    Line ends are read as Python's text files read them (CRLF and CR as LF).
+
+    Raises:
+        RecordIOError: the bytes are not UTF-8 (names the file, byte and line).
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise RecordIOError(
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line} ({exc.reason})",
+            path=path,
+            offset=exc.start,
+        ) from None
+    return _lf_line_ends(text)
+
+
+def _lf_line_ends(text: str) -> str:
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+# parse_idx_arrays parses pieces of about this many bytes, each ending at a line end, so
+# its temporaries stay this small (and in cache) whatever the size of the file.
+_IDX_PIECE = 1 << 20
+# The bytes of a plain .idx; a piece holding any other goes to the exact parser.
+_IDX_BYTES = b"\t\n\r-0123456789"
+_TAB, _NEWLINE, _MINUS, _ZERO = 9, 10, 45, 48
+
+
+def parse_idx_arrays(
+    data: bytes | str, *, path: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Parse a whole ``.idx`` into its keys and its offsets: two int64 arrays, in file order.
+
+    The entries of ``parse_idx(text, path=path, int64_keys=True)``, or its error, where
+    ``text`` is ``data`` (str) or :func:`decode_text` of it (bytes, as
+    ``storage.read_text`` reads a file): the same result, in about 16 bytes per entry
+    besides ``data``. Numpy parses the lines of the usual shape (``-?digits<TAB>-?digits``,
+    blank lines, CRLF), a piece of ``data`` at a time; a piece with any other line in it
+    (a malformed one, a ``+``, a space, a number at the edge of int64) goes line by line
+    through :func:`parse_idx`, which decides.
+
+    Raises:
+        RecordIOError: as :func:`parse_idx` and :func:`decode_text` do, naming the file
+            and the line.
+    """
+    newline = "\n" if isinstance(data, str) else b"\n"
+    size = len(data)
+    capacity = data.count(newline) + (size > 0 and data[-1:] != newline)
+    keys = np.empty(capacity, dtype=np.int64)
+    offsets = np.empty(capacity, dtype=np.int64)
+    filled = 0
+    lineno = 1  # of the piece's first line, in the text parse_idx would see
+    start = 0
+    while start < size:
+        cut = data.find(newline, start + _IDX_PIECE - 1) if start + _IDX_PIECE < size else -1
+        end = size if cut < 0 else cut + 1
+        piece = data[start:end]
+        parsed = _idx_numbers(piece)
+        if parsed is not None:
+            numbers, lines = parsed
+            count = len(numbers) // 2
+            keys[filled : filled + count] = numbers[0::2]
+            offsets[filled : filled + count] = numbers[1::2]
+            lineno += lines
+        else:
+            text = _idx_piece_text(piece, data, path)
+            try:
+                entries = _parse_idx_lines(text, path, int, True, lineno)
+            except RecordIOError:
+                if isinstance(data, bytes):
+                    decode_text(data, path=path)  # a byte that is not UTF-8 comes first
+                raise
+            count = len(entries)
+            if filled + count > capacity:  # lone CRs end lines too
+                capacity = filled + count + (size - end) // 2
+                keys, offsets = np.resize(keys, capacity), np.resize(offsets, capacity)
+            if count:
+                pairs = np.array(entries, dtype=np.int64)
+                keys[filled : filled + count] = pairs[:, 0]
+                offsets[filled : filled + count] = pairs[:, 1]
+            lineno += text.count("\n")
+        filled += count
+        start = end
+    if filled < capacity:  # blank lines
+        keys, offsets = keys[:filled].copy(), offsets[:filled].copy()
+    return keys, offsets
+
+
+def _idx_piece_text(piece: bytes | str, data: bytes | str, path: str | None) -> str:
+    if isinstance(piece, str):
+        return piece
+    try:
+        return _lf_line_ends(piece.decode("utf-8"))
+    except UnicodeDecodeError:
+        # The pieces before were text, so the file's first bad byte is in this one:
+        # decode_text names it, and its line, as in the whole file.
+        decode_text(data, path=path)
+        raise AssertionError("decode_text accepted bytes that are not UTF-8") from None
+
+
+def _idx_numbers(piece: bytes | str) -> tuple[np.ndarray, int] | None:
+    """The numbers of a piece of an ``.idx`` (key, offset, key, ...) and its line ends, or None.
+
+    None unless each line of the piece is blank or ``-?digits<TAB>-?digits`` (numpy then
+    reads each number as ``int`` does) and no number is at the edge of int64 (numpy
+    clamps one beyond it to the edge).
+    """
+    if isinstance(piece, str):
+        try:
+            piece = piece.encode("ascii")
+        except UnicodeEncodeError:
+            return None
+    if piece.translate(None, _IDX_BYTES):
+        return None
+    if b"\r" in piece:
+        piece = piece.replace(b"\r\n", b"\n")
+        if b"\r" in piece:  # a lone CR (a line end in bytes, not in a str)
+            return None
+    chars = np.frombuffer(piece, dtype=np.uint8)
+    # The piece is runs of digits between the bytes below '0': tabs, newlines, signs.
+    where = np.flatnonzero(chars < _ZERO)
+    kinds = chars[where]
+    bounds = np.empty(len(where) + 2, dtype=np.int64)
+    bounds[0], bounds[1:-1], bounds[-1] = -1, where, len(chars)
+    runs = np.diff(bounds) - 1  # digits before each of them, and after the last
+    minus = kinds == _MINUS
+    if minus.any():
+        # No digit before a sign, digits after it: it directly follows a tab, a newline
+        # or the piece's start (not a sign, which would have no digits after it), and
+        # the sign and its digits are one number.
+        signs = np.flatnonzero(minus)
+        if not ((runs[signs] == 0) & (runs[signs + 1] > 0)).all():
+            return None
+        separators = ~minus
+        kinds, number_before = kinds[separators], runs[:-1][separators] > 0
+    else:
+        number_before = runs[:-1] > 0
+    # A tab ends a line's first number; a newline ends a blank line or a line's second
+    # number, and so does the end of the piece where it does not end with a newline.
+    tab = kinds == _TAB
+    tab_before = np.zeros(len(kinds) + 1, dtype=bool)
+    tab_before[1:] = tab
+    ok = np.where(tab, number_before & ~tab_before[:-1], number_before == tab_before[:-1])
+    if not ok.all() or (runs[-1] > 0) != tab_before[-1]:
+        return None
+    tabs = int(np.count_nonzero(tab))
+    if not tabs:  # (numpy reads blank lines alone as a 0)
+        return np.empty(0, dtype=np.int64), len(kinds)
+    try:
+        numbers = np.fromstring(piece, dtype=np.int64, sep=" ")
+    except ValueError:  # (it refuses what it cannot read to the end)
+        return None
+    if len(numbers) != 2 * tabs or numbers.max() == _INT64_MAX or numbers.min() == _INT64_MIN:
+        return None
+    return numbers, len(kinds) - tabs
 
 
 class ListEntry(NamedTuple):

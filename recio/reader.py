@@ -31,7 +31,7 @@ from .format import (
     IR_HEADER_SIZE,
     MAGIC,
     MAX_PAYLOAD,
-    parse_idx,
+    parse_idx_arrays,
     read_record,
     scan_offsets,
     unpack_labels,
@@ -125,21 +125,32 @@ def check_offsets(
         IndexMismatchError: an offset that is negative, past the end or not aligned.
     """
     array = np.asarray(offsets, dtype=np.int64)
-    bad = np.flatnonzero((array < 0) | (array >= source.size) | (array % 4 != 0))
-    if bad.size:
-        i = int(bad[0])
-        offset = int(array[i])
-        if offset < 0:
-            why = "negative"
-        elif offset >= source.size:
-            why = f"past the end of {source.url} ({source.size} bytes)"
-        else:
-            why = f"not 4-byte aligned (records of {source.url} start at multiples of 4)"
-        # The .idx is the file at fault; the offset is a byte of the .rec, named in the text.
-        error = IndexMismatchError(f"{idx_path} gives key {keys[i]} offset {offset}, {why}")
-        error.path, error.record_index = idx_path, i
-        raise error
+    # A slice at a time: each mask of 40M offsets would take 40 MB.
+    for lo in range(0, len(array), _CHECK_SLICE):
+        part = array[lo : lo + _CHECK_SLICE]
+        bad = np.flatnonzero((part < 0) | (part >= source.size) | (part & 3 != 0))
+        if bad.size:
+            raise _bad_offset(idx_path, keys, array, lo + int(bad[0]), source)
     check_pair(idx_path, keys, array, source)
+
+
+_CHECK_SLICE = 1 << 20
+
+
+def _bad_offset(
+    idx_path: str, keys: Sequence, offsets: np.ndarray, i: int, source: storage.ByteSource
+) -> IndexMismatchError:
+    offset = int(offsets[i])
+    if offset < 0:
+        why = "negative"
+    elif offset >= source.size:
+        why = f"past the end of {source.url} ({source.size} bytes)"
+    else:
+        why = f"not 4-byte aligned (records of {source.url} start at multiples of 4)"
+    # The .idx is the file at fault; the offset is a byte of the .rec, named in the text.
+    error = IndexMismatchError(f"{idx_path} gives key {keys[i]} offset {offset}, {why}")
+    error.path, error.record_index = idx_path, i
+    return error
 
 
 def check_pair(
@@ -268,21 +279,35 @@ class RecordFile:
             idx_url = candidate if storage.exists(candidate, self.storage_options) else None
         self.idx_url = idx_url
         if idx_url is not None:
-            text = storage.read_text(idx_url, self.storage_options)
-            entries = parse_idx(text, path=idx_url, int64_keys=True)
-            self.keys = np.array([k for k, _ in entries], dtype=np.int64)
-            self.offsets = np.array([o for _, o in entries], dtype=np.int64)
+            data = storage.read_bytes(idx_url, self.storage_options)
+            self.keys, self.offsets = parse_idx_arrays(data, path=idx_url)
+            del data  # the text of a 40M-line .idx is ~800 MB
             check_offsets(idx_url, self.keys, self.offsets, self.source)
         else:
             self.offsets = np.array(scan_source(self.source), dtype=np.int64)
             self.keys = np.arange(len(self.offsets), dtype=np.int64)
-        # Each record's byte extent: up to the next distinct record start in file order
-        # (keys sharing an offset share its record).
-        starts, first = np.unique(self.offsets, return_index=True)
-        if len(starts) < len(self.offsets):
+        self.lengths = self._extents()
+
+    def _extents(self) -> np.ndarray:
+        """Each record's byte length: up to the next distinct record start in file order.
+
+        Keys sharing an offset share its record (and a warning names them).
+        """
+        offsets, size = self.offsets, self.source.size
+        if len(offsets) == 0:
+            return np.empty(0, dtype=np.int64)
+        # Offsets in file order, as writers leave them: the next start is the next offset.
+        lengths = np.empty(len(offsets), dtype=np.int64)
+        np.subtract(offsets[1:], offsets[:-1], out=lengths[:-1])
+        lengths[-1] = size - offsets[-1]
+        if lengths.min() > 0:
+            return lengths
+        del lengths
+        starts, first = np.unique(offsets, return_index=True)
+        if len(starts) < len(offsets):
             self._warn_duplicates(first)
-        ends = np.append(starts[1:], self.source.size)
-        self.lengths = ends[np.searchsorted(starts, self.offsets)] - self.offsets
+        ends = np.append(starts[1:], size)
+        return ends[np.searchsorted(starts, offsets)] - offsets
 
     def _warn_duplicates(self, first: np.ndarray) -> None:
         repeated = np.ones(len(self.offsets), dtype=bool)
@@ -298,7 +323,7 @@ class RecordFile:
             f"{self.idx_url}: {len(positions)} entries repeat the offset of an earlier one "
             f"({'; '.join(examples)}{more}): each reads the record at its offset",
             IndexWarning,
-            stacklevel=4,
+            stacklevel=5,  # the caller of RecordFile(),
         )
 
     def __len__(self) -> int:

@@ -68,30 +68,32 @@ def epoch_order(
         return np.arange(n, dtype=np.int64)
     rng = np.random.default_rng([seed, epoch])
     if shuffle is Shuffle.GLOBAL:
-        return rng.permutation(n).astype(np.int64)
+        return rng.permutation(n).astype(np.int64, copy=False)
     # The short last block (if any) stays last, in the tail window: the full windows then
     # split evenly between ranks.
-    starts = rng.permutation(np.arange(0, n - n % block_size, block_size))
-    if n % block_size:
-        starts = np.append(starts, n - n % block_size)
-    blocks = [np.arange(s, min(s + block_size, n), dtype=np.int64) for s in starts]
-    if not blocks:
-        return np.arange(0, dtype=np.int64)
+    whole_blocks = n // block_size
+    starts = rng.permutation(np.arange(0, whole_blocks * block_size, block_size))
+    # The blocks' records in block order, block after block: a window is then a slice.
+    order = np.empty(n, dtype=np.int64)
+    laid = order[: whole_blocks * block_size].reshape(whole_blocks, block_size)
+    np.add(starts[:, None], np.arange(block_size, dtype=np.int64), out=laid)
+    order[whole_blocks * block_size :] = np.arange(whole_blocks * block_size, n)
     per_window = window * parts
-    spans = []
-    for lo in range(0, len(blocks), per_window):
-        group = blocks[lo : lo + per_window]
-        whole = parts > 1 and len(group) == per_window
-        lanes = [np.concatenate(group[r::parts]) for r in range(parts)] if whole else []
-        if lanes and len({len(lane) for lane in lanes}) == 1:
+    span = per_window * block_size  # records of a full window
+    # Each window is shuffled in place, in the order of the windows, with the draws of
+    # a shuffle of each window (or lane) apart: the same order, without a list of blocks.
+    for lo in range(0, n, span):
+        records = order[lo : lo + span]
+        if parts > 1 and len(records) == span:
+            # lane r: blocks r, r + parts, ... of the window; [i * parts + r] = its i-th
+            lanes = records.reshape(window, parts, block_size).transpose(1, 0, 2)
+            lanes = lanes.reshape(parts, window * block_size)  # a copy
             for lane in lanes:
                 rng.shuffle(lane)
-            spans.append(np.stack(lanes, axis=1).reshape(-1))  # [i * parts + r] = lane r's i-th
+            records.reshape(window * block_size, parts)[:] = lanes.T
         else:
-            span = np.concatenate(group)
-            rng.shuffle(span)
-            spans.append(span)
-    return np.concatenate(spans)
+            rng.shuffle(records)
+    return order
 
 
 @dataclass(frozen=True)
@@ -231,8 +233,26 @@ class Sampler:
         return StepPlan(epoch, step, positions, pad)
 
     def shard_positions(self, epoch: int) -> np.ndarray:
-        """All real (non-pad) record positions this rank reads in ``epoch``, in order."""
-        plans = [self.plan(epoch, s) for s in range(self.steps_in_epoch(epoch))]
-        if not plans:
-            return np.empty(0, dtype=np.int64)
-        return np.concatenate([p.positions[: self.batch_size - p.pad] for p in plans])
+        """All real (non-pad) record positions this rank reads in ``epoch``, in order.
+
+        The positions of its plans (:meth:`plan`) one after another, without the padding.
+        """
+        first, end = self._step_range(epoch)
+        n, parts = self.num_records, self.num_parts
+        count = (end - first) * self.batch_size
+        if self.last_batch is not LastBatch.ROLLOVER:
+            # Its stream positions are part_index + k * num_parts, the real ones below n.
+            stop = min(n, (end - first) * self.global_batch)
+            return self.order(epoch)[self.part_index : stop : parts].copy()
+        # positions in the endless stream of epoch orders (see plan)
+        stream = first * self.global_batch + self.part_index
+        positions = np.empty(count, dtype=np.int64)
+        done = 0
+        while done < count:
+            e = (stream + parts * done) // n
+            # this rank's positions in epoch e's order: from done up to the first in e + 1
+            upto = min(count, -(-((e + 1) * n - stream) // parts))
+            local = stream + parts * np.arange(done, upto, dtype=np.int64) - e * n
+            positions[done:upto] = self.order(int(e))[local]
+            done = upto
+        return positions

@@ -3,23 +3,27 @@
 import hashlib
 import json
 import struct
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from recio import format as recio_format
 from recio.errors import CorruptRecordError, RecordIOError, TruncatedRecordError
 from recio.format import (
     MAGIC_BYTES,
     IRHeader,
     ListEntry,
+    decode_text,
     encode_record,
     format_idx_line,
     format_lst_line,
     iter_records,
     pack,
     parse_idx,
+    parse_idx_arrays,
     parse_lst,
     read_record,
     scan_offsets,
@@ -266,6 +270,162 @@ def test_bad_lst_and_idx_lines():
     assert parse_idx(f"{1 << 63}\t0\n") == [(1 << 63, 0)]  # any int key by default
     line = format_lst_line(ListEntry(3, (1.0, 2.0), "a/b.jpg"))
     assert line == "3\t1.000000\t2.000000\ta/b.jpg\n"
+
+
+# --- parse_idx_arrays: numpy's parse of a large .idx, checked against parse_idx --------
+
+_EDGE = 1 << 63
+_SMALL = st.integers(-99, 50_000_000)
+_NUMBERS = st.one_of(
+    _SMALL,
+    _SMALL,
+    _SMALL,
+    st.integers(-_EDGE, _EDGE - 1),
+    st.sampled_from([0, -1, _EDGE - 1, -_EDGE, _EDGE - 2, -_EDGE + 1, 10**18, -(10**18)]),
+)
+_ODD_LINES = [
+    "1 2",  # a space between the fields
+    "+5\t3",
+    "007\t-0",
+    "1_0\t2",  # int() takes underscores
+    "1\t2\t3",  # a third field, which parse_idx ignores
+    "5",
+    "\t1\t2",
+    "1\t2 ",
+    " ",
+    "\x0c",
+    "x\ty",
+    f"{_EDGE}\t0",
+    f"0\t{-_EDGE - 1}",
+    f"1\t{10**30}",
+    "\u0661\t2",  # an Arabic-Indic digit: int() takes it
+    "1\t-",
+    "-\t1",
+    "--1\t2",
+    "1-2\t3",
+    "1\t2-",
+    "-",
+]
+
+
+@st.composite
+def idx_texts(draw) -> str:
+    plain = st.tuples(_NUMBERS, _NUMBERS).map(lambda ko: f"{ko[0]}\t{ko[1]}")
+    # mostly plain lines: runs of them make pieces that numpy parses
+    lines = draw(
+        st.lists(
+            st.one_of(plain, plain, plain, plain, st.just(""), st.sampled_from(_ODD_LINES)),
+            max_size=60,
+        )
+    )
+    ends = draw(st.lists(st.sampled_from(["\n", "\n", "\r\n", "\r"]), min_size=len(lines)))
+    text = "".join(line + end for line, end in zip(lines, ends, strict=False))
+    return text[: -draw(st.integers(0, 2))] if draw(st.booleans()) and text else text
+
+
+def _outcome(parse, data):
+    try:
+        keys, offsets = parse(data)
+    except RecordIOError as exc:
+        return "error", str(exc), exc.path, exc.offset
+    assert keys.dtype == offsets.dtype == np.int64 and len(keys) == len(offsets)
+    return "entries", keys.tolist(), offsets.tolist()
+
+
+def _fast(data):
+    return parse_idx_arrays(data, path="x.idx")
+
+
+def _exact(data):
+    text = decode_text(data, path="x.idx") if isinstance(data, bytes) else data
+    entries = parse_idx(text, path="x.idx", int64_keys=True)
+    return np.array([k for k, _ in entries], np.int64), np.array([o for _, o in entries], np.int64)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=idx_texts(),
+    as_bytes=st.booleans(),
+    bad_byte=st.one_of(st.none(), st.integers(0, 10_000)),
+    piece=st.sampled_from([1 << 20, 256, 64, 7]),
+)
+def test_parse_idx_arrays_is_parse_idx(text, as_bytes, bad_byte, piece):
+    """The same entries or the same error (file, line, byte) as parse_idx, on text or on
+    bytes (read as storage.read_text reads them), a piece of the file at a time."""
+    data = text.encode() if as_bytes else text
+    if as_bytes and bad_byte is not None:
+        at = bad_byte % (len(data) + 1)
+        data = data[:at] + b"\xff" + data[at:]
+    with mock.patch.object(recio_format, "_IDX_PIECE", piece):
+        fast = _outcome(_fast, data)
+    assert fast == _outcome(_exact, data)
+
+
+@pytest.mark.parametrize("odd", _ODD_LINES)
+def test_parse_idx_arrays_on_each_odd_line(odd):
+    """Each odd line first, amid plain lines and last (with each line end, or none), in
+    one piece with plain lines and in pieces of a few lines."""
+    plain = [f"{i}\t{1024 * i}" for i in range(6)]
+    for at in (0, 3, 6):
+        for end in ("\n", "\r\n", "\r", ""):
+            text = "\n".join(plain[:at] + [odd] + plain[at:]) + end
+            for data in (text, text.encode()):
+                want = _outcome(_exact, data)
+                for piece in (1 << 20, 24):
+                    with mock.patch.object(recio_format, "_IDX_PIECE", piece):
+                        assert _outcome(_fast, data) == want, (data, piece)
+
+
+def test_parse_idx_arrays_parses_plain_lines_without_parse_idx():
+    """Plain lines, blank ones, CRLF, signs and numbers up to 19 digits take numpy's path."""
+    lines = [f"{k}\t{o}" for k, o in [(0, 0), (-5, 8), (_EDGE - 2, 4), (-_EDGE + 1, 12)]]
+    text = "\r\n".join(lines) + "\n\n" + "\n".join(f"{i}\t{i * 1024}" for i in range(5000))
+    for data in (text, text.encode(), (text + "\n").encode()):
+        want = _outcome(_exact, data)
+        assert want[0] == "entries" and len(want[1]) == 5004
+        for piece in (1 << 20, 100):
+            with (
+                mock.patch.object(recio_format, "_parse_idx_lines", side_effect=AssertionError),
+                mock.patch.object(recio_format, "_IDX_PIECE", piece),
+            ):
+                assert _outcome(_fast, data) == want
+    with mock.patch.object(
+        recio_format, "_parse_idx_lines", wraps=recio_format._parse_idx_lines
+    ) as exact:
+        keys, _ = parse_idx_arrays(text + "\n+7\t0\n")  # '+': int() takes it, numpy's path not
+    assert exact.call_count == 1 and keys[-1] == 7
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("3\t", "expected key<TAB>offset"),
+        ("3 4", "expected key<TAB>offset"),
+        (f"3\t{_EDGE}", "offset out of the int64 range"),
+        (f"{-_EDGE - 1}\t0", "key out of the int64 range"),
+    ],
+)
+def test_parse_idx_arrays_names_the_line_of_a_bad_entry(line, why):
+    """A bad line far into the file, after plain lines and lone-CR lines (one line each,
+    as read_text reads them), is named by its number."""
+    plain = "".join(f"{i}\t{4 * i}" + ("\r\n" if i % 3 else "\n") for i in range(400))
+    head = plain + "".join(f"{i}\t{4 * i}\r" for i in range(400, 776))
+    data = (head + line + "\n" + "1\t2\n" * 300).encode()
+    with (
+        mock.patch.object(recio_format, "_IDX_PIECE", 256),  # pieces of a few lines
+        pytest.raises(RecordIOError) as info,
+    ):
+        parse_idx_arrays(data, path="x.idx")
+    assert f"bad .idx line 777: {line.strip()!r} ({why}) of x.idx" == str(info.value)
+    assert _outcome(_fast, data) == _outcome(_exact, data)
+
+
+def test_parse_idx_arrays_not_utf8_comes_before_a_bad_line():
+    """As read_text then parse_idx: a byte that is not UTF-8 anywhere is the error."""
+    data = b"0\t0\nbad\n" + b"1\t4\n" * 1000 + b"2\t\xe9\n"
+    with pytest.raises(RecordIOError, match=r"not UTF-8 text: byte 0xe9 on line 1003") as info:
+        parse_idx_arrays(data, path="x.idx")
+    assert info.value.offset == len(data) - 2 and info.value.path == "x.idx"
 
 
 def test_lst_labels_must_fit_float32():

@@ -1,16 +1,21 @@
 """RecordFile: zero-copy reads, scans without an .idx, fsspec URLs, bad .idx offsets."""
 
+import importlib.util
 import os
 import pickle
 import subprocess
 import sys
 import textwrap
+import tracemalloc
+from unittest import mock
 
+import numpy as np
 import pytest
 
+from recio import reader as recio_reader
 from recio import storage
 from recio.errors import IndexMismatchError, RecordIOError
-from recio.format import encode_record
+from recio.format import encode_record, unpack
 from recio.reader import RecordFile
 from recio.recordio import MXIndexedRecordIO, MXRecordIO
 
@@ -224,3 +229,63 @@ def test_idx_offset_past_the_end_names_the_rec_not_a_byte_of_the_idx(tmp_path):
     message = str(info.value)
     assert "offset 105896, past the end of" in message and rec in message
     assert f"of {idx}" not in message and info.value.path == idx
+
+
+def _bench_index():
+    path = REPO / "tools" / "bench_index.py"
+    spec = importlib.util.spec_from_file_location("bench_index", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ten_million_entry_idx_opens_in_tens_of_bytes_per_record(tmp_path):
+    """A 10M-line .idx (a sparse .rec, records 1 KiB apart, one real record at the end)
+    opens within 48 bytes per record at the peak, as tracemalloc (which sees numpy's
+    arrays) counts: its text (19 B/record here), the keys and offsets (16), the lengths
+    (8) after the text is gone. The list of (key, offset) tuples it replaced peaked at ~220."""
+    n = 10_000_000
+    rec, idx = _bench_index().write_pair(str(tmp_path / "big"), n)
+    tracemalloc.start()
+    try:
+        rf = RecordFile(rec)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 48 * n, f"{peak / n:.1f} bytes per record"
+    assert len(rf) == n and rf.keys.dtype == rf.offsets.dtype == np.int64
+    assert np.array_equal(rf.keys, np.arange(n)) and np.array_equal(rf.offsets, rf.keys * 1024)
+    assert (rf.lengths[:-1] == 1024).all() and rf.lengths[-1] == rf.source.size - rf.offsets[-1]
+    assert unpack(rf.read(n - 1))[0].id == n - 1
+    rf.close()
+
+
+def test_record_lengths_in_any_order_of_the_idx(tmp_path):
+    """Offsets in file order (the common case) and in any other order give each record
+    the bytes up to the next record start of the file."""
+    rec, idx = write_indexed(tmp_path)
+    with RecordFile(rec) as rf:
+        offsets, lengths = rf.offsets.copy(), rf.lengths.copy()
+    starts = np.append(offsets, os.path.getsize(rec))
+    assert np.array_equal(lengths, np.diff(starts)) and (lengths > 0).all()
+    lines = open(idx).read().splitlines(True)
+    order = [3, 0, 4, 1, 2]
+    open(idx, "w").write("".join(lines[i] for i in order))
+    with RecordFile(rec) as rf:
+        assert np.array_equal(rf.offsets, offsets[order])
+        assert np.array_equal(rf.lengths, lengths[order])
+        assert [bytes(p) for p in rf.read_many(range(5))] == [PAYLOADS[i] for i in order]
+
+
+def test_bad_offset_found_in_a_later_slice(tmp_path):
+    """check_offsets looks at the offsets a slice at a time; the error names the first
+    bad one, wherever it is."""
+    rec, idx = write_indexed(tmp_path)
+    good = open(idx).read()
+    open(idx, "w").write(good + "7\t8\n8\t6\n9\t-4\n")
+    with (
+        mock.patch.object(recio_reader, "_CHECK_SLICE", 2),
+        pytest.raises(IndexMismatchError) as info,
+    ):
+        RecordFile(rec)
+    assert info.value.record_index == 6 and "key 8 offset 6, not 4-byte aligned" in str(info.value)

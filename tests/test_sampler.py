@@ -158,3 +158,92 @@ def test_argument_checks():
         Sampler(10, 0)
     with pytest.raises(ValueError, match="last_batch|'x'"):
         Sampler(10, 2, last_batch="x")
+
+
+# --- the orders and shards of the loop implementations they replaced, bit for bit -----
+
+
+def _blocks_then_windows(n, seed, epoch, block_size, window, parts):
+    """Block shuffle as a list of block arrays and a loop over windows (the code before)."""
+    rng = np.random.default_rng([seed, epoch])
+    starts = rng.permutation(np.arange(0, n - n % block_size, block_size))
+    if n % block_size:
+        starts = np.append(starts, n - n % block_size)
+    blocks = [np.arange(s, min(s + block_size, n), dtype=np.int64) for s in starts]
+    if not blocks:
+        return np.arange(0, dtype=np.int64)
+    per_window = window * parts
+    spans = []
+    for lo in range(0, len(blocks), per_window):
+        group = blocks[lo : lo + per_window]
+        whole = parts > 1 and len(group) == per_window
+        lanes = [np.concatenate(group[r::parts]) for r in range(parts)] if whole else []
+        if lanes and len({len(lane) for lane in lanes}) == 1:
+            for lane in lanes:
+                rng.shuffle(lane)
+            spans.append(np.stack(lanes, axis=1).reshape(-1))
+        else:
+            span = np.concatenate(group)
+            rng.shuffle(span)
+            spans.append(span)
+    return np.concatenate(spans)
+
+
+def _plan_by_plan(sampler, epoch):
+    """shard_positions as the real positions of each plan, one plan after another."""
+    plans = [sampler.plan(epoch, s) for s in range(sampler.steps_in_epoch(epoch))]
+    if not plans:
+        return np.empty(0, dtype=np.int64)
+    return np.concatenate([p.positions[: sampler.batch_size - p.pad] for p in plans])
+
+
+@pytest.mark.parametrize("n", [0, 1, 255, 256, 1000, 4099, 100_003])
+@pytest.mark.parametrize(("block", "window", "parts"), [(256, 4, 1), (256, 4, 8), (16, 2, 3)])
+def test_block_order_is_the_loop_order(n, block, window, parts):
+    for epoch in (0, 3):
+        got = epoch_order(n, 11, epoch, "block", block_size=block, window=window, parts=parts)
+        want = _blocks_then_windows(n, 11, epoch, block, window, parts)
+        assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(0, 400),
+    block=st.integers(1, 20),
+    window=st.integers(1, 4),
+    parts=st.integers(1, 5),
+    epoch=st.integers(0, 3),
+)
+def test_block_order_is_the_loop_order_anywhere(n, block, window, parts, epoch):
+    got = epoch_order(n, 2, epoch, "block", block_size=block, window=window, parts=parts)
+    assert np.array_equal(got, _blocks_then_windows(n, 2, epoch, block, window, parts))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(1, 500),
+    batch=st.integers(1, 40),
+    parts=st.integers(1, 6),
+    policy=st.sampled_from(["pad", "discard", "rollover"]),
+    shuffle=st.sampled_from(["none", "global", "block"]),
+)
+def test_shard_positions_are_the_plans_positions(n, batch, parts, policy, shuffle):
+    if policy == "discard" and n < batch * parts:
+        return
+    for rank in {0, parts - 1}:
+        s = Sampler(n, batch, part_index=rank, num_parts=parts, shuffle=shuffle, seed=4,
+                    last_batch=policy, block_size=8, window=2)  # fmt: skip
+        for epoch in range(4):
+            got = s.shard_positions(epoch)
+            assert got.dtype == np.int64 and np.array_equal(got, _plan_by_plan(s, epoch))
+
+
+def test_shard_positions_of_a_large_epoch_are_the_plans_positions():
+    """300K records, rank 3 of 8 and a single rank, batch 128: every policy and order."""
+    for shuffle in ("global", "block"):
+        for policy in ("pad", "discard", "rollover"):
+            for rank, parts in ((3, 8), (0, 1)):
+                s = Sampler(300_007, 128, part_index=rank, num_parts=parts, shuffle=shuffle,
+                            seed=9, last_batch=policy)  # fmt: skip
+                epoch = 1
+                assert np.array_equal(s.shard_positions(epoch), _plan_by_plan(s, epoch))

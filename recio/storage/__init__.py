@@ -22,7 +22,15 @@ from .retry import (
     translate_error,
 )
 from .source import ByteSource, MappedSource, open_source
-from .urls import exists, filesystem, is_local, local_path, read_text, split_protocol
+from .urls import (
+    exists,
+    filesystem,
+    is_local,
+    local_path,
+    read_bytes,
+    read_text,
+    split_protocol,
+)
 
 __all__ = [
     "PRESIGN_SECONDS",
@@ -41,6 +49,7 @@ __all__ = [
     "is_transient",
     "local_path",
     "open_source",
+    "read_bytes",
     "read_text",
     "retrying",
     "split_protocol",

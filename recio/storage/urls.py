@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from .._install import install_hint
+from ..format import decode_text
 from .options import FetchOptions
 from .retry import retrying, translate_error
 
@@ -67,6 +68,18 @@ def with_client_defaults(url: str, storage_options: dict[str, Any] | None) -> di
     return options
 
 
+def read_bytes(url: str, storage_options: dict[str, Any] | None = None) -> bytes:
+    """A whole small file (such as an ``.idx``) as bytes, in one read; remote reads are retried."""
+    if is_local(url):
+        try:
+            with open(local_path(url), "rb") as f:
+                return f.read()
+        except FileNotFoundError as exc:
+            raise translate_error(exc, url) from exc
+    fs, path = filesystem(url, with_client_defaults(url, storage_options))
+    return retrying(lambda: fs.cat_file(path), url, 0, -1, FetchOptions())
+
+
 def read_text(url: str, storage_options: dict[str, Any] | None = None) -> str:
     """A whole small file (such as an ``.idx``) as UTF-8 text; remote reads are retried.
 
@@ -75,29 +88,7 @@ def read_text(url: str, storage_options: dict[str, Any] | None = None) -> str:
     Raises:
         RecordIOError: the file is not UTF-8 text (names the file, byte and line).
     """
-    if is_local(url):
-        try:
-            with open(local_path(url), "rb") as f:
-                data = f.read()
-        except FileNotFoundError as exc:
-            raise translate_error(exc, url) from exc
-    else:
-        fs, path = filesystem(url, with_client_defaults(url, storage_options))
-        data = retrying(lambda: fs.cat_file(path), url, 0, -1, FetchOptions())
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        from ..errors import RecordIOError
-
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise RecordIOError(
-            f"not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line} ({exc.reason})",
-            path=url,
-            offset=exc.start,
-        ) from None
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text
+    return decode_text(read_bytes(url, storage_options), path=url)
 
 
 def exists(url: str, storage_options: dict[str, Any] | None = None) -> bool:
