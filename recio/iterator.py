@@ -31,7 +31,8 @@ from .augment import batch_rng, draw
 from .config import IterConfig
 from .consumer import Batch, IterStats, PositionedIterator
 from .decode import DecodePool, Status
-from .reader import batch_headers
+from .reader import read_batch
+from .spans import Spans
 from .storage.prefetch import Lookahead, Prefetcher
 from .trace import Tracer, maybe_span
 
@@ -225,7 +226,7 @@ class _RawBatch:
     step: int
     positions: np.ndarray
     pad: int
-    images: list  # encoded image bytes (memoryviews for local files)
+    images: Spans | list  # encoded images (spans of the map for local files)
     labels: np.ndarray
     ids: np.ndarray
     sizes: np.ndarray
@@ -333,17 +334,19 @@ class _Pipeline:
 
     def _read(self) -> None:
         plans = self._plans(self.epoch, self.first_step)
+        width = self.label_width
         if isinstance(self.records.source, storage.MappedSource):
-            # Local: zero-copy slices of the mmap, nothing to fetch ahead.
-            fetched = ((p.positions, self.records.read_many(p.positions)) for p in plans)
-            self._read_batches(plans, fetched)
+            # Local: each batch parsed from the map at once, its images spans of it; nothing
+            # to fetch ahead.
+            self._read_batches(plans, (read_batch(self.records, p.positions, width) for p in plans))
             return
         # Remote: several batches' byte ranges coalesced and fetched concurrently, ahead;
         # with block shuffle, a whole window at a time (one window fetched while one is used).
         key = (self.epoch, self.first_step)
         prefetcher = self.lookahead.take(key) or self._prefetcher(plans, self.first_step)
         try:
-            self._read_batches(plans, prefetcher)
+            parsed = (read_batch(self.records, i, width, payloads) for i, payloads in prefetcher)
+            self._read_batches(plans, parsed)
         finally:
             prefetcher.close()
         # Every read of this epoch is issued: start the next epoch's first fetches while the
@@ -368,25 +371,21 @@ class _Pipeline:
             first_batch=first_step,
         )
 
-    def _read_batches(self, plans, fetched) -> None:
-        for plan, (_, payloads) in zip(plans, _traced(self.tracer, "read", fetched), strict=False):
-            labels, ids, starts, bad_headers = batch_headers(
-                self.records, plan.positions, payloads, self.label_width
-            )
-            self.policy.check_headers(bad_headers)
-            images = [payload[start:] for payload, start in zip(payloads, starts, strict=True)]
-            for j in bad_headers:
-                images[j] = b""
+    def _read_batches(self, plans, batches) -> None:
+        """Queue each plan's batch for the decoder (``batches``: its ``BatchRecords``)."""
+        for plan, records in zip(plans, _traced(self.tracer, "read", batches), strict=False):
+            self.policy.check_headers(records.problems)
+            images = records.images
             sizes = self.sizes[plan.positions]
             unknown = np.flatnonzero(sizes[:, 0] < 0)
             if len(unknown):
                 with maybe_span(self.tracer, "read image headers"):
-                    found = self.pool.image_sizes([images[j] for j in unknown])
+                    found = self.pool.image_sizes(_take(images, unknown))
                 sizes[unknown] = found
                 self.sizes[plan.positions[unknown]] = found
             raw = _RawBatch(
-                self.epoch, plan.step, plan.positions, plan.pad, images, labels, ids, sizes,
-                {j: str(e) for j, e in bad_headers.items()},
+                self.epoch, plan.step, plan.positions, plan.pad, images, records.labels,
+                records.ids, sizes, {j: str(e) for j, e in records.problems.items()},
             )  # fmt: skip
             with maybe_span(self.tracer, "queue wait (read queue full)"):
                 self._put(self.read_q, raw)
@@ -431,6 +430,10 @@ class _Pipeline:
         bad = np.flatnonzero(status)
         out[bad] = out[fill[bad]]
         return raw.labels[fill], raw.ids[fill]
+
+
+def _take(images: Spans | list, slots: np.ndarray) -> Spans | list:
+    return images.take(slots) if isinstance(images, Spans) else [images[j] for j in slots]
 
 
 def _traced(tracer: Tracer | None, name: str, items):

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..spans import Spans
 from ._pillow import Budget, ByteBudget, pil_decode, pil_filters, pil_size
 from .status import STATUS_NAMES, Status
 
@@ -24,6 +25,7 @@ _INTERP = {"bilinear": 0, "area": 1, "nearest": 2}
 _LAYOUTS = {"NHWC": 0, "NCHW": 1}
 _DCT = {"off": 0, "pow2": 1, "all": 2}
 _DTYPES = (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float16))
+_UNSUPPORTED = int(Status.UNSUPPORTED)  # an enum member's lookup costs a microsecond
 
 _warned_slow = False
 _warn_lock = threading.Lock()
@@ -179,7 +181,8 @@ class DecodePool:
         self._budget: Budget
         self._dct_mode = _DCT[dct_scaling]
         self._roi = int(bool(roi_decode))
-        self._last_errors: list[str | None] = []
+        self._last_errors: list[str | None] | None = []  # None: none of _last_n failed
+        self._last_n = 0
         self._native: Any = None
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -230,25 +233,29 @@ class DecodePool:
 
     def last_errors(self) -> list[str | None]:
         """Error text per image of the last batch (None where the status was 0)."""
+        if self._last_errors is None:
+            return [None] * self._last_n
         return list(self._last_errors)
 
-    def image_sizes(self, buffers: Sequence[Any]) -> np.ndarray:
-        """Image sizes from the headers only: int32 (N, 2) [width, height], -1 if unreadable."""
+    def image_sizes(self, buffers: Sequence[Any] | Spans) -> np.ndarray:
+        """Image sizes from the headers only: int32 (N, 2) [width, height], -1 if unreadable.
+
+        ``buffers`` as in :meth:`decode_batch`.
+        """
         self._check_open()
         n = len(buffers)
         sizes = np.full((n, 2), -2, dtype=np.int32)
         if self.backend == "native":
-            self._native.image_sizes(buffers, sizes)
-        todo = [i for i in range(n) if sizes[i, 0] == -2]
-        if todo:  # header reads: cheaper here than a hand-off to another thread
-            found = map(pil_size, [buffers[i] for i in todo])
-            for i, wh in zip(todo, found, strict=True):
-                sizes[i] = wh
+            images, spans = _native_images(buffers)
+            self._native.image_sizes(images, sizes, *spans)
+        todo = np.flatnonzero(sizes[:, 0] == -2).tolist()
+        for i in todo:  # header reads: cheaper here than a hand-off to another thread
+            sizes[i] = pil_size(buffers[i])
         return sizes
 
     def decode_batch(
         self,
-        buffers: Sequence[Any],
+        buffers: Sequence[Any] | Spans,
         out: np.ndarray,
         *,
         crops: np.ndarray | None = None,
@@ -263,7 +270,8 @@ class DecodePool:
 
         Args:
             buffers: encoded images, any contiguous buffer-protocol objects (bytes, memoryview
-                slices of an mmap); they are read in place.
+                slices of an mmap), or :class:`~recio.spans.Spans` of one buffer (the reader's
+                local batches: one buffer view for the batch); they are read in place.
             out: C-contiguous uint8, float32 or float16 array, (N, H, W, 3) for NHWC or
                 (N, 3, H, W) for NCHW, N >= len(buffers).
             crops: integers (N, 4) [x, y, w, h] in source pixels, clamped to the image; None
@@ -288,10 +296,11 @@ class DecodePool:
         n = len(buffers)
         job = _Job.build(n, out, crops, flips, interpolation, mean, std, layout, channel_order)
         status = np.zeros(n, dtype=np.int32)
-        errors: list[str | None] = [None] * n
+        errors: list[str | None] | None = None  # None: no image failed
         if self.backend == "native" and n:
+            images, spans = _native_images(buffers)
             errors = self._native.decode_batch(
-                buffers,
+                images,
                 job.out,
                 status,
                 job.height,
@@ -306,8 +315,9 @@ class DecodePool:
                 self._dct_mode,
                 self._roi,
                 self.max_pixels,
+                *spans,
             )
-            todo = [i for i in range(n) if status[i] == Status.UNSUPPORTED]
+            todo = np.flatnonzero(status == _UNSUPPORTED).tolist() if errors is not None else []
         else:
             todo = list(range(n))
         if todo:  # PNG & co. on the native backend (usually few), everything on the fallback
@@ -315,11 +325,14 @@ class DecodePool:
             def run(i: int) -> tuple[int, str | None]:
                 return job.decode_pil(i, buffers[i], self.max_pixels, self._budget)
 
+            if errors is None:
+                errors = [None] * n
             for i, (st, err) in zip(todo, self._run_pillow(run, todo), strict=True):
                 status[i], errors[i] = st, err
-        for i in np.flatnonzero(status):
-            job.out[i] = 0  # failed slots are zeroed so that the batch is deterministic
-        self._last_errors = errors
+        failed = np.flatnonzero(status)
+        if len(failed):
+            job.out[failed] = 0  # failed slots are zeroed so that the batch is deterministic
+        self._last_errors, self._last_n = errors, n
         return status
 
     def _run_pillow(self, run: Any, todo: list[int]) -> list[tuple[int, str | None]]:
@@ -395,6 +408,7 @@ class DecodePool:
             self.max_pixels,
         )
         self._last_errors = [None if st == 0 else r for st, r in zip(status, results, strict=True)]
+        self._last_n = n
         return status, [r if st == 0 else None for st, r in zip(status, results, strict=True)]
 
     def resize_encode(
@@ -432,6 +446,13 @@ class DecodePool:
         return self._native.resize_encode(
             pixels, width, height, (x, y, w, h), *size, int(quality), _INTERP[interpolation]
         )
+
+
+def _native_images(buffers: Sequence[Any] | Spans) -> tuple[Any, tuple]:
+    """How the native pool takes ``buffers``: the images argument, and (starts, lengths) or ()."""
+    if isinstance(buffers, Spans):
+        return buffers.base, (buffers.starts, buffers.lengths)
+    return buffers, ()
 
 
 class _NativeBudget:
