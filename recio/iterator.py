@@ -2,10 +2,11 @@
 
     reader thread ──read_q──▶ decode thread (native pool, GIL released) ──ready_q──▶ __next__
 
-The reader fetches the raw bytes of upcoming batches (zero-copy slices of an mmap for local
-files, coalesced ranged reads fetched ahead for remote ones) and parses the record headers;
-the decode thread draws crops and flips and has the native pool write pixels straight into
-a batch buffer (:class:`BatchBuffers`). Both queues are bounded, so memory stays at about
+The reader fetches the raw bytes of upcoming batches (spans of an mmap for local files,
+coalesced ranged reads fetched ahead for remote ones), parses the record headers and draws
+the crops and flips; the decode thread has the native pool write pixels straight into a
+batch buffer (:class:`BatchBuffers`), with as little Python as possible between batches:
+the pool idles meanwhile. Both queues are bounded, so memory stays at about
 ``prefetch_buffer + 1`` batches.
 
 Threads belong to a ``_Pipeline`` that the iterator owns; they never refer to the iterator
@@ -229,7 +230,8 @@ class _RawBatch:
     images: Spans | list  # encoded images (spans of the map for local files)
     labels: np.ndarray
     ids: np.ndarray
-    sizes: np.ndarray
+    windows: np.ndarray  # crop windows, drawn from the image sizes
+    flips: np.ndarray
     bad_headers: dict[int, str]  # slot -> why its record header is unreadable
 
 
@@ -383,9 +385,12 @@ class _Pipeline:
                     found = self.pool.image_sizes(_take(images, unknown))
                 sizes[unknown] = found
                 self.sizes[plan.positions[unknown]] = found
+            # Drawn here, not in the decode thread: while the pool decodes the batch before.
+            rng = batch_rng(self.seed, self.epoch, plan.step, self.part)
+            windows, flips = draw(self.crop, np.maximum(sizes, 1), rng)
             raw = _RawBatch(
                 self.epoch, plan.step, plan.positions, plan.pad, images, records.labels,
-                records.ids, sizes, {j: str(e) for j, e in records.problems.items()},
+                records.ids, windows, flips, {j: str(e) for j, e in records.problems.items()},
             )  # fmt: skip
             with maybe_span(self.tracer, "queue wait (read queue full)"):
                 self._put(self.read_q, raw)
@@ -398,11 +403,9 @@ class _Pipeline:
                 self._put(self.ready_q, raw)
                 return
             out = self.buffers.take()
-            rng = batch_rng(self.seed, raw.epoch, raw.step, self.part)
-            windows, flips = draw(self.crop, np.maximum(raw.sizes, 1), rng)
             with maybe_span(self.tracer, "decode+augment", step=raw.step):
                 status = self.pool.decode_batch(
-                    raw.images, out, crops=windows, flips=flips, **self.decode_kwargs
+                    raw.images, out, crops=raw.windows, flips=raw.flips, **self.decode_kwargs
                 )
             labels, ids, reasons = raw.labels, raw.ids, ()
             if raw.bad_headers:

@@ -365,10 +365,14 @@ class RecordFile:
         positions = np.asarray(indices, dtype=np.int64)
         view = self._local_view(positions)
         offsets = self.offsets[positions]
-        frames = _Frames(view, offsets)
-        starts, ends = (offsets + FRAME_HEADER_SIZE).tolist(), frames.ends.tolist()
-        out = [view[a:b] for a, b in zip(starts, ends, strict=True)]
-        for j in np.flatnonzero(~frames.plain).tolist():
+        words = _words(view)
+        head, plain = _gather(words, offsets, 2)  # magic, lrec
+        lrec = head[:, 1]
+        starts = offsets + FRAME_HEADER_SIZE
+        ends = starts + (lrec & MAX_PAYLOAD)
+        plain &= (head[:, 0] == MAGIC) & (lrec <= MAX_PAYLOAD) & (ends <= len(view))  # cflag 0
+        out = [view[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+        for j in np.flatnonzero(~plain).tolist():
             out[j] = self._read_local(view, int(positions[j]))
         return out
 
@@ -537,65 +541,74 @@ def read_batch(
 # for the IRHeader and the labels it announces, an id below 2**63 (a larger one is the
 # int64 OverflowError of the exact way). A multi-frame record's payload is new bytes (the
 # magics put back), outside the map: a batch with one has its images as a list.
-_HEAD_WORDS = (FRAME_HEADER_SIZE + IR_HEADER_SIZE) // 4  # 8
+_WORD_AT = np.arange((FRAME_HEADER_SIZE + IR_HEADER_SIZE) // 4)  # 0..7
 
 
-class _Frames:
-    """Frame headers and IRHeaders of records at ``offsets`` of ``view``, by word gathers."""
+def _words(view: memoryview) -> np.ndarray:
+    return np.frombuffer(view, dtype="<u4", count=len(view) // 4)
 
-    def __init__(self, view: memoryview, offsets: np.ndarray) -> None:
-        size = len(view)
-        self.words = np.frombuffer(view, dtype="<u4", count=size // 4)
-        inside = (offsets + _HEAD_WORDS * 4 <= size) & (offsets & 3 == 0)
-        if len(self.words) < _HEAD_WORDS:  # nothing to gather: every record the exact way
-            inside[:] = False
-        at = np.where(inside, offsets >> 2, 0)
-        self.head = self.words[at[:, None] + np.arange(_HEAD_WORDS)]
-        lrec = self.head[:, 1]
-        length = (lrec & MAX_PAYLOAD).astype(np.int64)
-        self.ends = offsets + FRAME_HEADER_SIZE + length  # each payload's end
-        self.plain = inside & (self.head[:, 0] == MAGIC) & (lrec >> 29 == 0) & (self.ends <= size)
+
+def _gather(words: np.ndarray, offsets: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``count`` words at each offset (n x count), and where they are the record's own.
+
+    A row is the record's own where its words are inside ``words`` and the offset is
+    aligned; the other rows hold words from elsewhere, for the caller to refuse.
+    """
+    n = len(offsets)
+    if len(words) < count:
+        return np.zeros((n, count), dtype=words.dtype), np.zeros(n, dtype=bool)
+    at = offsets >> 2
+    safe = np.minimum(at, len(words) - count)
+    own = safe == at
+    misaligned = offsets & 3
+    if misaligned.any():
+        own &= misaligned == 0
+    return words[safe[:, None] + _WORD_AT[:count]], own
 
 
 def _read_local_batch(records: RecordFile, positions: np.ndarray, label_width: int) -> BatchRecords:
     """:func:`read_batch` of a local file (NOTE [batch parse])."""
     view = records._local_view(positions)
     offsets = records.offsets[positions]
-    frames = _Frames(view, offsets)
-    head = frames.head
-    flag = head[:, 2].astype(np.int64)
-    starts = offsets + (FRAME_HEADER_SIZE + IR_HEADER_SIZE) + 4 * flag
-    fast = frames.plain & (starts <= frames.ends) & (head[:, 5] < 1 << 31)
+    words = _words(view)
+    head, fast = _gather(words, offsets, len(_WORD_AT))
+    lrec, flag = head[:, 1], head[:, 2].astype(np.int64)
+    ids = np.ascontiguousarray(head.view("<i8")[:, 2])  # words 4 and 5
+    payload = offsets + FRAME_HEADER_SIZE
+    ends = payload + (lrec & MAX_PAYLOAD)
+    starts = payload + IR_HEADER_SIZE + (flag << 2)
+    fast &= (head[:, 0] == MAGIC) & (lrec <= MAX_PAYLOAD) & (ends <= len(view))  # cflag 0
+    fast &= (starts <= ends) & (ids >= 0)
     n = len(positions)
-    headers = _Headers(n, label_width)
-    headers.ids[:] = head[:, 4] | head[:, 5].astype(np.int64) << 32
-    single = fast & (flag == 0)
-    headers.single[:] = single
-    headers.labels[single] = head[single, 3:4].view(np.float32)
-    multi = np.flatnonzero(fast & (flag > 0))
-    if len(multi):  # labels[j, k] = the k-th label word after the IRHeader, k < flag
+    headers = _Headers(n, label_width, ids)
+    headers.labels[:] = head[:, 3:4].view("<f4")  # flag 0: the label, label_width times
+    if flag.any():  # labels[j, k] = the k-th label word after the IRHeader, k < flag
+        multi = np.flatnonzero(fast & (flag > 0))
         k = np.arange(label_width)
         has = k < flag[multi, None]
-        at = np.where(has, (offsets[multi, None] >> 2) + _HEAD_WORDS + k, 0)
-        headers.labels[multi] = np.where(has, frames.words[at].view(np.float32), 0)
-    lengths = np.where(fast, frames.ends - starts, 0)
-    starts = np.where(fast, starts, 0)
-    slow = np.flatnonzero(~fast).tolist()
+        at = np.where(has, (offsets[multi, None] >> 2) + len(_WORD_AT) + k, 0)
+        headers.labels[multi] = np.where(has, words[at].view("<f4"), 0)
+    if label_width > 1:
+        headers.single[:] = fast & (flag == 0)
+    lengths = ends - starts
     parts: dict[int, bytes] = {}  # slot -> the image of a multi-frame record
-    if slow:
+    if not fast.all():
+        slow = np.flatnonzero(~fast).tolist()
         payloads = [records._read_local(view, int(positions[j])) for j in slow]
+        headers.labels[slow] = 0
         headers.parse(records, positions, slow, payloads)
         for j, payload in zip(slow, payloads, strict=True):
+            start = int(headers.starts[j])
+            starts[j], lengths[j] = 0, 0
             if j in headers.problems:
                 continue
-            start = int(headers.starts[j])
             if isinstance(payload, memoryview):  # one frame: a span of the map
                 starts[j] = int(offsets[j]) + FRAME_HEADER_SIZE + start
                 lengths[j] = len(payload) - start
             else:
                 parts[j] = payload[start:]
     headers.check_width(records, positions)
-    images: Spans | list = Spans(view, starts, lengths)
+    images: Spans | list = Spans.inside(view, starts, lengths)
     if parts:
         images = [parts[j] if j in parts else images[j] for j in range(n)]
     return BatchRecords(headers.labels, headers.ids, images, headers.problems)
@@ -604,10 +617,10 @@ def _read_local_batch(records: RecordFile, positions: np.ndarray, label_width: i
 class _Headers:
     """The parsed IRHeaders of one batch, filled slot by slot or all at once."""
 
-    def __init__(self, n: int, label_width: int) -> None:
+    def __init__(self, n: int, label_width: int, ids: np.ndarray | None = None) -> None:
         self.label_width = label_width
         self.labels = np.zeros((n, label_width), dtype=np.float32)
-        self.ids = np.full(n, -1, dtype=np.int64)
+        self.ids = np.full(n, -1, dtype=np.int64) if ids is None else ids
         self.starts = np.zeros(n, dtype=np.int64)  # where the image starts in the payload
         self.single = np.zeros(n, dtype=bool)  # flag 0: one label
         self.problems: dict[int, RecordIOError] = {}

@@ -52,6 +52,18 @@ class Spans(Sequence):
                 f"base buffer ({len(view)} bytes)"
             )
 
+    @classmethod
+    def inside(cls, base: memoryview, starts: np.ndarray, lengths: np.ndarray) -> Spans:
+        """Spans known to be inside ``base`` (a 1-D byte memoryview), int64 arrays as they are.
+
+        For a caller whose spans are inside by construction (the reader's): the checks of
+        the constructor are left out (the native pool checks again, for memory safety;
+        items are slices of a memoryview, which cannot reach outside it).
+        """
+        spans = cls.__new__(cls)
+        spans.base, spans.starts, spans.lengths = memoryview(base), starts, lengths
+        return spans
+
     def __len__(self) -> int:
         return len(self.starts)
 

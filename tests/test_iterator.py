@@ -20,9 +20,10 @@ from recio.dali.source import RecioSource
 from recio.errors import DecodeError, RecordIOError
 from recio.format import IRHeader, pack
 from recio.iterator import BatchBuffers, ImageRecordIter
-from recio.reader import RecordFile
+from recio.reader import RecordFile, read_batch
 from recio.recordio import MXIndexedRecordIO
 from recio.sampler import Sampler
+from recio.spans import Spans
 
 N_RECORDS = 37
 
@@ -546,3 +547,44 @@ def test_face_layout_ranks_share_the_images(tmp_path):
         with make_iter(face.rec, batch_size=3, shuffle=True, part_index=rank, num_parts=2) as it:
             seen += [i for b in it for i in b.index.tolist()]
     assert sorted(seen) == list(range(1, 13))
+
+
+def _rec_with_comments(path, magic_in: set[int]) -> str:
+    """12 JPEG records; those in ``magic_in`` carry the RecordIO magic at a 4-aligned byte
+    of their payload (in a JPEG comment), so that the writer splits them into frames."""
+    from recio.format import MAGIC_BYTES
+
+    rng = np.random.default_rng(4)
+    rec, idx = str(path / "c.rec"), str(path / "c.idx")
+    with MXIndexedRecordIO(idx, rec, "w") as w:
+        for key in range(12):
+            pixels = jpeg(rng, 48, 40)
+            img = Image.open(io.BytesIO(pixels))
+            probe = io.BytesIO()
+            img.save(probe, format="JPEG", quality=90, comment=b"Q" * 8)
+            at = probe.getvalue().index(b"Q" * 8) + 24  # in the payload, after the IRHeader
+            pad = -at % 4
+            text = b"Q" * pad + (MAGIC_BYTES if key in magic_in else b"QQQQ") + b"Q" * (4 - pad)
+            body = io.BytesIO()
+            img.save(body, format="JPEG", quality=90, comment=text)
+            w.write_idx(key, pack(IRHeader(0, float(key), 1000 + key, 0), body.getvalue()))
+    return rec
+
+
+def test_multi_frame_records_decode_as_single_frame_ones(tmp_path):
+    """A record the writer split at a magic comes back whole (its batch's images a list,
+    not spans of the map): the same pixels, labels and ids as without the split."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    split = _rec_with_comments(tmp_path / "a", {2, 9})
+    plain = _rec_with_comments(tmp_path / "b", set())
+    with RecordFile(split) as rf:
+        for k in range(12):
+            lrec = struct.unpack_from("<I", rf.source.buffer, int(rf.offsets[k]) + 4)[0]
+            assert (lrec >> 29 == 1) == (k in (2, 9)), k  # cflag 1: a first frame of several
+        assert isinstance(read_batch(rf, np.arange(4), 1).images, list)
+        assert isinstance(read_batch(rf, np.arange(4, 8), 1).images, Spans)
+    with make_iter(split, batch_size=4) as a, make_iter(plain, batch_size=4) as b:
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x.data, y.data)
+            assert x.index.tolist() == y.index.tolist() and x.label.tolist() == y.label.tolist()
+        assert a.stats.decoded == 12 and not a.stats.bad_records

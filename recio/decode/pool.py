@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import warnings
@@ -478,6 +479,33 @@ def raise_on_error(status: np.ndarray, errors: Sequence[str | None]) -> None:
         raise DecodeError(errors[i] or STATUS_NAMES.get(st, "error"), index=int(i), status=st)
 
 
+def _lut(dtype: np.dtype, mean: Any, std: Any) -> np.ndarray:
+    """The per-channel lookup table of ``(level - mean) / std`` (the same on both backends).
+
+    Made once per (dtype, mean, std) given as tuples, as an iterator's batches give them.
+    """
+    try:
+        return _cached_lut(dtype, mean, std)
+    except TypeError:  # unhashable: lists, arrays
+        return _make_lut(dtype, mean, std)
+
+
+def _make_lut(dtype: np.dtype, mean: Any, std: Any) -> np.ndarray:
+    m = np.zeros(3) if mean is None else np.asarray(mean, dtype=np.float64)
+    s = np.ones(3) if std is None else np.asarray(std, dtype=np.float64)
+    if m.shape != (3,) or s.shape != (3,):
+        raise ValueError("mean and std must have 3 values (one per output channel)")
+    if not (np.isfinite(m).all() and np.isfinite(s).all()) or (s == 0).any():
+        raise ValueError(f"mean/std must be finite and std non-zero, got {m}, {s}")
+    levels = np.arange(256, dtype=np.float64)
+    lut = ((levels[None, :] - m[:, None]) / s[:, None]).astype(dtype)
+    lut.flags.writeable = False  # shared by the batches that hit the cache
+    return lut
+
+
+_cached_lut = functools.lru_cache(maxsize=16)(_make_lut)
+
+
 class _Job:
     """The checked, normalised arguments of one decode_batch call."""
 
@@ -489,7 +517,7 @@ class _Job:
     width: int
     layout: str
     bgr: bool
-    resample: int
+    interpolation: str
 
     @classmethod
     def build(
@@ -530,7 +558,7 @@ class _Job:
         job.out = out[:n]
         job.layout = layout
         job.bgr = channel_order == "BGR"
-        job.resample = pil_filters()[interpolation]
+        job.interpolation = interpolation
         job.crops = None
         if crops is not None:
             c = _int32_array("crops", crops, (n, 4))
@@ -547,15 +575,8 @@ class _Job:
         if out.dtype == np.uint8:
             if mean is not None or std is not None:
                 raise ValueError("mean/std need a float32 or float16 out")
-        else:  # a per-channel lookup table: exact, and the same on both backends
-            m = np.zeros(3) if mean is None else np.asarray(mean, dtype=np.float64)
-            s = np.ones(3) if std is None else np.asarray(std, dtype=np.float64)
-            if m.shape != (3,) or s.shape != (3,):
-                raise ValueError("mean and std must have 3 values (one per output channel)")
-            if not (np.isfinite(m).all() and np.isfinite(s).all()) or (s == 0).any():
-                raise ValueError(f"mean/std must be finite and std non-zero, got {m}, {s}")
-            levels = np.arange(256, dtype=np.float64)
-            job.lut = ((levels[None, :] - m[:, None]) / s[:, None]).astype(out.dtype)
+        else:
+            job.lut = _lut(out.dtype, mean, std)
         return job
 
     def decode_pil(
@@ -564,8 +585,9 @@ class _Job:
         """Decodes image i with Pillow into its slot; returns (status, error)."""
         crop = None if self.crops is None else self.crops[i]
         flip = bool(self.flips[i]) if self.flips is not None else False
+        resample = pil_filters()[self.interpolation]
         status, err, pixels = pil_decode(
-            buf, crop, flip, self.width, self.height, self.resample, max_pixels, budget
+            buf, crop, flip, self.width, self.height, resample, max_pixels, budget
         )
         if pixels is not None:
             if self.bgr:
