@@ -344,7 +344,7 @@ def test_the_iterator_reuses_batch_arrays_across_epochs(tmp_path):
         for _ in range(4):
             for _batch in it:
                 pass
-        # 48 batches; in flight at once: one decoding, one queued, one the consumer holds
+        # 48 batches; in flight at once: two decoding, one queued, one the consumer holds
         assert it.buffers.allocated <= 4
         assert it.buffers.reused >= 44
 
@@ -588,3 +588,29 @@ def test_multi_frame_records_decode_as_single_frame_ones(tmp_path):
             np.testing.assert_array_equal(x.data, y.data)
             assert x.index.tolist() == y.index.tolist() and x.label.tolist() == y.label.tolist()
         assert a.stats.decoded == 12 and not a.stats.bad_records
+
+
+def test_two_decode_threads_hand_batches_on_in_order(tmp_path):
+    """The decode threads take batches in turn (NOTE [two decode threads]); the consumer
+    gets them in step order all the same, and a failure after the batches before it."""
+    rec = make_rec(tmp_path, n=150, corrupt=(61,))
+    plan = Sampler(150, 2, shuffle=True, seed=3)
+    with make_iter(rec, batch_size=2, shuffle=True, seed=3, on_error="skip") as it:
+        epoch = iter(it)
+        batches = [next(epoch)]
+        assert {"recio-decoder", "recio-decoder-2"} <= {t.name for t in threading.enumerate()}
+        batches += list(epoch)
+    assert [b.step for b in batches] == list(range(75))
+    for b in batches:
+        want = [1000 + int(p) for p in plan.plan(0, b.step).positions]
+        if 1061 in want:
+            assert b.index.tolist() == [k for k in want if k != 1061] * 2
+        else:
+            assert b.index.tolist() == want
+    bad_step = next(s for s in range(75) if 61 in plan.plan(0, s).positions.tolist())
+    with make_iter(rec, batch_size=2, shuffle=True, seed=3, on_error="raise") as it:
+        got = []
+        with pytest.raises(DecodeError, match="record id 1061"):
+            for b in it:
+                got.append(b.step)
+    assert got == list(range(bad_step))

@@ -182,8 +182,7 @@ class DecodePool:
         self._budget: Budget
         self._dct_mode = _DCT[dct_scaling]
         self._roi = int(bool(roi_decode))
-        self._last_errors: list[str | None] | None = []  # None: none of _last_n failed
-        self._last_n = 0
+        self._last = threading.local()  # each thread's last batch: errors (None: none), n
         self._native: Any = None
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -233,10 +232,13 @@ class DecodePool:
         return f"DecodePool(backend={self.backend!r}, num_threads={self.num_threads}, {state})"
 
     def last_errors(self) -> list[str | None]:
-        """Error text per image of the last batch (None where the status was 0)."""
-        if self._last_errors is None:
-            return [None] * self._last_n
-        return list(self._last_errors)
+        """Error text per image of this thread's last batch (None where the status was 0).
+
+        Per thread: batches may run from several threads at once (the iterator's decode
+        threads), each reading its own batch's errors.
+        """
+        errors = getattr(self._last, "errors", [])
+        return [None] * self._last.n if errors is None else list(errors)
 
     def image_sizes(self, buffers: Sequence[Any] | Spans) -> np.ndarray:
         """Image sizes from the headers only: int32 (N, 2) [width, height], -1 if unreadable.
@@ -330,10 +332,10 @@ class DecodePool:
                 errors = [None] * n
             for i, (st, err) in zip(todo, self._run_pillow(run, todo), strict=True):
                 status[i], errors[i] = st, err
-        failed = np.flatnonzero(status)
-        if len(failed):
+        if errors is not None:  # None: the native pool says no image failed
+            failed = np.flatnonzero(status)
             job.out[failed] = 0  # failed slots are zeroed so that the batch is deterministic
-        self._last_errors, self._last_n = errors, n
+        self._last.errors, self._last.n = errors, n
         return status
 
     def _run_pillow(self, run: Any, todo: list[int]) -> list[tuple[int, str | None]]:
@@ -408,8 +410,8 @@ class DecodePool:
             self._dct_mode,
             self.max_pixels,
         )
-        self._last_errors = [None if st == 0 else r for st, r in zip(status, results, strict=True)]
-        self._last_n = n
+        self._last.errors = [None if st == 0 else r for st, r in zip(status, results, strict=True)]
+        self._last.n = n
         return status, [r if st == 0 else None for st, r in zip(status, results, strict=True)]
 
     def resize_encode(
