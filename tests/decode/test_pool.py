@@ -347,6 +347,27 @@ def test_last_errors_of_a_batch_without_failures(pool: decode.DecodePool) -> Non
     assert pool.last_errors() == [None] * 3
 
 
+def test_last_errors_are_each_threads_own(pool: decode.DecodePool) -> None:
+    """Two threads decoding at once each read their own batch's errors."""
+    good, seen = encode(24, 16), []
+
+    def run(bufs: list) -> None:
+        out = np.zeros((len(bufs), 8, 8, 3), np.uint8)
+        for _ in range(30):
+            status = pool.decode_batch(bufs, out)
+            errors = pool.last_errors()
+            seen.append(len(errors) == len(bufs) and [e is not None for e in errors] == [
+                bool(st) for st in status
+            ])  # fmt: skip
+
+    threads = [threading.Thread(target=run, args=(b,)) for b in ([b"junk"], [good] * 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 60 and all(seen)
+
+
 def test_the_normalisation_table_is_shared_and_read_only(pool: decode.DecodePool) -> None:
     """The lookup table of a (dtype, mean, std) is made once; a batch cannot change it."""
     out = np.zeros((1, 8, 8, 3), np.float32)
