@@ -1,9 +1,11 @@
 /* Python binding of recio's native decode pool.
  *
- * Pool.decode_batch holds a buffer view of every input and of the output for the whole batch,
- * releases the GIL once while the pool decodes, and turns the per-image C statuses and
- * messages into Python objects only after the GIL is back. Argument checking with readable
- * messages lives in recio/decode.py; this layer re-checks sizes so it is memory-safe alone.
+ * Pool.decode_batch holds a buffer view of every input (or of the one buffer that spans of
+ * it are the inputs of) and of the output for the whole batch, releases the GIL once while
+ * the pool decodes, and turns the per-image C statuses and messages into Python objects only
+ * after the GIL is back, and only where an image failed. Argument checking with readable
+ * messages lives in recio/decode/pool.py; this layer re-checks sizes and spans so it is
+ * memory-safe alone.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

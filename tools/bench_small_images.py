@@ -2,15 +2,16 @@
 """Small images (face recognition's 112x112, and 16x16): where the iterator's serial cost shows.
 
     python tools/bench_small_images.py [--count 3000] [--rounds 5] [--sizes 16,112]
-                                       [--keep DIR] [--only pool,iter1,iter2,turbo,torch]
+                                       [--keep DIR] [--only pool,pool2,iter1,iter2,turbo,torch]
 
 Builds, deterministically, a .rec of 112x112 JPEGs and one of 16x16 JPEGs (quality 95, 4:2:0)
 from ``tools/make_corpus.py``'s photo-like scenes, rendered at 160x160 and downscaled (in a
 temporary directory, or in ``--keep DIR``, reused when it is there). Then, per size, side by
 side in interleaved rounds (the median of the rounds is reported):
 
-* ``pool``: ``DecodePool(1).decode_batch`` alone on pre-sliced image bytes, whole-image
-  windows, random flips, mean/std 127.5 to float32 NCHW: the iterator's output;
+* ``pool``/``pool2``: ``DecodePool(1)`` (and ``(2)``) ``.decode_batch`` alone on pre-sliced
+  image bytes, whole-image windows, random flips, mean/std 127.5 to float32 NCHW: the
+  iterator's output;
 * ``iter1``/``iter2``: ``ImageRecordIter`` with ``preprocess_threads`` 1 and 2, shuffled,
   ``rand_mirror``, mean/std 127.5 (as arcface_torch normalises), data_shape (3, S, S);
 * ``turbo``: PyTurboJPEG's ``TurboJPEG().decode`` of the same bytes, one thread, no more;
@@ -21,11 +22,14 @@ side in interleaved rounds (the median of the rounds is reported):
 Each round reads the whole dataset once (the iterator one epoch, thread start included).
 
 The iterator's serial cost per image is the CPU time of the process's Python threads (the
-consumer, the reader and the decode thread: everything but the native pool's threads) per
+consumer, the reader and the decode threads: everything but the native pool's threads) per
 image delivered: process CPU (getrusage) minus the pool threads' CPU (their
 /proc/self/task/TID/schedstat, the threads the iterator's construction started). That work
 holds the GIL, so a process delivers at most 1e6 / serial images per second however many
-decode threads it has (the "ceiling" column).
+decode threads it has (the "ceiling" column). "All CPU on N cores" is what the machine's
+cores could deliver if the pool and the Python threads kept them all busy, N * 1e6 /
+(serial + pool CPU): the bound on a machine with no other load. CPU times move less with
+other people's jobs than rates do.
 """
 
 from __future__ import annotations
@@ -59,7 +63,8 @@ RENDER = 160  # rendered scene size, downscaled to each output size
 QUALITY = 95
 BATCH = 128
 MEAN = STD = 127.5
-CONFIGS = ("pool", "iter1", "iter2", "turbo", "torch")
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+CONFIGS = ("pool", "pool2", "iter1", "iter2", "turbo", "torch")
 
 
 # --- the corpus ------------------------------------------------------------------------
@@ -149,8 +154,8 @@ class Run:
 # --- the pipelines ---------------------------------------------------------------------
 
 
-def pool_runner(images: list[bytes], size: int) -> Callable[[], tuple[int, Run]]:
-    pool = DecodePool(1)
+def pool_runner(images: list[bytes], size: int, threads: int) -> Callable[[], tuple[int, Run]]:
+    pool = DecodePool(threads)
     out = np.empty((BATCH, 3, size, size), np.float32)
     rng = np.random.default_rng(0)
     batches = []
@@ -268,7 +273,8 @@ def torch_runner(rec: str) -> Callable[[], tuple[int, Run]] | None:
 def bench_size(rec: str, size: int, rounds: int, only: list[str]) -> dict[str, dict]:
     images = image_bytes(rec)
     makers = {
-        "pool": lambda: pool_runner(images, size),
+        "pool": lambda: pool_runner(images, size, 1),
+        "pool2": lambda: pool_runner(images, size, 2),
         "iter1": lambda: iter_runner(rec, size, 1),
         "iter2": lambda: iter_runner(rec, size, 2),
         "turbo": lambda: turbo_runner(images),
@@ -298,6 +304,7 @@ def report(size: int, s: dict[str, dict]) -> None:
     print(f"\n{size}x{size} JPEGs (q{QUALITY}), batch {BATCH}: images/s, median (min-max)")
     labels = {
         "pool": "C pool alone, 1 thread",
+        "pool2": "C pool alone, 2 threads",
         "iter1": "ImageRecordIter, 1 thread",
         "iter2": "ImageRecordIter, 2 threads",
         "turbo": "PyTurboJPEG decode, 1 thread",
@@ -307,11 +314,13 @@ def report(size: int, s: dict[str, dict]) -> None:
         line = f"  {labels[name]:32s} {row['rate']:9.0f}  ({row['low']:.0f}-{row['high']:.0f})"
         if name.startswith("iter"):
             ceiling = 1e6 / row["serial_us"] if row["serial_us"] > 0 else float("inf")
+            cores = 1e6 * CORES / (row["serial_us"] + row["native_us"])
             line += (
                 f"  serial {row['serial_us']:.2f} us/img (ceiling {ceiling:.0f}/s),"
-                f" pool CPU {row['native_us']:.2f} us/img"
+                f" pool CPU {row['native_us']:.2f} us/img; all CPU on {CORES} cores:"
+                f" {cores:.0f}/s"
             )
-        elif name == "pool":
+        elif name.startswith("pool") or name == "turbo":
             line += f"  CPU {row['serial_us']:.2f} us/img"
         print(line)
 
@@ -325,6 +334,7 @@ def report(size: int, s: dict[str, dict]) -> None:
         print(f"  iter2 / turbo  = {ratio('iter2', 'turbo')} (target >= 1.8x)")
         print(f"  iter2 / torch  = {ratio('iter2', 'torch')} (target >= 2x)")
         print(f"  iter1 / pool   = {ratio('iter1', 'pool')}")
+    print(f"  iter2 / pool2  = {ratio('iter2', 'pool2')}")
 
 
 def main(argv: list[str] | None = None) -> int:
