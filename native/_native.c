@@ -1,9 +1,11 @@
 /* Python binding of recio's native decode pool.
  *
- * Pool.decode_batch holds a buffer view of every input and of the output for the whole batch,
- * releases the GIL once while the pool decodes, and turns the per-image C statuses and
- * messages into Python objects only after the GIL is back. Argument checking with readable
- * messages lives in recio/decode.py; this layer re-checks sizes so it is memory-safe alone.
+ * Pool.decode_batch holds a buffer view of every input (or of the one buffer that spans of
+ * it are the inputs of) and of the output for the whole batch, releases the GIL once while
+ * the pool decodes, and turns the per-image C statuses and messages into Python objects only
+ * after the GIL is back, and only where an image failed. Argument checking with readable
+ * messages lives in recio/decode/pool.py; this layer re-checks sizes and spans so it is
+ * memory-safe alone.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -42,8 +44,14 @@ typedef struct {
   rc_budget budget;
 } PoolObject;
 
+/* Where one encoded image's bytes are, inside a buffer view the batch holds (see images). */
 typedef struct {
-  const Py_buffer *views;
+  const uint8_t *buf;
+  size_t len;
+} image_ref;
+
+typedef struct {
+  const image_ref *images;
   const int32_t *crops; /* [n][4] or NULL */
   const uint8_t *flips; /* [n] or NULL */
   int32_t *status;
@@ -54,7 +62,7 @@ typedef struct {
 } batch_ctx;
 
 typedef struct {
-  const Py_buffer *views;
+  const image_ref *images;
   int32_t *sizes; /* [n][2] */
 } sizes_ctx;
 
@@ -84,7 +92,7 @@ static void worker_free(void *vs) {
 static void decode_task(void *vctx, void *state, size_t i) {
   batch_ctx *c = vctx;
   rc_worker *w = ((thread_state *)state)->dec;
-  c->status[i] = rc_decode(w, c->views[i].buf, (size_t)c->views[i].len,
+  c->status[i] = rc_decode(w, c->images[i].buf, c->images[i].len,
                            c->crops ? c->crops + 4 * i : NULL, c->flips ? c->flips[i] != 0 : 0,
                            &c->opts, c->out + i * c->out_stride, c->errors + i * RC_ERRLEN);
   rc_worker_release(w);
@@ -100,14 +108,14 @@ static void sizes_task(void *vctx, void *state, size_t i) {
   sizes_ctx *c = vctx;
   char err[RC_ERRLEN];
   int w = -1, h = -1;
-  int st = rc_image_size(((thread_state *)state)->dec, c->views[i].buf, (size_t)c->views[i].len, &w,
-                         &h, err);
+  int st =
+      rc_image_size(((thread_state *)state)->dec, c->images[i].buf, c->images[i].len, &w, &h, err);
   c->sizes[2 * i] = st == RC_OK ? w : st == RC_UNSUPPORTED ? -2 : -1;
   c->sizes[2 * i + 1] = st == RC_OK ? h : st == RC_UNSUPPORTED ? -2 : -1;
 }
 
 typedef struct {
-  const Py_buffer *views;
+  const image_ref *images;
   const int32_t *crops; /* [n][4] or NULL */
   const int32_t *sizes; /* [n][2]: output width, height */
   int32_t *status;
@@ -137,7 +145,7 @@ static void transcode_task(void *vctx, void *vstate, size_t i) {
     return;
   }
   o.extra_bytes = output_bytes((int64_t)o.out_w * o.out_h);
-  c->status[i] = rc_transcode(s->dec, s->enc, c->views[i].buf, (size_t)c->views[i].len,
+  c->status[i] = rc_transcode(s->dec, s->enc, c->images[i].buf, c->images[i].len,
                               c->crops ? c->crops + 4 * i : NULL, &o, c->quality, c->gray,
                               &c->outs[i], &c->lens[i], err);
   rc_encoder_trim(s->enc);
@@ -334,29 +342,131 @@ static int check_open(PoolObject *self) {
   return 0;
 }
 
-/* Acquires a read view of every item; on failure releases what it took. */
-static Py_buffer *get_views(PyObject *seq, Py_ssize_t n) {
-  Py_buffer *views = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Py_buffer));
-  if (!views) return (Py_buffer *)PyErr_NoMemory();
-  for (Py_ssize_t i = 0; i < n; i++) {
-    if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), &views[i], PyBUF_SIMPLE) < 0) {
+/* The encoded images of one batch: where each one's bytes are (refs), and the buffer views
+ * that keep them readable, and in place (a bytearray cannot be resized, an mmap not closed),
+ * until release_images, the GIL released in between. From a sequence of bytes-like objects,
+ * each image has a view of its own; from spans (one base buffer, int64 starts and lengths),
+ * one view of the base serves them all: the starts and lengths are read, and checked against
+ * the base, before any work, so a change to them afterwards cannot reach the pool. */
+typedef struct {
+  Py_ssize_t n;
+  image_ref *refs;   /* [n] */
+  Py_buffer *views;  /* [nviews]: one per image, or the base */
+  Py_ssize_t nviews; /* views taken so far */
+} batch_images;
+
+static void release_images(batch_images *im) {
+  for (Py_ssize_t i = 0; i < im->nviews; i++) PyBuffer_Release(&im->views[i]);
+  PyMem_Free(im->views);
+  PyMem_Free(im->refs);
+  im->views = NULL;
+  im->refs = NULL;
+  im->nviews = 0;
+}
+
+static int alloc_images(batch_images *im, Py_ssize_t n, Py_ssize_t nviews) {
+  im->n = n;
+  im->nviews = 0;
+  im->refs = PyMem_Calloc(n ? (size_t)n : 1, sizeof *im->refs);
+  im->views = PyMem_Calloc(nviews ? (size_t)nviews : 1, sizeof *im->views);
+  if (im->refs && im->views) return 0;
+  release_images(im);
+  PyErr_NoMemory();
+  return -1;
+}
+
+/* A read view of every item of buffers; on failure releases what it took. */
+static int get_listed(PyObject *buffers, batch_images *im) {
+  PyObject *seq = PySequence_Fast(buffers, "buffers must be a sequence");
+  if (!seq) return -1;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  int rc = alloc_images(im, n, n);
+  for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+    Py_buffer *v = &im->views[i];
+    if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), v, PyBUF_SIMPLE) < 0) {
       PyObject *type, *value, *tb;
       PyErr_Fetch(&type, &value, &tb);
       PyErr_Format(PyExc_TypeError, "buffers[%zd] is not a contiguous bytes-like object", i);
       Py_XDECREF(type);
       Py_XDECREF(value);
       Py_XDECREF(tb);
-      for (Py_ssize_t j = 0; j < i; j++) PyBuffer_Release(&views[j]);
-      PyMem_Free(views);
-      return NULL;
+      release_images(im);
+      rc = -1;
+    } else {
+      im->nviews = i + 1;
+      im->refs[i] = (image_ref){v->buf, (size_t)v->len};
     }
   }
-  return views;
+  Py_DECREF(seq); /* each view holds a reference to its object */
+  return rc;
 }
 
-static void release_views(Py_buffer *views, Py_ssize_t n) {
-  for (Py_ssize_t i = 0; i < n; i++) PyBuffer_Release(&views[i]);
-  PyMem_Free(views);
+/* A read view of a 1-D C-contiguous int64 buffer (a numpy int64 array). */
+static int get_int64s(PyObject *obj, Py_buffer *view, const char *name) {
+  if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
+  const char *f = view->format ? view->format : "B";
+  if (*f == '@' || *f == '=' || *f == '<') f++; /* this module builds little-endian only */
+  if (view->ndim != 1 || view->itemsize != 8 || (strcmp(f, "q") != 0 && strcmp(f, "l") != 0)) {
+    PyErr_Format(PyExc_ValueError, "%s must be a 1-D int64 array, got format '%s' (%d-D)", name,
+                 view->format ? view->format : "B", view->ndim);
+    PyBuffer_Release(view);
+    return -1;
+  }
+  return 0;
+}
+
+/* Images i = base[starts[i] : starts[i] + lengths[i]], each inside base (else ValueError). */
+static int get_spans(PyObject *base, PyObject *starts_obj, PyObject *lengths_obj,
+                     batch_images *im) {
+  Py_buffer starts, lengths;
+  if (get_int64s(starts_obj, &starts, "starts") < 0) return -1;
+  if (get_int64s(lengths_obj, &lengths, "lengths") < 0) {
+    PyBuffer_Release(&starts);
+    return -1;
+  }
+  const Py_ssize_t n = starts.shape[0];
+  int rc = -1;
+  if (lengths.shape[0] != n) {
+    PyErr_Format(PyExc_ValueError, "starts has %zd spans, lengths %zd", n, lengths.shape[0]);
+    goto done;
+  }
+  if (alloc_images(im, n, 1) < 0) goto done;
+  if (PyObject_GetBuffer(base, &im->views[0], PyBUF_SIMPLE) < 0) {
+    /* a closed map or a released view keeps its ValueError */
+    if (PyErr_ExceptionMatches(PyExc_TypeError))
+      PyErr_SetString(PyExc_TypeError, "the spans' base is not a contiguous bytes-like object");
+    release_images(im);
+    goto done;
+  }
+  im->nviews = 1;
+  const uint8_t *buf = im->views[0].buf;
+  const int64_t size = im->views[0].len, *st = starts.buf, *len = lengths.buf;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    if (st[i] < 0 || len[i] < 0 || st[i] > size || len[i] > size - st[i]) {
+      PyErr_Format(PyExc_ValueError,
+                   "span %zd (start %lld, length %lld) is outside the base buffer (%lld bytes)", i,
+                   (long long)st[i], (long long)len[i], (long long)size);
+      release_images(im);
+      goto done;
+    }
+    im->refs[i] = (image_ref){buf + st[i], (size_t)len[i]};
+  }
+  rc = 0;
+done:
+  PyBuffer_Release(&starts);
+  PyBuffer_Release(&lengths);
+  return rc;
+}
+
+/* A batch's images from buffers (a sequence of bytes-like objects), or, with starts and
+ * lengths (not None), from spans of the one buffer `buffers`. */
+static int get_images(PyObject *buffers, PyObject *starts, PyObject *lengths, batch_images *im) {
+  if (starts == Py_None && lengths == Py_None) return get_listed(buffers, im);
+  if (starts == Py_None || lengths == Py_None) {
+    PyErr_SetString(PyExc_ValueError, "spans need both starts and lengths");
+    return -1;
+  }
+  return get_spans(buffers, starts, lengths, im);
 }
 
 /* Gets an optional buffer of at least `need` bytes; None gives buf = NULL. */
@@ -420,22 +530,33 @@ static PyObject *no_result(void *ctx, Py_ssize_t i) {
   return Py_NewRef(Py_None);
 }
 
+static int all_ok(const int32_t *status, Py_ssize_t n) {
+  for (Py_ssize_t i = 0; i < n; i++)
+    if (status[i] != RC_OK) return 0;
+  return 1;
+}
+
 PyDoc_STRVAR(decode_batch_doc,
              "decode_batch(buffers, out, status, out_h, out_w, layout, itemsize, crops, flips, "
-             "lut, interp, bgr, dct_mode, roi, max_pixels) -> list[str | None]\n\n"
+             "lut, interp, bgr, dct_mode, roi, max_pixels, starts=None, lengths=None) "
+             "-> list[str | None] | None\n\n"
              "Decodes every JPEG in buffers into out[i] (C-contiguous, writable) and its status "
-             "into status[i] (int32). crops: int32 [n][4] buffer or None; flips: uint8 [n] or "
-             "None; lut: [3][256] values of itemsize bytes for float outputs, else None. "
-             "Returns the error text per image (None where status is 0). Use "
+             "into status[i] (int32). buffers: a sequence of bytes-like objects, or, with starts "
+             "and lengths (int64 [n] each), one bytes-like object whose bytes "
+             "[starts[i], starts[i] + lengths[i]) are image i (a span outside it is a ValueError). "
+             "crops: int32 [n][4] buffer or None; flips: uint8 [n] or None; lut: [3][256] values "
+             "of itemsize bytes for float outputs, else None. Returns the error text per image "
+             "(None where status is 0), or None when every status is 0. Use "
              "recio.decode.DecodePool, which checks the arguments.");
 
 static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args) {
   PyObject *buffers, *out_obj, *status_obj, *crops_obj, *flips_obj, *lut_obj;
+  PyObject *starts = Py_None, *lengths = Py_None;
   int out_h, out_w, layout, itemsize, interp, bgr, dct_mode, roi;
   unsigned long long max_pixels;
-  if (!PyArg_ParseTuple(args, "OOOiiiiOOOiiiiK:decode_batch", &buffers, &out_obj, &status_obj,
+  if (!PyArg_ParseTuple(args, "OOOiiiiOOOiiiiK|OO:decode_batch", &buffers, &out_obj, &status_obj,
                         &out_h, &out_w, &layout, &itemsize, &crops_obj, &flips_obj, &lut_obj,
-                        &interp, &bgr, &dct_mode, &roi, &max_pixels))
+                        &interp, &bgr, &dct_mode, &roi, &max_pixels, &starts, &lengths))
     return NULL;
   if (check_open(self) < 0) return NULL;
   if (out_h < 1 || out_w < 1 || (itemsize != 1 && itemsize != 2 && itemsize != 4) ||
@@ -448,14 +569,12 @@ static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args) {
     PyErr_SetString(PyExc_ValueError, "float outputs need a lookup table");
     return NULL;
   }
-  PyObject *seq = PySequence_Fast(buffers, "buffers must be a sequence");
-  if (!seq) return NULL;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  batch_images im;
+  if (get_images(buffers, starts, lengths, &im) < 0) return NULL;
+  const Py_ssize_t n = im.n;
   PyObject *result = NULL;
   char *errors = NULL;
   Py_buffer out = {0}, status = {0}, crops = {0}, flips = {0}, lut = {0};
-  Py_buffer *views = get_views(seq, n);
-  if (!views) goto done_seq;
   size_t stride = (size_t)out_h * out_w * 3 * itemsize;
   if (get_param(out_obj, &out, (Py_ssize_t)(stride * n), 1, "out") < 0 ||
       get_param(status_obj, &status, n * 4, 1, "status") < 0 ||
@@ -473,7 +592,7 @@ static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args) {
     goto done;
   }
   batch_ctx ctx = {
-      .views = views,
+      .images = im.refs,
       .crops = crops.buf,
       .flips = flips.buf,
       .status = status.buf,
@@ -493,7 +612,9 @@ static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args) {
                .budget = &self->budget},
   };
   if (run_released(self, decode_task, &ctx, n) < 0) goto done;
-  result = per_image(status.buf, errors, n, no_result, NULL);
+  /* the common case, a batch without a failure, makes no per-image objects */
+  result = all_ok(status.buf, n) ? Py_NewRef(Py_None)
+                                 : per_image(status.buf, errors, n, no_result, NULL);
 done:
   PyMem_Free(errors);
   release_param(&out);
@@ -501,9 +622,7 @@ done:
   release_param(&crops);
   release_param(&flips);
   release_param(&lut);
-  release_views(views, n);
-done_seq:
-  Py_DECREF(seq);
+  release_images(&im);
   return result;
 }
 
@@ -535,16 +654,14 @@ static PyObject *Pool_transcode_batch(PoolObject *self, PyObject *args) {
     PyErr_SetString(PyExc_ValueError, "bad transcode parameters");
     return NULL;
   }
-  PyObject *seq = PySequence_Fast(buffers, "buffers must be a sequence");
-  if (!seq) return NULL;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  batch_images im;
+  if (get_listed(buffers, &im) < 0) return NULL;
+  const Py_ssize_t n = im.n;
   PyObject *result = NULL;
   char *errors = NULL;
   uint8_t **outs = NULL;
   size_t *lens = NULL;
   Py_buffer status = {0}, crops = {0}, sizes = {0};
-  Py_buffer *views = get_views(seq, n);
-  if (!views) goto done_seq;
   if (get_param(status_obj, &status, n * 4, 1, "status") < 0 ||
       get_param(crops_obj, &crops, n * 16, 0, "crops") < 0 ||
       get_param(sizes_obj, &sizes, n * 8, 0, "sizes") < 0)
@@ -562,7 +679,7 @@ static PyObject *Pool_transcode_batch(PoolObject *self, PyObject *args) {
     goto done;
   }
   transcode_ctx ctx = {
-      .views = views,
+      .images = im.refs,
       .crops = crops.buf,
       .sizes = sizes.buf,
       .status = status.buf,
@@ -590,9 +707,7 @@ done:
   release_param(&status);
   release_param(&crops);
   release_param(&sizes);
-  release_views(views, n);
-done_seq:
-  Py_DECREF(seq);
+  release_images(&im);
   return result;
 }
 
@@ -644,34 +759,32 @@ static PyObject *Pool_resize_encode(PoolObject *self, PyObject *args) {
 }
 
 PyDoc_STRVAR(image_sizes_doc,
-             "image_sizes(buffers, sizes) -> None\n\n"
+             "image_sizes(buffers, sizes, starts=None, lengths=None) -> None\n\n"
              "Writes [width, height] of every JPEG header into sizes (int32 [n][2]): -1 where "
-             "unreadable, -2 where the buffer is not a JPEG.");
+             "unreadable, -2 where the buffer is not a JPEG. buffers: as in decode_batch, a "
+             "sequence of bytes-like objects or, with starts and lengths, spans of one buffer.");
 
 static PyObject *Pool_image_sizes(PoolObject *self, PyObject *args) {
-  PyObject *buffers, *sizes_obj;
-  if (!PyArg_ParseTuple(args, "OO:image_sizes", &buffers, &sizes_obj)) return NULL;
+  PyObject *buffers, *sizes_obj, *starts = Py_None, *lengths = Py_None;
+  if (!PyArg_ParseTuple(args, "OO|OO:image_sizes", &buffers, &sizes_obj, &starts, &lengths))
+    return NULL;
   if (check_open(self) < 0) return NULL;
-  PyObject *seq = PySequence_Fast(buffers, "buffers must be a sequence");
-  if (!seq) return NULL;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  batch_images im;
+  if (get_images(buffers, starts, lengths, &im) < 0) return NULL;
+  const Py_ssize_t n = im.n;
   PyObject *result = NULL;
   Py_buffer sizes = {0};
-  Py_buffer *views = get_views(seq, n);
-  if (!views) goto done_seq;
   if (get_param(sizes_obj, &sizes, n * 8, 1, "sizes") < 0) goto done;
   if (!sizes.buf) {
     PyErr_SetString(PyExc_ValueError, "sizes is required");
     goto done;
   }
-  sizes_ctx ctx = {.views = views, .sizes = sizes.buf};
+  sizes_ctx ctx = {.images = im.refs, .sizes = sizes.buf};
   if (run_released(self, sizes_task, &ctx, n) < 0) goto done;
   result = Py_NewRef(Py_None);
 done:
   release_param(&sizes);
-  release_views(views, n);
-done_seq:
-  Py_DECREF(seq);
+  release_images(&im);
   return result;
 }
 

@@ -1,12 +1,14 @@
 """ImageRecordIter: batches of decoded, augmented images, ready before the trainer asks.
 
-    reader thread ──read_q──▶ decode thread (native pool, GIL released) ──ready_q──▶ __next__
+    reader thread ──read_q──▶ 2 decode threads (native pool, GIL released) ──ready_q──▶ __next__
 
-The reader fetches the raw bytes of upcoming batches (zero-copy slices of an mmap for local
-files, coalesced ranged reads fetched ahead for remote ones) and parses the record headers;
-the decode thread draws crops and flips and has the native pool write pixels straight into
-a batch buffer (:class:`BatchBuffers`). Both queues are bounded, so memory stays at about
-``prefetch_buffer + 1`` batches.
+The reader fetches the raw bytes of upcoming batches (spans of an mmap for local files,
+coalesced ranged reads fetched ahead for remote ones), parses the record headers and draws
+the crops and flips; a decode thread has the native pool write pixels straight into a
+batch buffer (:class:`BatchBuffers`). Two decode threads take the batches in turn, so that
+the next batch waits in the pool while one thread's Python runs (NOTE [two decode
+threads]). Both queues are bounded: ``prefetch_buffer`` batches are decoded ahead (at
+least three), and memory stays at about ``prefetch_buffer + 1`` batches.
 
 Threads belong to a ``_Pipeline`` that the iterator owns; they never refer to the iterator
 itself, so an iterator dropped without ``close()`` is collected and its finalizer stops
@@ -31,7 +33,8 @@ from .augment import batch_rng, draw
 from .config import IterConfig
 from .consumer import Batch, IterStats, PositionedIterator
 from .decode import DecodePool, Status
-from .reader import batch_headers
+from .reader import read_batch
+from .spans import Spans
 from .storage.prefetch import Lookahead, Prefetcher
 from .trace import Tracer, maybe_span
 
@@ -82,10 +85,10 @@ class ImageRecordIter(PositionedIterator):
         self.tracer = tracer
         # Image sizes never change: cache them so only the first epoch reads headers.
         self._sizes = np.full((len(self.records), 2), -1, dtype=np.int32)
-        # Batch arrays outlive each epoch's pipeline: one in decode, the queued ones, and the
+        # Batch arrays outlive each epoch's pipeline: two in decode, the queued ones, and the
         # one the consumer holds are in flight at once.
         self.buffers = BatchBuffers(
-            config.batch_shape, np.dtype(config.normalize.dtype), _queue_depth(config) + 3
+            config.batch_shape, np.dtype(config.normalize.dtype), _ready_depth(config) + 4
         )
         self._pipeline: _Pipeline | None = None
         self._lookahead = Lookahead()  # remote sources: the next epoch's first fetches
@@ -144,11 +147,16 @@ class ImageRecordIter(PositionedIterator):
 
 
 def _queue_depth(config: IterConfig) -> int:
-    """Batches each of the pipeline's queues holds.
-
-    ``prefetch_buffer`` counts all the batches ahead, the one being decoded included.
-    """
+    """Read batches (encoded images, headers parsed) the read queue holds for the decoders."""
     return max(1, (config.prefetch_buffer or _DEFAULT_PREFETCH) - 1)
+
+
+def _ready_depth(config: IterConfig) -> int:
+    """Decoded batches the ready queue holds.
+
+    With the two being decoded, ``prefetch_buffer`` batches ahead (at least three).
+    """
+    return max(1, (config.prefetch_buffer or _DEFAULT_PREFETCH) - 2)
 
 
 def _shutdown(pipeline_box: list, pool: DecodePool, lookahead: Lookahead) -> None:
@@ -171,18 +179,23 @@ class BatchBuffers:
     faults of a fresh allocation (a 128×3×224×224 float32 batch is 77 MB).
 
     At most ``limit`` buffers are tracked; beyond that, the oldest one still held is
-    left to the consumer and forgotten. One thread at a time may call :meth:`take` (the
-    decode thread of the running pipeline).
+    left to the consumer and forgotten. :meth:`take` may be called from several threads
+    (the decode threads of the running pipeline).
     """
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, limit: int) -> None:
         self.shape, self.dtype, self.limit = shape, np.dtype(dtype), limit
         self._slots: list[tuple[np.ndarray, weakref.ref]] = []
+        self._lock = threading.Lock()
         self.allocated = 0
         self.reused = 0
 
     def take(self) -> np.ndarray:
         """A writable batch array that nothing outside the pipeline references."""
+        with self._lock:
+            return self._take()
+
+    def _take(self) -> np.ndarray:
         for i, (buffer, lease) in enumerate(self._slots):
             if lease() is None:
                 del self._slots[i]
@@ -225,10 +238,11 @@ class _RawBatch:
     step: int
     positions: np.ndarray
     pad: int
-    images: list  # encoded image bytes (memoryviews for local files)
+    images: Spans | list  # encoded images (spans of the map for local files)
     labels: np.ndarray
     ids: np.ndarray
-    sizes: np.ndarray
+    windows: np.ndarray  # crop windows, drawn from the image sizes
+    flips: np.ndarray
     bad_headers: dict[int, str]  # slot -> why its record header is unreadable
 
 
@@ -267,12 +281,26 @@ class _Pipeline:
         self.stopping = threading.Event()
         self.buffers = it.buffers
         self.read_q: queue.Queue = queue.Queue(maxsize=_queue_depth(config))
-        self.ready_q: queue.Queue = queue.Queue(maxsize=_queue_depth(config))
+        self.ready_q: queue.Queue = queue.Queue(maxsize=_ready_depth(config))
+        # NOTE [two decode threads]: the pool runs one batch at a time, and a decode thread
+        # holds the GIL between two of its batches (taking the next one, the output array,
+        # the statuses, the hand-off), waiting for it too when the reader has it. With one
+        # decode thread the pool idles meanwhile, a tenth of the time on small images. With
+        # two, the second one's batch waits inside the pool (GIL released) and starts the
+        # moment the first one's ends. They take the batches in step order (under
+        # _take_lock) and hand them on in that order (_put_in_turn), errors included, so
+        # the consumer sees exactly what one thread would give it; one more batch array is
+        # in flight.
+        self._taken = self.first_step  # the next step a decode thread takes from read_q
+        self._take_lock = threading.Lock()
+        self._turn = self.first_step  # the step whose batch goes into ready_q next
+        self._turn_cv = threading.Condition()
         self.threads = [
             threading.Thread(target=self._guard, args=(work, out_q), name=name, daemon=True)
             for work, out_q, name in (
                 (self._read, self.read_q, "recio-reader"),
                 (self._decode, self.ready_q, "recio-decoder"),
+                (self._decode, self.ready_q, "recio-decoder-2"),
             )
         ]
         for t in self.threads:
@@ -333,17 +361,19 @@ class _Pipeline:
 
     def _read(self) -> None:
         plans = self._plans(self.epoch, self.first_step)
+        width = self.label_width
         if isinstance(self.records.source, storage.MappedSource):
-            # Local: zero-copy slices of the mmap, nothing to fetch ahead.
-            fetched = ((p.positions, self.records.read_many(p.positions)) for p in plans)
-            self._read_batches(plans, fetched)
+            # Local: each batch parsed from the map at once, its images spans of it; nothing
+            # to fetch ahead.
+            self._read_batches(plans, (read_batch(self.records, p.positions, width) for p in plans))
             return
         # Remote: several batches' byte ranges coalesced and fetched concurrently, ahead;
         # with block shuffle, a whole window at a time (one window fetched while one is used).
         key = (self.epoch, self.first_step)
         prefetcher = self.lookahead.take(key) or self._prefetcher(plans, self.first_step)
         try:
-            self._read_batches(plans, prefetcher)
+            parsed = (read_batch(self.records, i, width, payloads) for i, payloads in prefetcher)
+            self._read_batches(plans, parsed)
         finally:
             prefetcher.close()
         # Every read of this epoch is issued: start the next epoch's first fetches while the
@@ -368,55 +398,81 @@ class _Pipeline:
             first_batch=first_step,
         )
 
-    def _read_batches(self, plans, fetched) -> None:
-        for plan, (_, payloads) in zip(plans, _traced(self.tracer, "read", fetched), strict=False):
-            labels, ids, starts, bad_headers = batch_headers(
-                self.records, plan.positions, payloads, self.label_width
-            )
-            self.policy.check_headers(bad_headers)
-            images = [payload[start:] for payload, start in zip(payloads, starts, strict=True)]
-            for j in bad_headers:
-                images[j] = b""
+    def _read_batches(self, plans, batches) -> None:
+        """Queue each plan's batch for the decoder (``batches``: its ``BatchRecords``)."""
+        for plan, records in zip(plans, _traced(self.tracer, "read", batches), strict=False):
+            self.policy.check_headers(records.problems)
+            images = records.images
             sizes = self.sizes[plan.positions]
             unknown = np.flatnonzero(sizes[:, 0] < 0)
             if len(unknown):
                 with maybe_span(self.tracer, "read image headers"):
-                    found = self.pool.image_sizes([images[j] for j in unknown])
+                    found = self.pool.image_sizes(_take(images, unknown))
                 sizes[unknown] = found
                 self.sizes[plan.positions[unknown]] = found
+            # Drawn here, not in the decode thread: while the pool decodes the batch before.
+            rng = batch_rng(self.seed, self.epoch, plan.step, self.part)
+            windows, flips = draw(self.crop, np.maximum(sizes, 1), rng)
             raw = _RawBatch(
-                self.epoch, plan.step, plan.positions, plan.pad, images, labels, ids, sizes,
-                {j: str(e) for j, e in bad_headers.items()},
+                self.epoch, plan.step, plan.positions, plan.pad, images, records.labels,
+                records.ids, windows, flips, {j: str(e) for j, e in records.problems.items()},
             )  # fmt: skip
             with maybe_span(self.tracer, "queue wait (read queue full)"):
                 self._put(self.read_q, raw)
 
     def _decode(self) -> None:
-        for _ in range(self.first_step, self.end_step):
-            with maybe_span(self.tracer, "queue wait (for reader)"):
-                raw = self._get(self.read_q)
+        while True:
+            with self._take_lock:  # steps are taken in order: step k is read_q's k-th item
+                if self._taken >= self.end_step:
+                    return
+                step = self._taken
+                with maybe_span(self.tracer, "queue wait (for reader)"):
+                    raw = self._get(self.read_q)
+                self._taken += 1
             if isinstance(raw, _Failure):
-                self._put(self.ready_q, raw)
+                self._put_in_turn(step, raw)
                 return
-            out = self.buffers.take()
-            rng = batch_rng(self.seed, raw.epoch, raw.step, self.part)
-            windows, flips = draw(self.crop, np.maximum(raw.sizes, 1), rng)
-            with maybe_span(self.tracer, "decode+augment", step=raw.step):
-                status = self.pool.decode_batch(
-                    raw.images, out, crops=windows, flips=flips, **self.decode_kwargs
-                )
-            labels, ids, reasons = raw.labels, raw.ids, ()
-            if raw.bad_headers:
-                status[list(raw.bad_headers)] = Status.CORRUPT
-            if status.any():
-                reasons = self.pool.last_errors()
-                for j, why in raw.bad_headers.items():
-                    reasons[j] = why
-                labels, ids = self._bad_images(raw, out, status, reasons)
-            label = labels[:, 0] if self.label_width == 1 else labels
-            batch = Batch(out, label, ids, raw.pad, raw.epoch, raw.step)
-            with maybe_span(self.tracer, "queue wait (prefetch queue full)"):
-                self._put(self.ready_q, (batch, status, reasons, raw.ids))
+            try:
+                item = self._decode_one(raw)
+            except _Stop:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer, in turn
+                if hasattr(exc, "add_note"):
+                    exc.add_note(f"(raised in recio's {threading.current_thread().name} thread)")
+                self._put_in_turn(step, _Failure(exc))
+                return
+            self._put_in_turn(step, item)
+
+    def _decode_one(self, raw: _RawBatch) -> tuple:
+        out = self.buffers.take()
+        with maybe_span(self.tracer, "decode+augment", step=raw.step):
+            status = self.pool.decode_batch(
+                raw.images, out, crops=raw.windows, flips=raw.flips, **self.decode_kwargs
+            )
+        labels, ids, reasons = raw.labels, raw.ids, ()
+        if raw.bad_headers:
+            status[list(raw.bad_headers)] = Status.CORRUPT
+        if status.any():
+            reasons = self.pool.last_errors()  # this thread's batch
+            for j, why in raw.bad_headers.items():
+                reasons[j] = why
+            labels, ids = self._bad_images(raw, out, status, reasons)
+        label = labels[:, 0] if self.label_width == 1 else labels
+        batch = Batch(out, label, ids, raw.pad, raw.epoch, raw.step)
+        return batch, status, reasons, raw.ids
+
+    def _put_in_turn(self, step: int, item) -> None:
+        """Put the item of ``step`` into ready_q once those of the steps before it are in."""
+        with self._turn_cv:
+            while self._turn != step:
+                if self.stopping.is_set():
+                    raise _Stop
+                self._turn_cv.wait(_POLL)
+        with maybe_span(self.tracer, "queue wait (prefetch queue full)"):
+            self._put(self.ready_q, item)
+        with self._turn_cv:
+            self._turn += 1
+            self._turn_cv.notify_all()
 
     def _bad_images(self, raw: _RawBatch, out: np.ndarray, status: np.ndarray, reasons):
         """Apply ``on_error`` to a batch with bad slots (the decoder zeroed them)."""
@@ -431,6 +487,10 @@ class _Pipeline:
         bad = np.flatnonzero(status)
         out[bad] = out[fill[bad]]
         return raw.labels[fill], raw.ids[fill]
+
+
+def _take(images: Spans | list, slots: np.ndarray) -> Spans | list:
+    return images.take(slots) if isinstance(images, Spans) else [images[j] for j in slots]
 
 
 def _traced(tracer: Tracer | None, name: str, items):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -36,13 +36,16 @@ from .format import (
     scan_offsets,
     unpack_labels,
 )
+from .spans import Spans
 
 __all__ = [
+    "BatchRecords",
     "IndexWarning",
     "RecordCursor",
     "RecordFile",
     "batch_headers",
     "default_idx_path",
+    "read_batch",
     "scan_source",
 ]
 
@@ -384,23 +387,43 @@ class RecordFile:
         return out
 
     def _read_many_local(self, indices: Sequence[int]) -> list[memoryview | bytes]:
+        positions = np.asarray(indices, dtype=np.int64)
+        view = self._local_view(positions)
+        offsets = self.offsets[positions]
+        words = _words(view)
+        head, plain = _gather(words, offsets, 2)  # magic, lrec
+        lrec = head[:, 1]
+        starts = offsets + FRAME_HEADER_SIZE
+        ends = starts + (lrec & MAX_PAYLOAD)
+        plain &= (head[:, 0] == MAGIC) & (lrec <= MAX_PAYLOAD) & (ends <= len(view))  # cflag 0
+        out = [view[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+        for j in np.flatnonzero(~plain).tolist():
+            out[j] = self._read_local(view, int(positions[j]))
+        return out
+
+    def _local_view(self, positions: np.ndarray) -> memoryview:
+        """The map as far as the file reaches now (parsing it cannot fault).
+
+        Raises:
+            TruncatedRecordError: the file, truncated while open, lost a record of
+                ``positions``.
+        """
         view = self.source.current_view()  # parsing it cannot touch a page past the end
         if len(view) < self.source.size:
-            positions = np.asarray(indices, dtype=np.int64)
             gone = np.flatnonzero(self.offsets[positions] + self.lengths[positions] > len(view))
             if gone.size:
                 i = int(positions[gone[0]])
                 raise self.source.truncated(int(self.offsets[i]), len(view), i)
-        out = []
-        for i in indices:
-            i = int(i)
-            offset = int(self.offsets[i])
-            try:
-                out.append(read_record(view, offset, path=self.url, record_index=i)[0])
-            except CorruptRecordError as exc:
-                key = int(self.keys[i])
-                raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
-        return out
+        return view
+
+    def _read_local(self, view: memoryview, i: int) -> memoryview | bytes:
+        """Record ``i``'s payload by ``read_record``: the exact checks and errors."""
+        offset = int(self.offsets[i])
+        try:
+            return read_record(view, offset, path=self.url, record_index=i)[0]
+        except CorruptRecordError as exc:
+            key = int(self.keys[i])
+            raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
 
     def describe(self, position: int, record_id: int | None = None) -> str:
         """Text for messages about one record: 'record id N (record P, at byte B of URL)'.
@@ -486,24 +509,172 @@ def batch_headers(
             that does not fit the data, whatever the policy).
     """
     n = len(payloads)
-    labels = np.zeros((n, label_width), dtype=np.float32)
-    ids = np.full(n, -1, dtype=np.int64)
-    starts = [0] * n
-    problems: dict[int, RecordIOError] = {}
-    for j, payload in enumerate(payloads):
-        try:
-            labels[j], ids[j], starts[j] = unpack_labels(payload, label_width)
-        except RecordIOError as exc:  # this record's header: the policy's to handle
-            position = int(positions[j])
-            problems[j] = RecordIOError(
-                str(exc), path=records.url, offset=int(records.offsets[position]),
-                record_index=position,
-            )  # fmt: skip
-            ids[j] = int(records.keys[position])  # the .idx key: the best id there is
-            continue
-        if label_width > 1 and starts[j] == IR_HEADER_SIZE:  # flag 0: a single label
+    headers = _Headers(n, label_width)
+    headers.parse(records, positions, range(n), payloads)
+    headers.check_width(records, positions)
+    return headers.labels, headers.ids, headers.starts.tolist(), headers.problems
+
+
+class BatchRecords(NamedTuple):
+    """One batch's records, parsed: what the decoder and the consumer need of them.
+
+    ``images`` holds each slot's encoded image (empty where the header is unreadable): a
+    :class:`~recio.spans.Spans` of the file's map for a local file, else a list.
+    """
+
+    labels: np.ndarray  # float32 (n, label_width)
+    ids: np.ndarray  # int64 (n,): the header's id; the .idx key where it is unreadable
+    images: Spans | list
+    problems: dict[int, RecordIOError]  # slot -> why its header is unreadable
+
+
+def read_batch(
+    records: RecordFile,
+    positions: np.ndarray,
+    label_width: int,
+    payloads: Sequence[Any] | None = None,
+) -> BatchRecords:
+    """Read the records at ``positions`` (or take their ``payloads``) and parse their headers.
+
+    A local batch is parsed from the map all at once (NOTE [batch parse]); with
+    ``payloads`` (a remote batch fetched ahead), or from a remote file, record by record.
+    Labels, ids and problems as :func:`batch_headers` gives them.
+
+    Raises:
+        RecordIOError: framing problems, as :meth:`RecordFile.read_many` raises them.
+        ValueError: ``label_width`` > 1 for a record with a single label.
+    """
+    positions = np.asarray(positions, dtype=np.int64)
+    if payloads is None:
+        records._check_open()
+        if records._is_local:
+            return _read_local_batch(records, positions, label_width)
+        payloads = records.read_many(positions)
+    labels, ids, starts, problems = batch_headers(records, positions, payloads, label_width)
+    images = [payload[start:] for payload, start in zip(payloads, starts, strict=True)]
+    for j in problems:
+        images[j] = b""
+    return BatchRecords(labels, ids, images, problems)
+
+
+# NOTE [batch parse]: records start at 4-byte-aligned offsets, so the frame header and the
+# IRHeader of every record of a batch are whole little-endian words of the map: one gather
+# of 8 words per record (magic, lrec, flag, label, id as two words, id2) and a few array
+# operations parse the batch, and the images come out as Spans of the map. A record goes
+# the exact way (read_record, unpack_labels: the same checks, errors and byte offsets) unless
+# it is plainly fine: one frame (cflag 0) with the magic, its payload inside the file, room
+# for the IRHeader and the labels it announces, an id below 2**63 (a larger one is the
+# int64 OverflowError of the exact way). A multi-frame record's payload is new bytes (the
+# magics put back), outside the map: a batch with one has its images as a list.
+_WORD_AT = np.arange((FRAME_HEADER_SIZE + IR_HEADER_SIZE) // 4)  # 0..7
+
+
+def _words(view: memoryview) -> np.ndarray:
+    return np.frombuffer(view, dtype="<u4", count=len(view) // 4)
+
+
+def _gather(words: np.ndarray, offsets: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``count`` words at each offset (n x count), and where they are the record's own.
+
+    A row is the record's own where its words are inside ``words`` and the offset is
+    aligned; the other rows hold words from elsewhere, for the caller to refuse.
+    """
+    n = len(offsets)
+    if len(words) < count:
+        return np.zeros((n, count), dtype=words.dtype), np.zeros(n, dtype=bool)
+    at = offsets >> 2
+    safe = np.minimum(at, len(words) - count)
+    own = safe == at
+    misaligned = offsets & 3
+    if misaligned.any():
+        own &= misaligned == 0
+    return words[safe[:, None] + _WORD_AT[:count]], own
+
+
+def _read_local_batch(records: RecordFile, positions: np.ndarray, label_width: int) -> BatchRecords:
+    """:func:`read_batch` of a local file (NOTE [batch parse])."""
+    view = records._local_view(positions)
+    offsets = records.offsets[positions]
+    words = _words(view)
+    head, fast = _gather(words, offsets, len(_WORD_AT))
+    lrec, flag = head[:, 1], head[:, 2].astype(np.int64)
+    ids = np.ascontiguousarray(head.view("<i8")[:, 2])  # words 4 and 5
+    payload = offsets + FRAME_HEADER_SIZE
+    ends = payload + (lrec & MAX_PAYLOAD)
+    starts = payload + IR_HEADER_SIZE + (flag << 2)
+    fast &= (head[:, 0] == MAGIC) & (lrec <= MAX_PAYLOAD) & (ends <= len(view))  # cflag 0
+    fast &= (starts <= ends) & (ids >= 0)
+    n = len(positions)
+    headers = _Headers(n, label_width, ids)
+    headers.labels[:] = head[:, 3:4].view("<f4")  # flag 0: the label, label_width times
+    if flag.any():  # labels[j, k] = the k-th label word after the IRHeader, k < flag
+        multi = np.flatnonzero(fast & (flag > 0))
+        k = np.arange(label_width)
+        has = k < flag[multi, None]
+        at = np.where(has, (offsets[multi, None] >> 2) + len(_WORD_AT) + k, 0)
+        headers.labels[multi] = np.where(has, words[at].view("<f4"), 0)
+    if label_width > 1:
+        headers.single[:] = fast & (flag == 0)
+    lengths = ends - starts
+    parts: dict[int, bytes] = {}  # slot -> the image of a multi-frame record
+    if not fast.all():
+        slow = np.flatnonzero(~fast).tolist()
+        payloads = [records._read_local(view, int(positions[j])) for j in slow]
+        headers.labels[slow] = 0
+        headers.parse(records, positions, slow, payloads)
+        for j, payload in zip(slow, payloads, strict=True):
+            start = int(headers.starts[j])
+            starts[j], lengths[j] = 0, 0
+            if j in headers.problems:
+                continue
+            if isinstance(payload, memoryview):  # one frame: a span of the map
+                starts[j] = int(offsets[j]) + FRAME_HEADER_SIZE + start
+                lengths[j] = len(payload) - start
+            else:
+                parts[j] = payload[start:]
+    headers.check_width(records, positions)
+    images: Spans | list = Spans.inside(view, starts, lengths)
+    if parts:
+        images = [parts[j] if j in parts else images[j] for j in range(n)]
+    return BatchRecords(headers.labels, headers.ids, images, headers.problems)
+
+
+class _Headers:
+    """The parsed IRHeaders of one batch, filled slot by slot or all at once."""
+
+    def __init__(self, n: int, label_width: int, ids: np.ndarray | None = None) -> None:
+        self.label_width = label_width
+        self.labels = np.zeros((n, label_width), dtype=np.float32)
+        self.ids = np.full(n, -1, dtype=np.int64) if ids is None else ids
+        self.starts = np.zeros(n, dtype=np.int64)  # where the image starts in the payload
+        self.single = np.zeros(n, dtype=bool)  # flag 0: one label
+        self.problems: dict[int, RecordIOError] = {}
+
+    def parse(
+        self, records: RecordFile, positions: np.ndarray, slots: Sequence[int], payloads
+    ) -> None:
+        """Parse ``payloads`` (of ``slots``) with ``unpack_labels``: the exact way."""
+        for j, payload in zip(slots, payloads, strict=True):
+            try:
+                self.labels[j], self.ids[j], self.starts[j] = unpack_labels(
+                    payload, self.label_width
+                )
+            except RecordIOError as exc:  # this record's header: the policy's to handle
+                position = int(positions[j])
+                self.problems[j] = RecordIOError(
+                    str(exc), path=records.url, offset=int(records.offsets[position]),
+                    record_index=position,
+                )  # fmt: skip
+                self.ids[j] = int(records.keys[position])  # the .idx key: the best id there is
+                continue
+            self.single[j] = self.starts[j] == IR_HEADER_SIZE
+
+    def check_width(self, records: RecordFile, positions: np.ndarray) -> None:
+        """Raise for the first record with a single label when ``label_width`` > 1."""
+        if self.label_width > 1 and self.single.any():
+            j = int(np.argmax(self.single))
             raise ValueError(
-                f"label_width={label_width}, but {records.describe(int(positions[j]))} has a "
-                "single label (flag 0): set label_width=1, or pack the records with several labels"
+                f"label_width={self.label_width}, but {records.describe(int(positions[j]))} has "
+                "a single label (flag 0): set label_width=1, or pack the records with several "
+                "labels"
             )
-    return labels, ids, starts, problems

@@ -20,9 +20,10 @@ from recio.dali.source import RecioSource
 from recio.errors import DecodeError, RecordIOError
 from recio.format import IRHeader, pack
 from recio.iterator import BatchBuffers, ImageRecordIter
-from recio.reader import RecordFile
+from recio.reader import RecordFile, read_batch
 from recio.recordio import MXIndexedRecordIO
 from recio.sampler import Sampler
+from recio.spans import Spans
 
 N_RECORDS = 37
 
@@ -343,7 +344,7 @@ def test_the_iterator_reuses_batch_arrays_across_epochs(tmp_path):
         for _ in range(4):
             for _batch in it:
                 pass
-        # 48 batches; in flight at once: one decoding, one queued, one the consumer holds
+        # 48 batches; in flight at once: two decoding, one queued, one the consumer holds
         assert it.buffers.allocated <= 4
         assert it.buffers.reused >= 44
 
@@ -546,3 +547,70 @@ def test_face_layout_ranks_share_the_images(tmp_path):
         with make_iter(face.rec, batch_size=3, shuffle=True, part_index=rank, num_parts=2) as it:
             seen += [i for b in it for i in b.index.tolist()]
     assert sorted(seen) == list(range(1, 13))
+
+
+def _rec_with_comments(path, magic_in: set[int]) -> str:
+    """12 JPEG records; those in ``magic_in`` carry the RecordIO magic at a 4-aligned byte
+    of their payload (in a JPEG comment), so that the writer splits them into frames."""
+    from recio.format import MAGIC_BYTES
+
+    rng = np.random.default_rng(4)
+    rec, idx = str(path / "c.rec"), str(path / "c.idx")
+    with MXIndexedRecordIO(idx, rec, "w") as w:
+        for key in range(12):
+            pixels = jpeg(rng, 48, 40)
+            img = Image.open(io.BytesIO(pixels))
+            probe = io.BytesIO()
+            img.save(probe, format="JPEG", quality=90, comment=b"Q" * 8)
+            at = probe.getvalue().index(b"Q" * 8) + 24  # in the payload, after the IRHeader
+            pad = -at % 4
+            text = b"Q" * pad + (MAGIC_BYTES if key in magic_in else b"QQQQ") + b"Q" * (4 - pad)
+            body = io.BytesIO()
+            img.save(body, format="JPEG", quality=90, comment=text)
+            w.write_idx(key, pack(IRHeader(0, float(key), 1000 + key, 0), body.getvalue()))
+    return rec
+
+
+def test_multi_frame_records_decode_as_single_frame_ones(tmp_path):
+    """A record the writer split at a magic comes back whole (its batch's images a list,
+    not spans of the map): the same pixels, labels and ids as without the split."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    split = _rec_with_comments(tmp_path / "a", {2, 9})
+    plain = _rec_with_comments(tmp_path / "b", set())
+    with RecordFile(split) as rf:
+        for k in range(12):
+            lrec = struct.unpack_from("<I", rf.source.buffer, int(rf.offsets[k]) + 4)[0]
+            assert (lrec >> 29 == 1) == (k in (2, 9)), k  # cflag 1: a first frame of several
+        assert isinstance(read_batch(rf, np.arange(4), 1).images, list)
+        assert isinstance(read_batch(rf, np.arange(4, 8), 1).images, Spans)
+    with make_iter(split, batch_size=4) as a, make_iter(plain, batch_size=4) as b:
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x.data, y.data)
+            assert x.index.tolist() == y.index.tolist() and x.label.tolist() == y.label.tolist()
+        assert a.stats.decoded == 12 and not a.stats.bad_records
+
+
+def test_two_decode_threads_hand_batches_on_in_order(tmp_path):
+    """The decode threads take batches in turn (NOTE [two decode threads]); the consumer
+    gets them in step order all the same, and a failure after the batches before it."""
+    rec = make_rec(tmp_path, n=150, corrupt=(61,))
+    plan = Sampler(150, 2, shuffle=True, seed=3)
+    with make_iter(rec, batch_size=2, shuffle=True, seed=3, on_error="skip") as it:
+        epoch = iter(it)
+        batches = [next(epoch)]
+        assert {"recio-decoder", "recio-decoder-2"} <= {t.name for t in threading.enumerate()}
+        batches += list(epoch)
+    assert [b.step for b in batches] == list(range(75))
+    for b in batches:
+        want = [1000 + int(p) for p in plan.plan(0, b.step).positions]
+        if 1061 in want:
+            assert b.index.tolist() == [k for k in want if k != 1061] * 2
+        else:
+            assert b.index.tolist() == want
+    bad_step = next(s for s in range(75) if 61 in plan.plan(0, s).positions.tolist())
+    with make_iter(rec, batch_size=2, shuffle=True, seed=3, on_error="raise") as it:
+        got = []
+        with pytest.raises(DecodeError, match="record id 1061"):
+            for b in it:
+                got.append(b.step)
+    assert got == list(range(bad_step))

@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 
+import numpy as np
 import pytest
 
 from recio import decode
 from recio.decode.pool import _native
+
+from .images import encode
 
 pytestmark = pytest.mark.needs_native
 
@@ -39,8 +44,9 @@ def _run(script: str, timeout: float, **env: str) -> subprocess.CompletedProcess
     )
 
 
-# Pools, each closed from a second thread while a batch may be running on it. Every fourth
-# entry point in turn (decode_batch, image_sizes, transcode_batch, resize_encode); every tenth
+# Pools, each closed from a second thread while a batch may be running on it. Every fifth
+# entry point in turn (decode_batch, image_sizes, transcode_batch, resize_encode, and
+# decode_batch on spans of one buffer); every tenth
 # pool is closed before the batch starts, which must be refused. A tiny switch interval makes
 # the GIL change hands as soon as the batch releases it, so that close() runs inside the
 # released section as often as possible.
@@ -65,6 +71,9 @@ def jpeg(seed):
 
 bufs = [jpeg(s) for s in range(32)]
 n = len(bufs)
+base = bytearray(b"".join(bufs))
+lengths = np.array([len(b) for b in bufs], np.int64)
+starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
 H, W = 24, 32
 rgb = np.random.default_rng(7).integers(0, 256, (48, 64, 3), dtype=np.uint8)
 
@@ -75,7 +84,7 @@ def run_batch(pool, kind):
         errors = pool.decode_batch(bufs, out, status, H, W, 0, 1, None, None, None, 0, 0, 1, 1,
                                    1 << 27)
         assert status.tolist() == [0] * n, status
-        assert errors == [None] * n, errors
+        assert errors is None, errors  # None: no image failed
         assert out.reshape(n, -1).max(axis=1).min() > 0  # every image written
     elif kind == 1:
         sizes = np.zeros((n, 2), np.int32)
@@ -87,14 +96,23 @@ def run_batch(pool, kind):
         res = pool.transcode_batch(bufs, status, None, sizes, 90, 0, 0, 1, 1 << 27)
         assert status.tolist() == [0] * n, status
         assert all(isinstance(r, bytes) and r[:2] == b"\\xff\\xd8" for r in res)
-    else:
+    elif kind == 3:
         res = pool.resize_encode(rgb, 64, 48, (0, 0, 64, 48), W, H, 90, 0)
         assert res[:2] == b"\\xff\\xd8"
+    else:
+        out = np.zeros((n, H, W, 3), np.uint8)
+        status = np.full(n, -1, np.int32)
+        errors = pool.decode_batch(base, out, status, H, W, 0, 1, None, None, None, 0, 0, 1, 1,
+                                   1 << 27, starts, lengths)
+        assert status.tolist() == [0] * n and errors is None, (status, errors)
+        assert out.reshape(n, -1).max(axis=1).min() > 0
+        base.append(0)  # the batch's view of the base is released: it may be resized again
+        del base[-1]
 
 completed = refused = 0
 for i in range(N):
     pool = _native.Pool(2)
-    kind = i % 4
+    kind = i % 5
     early = i % 10 == 0
     go = threading.Event()
     delay = rng.random() * 0.002
@@ -309,6 +327,197 @@ def test_close_at_exit_while_a_daemon_thread_decodes() -> None:
     res = _run(script, 60)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["closed"], res.stdout
+
+
+# --- spans: a batch's images as byte ranges of one buffer -------------------------------
+
+DECODE_ARGS = (None, None, None, 0, 0, 1, 1, 1 << 27)  # crops .. max_pixels: NHWC uint8
+
+
+def _spanned(bufs: list[bytes], gap: int = 3) -> tuple[bytearray, np.ndarray, np.ndarray]:
+    """bufs laid out in one bytearray, ``gap`` junk bytes before each: (base, starts, lengths)."""
+    base, starts = bytearray(), []
+    for b in bufs:
+        base += b"\x5a" * gap
+        starts.append(len(base))
+        base += b
+    return base, np.array(starts, np.int64), np.array([len(b) for b in bufs], np.int64)
+
+
+def _decode(pool, images, n: int, *spans) -> tuple[np.ndarray, np.ndarray, object]:
+    out = np.full((n, 12, 16, 3), 7, np.uint8)
+    status = np.full(n, -1, np.int32)
+    errors = pool.decode_batch(images, out, status, 12, 16, 0, 1, *DECODE_ARGS, *spans)
+    return out, status, errors
+
+
+def test_spans_decode_as_the_list_does() -> None:
+    bufs = [encode(40 + 8 * s, 30, seed=s) for s in range(6)] + [b"not a jpeg", b""]
+    base, starts, lengths = _spanned(bufs)
+    pool = _native.Pool(2)
+    try:
+        want_out, want_status, want_errors = _decode(pool, bufs, len(bufs))
+        got_out, got_status, got_errors = _decode(pool, bytes(base), len(bufs), starts, lengths)
+        sizes_list, sizes_spans = np.zeros((8, 2), np.int32), np.zeros((8, 2), np.int32)
+        pool.image_sizes(bufs, sizes_list)
+        pool.image_sizes(base, sizes_spans, starts, lengths)
+    finally:
+        pool.close()
+    np.testing.assert_array_equal(got_out, want_out)
+    assert got_status.tolist() == want_status.tolist()
+    assert want_status[:6].tolist() == [0] * 6 and want_status[6] == decode.STATUS_UNSUPPORTED
+    assert got_errors == want_errors and got_errors[0] is None and got_errors[7]
+    assert sizes_spans.tolist() == sizes_list.tolist()
+    assert sizes_spans[0].tolist() == [40, 30]
+
+
+def test_a_batch_without_failures_returns_no_error_list() -> None:
+    bufs = [encode(20, 10)] * 3
+    pool = _native.Pool(1)
+    try:
+        _, status, errors = _decode(pool, bufs, 3)
+        assert status.tolist() == [0, 0, 0] and errors is None
+        _, status, errors = _decode(pool, bufs + [b"junk"], 4)
+        assert errors[:3] == [None] * 3 and isinstance(errors[3], str)
+    finally:
+        pool.close()
+
+
+@pytest.mark.parametrize(
+    ("starts", "lengths", "error"),
+    [
+        ([0, 90], [10, 11], "span 1 (start 90, length 11) is outside the base buffer (100 bytes)"),
+        ([0, -1], [10, 1], "span 1 (start -1, length 1)"),
+        ([0, 5], [10, -1], "span 1 (start 5, length -1)"),
+        ([0, 101], [10, 0], "span 1 (start 101, length 0)"),
+        ([0, 2**62], [10, 2**62], "span 1 (start 4611686018427387904"),  # no overflow
+        ([0, 10], [10], "starts has 2 spans, lengths 1"),
+        (np.array([0, 10], np.int32), [10, 10], "starts must be a 1-D int64 array"),
+        ([[0, 10]], [[10, 10]], "starts must be a 1-D int64 array"),
+    ],
+)
+def test_spans_outside_the_base_are_refused_before_any_work(starts, lengths, error) -> None:
+    base = bytearray(encode(10, 10)[:100].ljust(100, b"\0"))
+    starts = starts if isinstance(starts, np.ndarray) else np.array(starts, np.int64)
+    pool = _native.Pool(1)
+    try:
+        for run in ("decode", "sizes"):
+            out = np.full((2, 12, 16, 3), 7, np.uint8)
+            status = np.full(2, -1, np.int32)
+            sizes = np.full((2, 2), -5, np.int32)
+            with pytest.raises(ValueError, match=re.escape(error)):
+                if run == "decode":
+                    args = (*DECODE_ARGS, starts, np.array(lengths, np.int64))
+                    pool.decode_batch(base, out, status, 12, 16, 0, 1, *args)
+                else:
+                    pool.image_sizes(base, sizes, starts, np.array(lengths, np.int64))
+            assert (out == 7).all() and (status == -1).all() and (sizes == -5).all()
+            base.append(0)  # no view of the base is left behind by the refusal
+            del base[-1]
+        with pytest.raises(ValueError, match="both starts and lengths"):
+            pool.image_sizes(base, sizes, np.zeros(2, np.int64))
+        with pytest.raises(TypeError, match="base is not a contiguous bytes-like"):
+            pool.image_sizes("text", sizes, np.zeros(2, np.int64), np.zeros(2, np.int64))
+    finally:
+        pool.close()
+
+
+def test_the_base_is_held_while_the_batch_runs_and_released_after() -> None:
+    """The batch holds a view of the base (a bytearray cannot be resized under it) and a
+    reference, both given back when it returns, also when another thread drops the last
+    reference of its own meanwhile."""
+    bufs = [encode(160, 120, seed=s) for s in range(8)] * 50
+    base, starts, lengths = _spanned(bufs)
+    pool = _native.Pool(1)
+    refused, running = [], threading.Event()
+
+    def batch() -> None:
+        running.set()
+        _, status, _ = _decode(pool, base, len(bufs), starts, lengths)
+        assert status.tolist() == [0] * len(bufs)
+
+    try:
+        before = sys.getrefcount(base)
+        for _ in range(20):  # until a resize meets a running batch (the first almost always)
+            t = threading.Thread(target=batch)
+            t.start()
+            running.wait()
+            while t.is_alive():
+                try:
+                    base.append(0)
+                    del base[-1]
+                except BufferError:
+                    refused.append(True)
+                    break
+            t.join()
+            if refused:
+                break
+        assert refused, "a resize never met a running batch"
+        assert sys.getrefcount(base) == before
+        base.append(0)  # released
+        del base[-1]
+    finally:
+        pool.close()
+
+
+SPANS_OF_A_CLOSED_MAP = """
+import mmap, os, sys, tempfile, threading, weakref
+import numpy as np
+from recio import _native
+sys.setswitchinterval(1e-6)
+data = open(os.environ["JPEG"], "rb").read()
+n = 64
+starts = np.arange(n, dtype=np.int64) * len(data)
+lengths = np.full(n, len(data), np.int64)
+with tempfile.TemporaryFile() as f:
+    f.write(data * n)
+    f.flush()
+    pool = _native.Pool(2)
+    for i in range(40):
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        gone = weakref.ref(m)
+        view = memoryview(m)
+        closed = []
+
+        def close():  # the reader's close(): release its view, try to unmap
+            try:
+                view.release()
+            except BufferError:
+                pass
+            try:
+                m.close()
+                closed.append(True)
+            except BufferError:  # the batch's view still maps it
+                pass
+
+        out = np.zeros((n, 8, 8, 3), np.uint8)
+        status = np.full(n, -1, np.int32)
+        t = threading.Timer(0.0005 * (i % 8), close)
+        t.start()
+        try:
+            pool.decode_batch(memoryview(m) if i % 2 else m, out, status, 8, 8, 0, 1, None,
+                              None, None, 0, 0, 1, 1, 1 << 27, starts, lengths)
+            assert status.tolist() == [0] * n, status
+        except ValueError as e:  # closed before the batch took its view
+            assert "closed" in str(e), e
+        t.join()
+        if not closed:
+            m.close()  # the batch is over: nothing maps it now
+        del m, view
+        assert gone() is None
+    pool.close()
+print("ok")
+"""
+
+
+def test_spans_of_a_map_closed_during_the_batch(tmp_path) -> None:
+    """A reader closing its map while a batch decodes spans of it: the batch's view keeps the
+    map (mmap.close refuses), or the batch is refused before it reads; never a fault."""
+    jpeg = tmp_path / "one.jpg"
+    jpeg.write_bytes(encode(64, 48))
+    res = _run(SPANS_OF_A_CLOSED_MAP, 120, JPEG=str(jpeg))
+    assert res.returncode == 0, f"rc={res.returncode}\n{res.stderr[-4000:]}"
+    assert res.stdout.split()[-1] == "ok"
 
 
 def test_uninitialised_pool_is_closed() -> None:

@@ -27,8 +27,9 @@ from ..augment import CropSpec, batch_rng, draw
 from ..consumer import ErrorPolicy
 from ..decode import DecodePool, Status
 from ..decode.jpegcheck import Problem, image_problem
-from ..reader import RecordFile, batch_headers
+from ..reader import RecordFile, read_batch
 from ..sampler import Sampler
+from ..spans import Spans
 
 META_COLUMNS = 6  # per-sample int64 metadata: id, epoch, step, pad, bad record id, bad status
 _VALIDATE = ("none", "header", "structure", "decode")
@@ -48,6 +49,15 @@ def _black_jpeg() -> bytes:
         Image.new("RGB", (16, 16)).save(out, format="JPEG")
         _BLACK_JPEG = out.getvalue()
     return _BLACK_JPEG
+
+
+def _arrays(images: Spans | list) -> list[np.ndarray]:
+    """Each encoded image as a zero-copy uint8 array, as DALI's external source takes them."""
+    if isinstance(images, Spans):
+        base = np.frombuffer(images.base, dtype=np.uint8)
+        bounds = zip(images.starts.tolist(), (images.starts + images.lengths).tolist(), strict=True)
+        return [base[start:end] for start, end in bounds]
+    return [np.frombuffer(image, dtype=np.uint8) for image in images]
 
 
 class RecioSource:
@@ -123,20 +133,13 @@ class RecioSource:
     def batch(self, epoch: int, step: int) -> tuple:
         """The outputs for batch ``step`` of ``epoch`` (see the class docstring)."""
         plan = self.sampler.plan(epoch, step)
-        payloads = self.records.read_many(plan.positions)
-        n = len(payloads)
-        labels, ids, starts, bad_headers = batch_headers(
-            self.records, plan.positions, payloads, self.label_width
-        )
+        records = read_batch(self.records, plan.positions, self.label_width)
+        labels, bad_headers = records.labels, records.problems
+        n = len(labels)
         self.policy.check_headers(bad_headers)
         meta = np.zeros((n, META_COLUMNS), dtype=np.int64)
-        meta[:, 0], meta[:, 1:4], meta[:, 4] = ids, (epoch, step, plan.pad), -1
-        images = [
-            np.frombuffer(payload, dtype=np.uint8, offset=start)
-            for payload, start in zip(payloads, starts, strict=True)
-        ]
-        for j in bad_headers:
-            images[j] = np.zeros(0, dtype=np.uint8)
+        meta[:, 0], meta[:, 1:4], meta[:, 4] = records.ids, (epoch, step, plan.pad), -1
+        images = _arrays(records.images)  # empty where the header is unreadable
         sizes, problems = self._check(plan.positions, images)
         problems.update({j: Problem(Status.CORRUPT, str(e)) for j, e in bad_headers.items()})
         keep = np.ones(n, dtype=np.float32)

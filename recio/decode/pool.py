@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import warnings
@@ -12,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..spans import Spans
 from ._pillow import Budget, ByteBudget, pil_decode, pil_filters, pil_size
 from .status import STATUS_NAMES, Status
 
@@ -24,6 +26,7 @@ _INTERP = {"bilinear": 0, "area": 1, "nearest": 2}
 _LAYOUTS = {"NHWC": 0, "NCHW": 1}
 _DCT = {"off": 0, "pow2": 1, "all": 2}
 _DTYPES = (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float16))
+_UNSUPPORTED = int(Status.UNSUPPORTED)  # an enum member's lookup costs a microsecond
 
 _warned_slow = False
 _warn_lock = threading.Lock()
@@ -179,7 +182,7 @@ class DecodePool:
         self._budget: Budget
         self._dct_mode = _DCT[dct_scaling]
         self._roi = int(bool(roi_decode))
-        self._last_errors: list[str | None] = []
+        self._last = threading.local()  # each thread's last batch: errors (None: none), n
         self._native: Any = None
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -229,26 +232,33 @@ class DecodePool:
         return f"DecodePool(backend={self.backend!r}, num_threads={self.num_threads}, {state})"
 
     def last_errors(self) -> list[str | None]:
-        """Error text per image of the last batch (None where the status was 0)."""
-        return list(self._last_errors)
+        """Error text per image of this thread's last batch (None where the status was 0).
 
-    def image_sizes(self, buffers: Sequence[Any]) -> np.ndarray:
-        """Image sizes from the headers only: int32 (N, 2) [width, height], -1 if unreadable."""
+        Per thread: batches may run from several threads at once (the iterator's decode
+        threads), each reading its own batch's errors.
+        """
+        errors = getattr(self._last, "errors", [])
+        return [None] * self._last.n if errors is None else list(errors)
+
+    def image_sizes(self, buffers: Sequence[Any] | Spans) -> np.ndarray:
+        """Image sizes from the headers only: int32 (N, 2) [width, height], -1 if unreadable.
+
+        ``buffers`` as in :meth:`decode_batch`.
+        """
         self._check_open()
         n = len(buffers)
         sizes = np.full((n, 2), -2, dtype=np.int32)
         if self.backend == "native":
-            self._native.image_sizes(buffers, sizes)
-        todo = [i for i in range(n) if sizes[i, 0] == -2]
-        if todo:  # header reads: cheaper here than a hand-off to another thread
-            found = map(pil_size, [buffers[i] for i in todo])
-            for i, wh in zip(todo, found, strict=True):
-                sizes[i] = wh
+            images, spans = _native_images(buffers)
+            self._native.image_sizes(images, sizes, *spans)
+        todo = np.flatnonzero(sizes[:, 0] == -2).tolist()
+        for i in todo:  # header reads: cheaper here than a hand-off to another thread
+            sizes[i] = pil_size(buffers[i])
         return sizes
 
     def decode_batch(
         self,
-        buffers: Sequence[Any],
+        buffers: Sequence[Any] | Spans,
         out: np.ndarray,
         *,
         crops: np.ndarray | None = None,
@@ -263,7 +273,8 @@ class DecodePool:
 
         Args:
             buffers: encoded images, any contiguous buffer-protocol objects (bytes, memoryview
-                slices of an mmap); they are read in place.
+                slices of an mmap), or :class:`~recio.spans.Spans` of one buffer (the reader's
+                local batches: one buffer view for the batch); they are read in place.
             out: C-contiguous uint8, float32 or float16 array, (N, H, W, 3) for NHWC or
                 (N, 3, H, W) for NCHW, N >= len(buffers).
             crops: integers (N, 4) [x, y, w, h] in source pixels, clamped to the image; None
@@ -288,10 +299,11 @@ class DecodePool:
         n = len(buffers)
         job = _Job.build(n, out, crops, flips, interpolation, mean, std, layout, channel_order)
         status = np.zeros(n, dtype=np.int32)
-        errors: list[str | None] = [None] * n
+        errors: list[str | None] | None = None  # None: no image failed
         if self.backend == "native" and n:
+            images, spans = _native_images(buffers)
             errors = self._native.decode_batch(
-                buffers,
+                images,
                 job.out,
                 status,
                 job.height,
@@ -306,8 +318,9 @@ class DecodePool:
                 self._dct_mode,
                 self._roi,
                 self.max_pixels,
+                *spans,
             )
-            todo = [i for i in range(n) if status[i] == Status.UNSUPPORTED]
+            todo = np.flatnonzero(status == _UNSUPPORTED).tolist() if errors is not None else []
         else:
             todo = list(range(n))
         if todo:  # PNG & co. on the native backend (usually few), everything on the fallback
@@ -315,11 +328,14 @@ class DecodePool:
             def run(i: int) -> tuple[int, str | None]:
                 return job.decode_pil(i, buffers[i], self.max_pixels, self._budget)
 
+            if errors is None:
+                errors = [None] * n
             for i, (st, err) in zip(todo, self._run_pillow(run, todo), strict=True):
                 status[i], errors[i] = st, err
-        for i in np.flatnonzero(status):
-            job.out[i] = 0  # failed slots are zeroed so that the batch is deterministic
-        self._last_errors = errors
+        if errors is not None:  # None: the native pool says no image failed
+            failed = np.flatnonzero(status)
+            job.out[failed] = 0  # failed slots are zeroed so that the batch is deterministic
+        self._last.errors, self._last.n = errors, n
         return status
 
     def _run_pillow(self, run: Any, todo: list[int]) -> list[tuple[int, str | None]]:
@@ -394,7 +410,8 @@ class DecodePool:
             self._dct_mode,
             self.max_pixels,
         )
-        self._last_errors = [None if st == 0 else r for st, r in zip(status, results, strict=True)]
+        self._last.errors = [None if st == 0 else r for st, r in zip(status, results, strict=True)]
+        self._last.n = n
         return status, [r if st == 0 else None for st, r in zip(status, results, strict=True)]
 
     def resize_encode(
@@ -434,6 +451,13 @@ class DecodePool:
         )
 
 
+def _native_images(buffers: Sequence[Any] | Spans) -> tuple[Any, tuple]:
+    """How the native pool takes ``buffers``: the images argument, and (starts, lengths) or ()."""
+    if isinstance(buffers, Spans):
+        return buffers.base, (buffers.starts, buffers.lengths)
+    return buffers, ()
+
+
 class _NativeBudget:
     """The native pool's budget (NOTE [decode budget]), for the Pillow path beside it."""
 
@@ -457,6 +481,33 @@ def raise_on_error(status: np.ndarray, errors: Sequence[str | None]) -> None:
         raise DecodeError(errors[i] or STATUS_NAMES.get(st, "error"), index=int(i), status=st)
 
 
+def _lut(dtype: np.dtype, mean: Any, std: Any) -> np.ndarray:
+    """The per-channel lookup table of ``(level - mean) / std`` (the same on both backends).
+
+    Made once per (dtype, mean, std) given as tuples, as an iterator's batches give them.
+    """
+    try:
+        return _cached_lut(dtype, mean, std)
+    except TypeError:  # unhashable: lists, arrays
+        return _make_lut(dtype, mean, std)
+
+
+def _make_lut(dtype: np.dtype, mean: Any, std: Any) -> np.ndarray:
+    m = np.zeros(3) if mean is None else np.asarray(mean, dtype=np.float64)
+    s = np.ones(3) if std is None else np.asarray(std, dtype=np.float64)
+    if m.shape != (3,) or s.shape != (3,):
+        raise ValueError("mean and std must have 3 values (one per output channel)")
+    if not (np.isfinite(m).all() and np.isfinite(s).all()) or (s == 0).any():
+        raise ValueError(f"mean/std must be finite and std non-zero, got {m}, {s}")
+    levels = np.arange(256, dtype=np.float64)
+    lut = ((levels[None, :] - m[:, None]) / s[:, None]).astype(dtype)
+    lut.flags.writeable = False  # shared by the batches that hit the cache
+    return lut
+
+
+_cached_lut = functools.lru_cache(maxsize=16)(_make_lut)
+
+
 class _Job:
     """The checked, normalised arguments of one decode_batch call."""
 
@@ -468,7 +519,7 @@ class _Job:
     width: int
     layout: str
     bgr: bool
-    resample: int
+    interpolation: str
 
     @classmethod
     def build(
@@ -509,7 +560,7 @@ class _Job:
         job.out = out[:n]
         job.layout = layout
         job.bgr = channel_order == "BGR"
-        job.resample = pil_filters()[interpolation]
+        job.interpolation = interpolation
         job.crops = None
         if crops is not None:
             c = _int32_array("crops", crops, (n, 4))
@@ -526,15 +577,8 @@ class _Job:
         if out.dtype == np.uint8:
             if mean is not None or std is not None:
                 raise ValueError("mean/std need a float32 or float16 out")
-        else:  # a per-channel lookup table: exact, and the same on both backends
-            m = np.zeros(3) if mean is None else np.asarray(mean, dtype=np.float64)
-            s = np.ones(3) if std is None else np.asarray(std, dtype=np.float64)
-            if m.shape != (3,) or s.shape != (3,):
-                raise ValueError("mean and std must have 3 values (one per output channel)")
-            if not (np.isfinite(m).all() and np.isfinite(s).all()) or (s == 0).any():
-                raise ValueError(f"mean/std must be finite and std non-zero, got {m}, {s}")
-            levels = np.arange(256, dtype=np.float64)
-            job.lut = ((levels[None, :] - m[:, None]) / s[:, None]).astype(out.dtype)
+        else:
+            job.lut = _lut(out.dtype, mean, std)
         return job
 
     def decode_pil(
@@ -543,8 +587,9 @@ class _Job:
         """Decodes image i with Pillow into its slot; returns (status, error)."""
         crop = None if self.crops is None else self.crops[i]
         flip = bool(self.flips[i]) if self.flips is not None else False
+        resample = pil_filters()[self.interpolation]
         status, err, pixels = pil_decode(
-            buf, crop, flip, self.width, self.height, self.resample, max_pixels, budget
+            buf, crop, flip, self.width, self.height, resample, max_pixels, budget
         )
         if pixels is not None:
             if self.bgr:

@@ -25,6 +25,7 @@ from PIL import Image
 
 from recio import decode
 from recio.errors import DecodeError
+from recio.spans import Spans
 
 from ..images import backends, encode, make_pixels
 
@@ -309,6 +310,75 @@ def test_ring_slot_and_mmap_buffers(pool: decode.DecodePool, tmp_path) -> None:
     direct = np.zeros((4, 24, 24, 3), np.uint8)
     assert pool.decode_batch(bufs, direct).tolist() == [0] * 4
     np.testing.assert_array_equal(ring[1, :4], direct)
+
+
+def test_spans_decode_as_the_list_does(pool: decode.DecodePool) -> None:
+    """Spans of one buffer decode as the list of their items (PNGs too, on the Pillow path
+    beside the native one), statuses and error texts alike; image_sizes as well."""
+    bufs = [encode(60, 40, seed=s) for s in range(3)]
+    bufs += [encode(30, 20, fmt="PNG"), b"", b"\xff\xd8 not really", encode(50, 30)]
+    base, starts = bytearray(), []
+    for b in bufs:
+        base += b"\x07\x07\x07"  # bytes between the images that are no image's
+        starts.append(len(base))
+        base += b
+    spans = Spans(bytes(base), starts, [len(b) for b in bufs])
+    flips = np.arange(len(bufs)) % 2
+    want = np.full((len(bufs), 20, 24, 3), 9, np.uint8)
+    got = want.copy()
+    want_status = pool.decode_batch(bufs, want, flips=flips)
+    want_errors = pool.last_errors()
+    got_status = pool.decode_batch(spans, got, flips=flips)
+    assert got_status.tolist() == want_status.tolist()
+    assert want_status[3] == 0 and want_status[4] == decode.STATUS_EMPTY  # the PNG decoded
+    assert pool.last_errors() == want_errors and want_errors[4] and want_errors[0] is None
+    np.testing.assert_array_equal(got, want)
+    assert pool.image_sizes(spans).tolist() == pool.image_sizes(bufs).tolist()
+    assert pool.image_sizes(spans.take([3, 0])).tolist() == [[30, 20], [60, 40]]
+
+
+def test_last_errors_of_a_batch_without_failures(pool: decode.DecodePool) -> None:
+    out = np.zeros((3, 8, 8, 3), np.uint8)
+    assert pool.decode_batch([b"junk"], out).tolist() != [0]
+    assert pool.decode_batch([encode(16, 16)] * 3, out).tolist() == [0, 0, 0]
+    assert pool.last_errors() == [None] * 3
+    errors = pool.last_errors()
+    errors[0] = "mine"  # a copy: the pool's record stays as it was
+    assert pool.last_errors() == [None] * 3
+
+
+def test_last_errors_are_each_threads_own(pool: decode.DecodePool) -> None:
+    """Two threads decoding at once each read their own batch's errors."""
+    good, seen = encode(24, 16), []
+
+    def run(bufs: list) -> None:
+        out = np.zeros((len(bufs), 8, 8, 3), np.uint8)
+        for _ in range(30):
+            status = pool.decode_batch(bufs, out)
+            errors = pool.last_errors()
+            seen.append(len(errors) == len(bufs) and [e is not None for e in errors] == [
+                bool(st) for st in status
+            ])  # fmt: skip
+
+    threads = [threading.Thread(target=run, args=(b,)) for b in ([b"junk"], [good] * 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 60 and all(seen)
+
+
+def test_the_normalisation_table_is_shared_and_read_only(pool: decode.DecodePool) -> None:
+    """The lookup table of a (dtype, mean, std) is made once; a batch cannot change it."""
+    out = np.zeros((1, 8, 8, 3), np.float32)
+    buf = [encode(16, 16)]
+    pool.decode_batch(buf, out, mean=(10.0, 20.0, 30.0), std=(2.0, 2.0, 2.0))
+    first = out.copy()
+    pool.decode_batch(buf, out, mean=[10, 20, 30], std=np.array([2.0, 2, 2]))  # unhashable
+    np.testing.assert_array_equal(out, first)
+    lut = decode.pool._lut(np.dtype(np.float32), (10.0, 20.0, 30.0), (2.0, 2.0, 2.0))
+    assert lut is decode.pool._lut(np.dtype(np.float32), (10.0, 20.0, 30.0), (2.0, 2.0, 2.0))
+    assert not lut.flags.writeable and lut[1, 20] == 0.0 and lut[2, 32] == 1.0
 
 
 def test_image_sizes(pool: decode.DecodePool) -> None:
