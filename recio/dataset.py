@@ -35,7 +35,7 @@ from .config import Normalize, check_choice, check_int
 from .decode import DecodePool
 from .errors import DecodeError
 from .layout import RecordLayout, detect_layout
-from .reader import RecordFile, batch_headers
+from .reader import RecordFile, read_batch
 
 __all__ = ["RecordDataset", "SampleBatch"]
 
@@ -161,15 +161,9 @@ class RecordDataset:
         samples = self._sample_indices(indices)
         positions = self._layout.samples[samples]
         records, pool, settings = self._records, self._pool, self.settings
-        payloads = records.read_many(positions)
-        labels, ids, starts, problems = batch_headers(
-            records, positions, payloads, settings["label_width"]
-        )
+        labels, ids, images, problems = read_batch(records, positions, settings["label_width"])
         if problems and settings["on_error"] == "raise":
             raise problems[min(problems)]
-        images = [payload[start:] for payload, start in zip(payloads, starts, strict=True)]
-        for j in problems:
-            images[j] = b""
         sizes = pool.image_sizes(images)
         windows, flips = draw_keyed(
             settings["crop"], np.maximum(sizes, 1), settings["seed"], self.epoch, samples
