@@ -2,7 +2,7 @@
 """Small images (face recognition's 112x112, and 16x16): where the iterator's serial cost shows.
 
     python tools/bench_small_images.py [--count 3000] [--rounds 5] [--sizes 16,112]
-                                       [--keep DIR] [--only pool,pool2,iter1,iter2,turbo,torch]
+                                       [--keep DIR] [--only pool,pool2,iter1,...,dataset]
 
 Builds, deterministically, a .rec of 112x112 JPEGs and one of 16x16 JPEGs (quality 95, 4:2:0)
 from ``tools/make_corpus.py``'s photo-like scenes, rendered at 160x160 and downscaled (in a
@@ -17,7 +17,9 @@ side in interleaved rounds (the median of the rounds is reported):
 * ``turbo``: PyTurboJPEG's ``TurboJPEG().decode`` of the same bytes, one thread, no more;
 * ``torch``: an MXFaceDataset-style pipeline: a torch ``Dataset`` reading records with
   ``recio.recordio.MXIndexedRecordIO``, Pillow decode, random horizontal flip, to float32,
-  normalise, in a ``DataLoader(num_workers=2, batch_size=128)`` (persistent workers).
+  normalise, in a ``DataLoader(num_workers=2, batch_size=128)`` (persistent workers);
+* ``dataset``: recio's ``RecordDataset`` (same flip and normalisation) in the same
+  DataLoader, a batch decoded per native call, ``collate_fn=RecordDataset.collate``.
 
 Each round reads the whole dataset once (the iterator one epoch, thread start included).
 
@@ -64,7 +66,7 @@ QUALITY = 95
 BATCH = 128
 MEAN = STD = 127.5
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-CONFIGS = ("pool", "pool2", "iter1", "iter2", "turbo", "torch")
+CONFIGS = ("pool", "pool2", "iter1", "iter2", "turbo", "torch", "dataset")
 
 
 # --- the corpus ------------------------------------------------------------------------
@@ -267,6 +269,38 @@ def torch_runner(rec: str) -> Callable[[], tuple[int, Run]] | None:
     return run
 
 
+def dataset_runner(rec: str, size: int) -> Callable[[], tuple[int, Run]] | None:
+    """recio's RecordDataset in the same DataLoader: a batch decoded per native call."""
+    try:
+        import torch
+        from torch.utils.data import DataLoader
+    except ImportError:
+        return None
+    from recio.config import Normalize
+    from recio.dataset import RecordDataset
+
+    torch.set_num_threads(1)
+    ds = RecordDataset(
+        rec, (3, size, size), rand_mirror=True, label_dtype="int64",
+        normalize=Normalize(mean=(127.5,) * 3, std=(127.5,) * 3),
+    )  # fmt: skip
+    loader = DataLoader(
+        ds, batch_size=BATCH, shuffle=True, num_workers=2, persistent_workers=True,
+        drop_last=True, collate_fn=RecordDataset.collate,
+    )  # fmt: skip
+    for _ in loader:  # warm-up: workers started
+        pass
+
+    def run() -> tuple[int, Run]:
+        n = 0
+        with Run() as r:
+            for data, _ in loader:
+                n += len(data)
+        return n, r
+
+    return run
+
+
 # --- the report ------------------------------------------------------------------------
 
 
@@ -279,6 +313,7 @@ def bench_size(rec: str, size: int, rounds: int, only: list[str]) -> dict[str, d
         "iter2": lambda: iter_runner(rec, size, 2),
         "turbo": lambda: turbo_runner(images),
         "torch": lambda: torch_runner(rec),
+        "dataset": lambda: dataset_runner(rec, size),
     }
     runners = {name: makers[name]() for name in only}
     runners = {k: v for k, v in runners.items() if v is not None}
@@ -309,6 +344,7 @@ def report(size: int, s: dict[str, dict]) -> None:
         "iter2": "ImageRecordIter, 2 threads",
         "turbo": "PyTurboJPEG decode, 1 thread",
         "torch": "MXFaceDataset-style, 2 workers",
+        "dataset": "RecordDataset, 2 workers",
     }
     for name, row in s.items():
         line = f"  {labels[name]:32s} {row['rate']:9.0f}  ({row['low']:.0f}-{row['high']:.0f})"
@@ -333,6 +369,7 @@ def report(size: int, s: dict[str, dict]) -> None:
     else:
         print(f"  iter2 / turbo  = {ratio('iter2', 'turbo')} (target >= 1.8x)")
         print(f"  iter2 / torch  = {ratio('iter2', 'torch')} (target >= 2x)")
+        print(f"  dataset / torch = {ratio('dataset', 'torch')}")
         print(f"  iter1 / pool   = {ratio('iter1', 'pool')}")
     print(f"  iter2 / pool2  = {ratio('iter2', 'pool2')}")
 
