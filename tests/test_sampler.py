@@ -226,13 +226,15 @@ def test_block_order_is_the_loop_order_anywhere(n, block, window, parts, epoch):
     parts=st.integers(1, 6),
     policy=st.sampled_from(["pad", "discard", "rollover"]),
     shuffle=st.sampled_from(["none", "global", "block"]),
+    mapped=st.booleans(),
 )
-def test_shard_positions_are_the_plans_positions(n, batch, parts, policy, shuffle):
+def test_shard_positions_are_the_plans_positions(n, batch, parts, policy, shuffle, mapped):
     if policy == "discard" and n < batch * parts:
         return
+    positions = 3 * np.arange(n)[::-1] + 1 if mapped else None  # samples among other records
     for rank in {0, parts - 1}:
         s = Sampler(n, batch, part_index=rank, num_parts=parts, shuffle=shuffle, seed=4,
-                    last_batch=policy, block_size=8, window=2)  # fmt: skip
+                    last_batch=policy, block_size=8, window=2, positions=positions)  # fmt: skip
         for epoch in range(4):
             got = s.shard_positions(epoch)
             assert got.dtype == np.int64 and np.array_equal(got, _plan_by_plan(s, epoch))
