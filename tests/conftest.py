@@ -80,6 +80,27 @@ def require_native() -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
+@pytest.fixture(autouse=True, scope="module")
+def _release_remote_clients():
+    """After each test module, drop the fsspec filesystems it left cached, in this process.
+
+    fsspec empties its instance cache in a forked child; an HDFS client (hdfs-native)
+    released there waits for runtime threads the child does not have, so a later test
+    that forks (im2rec's process pool, DataLoader workers) would hang.
+    """
+    yield
+    import sys
+
+    if "fsspec" in sys.modules:
+        import gc
+
+        from fsspec.spec import _registered_classes
+
+        for cls in list(_registered_classes):
+            cls.clear_instance_cache()
+        gc.collect()
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("needs_native") is not None:
         require_native()

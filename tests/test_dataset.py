@@ -150,27 +150,55 @@ def test_bad_arguments(face):
         RecordDataset(face.rec, (3, 24, 24), label_dtype="int8")
 
 
-def _image_owner(reference: np.ndarray):
-    keys = {reference[i].tobytes(): i for i in range(len(reference))}
-    return lambda image: keys[np.ascontiguousarray(image).tobytes()]
+_LOADER_CHECK = """
+import sys
+import numpy as np
+from torch.utils.data import DataLoader, DistributedSampler
+from recio.config import Normalize
+from recio.dataset import RecordDataset
+from recio.decode import DecodePool
+from recio.recordio import MXIndexedRecordIO, unpack
+
+rec, idx, n, collate = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "collate"
+with MXIndexedRecordIO(idx, rec, "r") as r:
+    images = [unpack(r.read_idx(k))[1] for k in range(1, n + 1)]
+want = np.empty((n, 3, 24, 24), dtype=np.uint8)
+with DecodePool(1) as pool:
+    pool.decode_batch(images, want, layout="NCHW")
+owner = {want[i].tobytes(): i for i in range(n)}
+ds = RecordDataset(rec, (3, 24, 24), normalize=Normalize(dtype="uint8"), label_dtype="int64")
+ds[0]  # the parent's decoder is running when the workers fork
+seen, labels = [], []
+for rank in range(2):
+    sampler = DistributedSampler(ds, num_replicas=2, rank=rank, shuffle=True, seed=1)
+    kw = {"collate_fn": RecordDataset.collate} if collate else {}
+    loader = DataLoader(
+        ds, batch_size=3, sampler=sampler, num_workers=2, multiprocessing_context="fork", **kw
+    )
+    for images, label in loader:
+        assert images.shape[1:] == (3, 24, 24)
+        seen += [owner[np.ascontiguousarray(image.numpy()).tobytes()] for image in images]
+        labels += label.tolist()
+print(seen)
+print(labels)
+"""
 
 
 @needs_torch
-@pytest.mark.parametrize("collate", [None, RecordDataset.collate])
+@pytest.mark.parametrize("collate", ["default", "collate"])
 def test_dataloader_workers_and_distributed_sampler_give_every_image_once(face, collate):
-    from torch.utils.data import DataLoader, DistributedSampler
+    # In a fresh interpreter: forked workers inherit whatever the test process holds (an
+    # HDFS client's runtime from other tests cannot be torn down in a fork).
+    import subprocess
+    import sys
 
-    owner = _image_owner(reference_images(face))
-    ds = uint8_dataset(face, label_dtype="int64")
-    ds[0]  # the parent's decoder is running when the workers fork
-    seen, labels = [], []
-    for rank in range(2):
-        sampler = DistributedSampler(ds, num_replicas=2, rank=rank, shuffle=True, seed=1)
-        kw = {"collate_fn": collate} if collate else {}
-        loader = DataLoader(ds, batch_size=3, sampler=sampler, num_workers=2, **kw)
-        for images, label in loader:
-            assert images.shape[1:] == (3, 24, 24)
-            seen += [owner(image.numpy()) for image in images]
-            labels += label.tolist()
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOADER_CHECK, face.rec, face.idx, str(face.num_images), collate],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen, labels = (eval(line) for line in proc.stdout.splitlines()[-2:])
     assert sorted(seen) == list(range(16))
     assert labels == face.classes()[seen].tolist()
