@@ -245,7 +245,8 @@ class FaceDataset:
         return sample, torch.tensor(int(header.label), dtype=torch.long)
 
 
-def torch_runner(rec: str) -> Callable[[], tuple[int, Run]] | None:
+def loader_runner(dataset, **kw) -> Callable[[], tuple[int, Run]] | None:
+    """An epoch of ``dataset`` through a 2-worker DataLoader per run (None without torch)."""
     try:
         import torch
         from torch.utils.data import DataLoader
@@ -253,8 +254,8 @@ def torch_runner(rec: str) -> Callable[[], tuple[int, Run]] | None:
         return None
     torch.set_num_threads(1)
     loader = DataLoader(
-        FaceDataset(rec), batch_size=BATCH, shuffle=True, num_workers=2,
-        persistent_workers=True, drop_last=True,
+        dataset, batch_size=BATCH, shuffle=True, num_workers=2, persistent_workers=True,
+        drop_last=True, **kw,
     )  # fmt: skip
     for _ in loader:  # warm-up: workers started
         pass
@@ -271,34 +272,14 @@ def torch_runner(rec: str) -> Callable[[], tuple[int, Run]] | None:
 
 def dataset_runner(rec: str, size: int) -> Callable[[], tuple[int, Run]] | None:
     """recio's RecordDataset in the same DataLoader: a batch decoded per native call."""
-    try:
-        import torch
-        from torch.utils.data import DataLoader
-    except ImportError:
-        return None
     from recio.config import Normalize
     from recio.dataset import RecordDataset
 
-    torch.set_num_threads(1)
     ds = RecordDataset(
         rec, (3, size, size), rand_mirror=True, label_dtype="int64",
         normalize=Normalize(mean=(127.5,) * 3, std=(127.5,) * 3),
     )  # fmt: skip
-    loader = DataLoader(
-        ds, batch_size=BATCH, shuffle=True, num_workers=2, persistent_workers=True,
-        drop_last=True, collate_fn=RecordDataset.collate,
-    )  # fmt: skip
-    for _ in loader:  # warm-up: workers started
-        pass
-
-    def run() -> tuple[int, Run]:
-        n = 0
-        with Run() as r:
-            for data, _ in loader:
-                n += len(data)
-        return n, r
-
-    return run
+    return loader_runner(ds, collate_fn=RecordDataset.collate)
 
 
 # --- the report ------------------------------------------------------------------------
@@ -312,7 +293,7 @@ def bench_size(rec: str, size: int, rounds: int, only: list[str]) -> dict[str, d
         "iter1": lambda: iter_runner(rec, size, 1),
         "iter2": lambda: iter_runner(rec, size, 2),
         "turbo": lambda: turbo_runner(images),
-        "torch": lambda: torch_runner(rec),
+        "torch": lambda: loader_runner(FaceDataset(rec)),
         "dataset": lambda: dataset_runner(rec, size),
     }
     runners = {name: makers[name]() for name in only}
