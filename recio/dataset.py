@@ -40,6 +40,7 @@ from .reader import RecordFile, read_batch
 __all__ = ["RecordDataset", "SampleBatch"]
 
 _LABEL_DTYPES = ("float32", "int64")
+_INHERITED: list = []  # remote files opened before a fork (see RecordDataset._open)
 
 
 class SampleBatch(list):
@@ -230,7 +231,11 @@ class RecordDataset:
             return
         settings = self.settings
         if self._records is not None and not isinstance(self._records.source, storage.MappedSource):
-            self._records = None  # connections and their event loops do not survive a fork
+            # Connections and their event loops do not survive a fork, and some clients
+            # (HDFS's) hang when released in the child: the parent's is kept, unused (a
+            # DataLoader worker ends with os._exit, so it is never released).
+            _INHERITED.append(self._records)
+            self._records = None
         if self._records is None:
             self._records = RecordFile(
                 settings["path_imgrec"],

@@ -160,13 +160,14 @@ from recio.decode import DecodePool
 from recio.recordio import MXIndexedRecordIO, unpack
 
 rec, idx, n, collate = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "collate"
+url = sys.argv[5] if len(sys.argv) > 5 else rec
 with MXIndexedRecordIO(idx, rec, "r") as r:
     images = [unpack(r.read_idx(k))[1] for k in range(1, n + 1)]
 want = np.empty((n, 3, 24, 24), dtype=np.uint8)
 with DecodePool(1) as pool:
     pool.decode_batch(images, want, layout="NCHW")
 owner = {want[i].tobytes(): i for i in range(n)}
-ds = RecordDataset(rec, (3, 24, 24), normalize=Normalize(dtype="uint8"), label_dtype="int64")
+ds = RecordDataset(url, (3, 24, 24), normalize=Normalize(dtype="uint8"), label_dtype="int64")
 ds[0]  # the parent's decoder is running when the workers fork
 seen, labels = [], []
 for rank in range(2):
@@ -184,21 +185,38 @@ print(labels)
 """
 
 
-@needs_torch
-@pytest.mark.parametrize("collate", ["default", "collate"])
-def test_dataloader_workers_and_distributed_sampler_give_every_image_once(face, collate):
+def _run_loader_check(face, collate: str, url: str | None = None) -> None:
     # In a fresh interpreter: forked workers inherit whatever the test process holds (an
     # HDFS client's runtime from other tests cannot be torn down in a fork).
     import subprocess
     import sys
 
+    args = [face.rec, face.idx, str(face.num_images), collate, *([url] if url else [])]
     proc = subprocess.run(
-        [sys.executable, "-c", _LOADER_CHECK, face.rec, face.idx, str(face.num_images), collate],
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [sys.executable, "-c", _LOADER_CHECK, *args], capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen, labels = (eval(line) for line in proc.stdout.splitlines()[-2:])
     assert sorted(seen) == list(range(16))
     assert labels == face.classes()[seen].tolist()
+
+
+@needs_torch
+@pytest.mark.parametrize("collate", ["default", "collate"])
+def test_dataloader_workers_and_distributed_sampler_give_every_image_once(face, collate):
+    _run_loader_check(face, collate)
+
+
+@needs_torch
+@pytest.mark.hdfs
+def test_forked_workers_read_from_hdfs(face, hdfs_prefix):
+    from recio import storage
+
+    fs, root = storage.filesystem(hdfs_prefix)
+    fs.makedirs(root, exist_ok=True)
+    fs.put(face.rec, f"{root}/train.rec")
+    fs.put(face.idx, f"{root}/train.idx")
+    try:
+        _run_loader_check(face, "collate", f"{hdfs_prefix}/train.rec")
+    finally:
+        fs.rm(root, recursive=True)
