@@ -32,6 +32,7 @@ import numpy as np
 from . import storage
 from .augment import CropSpec, draw_keyed
 from .config import Normalize, check_choice, check_int
+from .consumer import ImageSizes
 from .decode import DecodePool
 from .errors import DecodeError
 from .layout import RecordLayout, detect_layout
@@ -122,6 +123,7 @@ class RecordDataset:
         self.bad_records: dict[int, str] = {}  # record id -> error, in this process
         self._records: RecordFile | None = None
         self._layout: RecordLayout | None = None
+        self._sizes: ImageSizes | None = None
         self._pool: DecodePool | None = None
         self._pid = -1
 
@@ -165,7 +167,7 @@ class RecordDataset:
         labels, ids, images, problems = read_batch(records, positions, settings["label_width"])
         if problems and settings["on_error"] == "raise":
             raise problems[min(problems)]
-        sizes = pool.image_sizes(images)
+        sizes = self._sizes.of(pool, positions, images)
         windows, flips = draw_keyed(
             settings["crop"], np.maximum(sizes, 1), settings["seed"], self.epoch, samples
         )
@@ -243,6 +245,7 @@ class RecordDataset:
                 storage_options=settings["storage_options"],
             )
             self._layout = detect_layout(self._records)
+            self._sizes = ImageSizes(len(self._records))
         if self._pool is None:  # after a fork, the pool starts threads of its own
             self._pool = DecodePool(settings["decode_threads"])
         self._pid = os.getpid()
@@ -253,7 +256,7 @@ class RecordDataset:
             self._pool.close()
         if self._records is not None:
             self._records.close()
-        self._records = self._layout = self._pool = None
+        self._records = self._layout = self._sizes = self._pool = None
         self._pid = -1
 
     def __getstate__(self) -> dict:
@@ -262,7 +265,7 @@ class RecordDataset:
     def __setstate__(self, state: dict) -> None:
         self.settings, self.epoch = state["settings"], state["epoch"]
         self.bad_records = {}
-        self._records = self._layout = self._pool = None
+        self._records = self._layout = self._sizes = self._pool = None
         self._pid = -1
 
     def __repr__(self) -> str:

@@ -31,7 +31,7 @@ import numpy as np
 from . import storage
 from .augment import batch_rng, draw
 from .config import IterConfig
-from .consumer import Batch, IterStats, PositionedIterator
+from .consumer import Batch, ImageSizes, IterStats, PositionedIterator
 from .decode import DecodePool, Status
 from .reader import read_batch
 from .spans import Spans
@@ -83,8 +83,7 @@ class ImageRecordIter(PositionedIterator):
         self.crop = config.crop
         self.pool = DecodePool(config.preprocess_threads)
         self.tracer = tracer
-        # Image sizes never change: cache them so only the first epoch reads headers.
-        self._sizes = np.full((len(self.records), 2), -1, dtype=np.int32)
+        self._sizes = ImageSizes(len(self.records))
         # Batch arrays outlive each epoch's pipeline: two in decode, the queued ones, and the
         # one the consumer holds are in flight at once.
         self.buffers = BatchBuffers(
@@ -403,13 +402,8 @@ class _Pipeline:
         for plan, records in zip(plans, _traced(self.tracer, "read", batches), strict=False):
             self.policy.check_headers(records.problems)
             images = records.images
-            sizes = self.sizes[plan.positions]
-            unknown = np.flatnonzero(sizes[:, 0] < 0)
-            if len(unknown):
-                with maybe_span(self.tracer, "read image headers"):
-                    found = self.pool.image_sizes(_take(images, unknown))
-                sizes[unknown] = found
-                self.sizes[plan.positions[unknown]] = found
+            with maybe_span(self.tracer, "image sizes"):
+                sizes = self.sizes.of(self.pool, plan.positions, images)
             # Drawn here, not in the decode thread: while the pool decodes the batch before.
             rng = batch_rng(self.seed, self.epoch, plan.step, self.part)
             windows, flips = draw(self.crop, np.maximum(sizes, 1), rng)
@@ -487,10 +481,6 @@ class _Pipeline:
         bad = np.flatnonzero(status)
         out[bad] = out[fill[bad]]
         return raw.labels[fill], raw.ids[fill]
-
-
-def _take(images: Spans | list, slots: np.ndarray) -> Spans | list:
-    return images.take(slots) if isinstance(images, Spans) else [images[j] for j in slots]
 
 
 def _traced(tracer: Tracer | None, name: str, items):

@@ -127,7 +127,9 @@ def detect_layout(records: RecordFile) -> RecordLayout:
         if header is not None:
             return _insightface(records, position, header)
     metadata = _label_only(records, np.arange(n, dtype=np.int64))
-    samples = np.setdiff1d(np.arange(n, dtype=np.int64), metadata, assume_unique=True)
+    samples = np.arange(n, dtype=np.int64)
+    if len(metadata):
+        samples = np.delete(samples, metadata)  # metadata is ascending and unique
     return RecordLayout(records, PLAIN, samples, metadata)
 
 

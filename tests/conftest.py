@@ -5,11 +5,11 @@ The servers are reached at ``RECIO_S3_ENDPOINT`` (default http://127.0.0.1:8333,
 and secret from ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``, default
 testing/testing, bucket ``RECIO_S3_BUCKET`` = test) and ``RECIO_HDFS_URL`` (default
 hdfs://127.0.0.1:9000) / ``RECIO_WEBHDFS_URL`` (default webhdfs://127.0.0.1:9870).
-When one does not answer and its URL is not set, the session starts a private one
+When one does not answer and its URL is not set, the pytest run starts a private one
 (``tools/s3_server.sh start`` / ``tools/hdfs_server.sh start`` with a state dir, free
 ports and an owner token of its own) and stops it at its end. If that fails the tests
 marked ``s3`` / ``hdfs`` skip with the reason, except under CI (env ``CI`` set), where
-they fail. The restart tests stop and start only a server this run started (the session's
+they fail. The restart tests stop and start only a server this run started (the pytest run's
 private one, or tools/run_tests.sh's, named by ``RECIO_SERVERS_STATE`` /
 ``RECIO_SERVERS_OWNER``); on any other they skip.
 
@@ -146,7 +146,7 @@ def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 # (RECIO_SERVERS_STATE), the pid it launched, its ports and an owner token
 # (RECIO_SERVERS_OWNER), and its stop stops nothing else. tools/run_tests.sh starts its
 # own servers on free ports and passes their URLs, state dir and token to pytest; when
-# nothing answers and no URL was given, the session starts private ones here and stops them
+# nothing answers and no URL was given, the pytest run starts private ones here and stops them
 # at its end. A server found running otherwise (another checkout's, a developer's) is used,
 # never stopped: the restart tests skip on it.
 
@@ -156,7 +156,7 @@ class Server:
     """A test server that ``tools/<script>`` started from ``state`` for ``owner``: what
     ``owns``, ``stop`` and ``start`` of the script act on. ``env`` holds the ports and URLs it
     recorded (``RECIO_S3_PORT=...``, ``RECIO_S3_ENDPOINT=...``); ``private``: every port
-    picked free (the session's own servers)."""
+    picked free (the pytest run's own servers)."""
 
     script: str
     state: str | None
@@ -217,7 +217,7 @@ def _port_open(url: str) -> bool:
 
 @dataclass
 class ServerInUse:
-    """The server a session's tests use: ``urls`` (``RECIO_S3_ENDPOINT`` or ``RECIO_HDFS_URL``
+    """The server a pytest run's tests use: ``urls`` (``RECIO_S3_ENDPOINT`` or ``RECIO_HDFS_URL``
     and ``RECIO_WEBHDFS_URL``), ``why`` it is unusable ("" if it is), and ``owned``, the
     :class:`Server` if this run started it, else ``not_owned`` says why it may not be stopped."""
 
@@ -245,7 +245,7 @@ def _owned_by_this_run(script: str, key: str, url: str) -> tuple[Server | None, 
 
 def _server_in_use(script, urls, given, ready, timeout, request) -> ServerInUse:
     """The server at ``urls`` if ``ready(urls)`` (-> "" or why not) says it answers; else,
-    when no URL was ``given`` in the environment, a private one started for this session."""
+    when no URL was ``given`` in the environment, a private one started for this run."""
     key = next(iter(urls))
     why = ready(urls)
     if not why:
