@@ -50,10 +50,26 @@ typedef struct {
   size_t len;
 } image_ref;
 
+/* Where decode_records finds a batch's records: record i starts at base[offsets[i]]. Each
+ * decode thread parses its records' headers itself, into labels, ids and the image spans. */
 typedef struct {
-  const image_ref *images;
-  const int32_t *crops; /* [n][4] or NULL */
-  const uint8_t *flips; /* [n] or NULL */
+  const uint8_t *base;
+  int64_t size;
+  const int64_t *offsets; /* [n] */
+  int label_width;
+  float *labels;    /* [n][label_width] */
+  int64_t *ids;     /* [n] */
+  int64_t *starts;  /* [n]: the image, base[starts[i] : starts[i] + lengths[i]] */
+  int64_t *lengths; /* [n] */
+} records_in;
+
+typedef struct {
+  const image_ref *images; /* or, records not NULL, read from the records */
+  const records_in *records;
+  int32_t *crops;              /* [n][4] or NULL; written where draw is set */
+  uint8_t *flips;              /* [n] or NULL; written where draw is set */
+  const rc_draw *draw;         /* keyed draws, or NULL: the crops and flips given */
+  const int64_t *draw_records; /* [n]: each image's record number, the key of its draws */
   int32_t *status;
   char *errors; /* [n][RC_ERRLEN] */
   uint8_t *out;
@@ -89,12 +105,65 @@ static void worker_free(void *vs) {
   free(s);
 }
 
+#define RECORD_MAGIC 0xCED7230Au
+#define FRAME_HEADER 8 /* magic, lrec */
+#define IR_HEADER 24   /* flag, label, id, id2 */
+
+static uint32_t word_at(const uint8_t *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+/* NOTE [batch parse] in recio/reader.py, in C: a record that is plainly fine (aligned, one
+ * frame with the magic, inside the base, room for the IRHeader and its labels, an id below
+ * 2**63) is parsed here; any other gets RC_RECORD, for the reader's exact parse. */
+static int parse_record(const records_in *r, size_t i, image_ref *image) {
+  const int64_t off = r->offsets[i];
+  r->ids[i] = -1;
+  r->starts[i] = r->lengths[i] = 0;
+  float *labels = r->labels + i * (size_t)r->label_width;
+  if (off < 0 || (off & 3) || off > r->size - (FRAME_HEADER + IR_HEADER)) return RC_RECORD;
+  const uint8_t *p = r->base + off;
+  const uint32_t lrec = word_at(p + 4), flag = word_at(p + 8);
+  const int64_t end = off + FRAME_HEADER + (int64_t)lrec; /* cflag 0: lrec is the length */
+  const int64_t start = off + FRAME_HEADER + IR_HEADER + 4 * (int64_t)flag;
+  int64_t id;
+  memcpy(&id, p + 16, 8);
+  if (word_at(p) != RECORD_MAGIC || (lrec >> 29) || end > r->size || start > end || id < 0)
+    return RC_RECORD;
+  for (int k = 0; k < r->label_width; k++) {
+    if (flag == 0) /* the one label, in every column */
+      memcpy(labels + k, p + 12, 4);
+    else if ((uint32_t)k < flag) /* inside the record: start <= end checked above */
+      memcpy(labels + k, p + FRAME_HEADER + IR_HEADER + 4 * k, 4);
+    else
+      labels[k] = 0;
+  }
+  r->ids[i] = id;
+  r->starts[i] = start;
+  r->lengths[i] = end - start;
+  *image = (image_ref){p + (start - off), (size_t)(end - start)};
+  return RC_OK;
+}
+
 static void decode_task(void *vctx, void *state, size_t i) {
   batch_ctx *c = vctx;
   rc_worker *w = ((thread_state *)state)->dec;
-  c->status[i] = rc_decode(w, c->images[i].buf, c->images[i].len,
-                           c->crops ? c->crops + 4 * i : NULL, c->flips ? c->flips[i] != 0 : 0,
-                           &c->opts, c->out + i * c->out_stride, c->errors + i * RC_ERRLEN);
+  image_ref image;
+  if (!c->records) {
+    image = c->images[i];
+  } else if ((c->status[i] = parse_record(c->records, i, &image)) != RC_OK) {
+    return;
+  }
+  uint8_t *out = c->out + i * c->out_stride;
+  char *err = c->errors + i * RC_ERRLEN;
+  if (c->draw)
+    c->status[i] = rc_decode_drawn(w, image.buf, image.len, c->draw, c->draw_records[i],
+                                   c->crops + 4 * i, c->flips + i, &c->opts, out, err);
+  else
+    c->status[i] = rc_decode(w, image.buf, image.len, c->crops ? c->crops + 4 * i : NULL,
+                             c->flips ? c->flips[i] != 0 : 0, &c->opts, out, err);
   rc_worker_release(w);
 }
 
@@ -536,93 +605,231 @@ static int all_ok(const int32_t *status, Py_ssize_t n) {
   return 1;
 }
 
+/* The arguments every decode takes (decode_batch, decode_records): the output, statuses,
+ * crops and flips (or keyed draws) and options, as Python gives them. */
+typedef struct {
+  PyObject *out, *status, *crops, *flips, *lut, *draw, *draw_records;
+  int out_h, out_w, layout, itemsize, interp, bgr, dct_mode, roi;
+  unsigned long long max_pixels;
+} job_args;
+
+#define JOB_FORMAT "OOiiiiOOOiiiiK"
+
+/* The buffers a decode holds while it runs, and its error texts. */
+typedef struct {
+  Py_buffer out, status, crops, flips, lut, draw_records;
+  rc_draw draw;
+  char *errors;
+} job_views;
+
+static void job_release(job_views *v) {
+  PyMem_Free(v->errors);
+  release_param(&v->out);
+  release_param(&v->status);
+  release_param(&v->crops);
+  release_param(&v->flips);
+  release_param(&v->lut);
+  release_param(&v->draw_records);
+}
+
+/* draw: (out_w, out_h, resize, rand_crop, rrc, rand_mirror, min_area, max_area, min_aspect,
+ * max_aspect, epoch_key), as recio.augment.KeyedDraw.native() gives it. */
+static int get_draw(PyObject *obj, rc_draw *d) {
+  unsigned long long key;
+  if (!PyTuple_Check(obj)) {
+    PyErr_SetString(PyExc_TypeError, "draw must be a tuple");
+    return -1;
+  }
+  if (!PyArg_ParseTuple(obj, "iiiiiiddddK:draw", &d->out_w, &d->out_h, &d->resize, &d->rand_crop,
+                        &d->rrc, &d->rand_mirror, &d->min_area, &d->max_area, &d->min_aspect,
+                        &d->max_aspect, &key))
+    return -1;
+  if (!(d->min_area > 0 && d->min_area <= d->max_area && d->max_area <= 1 && d->min_aspect > 0 &&
+        d->min_aspect <= d->max_aspect && d->out_w > 0 && d->out_h > 0)) {
+    PyErr_SetString(PyExc_ValueError, "bad draw parameters");
+    return -1;
+  }
+  d->epoch_key = key;
+  return 0;
+}
+
+/* Checks a's options and takes its buffers for n images into v, and ctx's fields from them;
+ * on failure, an exception and nothing held. */
+static int job_open(PoolObject *self, const job_args *a, Py_ssize_t n, job_views *v,
+                    batch_ctx *ctx) {
+  memset(v, 0, sizeof *v);
+  if (a->out_h < 1 || a->out_w < 1 || (a->itemsize != 1 && a->itemsize != 2 && a->itemsize != 4) ||
+      (a->layout != RC_LAYOUT_NHWC && a->layout != RC_LAYOUT_NCHW) || a->interp < 0 ||
+      a->interp > RC_INTERP_NEAREST || a->dct_mode < 0 || a->dct_mode > RC_DCT_ALL) {
+    PyErr_SetString(PyExc_ValueError, "bad decode parameters");
+    return -1;
+  }
+  if (a->itemsize != 1 && a->lut == Py_None) {
+    PyErr_SetString(PyExc_ValueError, "float outputs need a lookup table");
+    return -1;
+  }
+  const int drawn = a->draw != Py_None;
+  if (drawn && (get_draw(a->draw, &v->draw) < 0 || a->crops == Py_None || a->flips == Py_None)) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_ValueError, "keyed draws need crops and flips to write to");
+    return -1;
+  }
+  const size_t stride = (size_t)a->out_h * a->out_w * 3 * a->itemsize;
+  if (get_param(a->out, &v->out, (Py_ssize_t)(stride * n), 1, "out") < 0 ||
+      get_param(a->status, &v->status, n * 4, 1, "status") < 0 ||
+      get_param(a->crops, &v->crops, n * 16, drawn, "crops") < 0 ||
+      get_param(a->flips, &v->flips, n, drawn, "flips") < 0 ||
+      get_param(a->itemsize == 1 ? Py_None : a->lut, &v->lut, 3 * 256 * a->itemsize, 0, "lut") <
+          0 ||
+      get_param(drawn ? a->draw_records : Py_None, &v->draw_records, n * 8, 0, "draw_records") < 0)
+    goto fail;
+  if (!v->out.buf || !v->status.buf || (drawn && !v->draw_records.buf)) {
+    PyErr_SetString(PyExc_ValueError, "out and status (and draw_records, to draw) are required");
+    goto fail;
+  }
+  v->errors = PyMem_Calloc(n ? (size_t)n : 1, RC_ERRLEN);
+  if (!v->errors) {
+    PyErr_NoMemory();
+    goto fail;
+  }
+  *ctx = (batch_ctx){
+      .crops = v->crops.buf,
+      .flips = v->flips.buf,
+      .draw = drawn ? &v->draw : NULL,
+      .draw_records = v->draw_records.buf,
+      .status = v->status.buf,
+      .errors = v->errors,
+      .out = v->out.buf,
+      .out_stride = stride,
+      .opts = {.out_w = a->out_w,
+               .out_h = a->out_h,
+               .layout = a->layout,
+               .itemsize = a->itemsize,
+               .lut = v->lut.buf,
+               .interp = a->interp,
+               .bgr = a->bgr,
+               .dct_mode = a->dct_mode,
+               .roi = a->roi,
+               .max_pixels = a->max_pixels,
+               .budget = &self->budget},
+  };
+  return 0;
+fail:
+  job_release(v);
+  return -1;
+}
+
+/* Runs a decode job and gives its result: None when every status is 0 (the common case makes
+ * no per-image objects), else the error text per image (None where it is 0). */
+static PyObject *job_run(PoolObject *self, batch_ctx *ctx, Py_ssize_t n) {
+  if (run_released(self, decode_task, ctx, n) < 0) return NULL;
+  return all_ok(ctx->status, n) ? Py_NewRef(Py_None)
+                                : per_image(ctx->status, ctx->errors, n, no_result, NULL);
+}
+
 PyDoc_STRVAR(decode_batch_doc,
              "decode_batch(buffers, out, status, out_h, out_w, layout, itemsize, crops, flips, "
-             "lut, interp, bgr, dct_mode, roi, max_pixels, starts=None, lengths=None) "
-             "-> list[str | None] | None\n\n"
+             "lut, interp, bgr, dct_mode, roi, max_pixels, starts=None, lengths=None, "
+             "draw=None, draw_records=None) -> list[str | None] | None\n\n"
              "Decodes every JPEG in buffers into out[i] (C-contiguous, writable) and its status "
              "into status[i] (int32). buffers: a sequence of bytes-like objects, or, with starts "
              "and lengths (int64 [n] each), one bytes-like object whose bytes "
              "[starts[i], starts[i] + lengths[i]) are image i (a span outside it is a ValueError). "
              "crops: int32 [n][4] buffer or None; flips: uint8 [n] or None; lut: [3][256] values "
-             "of itemsize bytes for float outputs, else None. Returns the error text per image "
-             "(None where status is 0), or None when every status is 0. Use "
-             "recio.decode.DecodePool, which checks the arguments.");
+             "of itemsize bytes for float outputs, else None. With draw (a tuple, see "
+             "recio.augment.KeyedDraw) and draw_records (int64 [n]), image i's window and flip "
+             "are drawn for record draw_records[i] once its header is read, and written to "
+             "crops and flips. Returns the error text per image (None where status is 0), or "
+             "None when every status is 0. Use recio.decode.DecodePool, which checks the "
+             "arguments.");
 
 static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args) {
-  PyObject *buffers, *out_obj, *status_obj, *crops_obj, *flips_obj, *lut_obj;
-  PyObject *starts = Py_None, *lengths = Py_None;
-  int out_h, out_w, layout, itemsize, interp, bgr, dct_mode, roi;
-  unsigned long long max_pixels;
-  if (!PyArg_ParseTuple(args, "OOOiiiiOOOiiiiK|OO:decode_batch", &buffers, &out_obj, &status_obj,
-                        &out_h, &out_w, &layout, &itemsize, &crops_obj, &flips_obj, &lut_obj,
-                        &interp, &bgr, &dct_mode, &roi, &max_pixels, &starts, &lengths))
+  PyObject *buffers, *starts = Py_None, *lengths = Py_None;
+  job_args a = {.draw = Py_None, .draw_records = Py_None};
+  if (!PyArg_ParseTuple(args, "O" JOB_FORMAT "|OOOO:decode_batch", &buffers, &a.out, &a.status,
+                        &a.out_h, &a.out_w, &a.layout, &a.itemsize, &a.crops, &a.flips, &a.lut,
+                        &a.interp, &a.bgr, &a.dct_mode, &a.roi, &a.max_pixels, &starts, &lengths,
+                        &a.draw, &a.draw_records))
     return NULL;
   if (check_open(self) < 0) return NULL;
-  if (out_h < 1 || out_w < 1 || (itemsize != 1 && itemsize != 2 && itemsize != 4) ||
-      (layout != RC_LAYOUT_NHWC && layout != RC_LAYOUT_NCHW) || interp < 0 ||
-      interp > RC_INTERP_NEAREST || dct_mode < 0 || dct_mode > RC_DCT_ALL) {
-    PyErr_SetString(PyExc_ValueError, "bad decode parameters");
-    return NULL;
-  }
-  if (itemsize != 1 && lut_obj == Py_None) {
-    PyErr_SetString(PyExc_ValueError, "float outputs need a lookup table");
-    return NULL;
-  }
   batch_images im;
   if (get_images(buffers, starts, lengths, &im) < 0) return NULL;
-  const Py_ssize_t n = im.n;
+  job_views v;
+  batch_ctx ctx;
   PyObject *result = NULL;
-  char *errors = NULL;
-  Py_buffer out = {0}, status = {0}, crops = {0}, flips = {0}, lut = {0};
-  size_t stride = (size_t)out_h * out_w * 3 * itemsize;
-  if (get_param(out_obj, &out, (Py_ssize_t)(stride * n), 1, "out") < 0 ||
-      get_param(status_obj, &status, n * 4, 1, "status") < 0 ||
-      get_param(crops_obj, &crops, n * 16, 0, "crops") < 0 ||
-      get_param(flips_obj, &flips, n, 0, "flips") < 0 ||
-      get_param(itemsize == 1 ? Py_None : lut_obj, &lut, 3 * 256 * itemsize, 0, "lut") < 0)
-    goto done;
-  if (!out.buf || !status.buf) {
-    PyErr_SetString(PyExc_ValueError, "out and status are required");
-    goto done;
+  if (job_open(self, &a, im.n, &v, &ctx) == 0) {
+    ctx.images = im.refs;
+    result = job_run(self, &ctx, im.n);
+    job_release(&v);
   }
-  errors = PyMem_Calloc(n ? (size_t)n : 1, RC_ERRLEN);
-  if (!errors) {
-    PyErr_NoMemory();
-    goto done;
-  }
-  batch_ctx ctx = {
-      .images = im.refs,
-      .crops = crops.buf,
-      .flips = flips.buf,
-      .status = status.buf,
-      .errors = errors,
-      .out = out.buf,
-      .out_stride = stride,
-      .opts = {.out_w = out_w,
-               .out_h = out_h,
-               .layout = layout,
-               .itemsize = itemsize,
-               .lut = lut.buf,
-               .interp = interp,
-               .bgr = bgr,
-               .dct_mode = dct_mode,
-               .roi = roi,
-               .max_pixels = max_pixels,
-               .budget = &self->budget},
-  };
-  if (run_released(self, decode_task, &ctx, n) < 0) goto done;
-  /* the common case, a batch without a failure, makes no per-image objects */
-  result = all_ok(status.buf, n) ? Py_NewRef(Py_None)
-                                 : per_image(status.buf, errors, n, no_result, NULL);
-done:
-  PyMem_Free(errors);
-  release_param(&out);
-  release_param(&status);
-  release_param(&crops);
-  release_param(&flips);
-  release_param(&lut);
   release_images(&im);
+  return result;
+}
+
+PyDoc_STRVAR(decode_records_doc,
+             "decode_records(base, offsets, labels, ids, starts, lengths, out, status, out_h, "
+             "out_w, layout, itemsize, crops, flips, lut, interp, bgr, dct_mode, roi, "
+             "max_pixels, draw=None, draw_records=None) -> list[str | None] | None\n\n"
+             "As decode_batch, for the records at byte offsets (int64 [n]) of base (a "
+             "bytes-like object: a map of the .rec): each decode thread parses its records' "
+             "headers into labels (float32 [n][label_width]; flag 0 gives the label in every "
+             "column), ids (int64 [n]) and the image spans (starts, lengths: int64 [n]), and "
+             "decodes the image. A record that is not plainly one frame with its IRHeader "
+             "inside base gets status STATUS_RECORD and is not decoded: the caller parses it "
+             "the exact way.");
+
+static PyObject *Pool_decode_records(PoolObject *self, PyObject *args) {
+  PyObject *base_obj, *offsets_obj, *labels_obj, *ids_obj, *starts_obj, *lengths_obj;
+  job_args a = {.draw = Py_None, .draw_records = Py_None};
+  if (!PyArg_ParseTuple(args, "OOOOOO" JOB_FORMAT "|OO:decode_records", &base_obj, &offsets_obj,
+                        &labels_obj, &ids_obj, &starts_obj, &lengths_obj, &a.out, &a.status,
+                        &a.out_h, &a.out_w, &a.layout, &a.itemsize, &a.crops, &a.flips, &a.lut,
+                        &a.interp, &a.bgr, &a.dct_mode, &a.roi, &a.max_pixels, &a.draw,
+                        &a.draw_records))
+    return NULL;
+  if (check_open(self) < 0) return NULL;
+  Py_buffer base = {0}, offsets = {0}, labels = {0}, ids = {0}, starts = {0}, lengths = {0};
+  PyObject *result = NULL;
+  if (PyObject_GetBuffer(base_obj, &base, PyBUF_SIMPLE) < 0) return NULL;
+  if (get_int64s(offsets_obj, &offsets, "offsets") < 0) goto done;
+  const Py_ssize_t n = offsets.shape[0];
+  if (PyObject_GetBuffer(labels_obj, &labels, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0 ||
+      get_param(ids_obj, &ids, n * 8, 1, "ids") < 0 ||
+      get_param(starts_obj, &starts, n * 8, 1, "starts") < 0 ||
+      get_param(lengths_obj, &lengths, n * 8, 1, "lengths") < 0)
+    goto done;
+  if (!ids.buf || !starts.buf || !lengths.buf) {
+    PyErr_SetString(PyExc_ValueError, "ids, starts and lengths are required");
+    goto done;
+  }
+  if (n && (labels.len < n * 4 || labels.len % (n * 4))) {
+    PyErr_SetString(PyExc_ValueError, "labels must be float32 [n][label_width]");
+    goto done;
+  }
+  records_in records = {
+      .base = base.buf,
+      .size = base.len,
+      .offsets = offsets.buf,
+      .label_width = n ? (int)(labels.len / (n * 4)) : 1,
+      .labels = labels.buf,
+      .ids = ids.buf,
+      .starts = starts.buf,
+      .lengths = lengths.buf,
+  };
+  job_views v;
+  batch_ctx ctx;
+  if (job_open(self, &a, n, &v, &ctx) == 0) {
+    ctx.records = &records;
+    result = job_run(self, &ctx, n);
+    job_release(&v);
+  }
+done:
+  release_param(&lengths);
+  release_param(&starts);
+  release_param(&ids);
+  if (labels.obj) PyBuffer_Release(&labels);
+  if (offsets.obj) PyBuffer_Release(&offsets);
+  PyBuffer_Release(&base);
   return result;
 }
 
@@ -840,6 +1047,7 @@ static PyObject *Pool_get_closed(PoolObject *self, void *closure) {
 
 static PyMethodDef Pool_methods[] = {
     {"decode_batch", (PyCFunction)Pool_decode_batch, METH_VARARGS, decode_batch_doc},
+    {"decode_records", (PyCFunction)Pool_decode_records, METH_VARARGS, decode_records_doc},
     {"image_sizes", (PyCFunction)Pool_image_sizes, METH_VARARGS, image_sizes_doc},
     {"transcode_batch", (PyCFunction)Pool_transcode_batch, METH_VARARGS, transcode_batch_doc},
     {"resize_encode", (PyCFunction)Pool_resize_encode, METH_VARARGS, resize_encode_doc},
@@ -877,7 +1085,55 @@ static PyObject *dct_scale_num(PyObject *mod, PyObject *args) {
   return PyLong_FromLong(rc_dct_scale_num(cw, ch, ow, oh, mode));
 }
 
+PyDoc_STRVAR(draw_windows_doc,
+             "draw_windows(draw, sizes, records, crops, flips) -> None\n\n"
+             "Writes the keyed window (int32 [n][4]: x, y, w, h) and flip (uint8 [n]) of every "
+             "record records[i] (int64 [n]) of size sizes[i] (int32 [n][2]: width, height) into "
+             "crops and flips: what decode_batch draws for it. draw: as in decode_batch.");
+
+static PyObject *draw_windows(PyObject *mod, PyObject *args) {
+  PyObject *draw_obj, *sizes_obj, *records_obj, *crops_obj, *flips_obj;
+  if (!PyArg_ParseTuple(args, "OOOOO:draw_windows", &draw_obj, &sizes_obj, &records_obj, &crops_obj,
+                        &flips_obj))
+    return NULL;
+  rc_draw d;
+  if (get_draw(draw_obj, &d) < 0) return NULL;
+  Py_buffer records, sizes = {0}, crops = {0}, flips = {0};
+  if (get_int64s(records_obj, &records, "records") < 0) return NULL;
+  const Py_ssize_t n = records.shape[0];
+  PyObject *result = NULL;
+  if (get_param(sizes_obj, &sizes, n * 8, 0, "sizes") < 0 ||
+      get_param(crops_obj, &crops, n * 16, 1, "crops") < 0 ||
+      get_param(flips_obj, &flips, n, 1, "flips") < 0)
+    goto done;
+  if (!sizes.buf || !crops.buf || !flips.buf) {
+    PyErr_SetString(PyExc_ValueError, "sizes, crops and flips are required");
+    goto done;
+  }
+  const int32_t *sz = sizes.buf;
+  const int64_t *rec = records.buf;
+  for (Py_ssize_t i = 0; i < n; i++)
+    rc_draw_window(&d, rec[i], sz[2 * i], sz[2 * i + 1], (int32_t *)crops.buf + 4 * i,
+                   (uint8_t *)flips.buf + i);
+  result = Py_NewRef(Py_None);
+done:
+  release_param(&sizes);
+  release_param(&crops);
+  release_param(&flips);
+  PyBuffer_Release(&records);
+  return result;
+}
+
+static PyObject *epoch_key(PyObject *mod, PyObject *args) {
+  unsigned long long seed, epoch;
+  if (!PyArg_ParseTuple(args, "KK:epoch_key", &seed, &epoch)) return NULL;
+  return PyLong_FromUnsignedLongLong(rc_epoch_key(seed, epoch));
+}
+
 static PyMethodDef module_methods[] = {
+    {"draw_windows", draw_windows, METH_VARARGS, draw_windows_doc},
+    {"epoch_key", epoch_key, METH_VARARGS,
+     "epoch_key(seed, epoch) -> the key of an epoch's keyed draws (both taken mod 2**64)."},
     {"dct_scale_num", dct_scale_num, METH_VARARGS,
      "dct_scale_num(crop_w, crop_h, out_w, out_h, dct_mode) -> the libjpeg scale numerator "
      "(over 8) the decoder uses for that crop and output size."},

@@ -419,8 +419,11 @@ static int fail(struct jpeg_decompress_struct *ci, char *err, int status, const 
   return status;
 }
 
-int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
-              const rc_opts *o, void *out, char *err) {
+/* rc_decode, its window and flip either given (crop, flip) or drawn once the header gives the
+ * image's size (draw not NULL: the ones of `record`, written to crop_out and flip_out). */
+static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
+                  const rc_draw *draw, int64_t record, int32_t *crop_out, uint8_t *flip_out,
+                  const rc_opts *o, void *out, char *err) {
   struct jpeg_decompress_struct *ci = &w->cinfo;
   const int bad = check_input(data, len, o, err);
   if (bad) return bad;
@@ -430,8 +433,18 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
   jpeg_mem_src(ci, data, (unsigned long)len);
   jpeg_read_header(ci, TRUE);
   const int W = (int)ci->image_width, H = (int)ci->image_height;
+  /* (new variables: the arguments are not changed after setjmp) */
+  const int32_t *window = crop;
+  int mirror = flip;
+  if (draw) {
+    uint8_t drawn_flip;
+    rc_draw_window(draw, record, W, H, crop_out, &drawn_flip);
+    *flip_out = drawn_flip;
+    window = crop_out;
+    mirror = drawn_flip;
+  }
   int64_t x0, y0, x1, y1;
-  const int refused = crop_window(ci, crop, o, &x0, &y0, &x1, &y1, err);
+  const int refused = crop_window(ci, window, o, &x0, &y0, &x1, &y1, err);
   if (refused) return refused;
   int nch;
   switch (ci->jpeg_color_space) {
@@ -546,13 +559,24 @@ int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop
       rc_vpass(w->tmp + skip, row_stride, (size_t)rw * 3, ymin, ytaps,
                w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
     if (w->ch.identity) {
-      store_row(o, vrow + (size_t)w->ch.bounds[0] * 3, out, yy, flip);
+      store_row(o, vrow + (size_t)w->ch.bounds[0] * 3, out, yy, mirror);
     } else {
-      rc_hpass(vrow, w->hline, o->out_w, &w->ch, flip);
+      rc_hpass(vrow, w->hline, o->out_w, &w->ch, mirror);
       store_row(o, w->hline, out, yy, 0);
     }
   }
   return warned(&w->err, err);
+}
+
+int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
+              const rc_opts *o, void *out, char *err) {
+  return decode(w, data, len, crop, flip, NULL, 0, NULL, NULL, o, out, err);
+}
+
+int rc_decode_drawn(rc_worker *w, const uint8_t *data, size_t len, const rc_draw *draw,
+                    int64_t record, int32_t crop[4], uint8_t *flip, const rc_opts *o, void *out,
+                    char *err) {
+  return decode(w, data, len, NULL, 0, draw, record, crop, flip, o, out, err);
 }
 
 /* ---- pixels decoded elsewhere (im2rec's PNGs): crop and resample only ---- */

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "draw.h"
+
 /* Per-image status codes: X(suffix, value, name) gives RC_<suffix> = value here, and the
  * extension exports recio._native.STATUS_<suffix> = value and STATUS_NAMES {value: name}
  * from this list (the one definition; recio/decode.py's copies are checked against it). */
@@ -20,7 +22,8 @@
   X(TRUNCATED, 4, "truncated")     /* data ended early (or at an EOI padding it): incomplete */ \
   X(TOO_LARGE, 5, "too large")     /* over the pixel limit or the budget: nothing allocated */  \
   X(NOMEM, 6, "out of memory")                                                                  \
-  X(BAD_PARAM, 7, "bad parameter")
+  X(BAD_PARAM, 7, "bad parameter")                                                              \
+  X(RECORD, 8, "record left to the exact parse") /* decode_records: not plainly one frame */
 
 #define RC_STATUS_ENUM_(suffix, value, name) RC_##suffix = value,
 enum { RC_STATUS_LIST(RC_STATUS_ENUM_) };
@@ -78,6 +81,12 @@ void rc_worker_release(rc_worker *w);
  * Returns an RC_* status; on failure a message is written to err (RC_ERRLEN bytes). */
 int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
               const rc_opts *o, void *out, char *err);
+
+/* rc_decode with the window and flip of `record` drawn by `draw` (draw.h) from the size in the
+ * header, and written to crop and flip (left as they were when the header cannot be read). */
+int rc_decode_drawn(rc_worker *w, const uint8_t *data, size_t len, const rc_draw *draw,
+                    int64_t record, int32_t crop[4], uint8_t *flip, const rc_opts *o, void *out,
+                    char *err);
 
 /* Resamples decoded pixels: the box crop {x, y, w, h} (inside the image) of `rgb` (height
  * rows of `stride` bytes, width packed RGB pixels each) to o->out_w x o->out_h with

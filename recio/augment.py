@@ -1,19 +1,29 @@
-"""What to do to each image: crop windows and flips, drawn from a seeded RNG.
+"""What to do to each image: crop windows and flips, keyed per record.
 
-Pure numpy over a whole batch. The decoder does the pixel work; this module
-only decides, in source pixels, which window of each image becomes the output.
-The iterators' draws come from ``(seed, epoch, step, part)``, so a resumed run repeats
-them; :func:`draw_keyed` draws each sample's from ``(seed, epoch, sample)`` alone, so they
-do not depend on which batch, worker or process the sample lands in.
+The decoder does the pixel work; this module decides, in source pixels, which window of
+each image becomes the output. Every draw of a record is a function of ``(seed, epoch,
+record)`` alone (:class:`KeyedDraw`: counter-based uniforms, splitmix64 over the counter),
+so it does not depend on the batch, rank, worker or thread the record lands in, nor on the
+world size: a resumed or resharded run repeats it. The decode threads draw each image's
+window themselves once its header gives the size (native/draw.c); :func:`draw_keyed` is
+the same arithmetic in numpy, bit for bit: the reference, and the draws of a build without
+the extension.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
+try:
+    from . import _native
+except ImportError:  # built without the extension (RECIO_NO_NATIVE=1)
+    _native = None
+
 _ATTEMPTS = 10  # torchvision's RandomResizedCrop tries 10 windows before its fallback
+_UNIFORMS = _ATTEMPTS * 4 + 1  # four per attempt, then the flip's
 
 
 @dataclass(frozen=True)
@@ -48,35 +58,71 @@ class CropSpec:
             )
 
 
-def batch_rng(seed: int, epoch: int, step: int, part: int) -> np.random.Generator:
-    """The RNG of one batch of one rank: the same draws whenever the batch is made again."""
-    return np.random.default_rng([seed, epoch, step, part])
+@dataclass(frozen=True)
+class KeyedDraw:
+    """The draws of one epoch: each record's window and flip from ``(seed, epoch, record)``.
 
-
-def draw(
-    spec: CropSpec, sizes: np.ndarray, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """Crop windows (int32 N×4: x, y, w, h) and flips (bool N) for images of ``sizes`` (N×2: w, h).
-
-    The number and order of draws does not depend on the sizes, so a batch's
-    draws are fixed by its RNG alone.
+    ``record`` is the record's number in the dataset (its position in the index). The
+    decode pool takes one to draw as it decodes (``DecodePool.decode_batch(draw=)``);
+    :meth:`windows` gives the same draws for known sizes.
     """
-    n = len(sizes)
-    uniform = rng.random((n, _ATTEMPTS, 4))
-    flips = rng.random(n) < 0.5 if spec.rand_mirror else np.zeros(n, dtype=bool)
-    return _windows(spec, sizes, uniform), flips
+
+    spec: CropSpec
+    seed: int
+    epoch: int
+
+    @functools.cached_property
+    def epoch_key(self) -> int:
+        """The 64-bit key every record's draws of this epoch start from."""
+        return _mix_int(
+            _mix_int((self.seed + _GOLDEN_INT) & _MASK) ^ (self.epoch * _GOLDEN_INT & _MASK)
+        )
+
+    def native(self) -> tuple:
+        """The draw as the native pool takes it."""
+        s = self.spec
+        return (
+            s.out_width, s.out_height, s.resize, int(s.rand_crop), int(s.random_resized_crop),
+            int(s.rand_mirror), s.min_area, s.max_area, s.min_aspect, s.max_aspect,
+            self.epoch_key,
+        )  # fmt: skip
+
+    def windows(self, sizes: np.ndarray, records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Crop windows (int32 N×4: x, y, w, h) and flips (bool N) of ``records``, of ``sizes``.
+
+        ``sizes`` (N×2: width, height; below 1 counts as 1) are the records' images.
+        """
+        sizes = np.ascontiguousarray(sizes, dtype=np.int32).reshape(-1, 2)
+        records = np.ascontiguousarray(records, dtype=np.int64)
+        if _native is None:
+            return draw_keyed(self.spec, np.maximum(sizes, 1), self.seed, self.epoch, records)
+        windows = np.empty((len(records), 4), dtype=np.int32)
+        flips = np.empty(len(records), dtype=np.uint8)
+        _native.draw_windows(self.native(), sizes, records, windows, flips)
+        return windows, flips.view(bool)
 
 
 def draw_keyed(
     spec: CropSpec, sizes: np.ndarray, seed: int, epoch: int, samples: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """As :func:`draw`, each sample's draws a function of ``(seed, epoch, sample)`` only."""
-    uniform = keyed_uniform(seed, epoch, samples, _ATTEMPTS * 4 + 1)
+    """The numpy reference of :meth:`KeyedDraw.windows`: windows and flips of ``samples``.
+
+    ``sizes`` (N×2: width, height) at least 1.
+    """
+    uniform = keyed_uniform(seed, epoch, samples, _UNIFORMS)
     flips = uniform[:, -1] < 0.5 if spec.rand_mirror else np.zeros(len(sizes), dtype=bool)
     return _windows(spec, sizes, uniform[:, :-1].reshape(-1, _ATTEMPTS, 4)), flips
 
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_GOLDEN_INT, _MASK = 0x9E3779B97F4A7C15, (1 << 64) - 1
+_GOLDEN = np.uint64(_GOLDEN_INT)
+
+
+def _mix_int(x: int) -> int:
+    """:func:`_mix` of one Python integer (below 2**64)."""
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & _MASK
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _MASK
+    return x ^ (x >> 31)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:

@@ -25,11 +25,10 @@ from .errors import DecodeError
 from .layout import RecordLayout, detect_layout
 from .reader import RecordFile
 from .sampler import LastBatch, Sampler
-from .spans import take
 
 log = logging.getLogger("recio")
 
-__all__ = ["Batch", "ErrorPolicy", "ImageSizes", "IterStats", "PositionedIterator"]
+__all__ = ["Batch", "ErrorPolicy", "IterStats", "PositionedIterator"]
 
 
 @dataclass
@@ -73,6 +72,9 @@ class IterStats:
         A record's first failure is logged as a warning.
         """
         real = len(status) - pad
+        if not reasons and not status.any():  # every image decoded
+            self.decoded += real
+            return
         bad = np.flatnonzero(status)
         self.decoded += int(np.count_nonzero(status[:real] == 0))
         real_bad = int(np.count_nonzero(bad < real))
@@ -86,28 +88,6 @@ class IterStats:
             if rid not in self.bad_records:
                 log.warning("recio: bad image, record id %d of %s: %s", rid, url, reason)
             self.bad_records[rid] = reason
-
-
-class ImageSizes:
-    """Each record's image size (width, height), read from its header once and then kept.
-
-    Sizes never change, so only the first epoch parses the headers for them. An image
-    whose header cannot be read stays unknown (-1, -1) and is asked again.
-    """
-
-    def __init__(self, num_records: int) -> None:
-        self.known = np.full((num_records, 2), -1, dtype=np.int32)
-
-    def of(self, pool: Any, positions: np.ndarray, images: Any) -> np.ndarray:
-        """(N, 2) sizes of the records at ``positions``, whose images are ``images``."""
-        sizes = self.known[positions]
-        unknown = np.flatnonzero(sizes[:, 0] < 0)
-        if len(unknown):
-            found = pool.image_sizes(take(images, unknown))
-            sizes[unknown] = found
-            read = found[:, 0] >= 0
-            self.known[positions[unknown[read]]] = found[read]
-        return sizes
 
 
 class ErrorPolicy:

@@ -15,7 +15,8 @@ after a fork (DataLoader workers) a worker's decoder starts threads of its own (
 not survive a fork) and, for remote storage, the worker opens its own connections. A local
 file's index is kept across a fork (the mmap and the arrays are shared copy-on-write).
 
-Augmentation draws (crop window, flip) are a function of ``(seed, epoch, sample)``, so
+Augmentation draws (crop window, flip) are a function of ``(seed, epoch, record)``
+(:class:`~recio.augment.KeyedDraw`, the same as ``ImageRecordIter``'s for that record), so
 they do not depend on the number of workers, the batch size or the rank; call
 :meth:`RecordDataset.set_epoch` at the start of each epoch (before iterating the
 DataLoader: non-persistent workers take a copy of the dataset then).
@@ -30,13 +31,13 @@ from typing import Any
 import numpy as np
 
 from . import storage
-from .augment import CropSpec, draw_keyed
+from .augment import CropSpec, KeyedDraw
 from .config import Normalize, check_choice, check_int
-from .consumer import ImageSizes
 from .decode import DecodePool
 from .errors import DecodeError
 from .layout import RecordLayout, detect_layout
-from .reader import RecordFile, read_batch
+from .read_decode import read_and_decode
+from .reader import RecordFile
 
 __all__ = ["RecordDataset", "SampleBatch"]
 
@@ -123,7 +124,6 @@ class RecordDataset:
         self.bad_records: dict[int, str] = {}  # record id -> error, in this process
         self._records: RecordFile | None = None
         self._layout: RecordLayout | None = None
-        self._sizes: ImageSizes | None = None
         self._pool: DecodePool | None = None
         self._pid = -1
 
@@ -163,29 +163,27 @@ class RecordDataset:
         self._open()
         samples = self._sample_indices(indices)
         positions = self._layout.samples[samples]
-        records, pool, settings = self._records, self._pool, self.settings
-        labels, ids, images, problems = read_batch(records, positions, settings["label_width"])
-        if problems and settings["on_error"] == "raise":
-            raise problems[min(problems)]
-        sizes = self._sizes.of(pool, positions, images)
-        windows, flips = draw_keyed(
-            settings["crop"], np.maximum(sizes, 1), settings["seed"], self.epoch, samples
-        )
+        settings = self.settings
         norm: Normalize = settings["normalize"]
         out = np.empty(self._batch_shape(len(samples)), dtype=norm.dtype)
-        status = pool.decode_batch(
-            images,
+        got = read_and_decode(
+            self._records,
+            positions,
+            self._pool,
             out,
-            crops=windows,
-            flips=flips,
-            mean=norm.mean if norm.enabled else None,
-            std=norm.std if norm.enabled else None,
-            layout=norm.layout,
-            channel_order=norm.channel_order,
+            label_width=settings["label_width"],
+            draw=KeyedDraw(settings["crop"], settings["seed"], self.epoch),
+            decode_kwargs={
+                "mean": norm.mean if norm.enabled else None,
+                "std": norm.std if norm.enabled else None,
+                "layout": norm.layout,
+                "channel_order": norm.channel_order,
+            },
+            raise_bad_headers=settings["on_error"] == "raise",
         )
-        if status.any():
-            self._bad_images(status, pool.last_errors(), problems, positions, ids)
-        label = labels[:, 0] if settings["label_width"] == 1 else labels
+        if got.reasons is not None:
+            self._bad_images(got.status, got.reasons, positions, got.ids)
+        label = got.labels[:, 0] if settings["label_width"] == 1 else got.labels
         return SampleBatch(out, label.astype(settings["label_dtype"]))
 
     @staticmethod
@@ -214,9 +212,7 @@ class RecordDataset:
         c, h, w = self.settings["data_shape"]
         return (n, c, h, w) if self.settings["normalize"].layout == "NCHW" else (n, h, w, c)
 
-    def _bad_images(self, status, reasons, problems, positions, ids) -> None:
-        for j, why in problems.items():
-            reasons[j] = str(why)
+    def _bad_images(self, status, reasons, positions, ids) -> None:
         bad = np.flatnonzero(status)
         if self.settings["on_error"] == "raise":
             j = int(bad[0])
@@ -245,7 +241,6 @@ class RecordDataset:
                 storage_options=settings["storage_options"],
             )
             self._layout = detect_layout(self._records)
-            self._sizes = ImageSizes(len(self._records))
         if self._pool is None:  # after a fork, the pool starts threads of its own
             self._pool = DecodePool(settings["decode_threads"])
         self._pid = os.getpid()
@@ -256,7 +251,7 @@ class RecordDataset:
             self._pool.close()
         if self._records is not None:
             self._records.close()
-        self._records = self._layout = self._sizes = self._pool = None
+        self._records = self._layout = self._pool = None
         self._pid = -1
 
     def __getstate__(self) -> dict:
@@ -265,7 +260,7 @@ class RecordDataset:
     def __setstate__(self, state: dict) -> None:
         self.settings, self.epoch = state["settings"], state["epoch"]
         self.bad_records = {}
-        self._records = self._layout = self._sizes = self._pool = None
+        self._records = self._layout = self._pool = None
         self._pid = -1
 
     def __repr__(self) -> str:

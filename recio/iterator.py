@@ -1,14 +1,16 @@
 """ImageRecordIter: batches of decoded, augmented images, ready before the trainer asks.
 
-    reader thread ──read_q──▶ 2 decode threads (native pool, GIL released) ──ready_q──▶ __next__
+    [reader thread ──read_q──▶] 2 decode threads (native pool, GIL released) ──ready_q──▶ __next__
 
-The reader fetches the raw bytes of upcoming batches (spans of an mmap for local files,
-coalesced ranged reads fetched ahead for remote ones), parses the record headers and draws
-the crops and flips; a decode thread has the native pool write pixels straight into a
-batch buffer (:class:`BatchBuffers`). Two decode threads take the batches in turn, so that
-the next batch waits in the pool while one thread's Python runs (NOTE [two decode
-threads]). Both queues are bounded: ``prefetch_buffer`` batches are decoded ahead (at
-least three), and memory stays at about ``prefetch_buffer + 1`` batches.
+For a remote file a reader thread fetches the upcoming batches' bytes ahead (coalesced
+ranged reads); a local file's batches are read from its map by the decode threads. A decode
+thread has the native pool read the records, draw each image's crop and flip (keyed per
+record, :class:`~recio.augment.KeyedDraw`) and write the pixels straight into a batch buffer
+(:class:`BatchBuffers`), in one call for a local file (:mod:`recio.read_decode`). Two
+decode threads take the batches in turn, so that the next batch waits in the pool while one
+thread's Python runs (NOTE [two decode threads]). The queues are bounded:
+``prefetch_buffer`` batches are decoded ahead (at least three), and memory stays at about
+``prefetch_buffer + 1`` batches.
 
 Threads belong to a ``_Pipeline`` that the iterator owns; they never refer to the iterator
 itself, so an iterator dropped without ``close()`` is collected and its finalizer stops
@@ -29,12 +31,11 @@ from typing import Any
 import numpy as np
 
 from . import storage
-from .augment import batch_rng, draw
+from .augment import KeyedDraw
 from .config import IterConfig
-from .consumer import Batch, ImageSizes, IterStats, PositionedIterator
-from .decode import DecodePool, Status
-from .reader import read_batch
-from .spans import Spans
+from .consumer import Batch, IterStats, PositionedIterator
+from .decode import DecodePool
+from .read_decode import read_and_decode
 from .storage.prefetch import Lookahead, Prefetcher
 from .trace import Tracer, maybe_span
 
@@ -83,7 +84,6 @@ class ImageRecordIter(PositionedIterator):
         self.crop = config.crop
         self.pool = DecodePool(config.preprocess_threads)
         self.tracer = tracer
-        self._sizes = ImageSizes(len(self.records))
         # Batch arrays outlive each epoch's pipeline: two in decode, the queued ones, and the
         # one the consumer holds are in flight at once.
         self.buffers = BatchBuffers(
@@ -237,12 +237,7 @@ class _RawBatch:
     step: int
     positions: np.ndarray
     pad: int
-    images: Spans | list  # encoded images (spans of the map for local files)
-    labels: np.ndarray
-    ids: np.ndarray
-    windows: np.ndarray  # crop windows, drawn from the image sizes
-    flips: np.ndarray
-    bad_headers: dict[int, str]  # slot -> why its record header is unreadable
+    payloads: list | None  # the records' bytes, fetched ahead (remote); None: read from the map
 
 
 class _Stop(Exception):
@@ -259,11 +254,9 @@ class _Pipeline:
         self.sampler = it.sampler
         self.pool = it.pool
         self.policy = it.policy
-        self.crop = config.crop
-        self.sizes = it._sizes
+        self.draw = KeyedDraw(config.crop, config.seed, epoch)
         self.label_width = config.label_width
-        self.seed = config.seed
-        self.part = it.part_index
+        self.raise_bad_headers = config.on_error == "raise"
         self.tracer = it.tracer
         self.lookahead = it._lookahead
         self.describe = it.records.describe
@@ -294,13 +287,16 @@ class _Pipeline:
         self._take_lock = threading.Lock()
         self._turn = self.first_step  # the step whose batch goes into ready_q next
         self._turn_cv = threading.Condition()
+        # A local file's batches are planned by the decode threads themselves (nothing to
+        # fetch ahead, and a thread and a queue fewer for every batch to pass through).
+        self.local = isinstance(self.records.source, storage.MappedSource)
+        work = [(self._decode, self.ready_q, "recio-decoder"),
+                (self._decode, self.ready_q, "recio-decoder-2")]  # fmt: skip
+        if not self.local:
+            work.insert(0, (self._read, self.read_q, "recio-reader"))
         self.threads = [
-            threading.Thread(target=self._guard, args=(work, out_q), name=name, daemon=True)
-            for work, out_q, name in (
-                (self._read, self.read_q, "recio-reader"),
-                (self._decode, self.ready_q, "recio-decoder"),
-                (self._decode, self.ready_q, "recio-decoder-2"),
-            )
+            threading.Thread(target=self._guard, args=(fn, out_q), name=name, daemon=True)
+            for fn, out_q, name in work
         ]
         for t in self.threads:
             t.start()
@@ -359,20 +355,14 @@ class _Pipeline:
                 self._put(out_q, _Failure(exc))
 
     def _read(self) -> None:
+        """Fetch a remote file's batches ahead and queue them for the decode threads."""
         plans = self._plans(self.epoch, self.first_step)
-        width = self.label_width
-        if isinstance(self.records.source, storage.MappedSource):
-            # Local: each batch parsed from the map at once, its images spans of it; nothing
-            # to fetch ahead.
-            self._read_batches(plans, (read_batch(self.records, p.positions, width) for p in plans))
-            return
-        # Remote: several batches' byte ranges coalesced and fetched concurrently, ahead;
-        # with block shuffle, a whole window at a time (one window fetched while one is used).
+        # Several batches' byte ranges coalesced and fetched concurrently, ahead; with block
+        # shuffle, a whole window at a time (one window fetched while one is used).
         key = (self.epoch, self.first_step)
         prefetcher = self.lookahead.take(key) or self._prefetcher(plans, self.first_step)
         try:
-            parsed = (read_batch(self.records, i, width, payloads) for i, payloads in prefetcher)
-            self._read_batches(plans, parsed)
+            self._read_batches(plans, (payloads for _, payloads in prefetcher))
         finally:
             prefetcher.close()
         # Every read of this epoch is issued: start the next epoch's first fetches while the
@@ -397,20 +387,10 @@ class _Pipeline:
             first_batch=first_step,
         )
 
-    def _read_batches(self, plans, batches) -> None:
-        """Queue each plan's batch for the decoder (``batches``: its ``BatchRecords``)."""
-        for plan, records in zip(plans, _traced(self.tracer, "read", batches), strict=False):
-            self.policy.check_headers(records.problems)
-            images = records.images
-            with maybe_span(self.tracer, "image sizes"):
-                sizes = self.sizes.of(self.pool, plan.positions, images)
-            # Drawn here, not in the decode thread: while the pool decodes the batch before.
-            rng = batch_rng(self.seed, self.epoch, plan.step, self.part)
-            windows, flips = draw(self.crop, np.maximum(sizes, 1), rng)
-            raw = _RawBatch(
-                self.epoch, plan.step, plan.positions, plan.pad, images, records.labels,
-                records.ids, windows, flips, {j: str(e) for j, e in records.problems.items()},
-            )  # fmt: skip
+    def _read_batches(self, plans, fetched) -> None:
+        """Queue each plan's batch for the decoders (``fetched``: its payloads)."""
+        for plan, payloads in zip(plans, _traced(self.tracer, "read", fetched), strict=False):
+            raw = _RawBatch(self.epoch, plan.step, plan.positions, plan.pad, payloads)
             with maybe_span(self.tracer, "queue wait (read queue full)"):
                 self._put(self.read_q, raw)
 
@@ -420,9 +400,13 @@ class _Pipeline:
                 if self._taken >= self.end_step:
                     return
                 step = self._taken
-                with maybe_span(self.tracer, "queue wait (for reader)"):
-                    raw = self._get(self.read_q)
+                if not self.local:
+                    with maybe_span(self.tracer, "queue wait (for reader)"):
+                        raw = self._get(self.read_q)
                 self._taken += 1
+            if self.local:
+                plan = self.sampler.plan(self.epoch, step)
+                raw = _RawBatch(self.epoch, step, plan.positions, plan.pad, None)
             if isinstance(raw, _Failure):
                 self._put_in_turn(step, raw)
                 return
@@ -440,20 +424,17 @@ class _Pipeline:
     def _decode_one(self, raw: _RawBatch) -> tuple:
         out = self.buffers.take()
         with maybe_span(self.tracer, "decode+augment", step=raw.step):
-            status = self.pool.decode_batch(
-                raw.images, out, crops=raw.windows, flips=raw.flips, **self.decode_kwargs
-            )
-        labels, ids, reasons = raw.labels, raw.ids, ()
-        if raw.bad_headers:
-            status[list(raw.bad_headers)] = Status.CORRUPT
-        if status.any():
-            reasons = self.pool.last_errors()  # this thread's batch
-            for j, why in raw.bad_headers.items():
-                reasons[j] = why
-            labels, ids = self._bad_images(raw, out, status, reasons)
+            got = read_and_decode(
+                self.records, raw.positions, self.pool, out, label_width=self.label_width,
+                draw=self.draw, decode_kwargs=self.decode_kwargs, payloads=raw.payloads,
+                raise_bad_headers=self.raise_bad_headers,
+            )  # fmt: skip
+        status, labels, ids, reasons = got.status, got.labels, got.ids, got.reasons or ()
+        if got.reasons is not None:
+            labels, ids = self._bad_images(raw, got, out)
         label = labels[:, 0] if self.label_width == 1 else labels
         batch = Batch(out, label, ids, raw.pad, raw.epoch, raw.step)
-        return batch, status, reasons, raw.ids
+        return batch, status, reasons, got.ids
 
     def _put_in_turn(self, step: int, item) -> None:
         """Put the item of ``step`` into ready_q once those of the steps before it are in."""
@@ -468,28 +449,28 @@ class _Pipeline:
             self._turn += 1
             self._turn_cv.notify_all()
 
-    def _bad_images(self, raw: _RawBatch, out: np.ndarray, status: np.ndarray, reasons):
+    def _bad_images(self, raw: _RawBatch, got, out: np.ndarray):
         """Apply ``on_error`` to a batch with bad slots (the decoder zeroed them)."""
         fill = self.policy.fill_from(
-            status,
-            reasons,
-            lambda j: self.describe(int(raw.positions[j]), int(raw.ids[j])),
+            got.status,
+            got.reasons,
+            lambda j: self.describe(int(raw.positions[j]), int(got.ids[j])),
             f"batch {raw.step} (epoch {raw.epoch}) of {self.records.url}",
         )
         if fill is None:  # replace: blank images, their own labels
-            return raw.labels, raw.ids
-        bad = np.flatnonzero(status)
+            return got.labels, got.ids
+        bad = np.flatnonzero(got.status)
         out[bad] = out[fill[bad]]
-        return raw.labels[fill], raw.ids[fill]
+        return got.labels[fill], got.ids[fill]
 
 
 def _traced(tracer: Tracer | None, name: str, items):
     """Yield from ``items``, recording the time each one took to arrive as a span."""
-    items = iter(items)
+    items, end = iter(items), object()
     while True:
         with maybe_span(tracer, name):
-            item = next(items, None)
-        if item is None:
+            item = next(items, end)
+        if item is end:
             return
         yield item
 

@@ -671,10 +671,17 @@ class _Headers:
 
     def check_width(self, records: RecordFile, positions: np.ndarray) -> None:
         """Raise for the first record with a single label when ``label_width`` > 1."""
-        if self.label_width > 1 and self.single.any():
-            j = int(np.argmax(self.single))
-            raise ValueError(
-                f"label_width={self.label_width}, but {records.describe(int(positions[j]))} has "
-                "a single label (flag 0): set label_width=1, or pack the records with several "
-                "labels"
-            )
+        check_label_width(records, positions, self.single, self.label_width)
+
+
+def check_label_width(
+    records: RecordFile, positions: np.ndarray, single: np.ndarray, label_width: int
+) -> None:
+    """Raise ValueError for the first record with a single label (``single``) if width > 1."""
+    if label_width > 1 and single.any():
+        j = int(np.argmax(single))
+        raise ValueError(
+            f"label_width={label_width}, but {records.describe(int(positions[j]))} has "
+            "a single label (flag 0): set label_width=1, or pack the records with several "
+            "labels"
+        )

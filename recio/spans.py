@@ -14,7 +14,7 @@ from typing import Any, overload
 
 import numpy as np
 
-__all__ = ["Spans", "take"]
+__all__ = ["Spans"]
 
 
 class Spans(Sequence):
@@ -88,9 +88,3 @@ class Spans(Sequence):
     def __repr__(self) -> str:
         return f"Spans({len(self)} spans of a {len(self.base)}-byte buffer)"
 
-
-def take(images: Spans | Sequence, slots: Any) -> Spans | list:
-    """The items of ``images`` (Spans or a list) at ``slots``, as Spans or a list."""
-    if isinstance(images, Spans):
-        return images.take(slots)
-    return [images[j] for j in slots]

@@ -51,22 +51,3 @@ def test_stats_count_real_images_not_padding():
     stats.count_batch(STATUS, ids, [None] * 5, pad=0, on_error="replace", url="x.rec")
     assert (stats.decoded, stats.replaced) == (5, 2)
     assert stats.bad_records[101] == "corrupt"  # a code's name when no text came
-
-
-def test_image_sizes_are_read_once_and_unreadable_ones_asked_again():
-    from recio.consumer import ImageSizes
-    from tests.images import encode
-
-    class Pool:
-        asked: list = []
-
-        def image_sizes(self, images):
-            self.asked.append(len(images))
-            return np.array([[16, 8] if len(b) > 10 else [-1, -1] for b in images], np.int32)
-
-    sizes, pool = ImageSizes(5), Pool()
-    images = [encode(16, 8), b"bad", encode(16, 8)]
-    positions = np.array([4, 1, 0])
-    assert sizes.of(pool, positions, images).tolist() == [[16, 8], [-1, -1], [16, 8]]
-    assert sizes.of(pool, positions, images).tolist() == [[16, 8], [-1, -1], [16, 8]]
-    assert pool.asked == [3, 1]  # the second time only the unreadable one

@@ -11,6 +11,7 @@ import os
 import platform
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import textwrap
@@ -369,6 +370,46 @@ def test_spans_decode_as_the_list_does() -> None:
     assert got_errors == want_errors and got_errors[0] is None and got_errors[7]
     assert sizes_spans.tolist() == sizes_list.tolist()
     assert sizes_spans[0].tolist() == [40, 30]
+
+
+def _records_args(n: int, label_width: int = 1):
+    out = np.full((n, 12, 16, 3), 7, np.uint8)
+    status = np.full(n, -1, np.int32)
+    heads = (np.zeros((n, label_width), np.float32), np.zeros(n, np.int64),
+             np.zeros(n, np.int64), np.zeros(n, np.int64))  # fmt: skip
+    return out, status, heads
+
+
+def test_records_outside_the_base_or_malformed_are_left_to_the_exact_parse() -> None:
+    """decode_records reads nothing outside its base: a record it cannot parse plainly
+    (negative, misaligned, past the end, bad magic, continued frame) gets STATUS_RECORD."""
+    from recio.format import IRHeader, pack
+
+    payload = pack(IRHeader(0, 3.0, 42, 0), encode(20, 10))
+    frame = struct.pack("<II", 0xCED7230A, len(payload)) + payload
+    good = frame + b"\0" * (-len(frame) % 4)
+    base = bytearray(good * 2)
+    base[len(good) : len(good) + 4] = b"XXXX"  # the second record's magic
+    cont = bytearray(good)
+    struct.pack_into("<I", cont, 4, (1 << 29) | len(payload))  # cflag 1: first of frames
+    base += cont
+    offsets = np.array([0, -4, 2, len(base) - 8, 1 << 40, len(good), 2 * len(good)], np.int64)
+    n = len(offsets)
+    out, status, (labels, ids, starts, lengths) = _records_args(n)
+    pool = _native.Pool(2)
+    try:
+        errors = pool.decode_records(bytes(base), offsets, labels, ids, starts, lengths, out,
+                                     status, 12, 16, 0, 1, *DECODE_ARGS)  # fmt: skip
+        with pytest.raises(ValueError, match="labels"):
+            pool.decode_records(bytes(base), offsets, np.zeros(3, np.float32), ids, starts,
+                                lengths, out, status, 12, 16, 0, 1, *DECODE_ARGS)  # fmt: skip
+    finally:
+        pool.close()
+    assert status.tolist() == [0] + [decode.STATUS_RECORD] * (n - 1)
+    assert errors is not None and errors[0] is None
+    assert labels[0, 0] == 3.0 and ids.tolist() == [42] + [-1] * (n - 1)
+    assert starts[0] == 8 + 24 and lengths[0] == len(payload) - 24
+    assert out[0].max() > 0
 
 
 def test_a_batch_without_failures_returns_no_error_list() -> None:

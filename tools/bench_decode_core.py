@@ -47,7 +47,7 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from recio.augment import CropSpec, batch_rng, draw  # noqa: E402
+from recio.augment import CropSpec, KeyedDraw  # noqa: E402
 from recio.decode import DecodePool  # noqa: E402
 from recio.format import unpack_labels  # noqa: E402
 from recio.iterator import ImageRecordIter  # noqa: E402
@@ -172,13 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     with DecodePool(1) as probe:
         sizes = probe.image_sizes(images)
     windows, flips, batches = [], [], list(range(0, n, bs))
-    for step, s in enumerate(batches):
+    for s in batches:
         if small:  # whole images, every other one flipped
             windows.append(None)
             flips.append(np.arange(s, min(s + bs, n)) % 2 == 1)
         else:
             spec = CropSpec(size, size, random_resized_crop=True, rand_mirror=True)
-            w, f = draw(spec, np.maximum(sizes[s : s + bs], 1), batch_rng(0, 0, step, 0))
+            w, f = KeyedDraw(spec, 0, 0).windows(sizes[s : s + bs], np.arange(s, min(s + bs, n)))
             windows.append(w)
             flips.append(f)
     if small:

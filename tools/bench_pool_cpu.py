@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from recio.augment import CropSpec, batch_rng, draw  # noqa: E402
+from recio.augment import CropSpec, KeyedDraw  # noqa: E402
 from recio.bench.sample import build_sample_rec  # noqa: E402
 from recio.decode import DecodePool  # noqa: E402
 from recio.format import unpack  # noqa: E402
@@ -45,7 +45,9 @@ def main() -> int:
     batches = []
     for step in range(BATCHES):
         k = (step * BATCH) % (len(images) - BATCH)
-        windows, flips = draw(spec, sizes[k : k + BATCH], batch_rng(0, 0, step, 0))
+        windows, flips = KeyedDraw(spec, 0, step).windows(
+            sizes[k : k + BATCH], np.arange(k, k + BATCH)
+        )
         batches.append((images[k : k + BATCH], windows, flips))
     for imgs, windows, flips in batches[:3]:  # warm-up
         pool.decode_batch(imgs, out, crops=windows, flips=flips)

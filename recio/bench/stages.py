@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..augment import CropSpec, batch_rng, draw
+from ..augment import CropSpec, KeyedDraw
 from ..decode import DecodePool
 from ..format import unpack_labels
 from ..iterator import ImageRecordIter
@@ -115,17 +115,14 @@ def stage_native_pool(data: Data, threads: int, spec: CropSpec, out_shape, dtype
     """The native decode pool on in-memory images: decode, crop, resize and flip, no I/O."""
     pool = DecodePool(threads)
     out = np.empty(out_shape, dtype=dtype)
-    counter = [0]
-    # Header sizes once, as the iterator caches them after its first epoch: this stage is
+    # Each image's window drawn by the pool as it decodes, as in the iterator: this stage is
     # decode + augment alone, the yardstick for what the pipeline around it costs.
-    sizes = np.maximum(pool.image_sizes(data.images), 1)
+    draws = KeyedDraw(spec, 0, 0)
 
     def step() -> tuple[int, int]:
-        idx = data.next_indices()
+        idx = np.asarray(data.next_indices(), dtype=np.int64)
         batch = [data.images[i] for i in idx]
-        windows, flips = draw(spec, sizes[idx], batch_rng(0, 0, counter[0], 0))
-        counter[0] += 1
-        pool.decode_batch(batch, out, crops=windows, flips=flips, layout="NCHW")
+        pool.decode_batch(batch, out, draw=draws, records=idx, layout="NCHW")
         return len(batch), sum(len(b) for b in batch)
 
     return step, pool.close
@@ -170,6 +167,7 @@ def stage_pillow(data: Data, threads: int, spec: CropSpec):
     executor = concurrent.futures.ThreadPoolExecutor(threads)
     size = (spec.out_width, spec.out_height)
     counter = [0]
+    draws = KeyedDraw(spec, 0, 0)
 
     def one(args) -> None:
         buf, window, flip = args
@@ -184,8 +182,9 @@ def stage_pillow(data: Data, threads: int, spec: CropSpec):
     def step() -> tuple[int, int]:
         batch = data.next_batch()
         sizes = np.array([Image.open(io.BytesIO(b)).size for b in batch], dtype=np.int32)
-        windows, flips = draw(spec, sizes, batch_rng(0, 0, counter[0], 0))
-        counter[0] += 1
+        records = np.arange(counter[0], counter[0] + len(batch))
+        windows, flips = draws.windows(sizes, records)
+        counter[0] += len(batch)
         list(executor.map(one, zip(batch, windows, flips, strict=True)))
         return len(batch), sum(len(b) for b in batch)
 

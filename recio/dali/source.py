@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..augment import CropSpec, batch_rng, draw
+from ..augment import CropSpec, KeyedDraw
 from ..consumer import ErrorPolicy
 from ..decode import DecodePool, Status
 from ..decode.jpegcheck import Problem, image_problem
@@ -147,8 +147,8 @@ class RecioSource:
             self._handle_bad(plan, images, labels, meta, sizes, keep, problems)
         out = [images, labels, meta]
         if self.windows:
-            rng = batch_rng(self.seed, epoch, step, self.sampler.part_index)
-            windows, flips = draw(self.crop, np.maximum(sizes, 1), rng)
+            draws = KeyedDraw(self.crop, self.seed, epoch)
+            windows, flips = draws.windows(sizes, plan.positions)
             out += [windows, flips.astype(np.int32)]
         if self.on_error == "replace":
             out.append(keep)

@@ -9,10 +9,11 @@ import warnings
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..augment import KeyedDraw
 from ..spans import Spans
 from ._pillow import Budget, ByteBudget, pil_decode, pil_filters, pil_size
 from .status import STATUS_NAMES, Status
@@ -263,6 +264,8 @@ class DecodePool:
         *,
         crops: np.ndarray | None = None,
         flips: np.ndarray | None = None,
+        draw: KeyedDraw | None = None,
+        records: np.ndarray | None = None,
         interpolation: str = "bilinear",
         mean: Sequence[float] | None = None,
         std: Sequence[float] | None = None,
@@ -281,6 +284,9 @@ class DecodePool:
                 for the whole image. Any integer dtype; a value int32 cannot hold (or a
                 fractional float) is a ValueError, never wrapped.
             flips: (N,), flip horizontally where true (non-zero).
+            draw: instead of crops and flips, each image's window and flip drawn for its
+                record (``records``, int64 (N,)) as it is decoded, from the size in its header.
+            records: the record number of each image, the key of its draws (with ``draw``).
             interpolation: "bilinear", "area" (Pillow BOX) or "nearest".
             mean: per output channel on the 0..255 scale; float outputs only:
                 ``out = (pixel - mean) / std``.
@@ -297,46 +303,96 @@ class DecodePool:
         """
         self._check_open()
         n = len(buffers)
-        job = _Job.build(n, out, crops, flips, interpolation, mean, std, layout, channel_order)
+        job = _Job.build(
+            n, out, crops, flips, draw, records, interpolation, mean, std, layout, channel_order
+        )
         status = np.zeros(n, dtype=np.int32)
         errors: list[str | None] | None = None  # None: no image failed
         if self.backend == "native" and n:
             images, spans = _native_images(buffers)
-            errors = self._native.decode_batch(
-                images,
-                job.out,
-                status,
-                job.height,
-                job.width,
-                _LAYOUTS[layout],
-                job.out.itemsize,
-                job.crops,
-                job.flips,
-                job.lut,
-                _INTERP[interpolation],
-                int(job.bgr),
-                self._dct_mode,
-                self._roi,
-                self.max_pixels,
-                *spans,
-            )
+            spans = spans or (None, None)
+            errors = self._native.decode_batch(images, *self._native_job(job, status), *spans,
+                                               *job.native_draw)  # fmt: skip
             todo = np.flatnonzero(status == _UNSUPPORTED).tolist() if errors is not None else []
         else:
             todo = list(range(n))
+        self._finish(job, buffers, status, errors, todo)
+        return status
+
+    def decode_records(
+        self,
+        base: Any,
+        offsets: np.ndarray,
+        out: np.ndarray,
+        *,
+        label_width: int = 1,
+        draw: KeyedDraw | None = None,
+        records: np.ndarray | None = None,
+        interpolation: str = "bilinear",
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+        layout: str = "NHWC",
+        channel_order: str = "RGB",
+    ) -> DecodedRecords:
+        """Parse the records at byte ``offsets`` of ``base`` and decode their images, in one call.
+
+        ``base`` is the map of a ``.rec`` (any bytes-like object); each decode thread parses
+        its records' frame and IRHeader (NOTE [batch parse] in recio/reader.py) and decodes
+        the image into ``out``. A record that is not plainly one frame with its header
+        inside ``base`` gets status ``Status.RECORD`` and is left for the caller to read the
+        exact way (:func:`recio.reader.read_batch`); so does every record on the Python
+        backend. Other arguments as :meth:`decode_batch`.
+        """
+        self._check_open()
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        n = len(offsets)
+        job = _Job.build(
+            n, out, None, None, draw, records, interpolation, mean, std, layout, channel_order
+        )
+        width = int(label_width)
+        if width < 1:
+            raise ValueError(f"label_width must be at least 1, not {label_width}")
+        labels = np.zeros((n, width), dtype=np.float32)
+        ids = np.full(n, -1, dtype=np.int64)
+        starts, lengths = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        status = np.full(n, int(Status.RECORD), dtype=np.int32)
+        errors: list[str | None] | None = None
+        todo: list[int] = []
+        if self.backend == "native" and n:
+            errors = self._native.decode_records(
+                base, offsets, labels, ids, starts, lengths, *self._native_job(job, status),
+                *job.native_draw,
+            )  # fmt: skip
+            todo = np.flatnonzero(status == _UNSUPPORTED).tolist() if errors is not None else []
+        elif n:
+            errors = [None] * n
+        images = Spans.inside(memoryview(base).cast("B"), starts, lengths)
+        self._finish(job, images, status, errors, todo)
+        return DecodedRecords(status, labels, ids, images)
+
+    def _native_job(self, job: _Job, status: np.ndarray) -> tuple:
+        """The arguments every native decode takes, from ``out`` to ``max_pixels``."""
+        return (
+            job.out, status, job.height, job.width, _LAYOUTS[job.layout], job.out.itemsize,
+            job.crops, job.flips, job.lut, _INTERP[job.interpolation], int(job.bgr),
+            self._dct_mode, self._roi, self.max_pixels,
+        )  # fmt: skip
+
+    def _finish(self, job: _Job, buffers: Any, status: np.ndarray, errors, todo: list) -> None:
+        """Decode the ``todo`` images with Pillow, zero the failed slots, keep the errors."""
         if todo:  # PNG & co. on the native backend (usually few), everything on the fallback
 
             def run(i: int) -> tuple[int, str | None]:
                 return job.decode_pil(i, buffers[i], self.max_pixels, self._budget)
 
             if errors is None:
-                errors = [None] * n
+                errors = [None] * len(status)
             for i, (st, err) in zip(todo, self._run_pillow(run, todo), strict=True):
                 status[i], errors[i] = st, err
         if errors is not None:  # None: the native pool says no image failed
             failed = np.flatnonzero(status)
             job.out[failed] = 0  # failed slots are zeroed so that the batch is deterministic
-        self._last.errors, self._last.n = errors, n
-        return status
+        self._last.errors, self._last.n = errors, len(status)
 
     def _run_pillow(self, run: Any, todo: list[int]) -> list[tuple[int, str | None]]:
         """run(i) for every i in todo, on the Pillow threads when more than one.
@@ -451,6 +507,15 @@ class DecodePool:
         )
 
 
+class DecodedRecords(NamedTuple):
+    """What :meth:`DecodePool.decode_records` gives: per record its status, header and image."""
+
+    status: np.ndarray  # int32 (N,), 0 decoded; Status.RECORD: left to the exact parse
+    labels: np.ndarray  # float32 (N, label_width); flag 0 gives its label in every column
+    ids: np.ndarray  # int64 (N,) from the IRHeaders, -1 where unparsed
+    images: Spans  # where each image is in the base (empty where unparsed)
+
+
 def _native_images(buffers: Sequence[Any] | Spans) -> tuple[Any, tuple]:
     """How the native pool takes ``buffers``: the images argument, and (starts, lengths) or ()."""
     if isinstance(buffers, Spans):
@@ -514,6 +579,9 @@ class _Job:
     out: np.ndarray
     crops: np.ndarray | None
     flips: np.ndarray | None
+    draw: KeyedDraw | None
+    records: np.ndarray | None
+    native_draw: tuple  # (draw, records) as the native pool takes them, or ()
     lut: np.ndarray | None
     height: int
     width: int
@@ -528,6 +596,8 @@ class _Job:
         out: np.ndarray,
         crops: Any,
         flips: Any,
+        draw: KeyedDraw | None,
+        records: Any,
         interpolation: str,
         mean: Sequence[float] | None,
         std: Sequence[float] | None,
@@ -573,6 +643,17 @@ class _Job:
             if f.shape != (n,):
                 raise ValueError(f"flips must have shape ({n},), got {f.shape}")
             job.flips = np.ascontiguousarray(f != 0, dtype=np.uint8)  # 256 is true, not 0
+        job.draw, job.records, job.native_draw = draw, None, ()
+        if draw is not None:
+            if crops is not None or flips is not None:
+                raise ValueError("give crops and flips, or draw, not both")
+            job.records = np.ascontiguousarray(records, dtype=np.int64)
+            if job.records.shape != (n,):
+                raise ValueError(f"records must have shape ({n},) to draw, got {job.records.shape}")
+            # the pool writes the windows and flips it draws here
+            job.crops = np.zeros((n, 4), dtype=np.int32)
+            job.flips = np.zeros(n, dtype=np.uint8)
+            job.native_draw = (draw.native(), job.records)
         job.lut = None
         if out.dtype == np.uint8:
             if mean is not None or std is not None:
@@ -585,6 +666,9 @@ class _Job:
         self, i: int, buf: Any, max_pixels: int, budget: Budget | None = None
     ) -> tuple[int, str | None]:
         """Decodes image i with Pillow into its slot; returns (status, error)."""
+        if self.draw is not None:  # the pool could not read the header: draw from Pillow's
+            windows, flips = self.draw.windows(np.array([pil_size(buf)]), self.records[i : i + 1])
+            self.crops[i], self.flips[i] = windows[0], flips[0]
         crop = None if self.crops is None else self.crops[i]
         flip = bool(self.flips[i]) if self.flips is not None else False
         resample = pil_filters()[self.interpolation]

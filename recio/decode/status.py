@@ -22,6 +22,7 @@ class Status(enum.IntEnum):
     TOO_LARGE = 5  # over max_pixels or max_decode_bytes: refused before anything is allocated
     NOMEM = 6
     BAD_PARAM = 7  # e.g. a crop window that misses the image
+    RECORD = 8  # decode_records: a record header the reader parses the exact way (never kept)
 
     @property
     def text(self) -> str:
@@ -37,6 +38,7 @@ STATUS_TRUNCATED = Status.TRUNCATED
 STATUS_TOO_LARGE = Status.TOO_LARGE
 STATUS_NOMEM = Status.NOMEM
 STATUS_BAD_PARAM = Status.BAD_PARAM
+STATUS_RECORD = Status.RECORD
 STATUS_NAMES: dict[int, str] = {
     Status.OK: "ok",
     Status.EMPTY: "empty",
@@ -46,4 +48,5 @@ STATUS_NAMES: dict[int, str] = {
     Status.TOO_LARGE: "too large",
     Status.NOMEM: "out of memory",
     Status.BAD_PARAM: "bad parameter",
+    Status.RECORD: "record left to the exact parse",
 }

@@ -1,0 +1,38 @@
+/* recio keyed draws: each image's crop window and flip, a function of (seed, epoch, record).
+ *
+ * The same arithmetic as recio/augment.py's numpy reference (draw_keyed), bit for bit: the
+ * uniforms are splitmix64 hashes of counters, and the window follows torchvision's
+ * RandomResizedCrop (10 attempts, then the centre fallback) or a fixed-size crop. Called by
+ * the decode threads once an image's header gives its size, so no serial pass draws them.
+ */
+#ifndef RECIO_DRAW_H
+#define RECIO_DRAW_H
+
+#include <stdint.h>
+
+#define RC_DRAW_ATTEMPTS 10 /* torchvision's RandomResizedCrop tries 10 windows */
+#define RC_DRAW_UNIFORMS (RC_DRAW_ATTEMPTS * 4 + 1) /* 4 per attempt, then the flip's */
+
+/* How windows are chosen (recio.augment.CropSpec), and the key of (seed, epoch). */
+typedef struct {
+  int out_w, out_h;
+  int resize;      /* shorter side scaled to this before a fixed-size crop; <= 0: none */
+  int rand_crop;   /* fixed-size crop at a random position, not the centre */
+  int rrc;         /* RandomResizedCrop */
+  int rand_mirror; /* flip with probability 1/2 */
+  double min_area, max_area, min_aspect, max_aspect;
+  uint64_t epoch_key; /* rc_epoch_key(seed, epoch) */
+} rc_draw;
+
+/* The key every sample's draws of one epoch start from. */
+uint64_t rc_epoch_key(uint64_t seed, uint64_t epoch);
+
+/* Uniform k (1-based) in [0, 1) of the sample whose key is mixed from epoch_key and record. */
+double rc_keyed_uniform(uint64_t epoch_key, int64_t record, int k);
+
+/* The window {x, y, w, h} (source pixels) and flip of `record`, an image of width x height
+ * (values below 1 count as 1). */
+void rc_draw_window(const rc_draw *d, int64_t record, int width, int height, int32_t crop[4],
+                    uint8_t *flip);
+
+#endif

@@ -1,0 +1,136 @@
+"""Records at positions to decoded pixels, labels and ids: the batch path of every CPU reader.
+
+    local file, native pool:  decode_records — one call: each decode thread parses its
+                              records' headers, draws its windows and decodes (no per-image
+                              Python)
+    remote payloads, and the records that call leaves (multi-frame, misaligned, unreadable
+    headers):                 read_batch (the exact parse) + decode_batch (the same draws)
+
+:class:`~recio.iterator.ImageRecordIter`'s decode threads and
+:class:`~recio.dataset.RecordDataset` both read through :func:`read_and_decode`; what to do
+with the bad slots it reports (``on_error``) stays theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .augment import KeyedDraw
+from .decode import DecodePool, Status
+from .format import FRAME_HEADER_SIZE, IR_HEADER_SIZE
+from .reader import RecordFile, check_label_width, read_batch
+
+__all__ = ["DecodedBatch", "read_and_decode"]
+
+_RECORD = int(Status.RECORD)
+
+
+@dataclass
+class DecodedBatch:
+    """A batch decoded into its output array: per slot a status, the labels and the id."""
+
+    status: np.ndarray  # int32 (n,), 0 where decoded
+    labels: np.ndarray  # float32 (n, label_width)
+    ids: np.ndarray  # int64 (n,): the header's id; the .idx key where it is unreadable
+    reasons: list[str | None] | None  # per slot, where the status is not 0; None: all are 0
+
+
+def read_and_decode(
+    records: RecordFile,
+    positions: np.ndarray,
+    pool: DecodePool,
+    out: np.ndarray,
+    *,
+    label_width: int,
+    draw: KeyedDraw,
+    decode_kwargs: dict[str, Any],
+    payloads: Sequence[Any] | None = None,
+    raise_bad_headers: bool = False,
+) -> DecodedBatch:
+    """Read the records at ``positions`` and decode their images into ``out``.
+
+    Each image's window and flip are ``draw``'s for its record (its position). ``payloads``:
+    the records' bytes, fetched ahead (remote files). A record whose header cannot be read
+    is a bad slot (status CORRUPT, the error as its reason), or, with
+    ``raise_bad_headers``, raised (a ``RecordIOError`` naming the file and byte offset).
+
+    Raises:
+        RecordIOError: a framing problem (as ``read_batch``), or an unreadable header under
+            ``raise_bad_headers``.
+        ValueError: ``label_width`` > 1 for a record with a single label.
+    """
+    positions = np.asarray(positions, dtype=np.int64)
+    n = len(positions)
+    if payloads is None and records._is_local:
+        records._check_open()
+        view = records._local_view(positions)
+        offsets = records.offsets[positions]
+        got = pool.decode_records(
+            view, offsets, out, label_width=label_width, draw=draw, records=positions,
+            **decode_kwargs,
+        )  # fmt: skip
+        status, labels, ids = got.status, got.labels, got.ids
+        reasons = pool.last_errors() if status.any() else None
+        if label_width > 1:  # a record of one label (flag 0) has its image right after the header
+            single = got.images.starts - offsets == FRAME_HEADER_SIZE + IR_HEADER_SIZE
+            check_label_width(records, positions, single & (status != _RECORD), label_width)
+        slow = np.flatnonzero(status == _RECORD)
+        if not len(slow):
+            return DecodedBatch(status, labels, ids, reasons)
+    else:
+        status = np.zeros(n, dtype=np.int32)
+        labels = np.zeros((n, label_width), dtype=np.float32)
+        ids = np.zeros(n, dtype=np.int64)
+        reasons = None
+        slow = np.arange(n)
+    exact = _decode_exact(
+        records, positions, slow, pool, out, label_width, draw, decode_kwargs, payloads,
+        raise_bad_headers, (status, labels, ids),
+    )  # fmt: skip
+    if exact is not None:
+        reasons = _merged_reasons(reasons, n, slow, exact)
+    return DecodedBatch(status, labels, ids, reasons if status.any() else None)
+
+
+def _decode_exact(
+    records, positions, slots, pool, out, label_width, draw, decode_kwargs, payloads,
+    raise_bad_headers, into,
+) -> list[str | None] | None:  # fmt: skip
+    """Read ``slots`` the exact way (``read_batch``), decode them, and write them ``into``.
+
+    Returns the reasons of the bad ones among them (per slot of ``slots``), None if none.
+    """
+    status, labels, ids = into
+    whole = len(slots) == len(positions)
+    exact = read_batch(records, positions[slots], label_width, payloads)
+    if exact.problems and raise_bad_headers:
+        raise exact.problems[min(exact.problems)]
+    target = out if whole else np.empty((len(slots), *out.shape[1:]), dtype=out.dtype)
+    got = pool.decode_batch(
+        exact.images, target, draw=draw, records=positions[slots], **decode_kwargs
+    )
+    if exact.problems:
+        got[list(exact.problems)] = Status.CORRUPT
+    if not whole:
+        out[slots] = target
+    status[slots], labels[slots], ids[slots] = got, exact.labels, exact.ids
+    if not got.any():
+        return None
+    errors = pool.last_errors()
+    for j, problem in exact.problems.items():
+        errors[j] = str(problem)
+    return errors
+
+
+def _merged_reasons(
+    reasons: list[str | None] | None, n: int, slots: np.ndarray, exact: list[str | None]
+) -> list[str | None]:
+    """Per-slot reasons: those of the one-call decode, with the exact slots' put in."""
+    merged = list(reasons) if reasons is not None else [None] * n
+    for j, why in zip(slots.tolist(), exact, strict=True):
+        merged[j] = why
+    return merged
