@@ -87,4 +87,3 @@ class Spans(Sequence):
 
     def __repr__(self) -> str:
         return f"Spans({len(self)} spans of a {len(self.base)}-byte buffer)"
-
