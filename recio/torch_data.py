@@ -11,7 +11,7 @@ so that the training frameworks take it as it is:
   Lightning injects no ``DistributedSampler``; it has ``len()``, and being stateful it is
   saved in Lightning's checkpoints and restored from them mid-epoch.
 * Hugging Face Accelerate: ``accelerator.prepare`` hands it back unchanged (it prepares
-  only ``DataLoader``\\ s); ``device=accelerator.device`` moves the batches. A ``DataLoader``
+  only DataLoaders); ``device=accelerator.device`` moves the batches. A ``DataLoader``
   around it must not be prepared: Accelerate would shard it a second time (NOTE
   [sharded once]).
 
@@ -103,7 +103,7 @@ def to_torch(
 class TorchBatches(IterableDataset):
     """An ImageRecordIter as a torch IterableDataset of whole batches, with its state.
 
-    Iterating yields the rest of the iterator's current epoch as :class:`TorchBatch`\\ es;
+    Iterating yields the rest of the iterator's current epoch as :class:`TorchBatch` batches;
     iterating again starts the next epoch (reshuffled), like the iterator itself.
     ``len()`` is the epoch's number of batches on this rank (the same on every rank).
     ``state_dict()`` / ``load_state_dict()`` are the iterator's: a loaded state continues
