@@ -13,7 +13,8 @@ What makes it drop-in:
   ``len()`` is the same on every rank;
 * ``TorchBatches`` has ``state_dict()``/``load_state_dict()``, so every checkpoint holds
   the iterator's position and ``--resume`` continues with exactly the next batches, even
-  from a checkpoint taken mid-epoch.
+  from a checkpoint taken mid-epoch (the DataModule keeps it too, for the case Lightning
+  misses: see ``RecordDataModule.state_dict``).
 
 ``--record-ids DIR`` writes, per rank, the record ids of every batch it trained on.
 """
@@ -70,6 +71,18 @@ class RecordDataModule(L.LightningDataModule):
     def val_dataloader(self) -> TorchBatches | list:
         return self.val_data if self.val_data is not None else []  # [] : no validation
 
+    # Lightning saves and restores the train loader's state itself (it is stateful). Saving
+    # it with the DataModule too covers a Lightning bug: when configure_optimizers asks for
+    # trainer.estimated_stepping_batches, as below, the loader is set up before the
+    # checkpoint is read and never gets its state back (Lightning-AI/pytorch-lightning#20550).
+    # Lightning calls load_state_dict after setup(); loading the same state twice is harmless.
+    def state_dict(self) -> dict:
+        return {"train": self.train_data.state_dict()} if self.train_data is not None else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        if "train" in state:
+            self.train_data.load_state_dict(state["train"])
+
     def teardown(self, stage: str) -> None:
         for data in (self.train_data, self.val_data):
             if data is not None:
@@ -95,7 +108,10 @@ class Classifier(L.LightningModule):
         self.log("val_correct", correct, reduce_fx="sum", sync_dist=True)
 
     def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
+        optimizer = torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
+        steps = self.trainer.estimated_stepping_batches  # len() of the train loader x epochs
+        schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, self.lr, total_steps=steps)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
 class RecordIds(L.Callback):
