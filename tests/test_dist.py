@@ -1,4 +1,6 @@
-"""Rank and world size: a kv object, part_index/num_parts, then the environment."""
+"""Rank and world size: a kv object, part_index/num_parts, torch.distributed, the environment."""
+
+import sys
 
 import pytest
 
@@ -20,3 +22,33 @@ def test_discover_order():
     assert discover(None, None, None, {}).source == "single process"
     with pytest.raises(ValueError, match="outside"):
         discover(None, 3, 2, {})
+
+
+class _ProcessGroup:
+    """Stands in for torch.distributed with an initialised process group."""
+
+    def __init__(self, rank: int, size: int) -> None:
+        self.rank, self.size = rank, size
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def get_rank(self) -> int:
+        return self.rank
+
+    def get_world_size(self) -> int:
+        return self.size
+
+
+def test_process_group_comes_before_the_environment(monkeypatch):
+    # Lightning's launcher sets WORLD_SIZE without RANK; a SLURM step may hold one task
+    # for the two processes a framework starts: the process group is what DDP averages over.
+    monkeypatch.setitem(sys.modules, "torch.distributed", _ProcessGroup(1, 2))
+    env = {"RANK": "0", "WORLD_SIZE": "1", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"}
+    assert discover(None, None, None, env) == (1, 2, "torch.distributed")
+    assert discover(None, None, None, {"WORLD_SIZE": "2"}) == (1, 2, "torch.distributed")
+    assert discover(None, 0, 4, env)[:2] == (0, 4)  # what the user passes still wins
+    assert discover(KV(), None, None, env)[:2] == (1, 4)

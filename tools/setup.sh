@@ -20,7 +20,8 @@ fi
 extras=${1:-}
 # PyTorch: pin the release this project is tested with before pip resolves the extra; an
 # open range could otherwise pull a newer multi-GB build.
-if [[ ",$extras," == *",train,"* ]] && ! python3 -c "import torch" 2>/dev/null; then
+if [[ ",$extras," == *",train,"* || ",$extras," == *",frameworks,"* ]] \
+  && ! python3 -c "import torch" 2>/dev/null; then
   python3 -m pip install -q --disable-pip-version-check "torch==2.13.0"
 fi
 spec="."

@@ -1,0 +1,30 @@
+"""Under torchrun: a DataLoader around TorchBatches given to accelerator.prepare is refused on
+every rank (none is left waiting for a broadcast), and the TorchBatches itself comes back from
+prepare unchanged. Prints one JSON line per rank."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+from accelerate import Accelerator
+
+from recio.iterator import ImageRecordIter
+from recio.torch_data import TorchBatches
+
+accelerator = Accelerator(cpu=True)
+it = ImageRecordIter(path_imgrec=sys.argv[1], data_shape=(3, 16, 16), batch_size=8, resize=16)
+batches = TorchBatches(it)
+report = {"rank": accelerator.process_index, "unchanged": accelerator.prepare(batches) is batches}
+loader = accelerator.prepare(torch.utils.data.DataLoader(batches, batch_size=None))
+report["wrapper"] = type(loader).__name__
+try:
+    next(iter(loader))
+except RuntimeError as exc:
+    report["error"] = str(exc)
+report["ids"] = sorted(i for b in batches for i in b.index.tolist())  # unprepared: its shard
+print(json.dumps(report), flush=True)
+it.close()
+accelerator.wait_for_everyone()
+accelerator.end_training()
