@@ -123,6 +123,9 @@ class ImageRecordIter(PositionedIterator):
     def _restart(self) -> None:
         self._stop_pipeline()
 
+    def _sampler_changed(self) -> None:
+        self._lookahead.close()  # fetched for the old sampler's plans
+
     # --- threads -----------------------------------------------------------------------
 
     def _start_pipeline(self) -> None:
