@@ -417,10 +417,11 @@ class PositionedIterator:
             num_parts=int(state.get("num_parts", self.num_parts)),
             last_batch=s.last_batch,
         )
-        try:
-            return epoch, saved.consumed_at(epoch, int(state["step"])), changes
-        except IndexError as exc:
-            raise ValueError(f"cannot resume from this state: {exc}") from None
+        step = int(state["step"])
+        if step < 0 or epoch < 0:
+            raise ValueError(f"cannot resume from this state: epoch {epoch}, step {step}")
+        # a step past the end was an epoch with nothing left, as it is now
+        return epoch, saved.consumed_at(epoch, min(step, saved.steps_in_epoch(epoch))), changes
 
     # --- for subclasses -----------------------------------------------------------------
 

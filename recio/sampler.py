@@ -277,7 +277,8 @@ class Sampler:
         base = c0 if epoch == e0 else 0
         rest = n - base
         count = rest // g if self.last_batch is LastBatch.DISCARD else -(-rest // g)
-        first = base // g
+        # Numbered as in an uninterrupted epoch; one that is used up ends where that does.
+        first = base // g if base < n else -(-n // g)
         return first, first + count, base
 
     def first_step(self, epoch: int) -> int:
@@ -365,7 +366,8 @@ def _check_start(start: tuple[int, int], n: int, last_batch: LastBatch) -> tuple
     epoch, consumed = (int(v) for v in start)
     if epoch < 0:
         raise ValueError(f"a resumed epoch must be >= 0, not {epoch}")
-    low = -n + 1 if last_batch is LastBatch.ROLLOVER and epoch > 0 else 0
+    # rollover: a step may begin epochs before (when a global batch exceeds the epoch)
+    low = -epoch * n if last_batch is LastBatch.ROLLOVER else 0
     if not low <= consumed <= n:
         raise ValueError(
             f"consumed={consumed} is outside {low}..{n} for {n} samples "
