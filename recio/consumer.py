@@ -321,12 +321,12 @@ class PositionedIterator:
     def fingerprint(self) -> str:
         """A hash of the dataset's index (record offsets, file size, which are samples)."""
         if self._fingerprint is None:
-            digest = hashlib.blake2b(digest_size=8)
+            digest = hashlib.sha256()  # with SHA extensions, ~0.2 s for 40M records
             digest.update(np.ascontiguousarray(self.records.offsets, dtype="<i8"))
             digest.update(int(self.records.source.size).to_bytes(8, "little"))
             if len(self.layout.metadata):
                 digest.update(np.ascontiguousarray(self.layout.samples, dtype="<i8"))
-            self._fingerprint = digest.hexdigest()
+            self._fingerprint = digest.hexdigest()[:16]
         return self._fingerprint
 
     def state_dict(self) -> dict[str, Any]:
