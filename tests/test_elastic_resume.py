@@ -27,7 +27,7 @@ from recio.iterator import ImageRecordIter
 from recio.sampler import Sampler, epoch_order
 
 from .conftest import needs_dali
-from .test_iterator import make_rec
+from .test_iterator import _upload, make_rec
 
 WORLD_SIZES = st.sampled_from([1, 2, 3, 4, 8])
 POLICIES = st.sampled_from(["pad", "discard", "rollover"])
@@ -319,6 +319,24 @@ def test_resume_continues_the_same_records_in_order(rec):
         merged += [x for pair in zip(a, b, strict=False) for x in pair]
         merged += a[len(b) :] + b[len(a) :]
     assert head + merged == whole
+
+
+def test_remote_block_shuffle_resumed_on_another_world_reads_the_right_records(rec, memfs):
+    """The prefetcher's window groups over a resumed epoch: the records the local file gives."""
+    url = _upload(rec, "memory://elastic/data.rec", {})
+    kw = dict(shuffle_mode="block", block_parts=2, seed=8, dtype="uint8")
+    with make_iter(rec, num_parts=2, **kw) as it:
+        take(it, 3)
+        state = it.state_dict()
+    for part in range(3):
+        args = dict(kw, part_index=part, num_parts=3, batch_size=3)
+        with make_iter(rec, **args) as local, make_iter(url, **args) as remote:
+            local.load_state_dict(state)
+            remote.load_state_dict(state)
+            assert remote.sampler.fetch_group() is not None
+            for a, b in zip(local, remote, strict=True):
+                np.testing.assert_array_equal(a.index, b.index)
+                np.testing.assert_array_equal(a.data, b.data)
 
 
 def test_state_of_the_earlier_format_resumes(rec):
