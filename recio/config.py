@@ -138,6 +138,7 @@ class IterConfig:
     batch_size: int
     shuffle: bool = False
     shuffle_mode: str = "global"
+    block_parts: int | None = None  # block shuffle's canonical partitions (None: 8)
     seed: int = 0
     label_width: int = 1
     last_batch: str = "pad"
@@ -166,6 +167,8 @@ class IterConfig:
         object.__setattr__(self, "data_shape", shape)
         check_int("batch_size", self.batch_size, 1)
         check_int("seed", self.seed)
+        if self.block_parts is not None:
+            check_int("block_parts", self.block_parts, 1)
         check_int("label_width", self.label_width, 1)
         check_choice(
             "shuffle_mode", self.shuffle_mode, [s.value for s in Shuffle if s.value != "none"]

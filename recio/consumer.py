@@ -8,10 +8,24 @@ both build on this module and on :mod:`recio.config`, and on nothing of each oth
 * :class:`PositionedIterator`, the epoch/step bookkeeping, ``len()``, ``reset()`` and the
   ``state_dict()`` / ``load_state_dict()`` protocol, over the records and the sampler that
   :meth:`PositionedIterator._open` builds from an :class:`~recio.config.IterConfig`.
+
+NOTE [resume state]: a state is the position in the global stream, ``(epoch, consumed)``
+(NOTE [stream position] in :mod:`recio.sampler`), not a step of one world size, so it loads
+into an iterator with another ``num_parts`` or ``batch_size``: the sampler is rebuilt to
+start there, and the rest of the epoch is cut into the new geometry's steps. Beside it the
+state records what the order depends on, checked on load: ``seed``, ``shuffle``, the
+dataset (``num_records`` and ``fingerprint``, a hash of the index's offsets), whether
+``last_batch`` is rollover (its epochs are one stream), and block shuffle's geometry
+(``block_parts``, ``block_size``, ``window``), which a loading iterator adopts, since it was
+chosen by the first run. ``step``, ``batch_size``, ``part_index`` and ``num_parts`` say
+where the saving rank stood; a state without ``consumed`` (saved before it existed) is read
+through them, with block shuffle's geometry of then (blocks of 256, windows of 4 per rank,
+one partition per rank).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,11 +38,14 @@ from .decode.status import STATUS_NAMES
 from .errors import DecodeError
 from .layout import RecordLayout, detect_layout
 from .reader import RecordFile
-from .sampler import LastBatch, Sampler
+from .sampler import LastBatch, Sampler, Shuffle
 
 log = logging.getLogger("recio")
 
 __all__ = ["Batch", "ErrorPolicy", "IterStats", "PositionedIterator"]
+
+# Block shuffle's geometry before the canonical partitions, for states saved then.
+_LEGACY_BLOCK = {"block_size": 256, "window": 4}
 
 
 @dataclass
@@ -170,6 +187,7 @@ class PositionedIterator:
     _step = 0
     _epoch_done = False
     _closed = False
+    _fingerprint: str | None = None
 
     def _open(self, config: IterConfig) -> None:
         """Open the records and plan their order and sharding for ``config``."""
@@ -194,6 +212,7 @@ class PositionedIterator:
                 seed=config.seed,
                 last_batch=LastBatch(config.last_batch),
                 positions=samples if len(self.layout.metadata) else None,
+                **({} if config.block_parts is None else {"block_parts": config.block_parts}),
             )
         except BaseException:
             self.records.close()
@@ -240,15 +259,15 @@ class PositionedIterator:
         return [("softmax_label", (n,) if width == 1 else (n, width))]
 
     def __len__(self) -> int:
-        """Batches in the current epoch."""
-        return self.sampler.steps_in_epoch(self._epoch)
+        """Batches in the current epoch (in a resumed epoch, those left after the state)."""
+        return self.sampler.steps_in_epoch(self._epoch) - self.sampler.first_step(self._epoch)
 
     # --- iteration ----------------------------------------------------------------------
 
     def __iter__(self) -> PositionedIterator:
         if self._epoch_done:
             self._epoch += 1
-            self._step = 0
+            self._step = self.sampler.first_step(self._epoch)
             self._epoch_done = False
             self._start_next_epoch()
         return self
@@ -258,7 +277,7 @@ class PositionedIterator:
             raise ValueError(f"the {type(self).__name__} was closed")
         if self._epoch_done:
             raise StopIteration
-        if self._step >= len(self):
+        if self._step >= self.sampler.steps_in_epoch(self._epoch):
             self._epoch_done = True
             self._end_epoch()
             raise StopIteration
@@ -276,34 +295,113 @@ class PositionedIterator:
             self._epoch_done = True
             self.__iter__()
 
-    # --- the saved position -------------------------------------------------------------
+    # --- the saved position (NOTE [resume state]) ---------------------------------------
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the dataset's index (record offsets, file size, which are samples)."""
+        if self._fingerprint is None:
+            digest = hashlib.sha256()  # with SHA extensions, ~0.2 s for 40M records
+            digest.update(np.ascontiguousarray(self.records.offsets, dtype="<i8"))
+            digest.update(int(self.records.source.size).to_bytes(8, "little"))
+            if len(self.layout.metadata):
+                digest.update(np.ascontiguousarray(self.layout.samples, dtype="<i8"))
+            self._fingerprint = digest.hexdigest()[:16]
+        return self._fingerprint
 
     def state_dict(self) -> dict[str, Any]:
-        """Where the iterator is: the next batch to yield is (epoch, step)."""
+        """Where the iterator is, and what that depends on (NOTE [resume state]).
+
+        The next batch follows the first ``consumed`` samples of ``epoch``'s global stream;
+        on this rank it is step ``step``.
+        """
         epoch, step = self._epoch, self._step
         if self._epoch_done:
-            epoch, step = epoch + 1, 0
+            epoch, step = epoch + 1, self.sampler.first_step(epoch + 1)
+        s = self.sampler
         return {
             "epoch": epoch,
+            "consumed": s.consumed_at(epoch, step),
             "step": step,
             "seed": self.seed,
+            "shuffle": s.shuffle.value,
+            "last_batch": s.last_batch.value,
+            "block_parts": s.block_parts,
+            "block_size": s.block_size,
+            "window": s.window,
             "num_records": self.layout.num_samples,
+            "fingerprint": self.fingerprint,
             "batch_size": self.batch_size,
             "part_index": self.part_index,
             "num_parts": self.num_parts,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from a ``state_dict()``: the same record ids and augmentation draws."""
-        mine = self.state_dict()
-        for key in ("seed", "num_records", "batch_size", "num_parts"):
-            if key in state and state[key] != mine[key]:
-                raise ValueError(
-                    f"state was saved with {key}={state[key]}, this iterator has {mine[key]}"
-                )
+        """Continue the global stream from a ``state_dict()``, saved on any world size.
+
+        With the same ``num_parts`` and ``batch_size`` this rank gets the same record ids
+        (and augmentation draws) as the uninterrupted run; with others, the rest of the
+        epoch is shared between this run's ranks, each remaining sample once.
+
+        Raises:
+            ValueError: the state cannot be honoured (another dataset, seed, shuffle, ...);
+                the message names the field and both values.
+        """
+        epoch, consumed, changes = self._resume_point(state)
+        try:
+            sampler = self.sampler.resumed(epoch, consumed, **changes)
+        except ValueError as exc:
+            raise ValueError(f"cannot resume from this state: {exc}") from None
         self._restart()
-        self._epoch, self._step = int(state["epoch"]), int(state["step"])
+        self.sampler = sampler
+        self._sampler_changed()
+        self._epoch, self._step = epoch, sampler.first_step(epoch)
         self._epoch_done = False
+
+    def _resume_point(self, state: dict[str, Any]) -> tuple[int, int, dict[str, int]]:
+        """``(epoch, consumed, changes to the sampler)`` for ``state``, checked."""
+        s = self.sampler
+        mine = {
+            "seed": self.seed,
+            "shuffle": s.shuffle.value,
+            "num_records": self.layout.num_samples,
+            "fingerprint": self.fingerprint,
+        }
+        for key, value in mine.items():
+            if key in state and state[key] != value:
+                _refuse(key, state[key], value)
+        theirs = state.get("last_batch", s.last_batch.value)
+        if (theirs == LastBatch.ROLLOVER.value) != (s.last_batch is LastBatch.ROLLOVER):
+            _refuse("last_batch", theirs, s.last_batch.value, "rollover's epochs are one stream")
+        epoch = int(state["epoch"])
+        legacy = "consumed" not in state
+        changes: dict[str, int] = {}
+        if s.shuffle is Shuffle.BLOCK:
+            # the geometry the first run chose (NOTE [resume state])
+            if legacy:
+                geometry = {**_LEGACY_BLOCK, "block_parts": state.get("num_parts", self.num_parts)}
+            else:
+                geometry = {
+                    k: state[k] for k in ("block_parts", "block_size", "window") if k in state
+                }
+            wanted = self.config.block_parts
+            if wanted is not None and geometry.get("block_parts", wanted) != wanted:
+                _refuse("block_parts", geometry["block_parts"], wanted)
+            changes = {k: int(v) for k, v in geometry.items() if v != getattr(s, k)}
+        if not legacy:
+            return epoch, int(state["consumed"]), changes
+        # (epoch, step) of the saving run's geometry, which began at (0, 0)
+        saved = Sampler(
+            s.num_records,
+            int(state.get("batch_size", self.batch_size)),
+            num_parts=int(state.get("num_parts", self.num_parts)),
+            last_batch=s.last_batch,
+        )
+        step = int(state["step"])
+        if step < 0 or epoch < 0:
+            raise ValueError(f"cannot resume from this state: epoch {epoch}, step {step}")
+        # a step past the end was an epoch with nothing left, as it is now
+        return epoch, saved.consumed_at(epoch, min(step, saved.steps_in_epoch(epoch))), changes
 
     # --- for subclasses -----------------------------------------------------------------
 
@@ -315,6 +413,9 @@ class PositionedIterator:
 
     def _start_next_epoch(self) -> None:
         """The position moved on to (epoch + 1, 0)."""
+
+    def _sampler_changed(self) -> None:
+        """A loaded state replaced the sampler: plans made ahead with the old one are stale."""
 
     def _restart(self) -> None:
         raise NotImplementedError
@@ -328,3 +429,10 @@ class PositionedIterator:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _refuse(key: str, theirs: Any, mine: Any, why: str = "") -> None:
+    raise ValueError(
+        f"cannot resume from this state: it was saved with {key}={theirs!r}, this iterator "
+        f"has {key}={mine!r}" + (f" ({why})" if why else "")
+    )

@@ -57,7 +57,7 @@ class ImageRecordIter(PositionedIterator):
     ``last_batch`` ("pad" | "discard" | "rollover"; default from ``round_batch``),
     ``on_error`` ("skip" | "raise" | "replace"), ``kv`` (any object with ``.rank`` and
     ``.num_workers``), ``storage_options`` (fsspec), ``shuffle_mode`` ("global" | "block"),
-    ``interpolation``, ``channel_order``. They are checked once into an
+    ``block_parts``, ``interpolation``, ``channel_order``. They are checked once into an
     :class:`~recio.config.IterConfig`; ``config=`` (or the groups ``crop=``,
     ``normalize=``, ``sharding=``, ``storage=``) may be given instead.
 
@@ -65,8 +65,9 @@ class ImageRecordIter(PositionedIterator):
         tracer: a :class:`recio.trace.Tracer` that records read / decode / wait spans.
 
     Iterating yields one epoch; iterating again (or ``reset()``) starts the next.
-    ``state_dict()``/``load_state_dict()`` resume mid-epoch exactly: same record ids, same
-    augmentation draws. ``stats`` counts decoded and bad images.
+    ``state_dict()``/``load_state_dict()`` resume mid-epoch, also on another world size
+    (NOTE [resume state] in :mod:`recio.consumer`); on the same one exactly: same record
+    ids, same augmentation draws. ``stats`` counts decoded and bad images.
     """
 
     def __init__(
@@ -122,6 +123,9 @@ class ImageRecordIter(PositionedIterator):
 
     def _restart(self) -> None:
         self._stop_pipeline()
+
+    def _sampler_changed(self) -> None:
+        self._lookahead.close()  # fetched for the old sampler's plans
 
     # --- threads -----------------------------------------------------------------------
 

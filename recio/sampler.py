@@ -1,11 +1,11 @@
 """Which records each rank reads, in which order, batch by batch — as pure integer math.
 
-An epoch's order is a permutation drawn from ``(seed, epoch)``, the same on
-every rank. It is cut into *global steps* of ``num_parts × batch_size``
-positions; rank ``r`` takes positions ``r, r + num_parts, r + 2·num_parts, …``
-of each step. Every rank therefore gets the same number of batches, the ranks'
-real samples are disjoint, and together they cover the epoch. The last-batch
-policy says what happens to an incomplete final step:
+An epoch's order is a permutation drawn from ``(seed, epoch)``, the same on every rank and
+for every world size. The ranks read it as one *global stream*: it is cut into *global
+steps* of ``num_parts × batch_size`` positions, and rank ``r`` takes positions
+``r, r + num_parts, r + 2·num_parts, …`` of each step. Every rank therefore gets the same
+number of batches, the ranks' real samples are disjoint, and together they cover the
+epoch. The last-batch policy says what happens to an incomplete final step:
 
 - ``pad``: the step is completed by wrapping to the start of the epoch's
   order; those positions are marked as padding (``Batch.pad``).
@@ -14,7 +14,16 @@ policy says what happens to an incomplete final step:
   ``round_batch=False``): the epochs are one endless stream, and epoch ``e``
   owns the steps that end inside it.
 
-The state needed to resume is ``(epoch, step)``.
+NOTE [stream position]: what a resume needs is how far the global stream has got, not a
+step number: ``(epoch, consumed)``, the samples of the stream taken before the next batch,
+counted from the start of ``epoch``'s order (:meth:`Sampler.consumed_at`). A sampler built
+with ``start=(epoch, consumed)`` (:meth:`Sampler.resumed`) cuts the rest of that epoch
+into its own global steps, whatever its world size and batch size, with the last-batch
+policy applied to the remainder; later epochs are whole. Under rollover ``consumed`` is
+negative when the next batch begins with the previous epoch's leftovers. The resumed
+epoch's steps keep the numbers they would have had (``first_step`` is
+``consumed // global_batch``), so a resume on the same geometry plans exactly what an
+uninterrupted run does, and remote fetch groups stay aligned with block-shuffle windows.
 """
 
 from __future__ import annotations
@@ -23,6 +32,12 @@ import enum
 from dataclasses import dataclass
 
 import numpy as np
+
+# Block shuffle's geometry (epoch_order): records per block, blocks per canonical partition
+# in a window, and the canonical partitions. None of them depends on the world size.
+BLOCK_SIZE = 64
+WINDOW = 4
+BLOCK_PARTS = 8
 
 
 class LastBatch(str, enum.Enum):
@@ -47,8 +62,8 @@ def epoch_order(
     epoch: int,
     shuffle: Shuffle | str = Shuffle.GLOBAL,
     *,
-    block_size: int = 256,
-    window: int = 4,
+    block_size: int = BLOCK_SIZE,
+    window: int = WINDOW,
     parts: int = 1,
 ) -> np.ndarray:
     """The order of record positions ``0..n-1`` for ``epoch`` (int64 array).
@@ -57,11 +72,13 @@ def epoch_order(
     (so remote reads stay large), shuffles the blocks globally, then shuffles
     records within windows of ``window`` blocks.
 
-    With ``parts`` ranks (which take positions r, r + parts, ...), a window holds
-    ``window`` blocks per rank, and rank r's positions in it are filled from its own
-    ``window`` blocks: each rank reads whole blocks, as a single reader does, instead
-    of a strided 1/parts of every block. (A window whose ranks would not get equal
-    counts, the tail with the short last block, is shuffled as a whole.)
+    ``parts`` is the number of canonical partitions (lanes): a window holds ``window``
+    blocks per lane, and lane q's positions in it (q, q + parts, ...) are filled from its
+    own ``window`` blocks. A rank that takes positions r, r + P, ... of the stream with
+    P dividing ``parts`` reads whole lanes, hence whole blocks, as a single reader does,
+    instead of a strided 1/P of every block. The order depends on ``parts``, never on the
+    world size. (A window whose lanes would not get equal counts, the tail with the short
+    last block, is shuffled as a whole.)
     """
     shuffle = Shuffle(shuffle)
     if shuffle is Shuffle.NONE:
@@ -98,12 +115,19 @@ def epoch_order(
 
 @dataclass(frozen=True)
 class StepPlan:
-    """One batch of one rank: record positions, and how many trailing ones are padding."""
+    """One batch of one rank: record positions, and how many trailing ones are padding.
+
+    ``stream`` holds each slot's position in the global stream (NOTE [stream position]):
+    for pad and discard counted from the start of ``epoch``'s order (``>= num_records``
+    for padding), for rollover from the start of epoch 0's, so that a slot's sample is
+    ``order(stream // n)[stream % n]``. It is the same for a sample whatever the world size.
+    """
 
     epoch: int
     step: int
     positions: np.ndarray  # int64, batch_size record positions (into the file's index)
     pad: int
+    stream: np.ndarray | None = None  # int64, batch_size global stream positions
 
 
 class Sampler:
@@ -113,6 +137,14 @@ class Sampler:
     agree on everything; tests need no processes. ``positions`` maps the samples
     ``0..num_records-1`` to record positions of the file (when some records are not
     samples, see :mod:`recio.layout`); plans then give record positions.
+
+    Args:
+        block_size, window, block_parts: block shuffle's geometry (:func:`epoch_order`'s
+            ``block_size``, ``window`` and ``parts``); ``block_parts`` is the number of
+            canonical partitions, fixed for a run whatever its world size.
+        start: ``(epoch, consumed)``, where a resumed run begins (NOTE [stream position]):
+            epoch ``epoch`` plans only the samples after the first ``consumed`` of its
+            stream.
     """
 
     def __init__(
@@ -125,9 +157,11 @@ class Sampler:
         shuffle: Shuffle | str | bool = Shuffle.NONE,
         seed: int = 0,
         last_batch: LastBatch | str = LastBatch.PAD,
-        block_size: int = 256,
-        window: int = 4,
+        block_size: int = BLOCK_SIZE,
+        window: int = WINDOW,
+        block_parts: int = BLOCK_PARTS,
         positions: np.ndarray | None = None,
+        start: tuple[int, int] = (0, 0),
     ) -> None:
         if positions is not None:
             positions = np.asarray(positions, dtype=np.int64)
@@ -139,6 +173,11 @@ class Sampler:
             raise ValueError(f"batch_size must be positive, not {batch_size}")
         if not 0 <= part_index < num_parts:
             raise ValueError(f"part_index {part_index} is outside 0..num_parts-1 ({num_parts})")
+        for name, value in (("block_size", block_size), ("window", window)):
+            if value < 1:
+                raise ValueError(f"{name} must be positive, not {value}")
+        if block_parts < 1:
+            raise ValueError(f"block_parts must be positive, not {block_parts}")
         if isinstance(shuffle, bool):
             shuffle = Shuffle.GLOBAL if shuffle else Shuffle.NONE
         self.num_records = num_records
@@ -150,6 +189,7 @@ class Sampler:
         self.last_batch = LastBatch(last_batch)
         self.block_size = block_size
         self.window = window
+        self.block_parts = block_parts
         self.global_batch = batch_size * num_parts
         if self.last_batch is LastBatch.DISCARD and num_records < self.global_batch:
             raise ValueError(
@@ -157,21 +197,40 @@ class Sampler:
                 f"batch {batch_size} leaves no batch at all"
             )
         self.positions = positions
+        self.start = _check_start(start, num_records, self.last_batch)
         self._order_cache: dict[int, np.ndarray] = {}
+
+    def resumed(self, epoch: int, consumed: int, **changes) -> Sampler:
+        """This sampler (with ``changes`` to its arguments) starting at ``(epoch, consumed)``."""
+        args = {
+            "part_index": self.part_index,
+            "num_parts": self.num_parts,
+            "shuffle": self.shuffle,
+            "seed": self.seed,
+            "last_batch": self.last_batch,
+            "block_size": self.block_size,
+            "window": self.window,
+            "block_parts": self.block_parts,
+            "positions": self.positions,
+            **changes,
+        }
+        return Sampler(self.num_records, self.batch_size, start=(epoch, consumed), **args)
 
     def fetch_group(self) -> int | None:
         """Batches a remote reader should fetch together, or None for "by bytes".
 
-        With block shuffle, this rank's ``window`` blocks of a window are used up over
-        ``block_size * window / batch_size`` consecutive batches: fetched together, its
-        records are one contiguous run of each block (large reads, each byte once);
-        fetched a few batches at a time, the coalesced reads of every group span the
-        window's blocks and read most of their bytes again and again.
+        With block shuffle, a window's records (``window`` blocks of each of the
+        ``block_parts`` lanes) are used up over ``block_size * window * block_parts /
+        global_batch`` consecutive steps: fetched together, this rank's records of it are
+        whole blocks (world sizes dividing ``block_parts``; else a share of its lanes'
+        blocks): large reads, each byte once. Fetched a few batches at a time, the
+        coalesced reads of every group span the window's blocks and read most of their
+        bytes again and again.
         """
         if self.shuffle is not Shuffle.BLOCK:
             return None
-        # a window holds `window` blocks per rank (epoch_order)
-        return max(1, -(-self.block_size * self.window // self.batch_size))
+        span = self.block_size * self.window * self.block_parts  # records of a window
+        return max(1, -(-span // self.global_batch))
 
     def order(self, epoch: int) -> np.ndarray:
         """The record positions of ``epoch`` in order (:func:`epoch_order`), all ranks' alike.
@@ -188,35 +247,79 @@ class Sampler:
                 self.shuffle,
                 block_size=self.block_size,
                 window=self.window,
-                parts=self.num_parts,
+                parts=self.block_parts,
             )
             self._order_cache[epoch] = order if self.positions is None else self.positions[order]
         return self._order_cache[epoch]
 
-    def _step_range(self, epoch: int) -> tuple[int, int]:
-        """Global step numbers [first, end) of ``epoch`` (rollover: in the endless stream)."""
+    def _steps(self, epoch: int) -> tuple[int, int, int]:
+        """``(first, end, base)``: the step numbers [first, end) of ``epoch``, and its stream.
+
+        ``base`` is where step ``first`` begins in the stream (epoch-relative; rollover:
+        from the start of epoch 0's order).
+        """
         n, g = self.num_records, self.global_batch
+        e0, c0 = self.start
         if self.last_batch is LastBatch.ROLLOVER:
-            return epoch * n // g, (epoch + 1) * n // g
-        steps = n // g if self.last_batch is LastBatch.DISCARD else -(-n // g)
-        return 0, steps
+            if epoch < e0:
+                first = epoch * n // g  # global step numbers of an uninterrupted stream
+                return 0, (epoch + 1) * n // g - first, first * g
+            origin = e0 * n + c0
+
+            def ended(x: int) -> int:  # steps from the origin that end at or before x
+                return max(0, (x - origin) // g)
+
+            if epoch == e0:  # also what is left of the epochs before it
+                first = max(0, origin // g - e0 * n // g)
+                return first, first + ended((e0 + 1) * n), origin
+            lo = ended(epoch * n)
+            return 0, ended((epoch + 1) * n) - lo, origin + lo * g
+        base = c0 if epoch == e0 else 0
+        rest = n - base
+        count = rest // g if self.last_batch is LastBatch.DISCARD else -(-rest // g)
+        # Numbered as in an uninterrupted epoch; one that is used up ends where that does.
+        first = base // g if base < n else -(-n // g)
+        return first, first + count, base
+
+    def first_step(self, epoch: int) -> int:
+        """The number of ``epoch``'s first step: 0, except in the resumed epoch."""
+        return self._steps(epoch)[0]
 
     def steps_in_epoch(self, epoch: int = 0) -> int:
-        """Batches of ``epoch``, the same on every rank (rollover: epochs differ by at most one)."""
-        first, end = self._step_range(epoch)
-        return end - first
+        """The step number that ends ``epoch`` (exclusive), the same on every rank.
+
+        It is the epoch's batch count, except in the resumed epoch, whose steps are
+        ``first_step(epoch)`` .. this - 1 (rollover: epochs differ by at most one).
+        """
+        return self._steps(epoch)[1]
 
     def __len__(self) -> int:
         """Batches per epoch (for rollover, of epoch 0; later ones differ by at most one)."""
-        return self.steps_in_epoch(0)
+        first, end, _ = self._steps(0)
+        return end - first
+
+    def consumed_at(self, epoch: int, step: int) -> int:
+        """Samples of the global stream taken before step ``step`` of ``epoch``.
+
+        Counted from the start of ``epoch``'s order (NOTE [stream position]): at most
+        ``num_records``; under rollover negative while the step begins in the epoch
+        before. ``step`` may be the end of the epoch (everything taken).
+        """
+        first, end, base = self._steps(epoch)
+        if not first <= step <= end:
+            raise IndexError(f"epoch {epoch} has steps {first}..{end - 1}, not step {step}")
+        stream = base + (step - first) * self.global_batch
+        if self.last_batch is LastBatch.ROLLOVER:
+            return stream - epoch * self.num_records
+        return min(stream, self.num_records)
 
     def plan(self, epoch: int, step: int) -> StepPlan:
         """The ``step``-th batch (0-based within the epoch) of this rank."""
-        first, end = self._step_range(epoch)
-        if not 0 <= step < end - first:
-            raise IndexError(f"epoch {epoch} has {end - first} steps, not step {step}")
+        first, end, base = self._steps(epoch)
+        if not first <= step < end:
+            raise IndexError(f"epoch {epoch} has steps {first}..{end - 1}, not step {step}")
         n = self.num_records
-        stream = (first + step) * self.global_batch + self.part_index
+        stream = base + (step - first) * self.global_batch + self.part_index
         stream_positions = stream + self.num_parts * np.arange(self.batch_size, dtype=np.int64)
         if self.last_batch is LastBatch.ROLLOVER:
             # positions in the endless stream of epoch orders
@@ -225,27 +328,27 @@ class Sampler:
             for e in np.unique(epochs):
                 mask = epochs == e
                 positions[mask] = self.order(int(e))[stream_positions[mask] % n]
-            return StepPlan(epoch, step, positions, 0)
+            return StepPlan(epoch, step, positions, 0, stream_positions)
         order = self.order(epoch)
         positions = order[stream_positions % n]
         pad = int(np.count_nonzero(stream_positions >= n))
         # Padding is always at the end of a batch: strided positions only grow.
-        return StepPlan(epoch, step, positions, pad)
+        return StepPlan(epoch, step, positions, pad, stream_positions)
 
     def shard_positions(self, epoch: int) -> np.ndarray:
         """All real (non-pad) record positions this rank reads in ``epoch``, in order.
 
         The positions of its plans (:meth:`plan`) one after another, without the padding.
         """
-        first, end = self._step_range(epoch)
+        first, end, base = self._steps(epoch)
         n, parts = self.num_records, self.num_parts
         count = (end - first) * self.batch_size
+        stream = base + self.part_index
         if self.last_batch is not LastBatch.ROLLOVER:
-            # Its stream positions are part_index + k * num_parts, the real ones below n.
-            stop = min(n, (end - first) * self.global_batch)
-            return self.order(epoch)[self.part_index : stop : parts].copy()
+            # Its stream positions are stream + k * num_parts, the real ones below n.
+            stop = min(n, base + (end - first) * self.global_batch)
+            return self.order(epoch)[stream:stop:parts].copy()
         # positions in the endless stream of epoch orders (see plan)
-        stream = first * self.global_batch + self.part_index
         positions = np.empty(count, dtype=np.int64)
         done = 0
         while done < count:
@@ -256,3 +359,18 @@ class Sampler:
             positions[done:upto] = self.order(int(e))[local]
             done = upto
         return positions
+
+
+def _check_start(start: tuple[int, int], n: int, last_batch: LastBatch) -> tuple[int, int]:
+    """``start`` as two ints, or a ValueError saying which bound it breaks."""
+    epoch, consumed = (int(v) for v in start)
+    if epoch < 0:
+        raise ValueError(f"a resumed epoch must be >= 0, not {epoch}")
+    # rollover: a step may begin epochs before (when a global batch exceeds the epoch)
+    low = -epoch * n if last_batch is LastBatch.ROLLOVER else 0
+    if not low <= consumed <= n:
+        raise ValueError(
+            f"consumed={consumed} is outside {low}..{n} for {n} samples "
+            f"(last_batch={last_batch.value!r}, epoch {epoch})"
+        )
+    return epoch, consumed

@@ -122,15 +122,18 @@ def test_block_shuffle_shards_are_disjoint_and_complete(n, batch, parts, block, 
         assert sorted(real.tolist()) == list(range(n))
 
 
-@pytest.mark.parametrize("parts", [2, 3, 4])
-def test_block_shuffle_gives_each_rank_whole_blocks(parts):
-    """With several ranks, each rank's records of a window are whole blocks of its own."""
+@pytest.mark.parametrize(("parts", "lanes"), [(2, 2), (3, 3), (4, 4), (2, 4), (1, 4), (2, 6)])
+def test_block_shuffle_gives_each_rank_whole_blocks(parts, lanes):
+    """With world sizes dividing the canonical partitions, a rank's window is whole blocks."""
     block, window, batch = 16, 2, 8
-    n = block * (window * parts * 5 + 1)  # five full windows and a one-block tail
-    samplers = ranks(n, batch, parts, "pad", shuffle="block")
-    for s in samplers:
-        s.block_size, s.window = block, window
-    full = block * window // batch  # batches per rank per window
+    n = block * (window * lanes * 5 + 1)  # five full windows and a one-block tail
+    samplers = [
+        Sampler(n, batch, part_index=r, num_parts=parts, shuffle="block", seed=3,
+                block_size=block, window=window, block_parts=lanes)
+        for r in range(parts)
+    ]  # fmt: skip
+    full = block * window * lanes // (batch * parts)  # batches per rank per window
+    assert samplers[0].fetch_group() == full
     for s in samplers:
         shard = s.shard_positions(0)
         for w in range(5):
@@ -140,8 +143,18 @@ def test_block_shuffle_gives_each_rank_whole_blocks(parts):
     real = np.concatenate([s.shard_positions(0) for s in samplers])
     assert sorted(real.tolist()) == list(range(n))  # still a partition of the records
     for m in (n + 7, 5, 0):  # a short block somewhere, fewer records than a block, none
-        order = epoch_order(m, 3, 0, "block", block_size=block, window=window, parts=parts)
+        order = epoch_order(m, 3, 0, "block", block_size=block, window=window, parts=lanes)
         assert sorted(order.tolist()) == list(range(m))
+
+
+def test_block_order_does_not_depend_on_the_world_size():
+    orders = {
+        parts: Sampler(5000, 8, num_parts=parts, shuffle="block", seed=2).order(1).tolist()
+        for parts in (1, 2, 3, 8)
+    }
+    assert len({tuple(o) for o in orders.values()}) == 1
+    default = epoch_order(5000, 2, 1, "block", parts=8)  # the default canonical partitions
+    assert orders[1] == default.tolist()
 
 
 def test_pad_marks_padding_at_the_end():
@@ -191,7 +204,8 @@ def _blocks_then_windows(n, seed, epoch, block_size, window, parts):
 
 def _plan_by_plan(sampler, epoch):
     """shard_positions as the real positions of each plan, one plan after another."""
-    plans = [sampler.plan(epoch, s) for s in range(sampler.steps_in_epoch(epoch))]
+    steps = range(sampler.first_step(epoch), sampler.steps_in_epoch(epoch))
+    plans = [sampler.plan(epoch, s) for s in steps]
     if not plans:
         return np.empty(0, dtype=np.int64)
     return np.concatenate([p.positions[: sampler.batch_size - p.pad] for p in plans])

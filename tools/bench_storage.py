@@ -11,7 +11,8 @@ payload byte, and per image) and CPU seconds per second of wall time.
         --s3 s3://test/bench/corpus.rec --hdfs hdfs://127.0.0.1:9000/bench/corpus.rec
 
 Orders: seq (index order), block (block shuffle), shuffle (global permutation); with
---parts N, rank 0's share of N ranks.
+--parts N, rank 0's share of N ranks. Block shuffle's canonical partitions are
+--block-parts (default: one per rank, --parts; the iterator's default is 8).
 S3 options default to the test server (http://127.0.0.1:8333, AWS_* env or testing/testing).
 """
 
@@ -38,8 +39,10 @@ def read_batches(kind: str, n: int, args) -> tuple[list[np.ndarray], int | None]
     """Rank 0's batches of one epoch (of ``--parts`` ranks), as the iterator's sampler makes
     them, and its fetch group (batches per job: a block-shuffle window, else None)."""
     shuffle = {"seq": "none", "block": "block", "shuffle": "global"}[kind]
+    lanes = args.block_parts or args.parts
     sampler = Sampler(n, args.batch, num_parts=args.parts, shuffle=shuffle, seed=args.seed,
-                      block_size=args.block_size, window=args.window)  # fmt: skip
+                      block_size=args.block_size, window=args.window,
+                      block_parts=lanes)  # fmt: skip
     plans = [sampler.plan(0, s) for s in range(sampler.steps_in_epoch(0))]
     return [p.positions[: args.batch - p.pad] for p in plans], sampler.fetch_group()
 
@@ -119,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--parts", type=int, default=1, help="ranks; rank 0's share is read")
+    ap.add_argument("--block-parts", type=int, help="block shuffle's partitions (default: --parts)")
     ap.add_argument("--repeat", type=int, default=2, help="runs per case; the best is kept")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)

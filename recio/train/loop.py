@@ -75,10 +75,12 @@ def train(config: TrainConfig) -> TrainResult:
     val_it = make_iterator(config, config.val_rec, train=False) if config.val_rec else None
     result = TrainResult(world_size=world)
     global_step = 0
+    # batches per epoch (per process); taken before a resume, after which len() is the
+    # batches left in the resumed epoch
+    steps_per_epoch = len(train_it)
     if config.resume:
         global_step = load_checkpoint(config.resume, stepper, train_it)
         log.info("resumed from %s at step %d", config.resume, global_step)
-    steps_per_epoch = len(train_it)  # batches per epoch (per process)
     if rank == 0:
         log.info(
             "training %d classes, %dx%d images, batch %d x %d processes, %d steps/epoch, "

@@ -38,7 +38,7 @@ def test_block_shuffle_windows_are_fetched_whole_and_once(memfs):
     rf = RecordFile("memory://q/w.rec")
     rf.source.fetch = storage.FetchOptions(gap=0)
     opened = rf.source.stats["bytes"]  # the open's check of the .idx: one frame header
-    sampler = Sampler(256, 8, shuffle="block", block_size=16, window=4, seed=3)
+    sampler = Sampler(256, 8, shuffle="block", block_size=16, window=4, block_parts=1, seed=3)
     group = sampler.fetch_group()
     assert group == 8  # 16 records x 4 blocks / 8 per batch
     plans = [sampler.plan(0, s) for s in range(sampler.steps_in_epoch(0))]
@@ -72,8 +72,11 @@ def test_block_shuffle_windows_are_fetched_whole_and_once(memfs):
     assert [len(c) for c in calls] == [8, 32] + [64] * 3
     rf.close()  # its fetch threads end now, not at the next garbage collection
     assert Sampler(256, 8, shuffle="global").fetch_group() is None
-    # with 4 ranks a window holds 4 blocks per rank: 64 records = 8 batches of each rank
-    assert Sampler(256, 8, num_parts=4, shuffle="block", block_size=16, window=4).fetch_group() == 8
+    # with 4 canonical partitions a window holds 4 blocks of each: 256 records, 8 global
+    # steps of 4 ranks (whatever the world size, the window is the same records)
+    four = {"shuffle": "block", "block_size": 16, "window": 4, "block_parts": 4}
+    assert Sampler(256, 8, num_parts=4, **four).fetch_group() == 8
+    assert Sampler(256, 8, num_parts=2, **four).fetch_group() == 16
 
 
 def test_prefetcher_bounds_jobs_and_reraises(memfs):
