@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from . import storage
 from .augment import batch_rng, draw
 from .config import IterConfig
 from .consumer import Batch, ImageSizes, IterStats, PositionedIterator
@@ -361,7 +360,7 @@ class _Pipeline:
     def _read(self) -> None:
         plans = self._plans(self.epoch, self.first_step)
         width = self.label_width
-        if isinstance(self.records.source, storage.MappedSource):
+        if self.records.is_local:
             # Local: each batch parsed from the map at once, its images spans of it; nothing
             # to fetch ahead.
             self._read_batches(plans, (read_batch(self.records, p.positions, width) for p in plans))
