@@ -10,6 +10,9 @@ A dataset is given as one of:
 * ``STEM``, when no file ``STEM`` exists and ``STEM-*-of-*.rec`` do (what ``recio im2rec
   --shards N`` writes).
 
+``STEM`` and a glob ending in ``-*-of-N.rec`` (or ``-*-of-*.rec``) mean every shard: all
+``N`` must be there, else the first missing one is named.
+
 :func:`expand_shards` turns that into the list of shard URLs, and :func:`open_records` opens
 it: a plain :class:`~recio.reader.RecordFile` for one file (the single-file path is
 untouched), a :class:`ShardedRecords` for several. Records are numbered globally in shard
@@ -56,6 +59,7 @@ _OPEN_THREADS = 16
 _BRACE = re.compile(r"\{([^{}]*)\}")
 _RANGE = re.compile(r"(-?\d+)\.\.(-?\d+)")
 _GLOB_CHARS = re.compile(r"[*?\[]")
+_ANY_SHARD = re.compile(r"-\*-of-(\d+|\*)\.rec$")
 _SHARD_NAME = re.compile(r"^(?P<stem>.*)-(?P<k>\d+)-of-(?P<n>\d+)\.rec$")
 
 
@@ -114,7 +118,8 @@ def _expand_one(text: str, options: dict[str, Any] | None) -> list[str]:
         urls = [u for name in names for u in _glob_urls(name, options)]
         if not urls:
             raise FileNotFoundError(errno.ENOENT, "no shards match", text)
-        _check_complete(urls, text)
+        if _ANY_SHARD.search(text):  # "every shard": all N of them must be there
+            _check_complete(urls, text)
         return urls
     if len(names) > 1 or text.endswith(".rec") or storage.exists(text, options):
         return names
