@@ -26,7 +26,8 @@ from . import __version__, storage  # noqa: E402  (after the OpenBLAS setting)
 from .errors import RecordIOError  # noqa: E402
 from .format import IR_HEADER_SIZE, format_idx_line, parse_idx  # noqa: E402
 from .layout import detect_layout  # noqa: E402
-from .reader import RecordCursor, RecordFile, default_idx_path, scan_source  # noqa: E402
+from .reader import RecordCursor, default_idx_path, scan_source  # noqa: E402
+from .shards import expand_shards, is_shard_spec, open_records  # noqa: E402
 
 # command -> (module, one-line help)
 STAGE_COMMANDS = {
@@ -256,13 +257,79 @@ def _left_out(walk: Walk, rec: str, size: int, old: list[tuple[int, int]]) -> st
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    """``recio info``: records, bytes, labels, damage, whether the .idx agrees (1 if not)."""
+    """``recio info``: records, bytes, labels, damage, whether the .idx agrees (1 if not).
+
+    For several shards: each shard's summary, then the totals over all of them.
+    """
     options = args.storage_options
-    rec = args.rec
+    shards = _shard_urls(args)
+    if shards is None:
+        info = _info(args.rec[0], args.idx, options)
+        _print_summary(info.summary)
+        return 0 if info.ok else 1
+    infos = []
+    for k, url in enumerate(shards):
+        print(f"== shard {k} of {len(shards)}: {url}")
+        infos.append(_info(url, None, options))
+        _print_summary(infos[-1].summary, indent="  ")
+    labels: Counter = Counter()
+    widths: Counter = Counter()
+    for info in infos:
+        labels.update(info.labels)
+        widths.update(info.widths)
+    bad = [url for url, info in zip(shards, infos, strict=True) if not info.ok]
+    total: dict = {
+        "shards": len(shards),
+        "bytes": sum(i.summary["bytes"] for i in infos),
+        "records": sum(i.summary["records"] for i in infos),
+    }
+    if bad:
+        total["shards_with_problems"] = f"{len(bad)} (first: {bad[0]})"
+    total["label_widths"] = dict(widths)
+    total["classes"] = len(labels)
+    if labels:
+        counts = list(labels.values())
+        total["records_per_class"] = {"min": min(counts), "max": max(counts)}
+    if not bad:
+        total.update(_layout_summary(shards, None, options))
+    print(f"== total: {' '.join(args.rec)}")
+    _print_summary(total, indent="  ")
+    return 1 if bad else 0
+
+
+def _shard_urls(args: argparse.Namespace) -> list[str] | None:
+    """The shards the ``rec`` arguments name, or None for one plain file (no I/O for it)."""
+    if len(args.rec) == 1 and not is_shard_spec(args.rec[0]):
+        found = expand_shards(args.rec[0], args.storage_options)
+        if found == args.rec:
+            return None
+    found = expand_shards(args.rec, args.storage_options)
+    if getattr(args, "idx", None) is not None:
+        raise ValueError(
+            f"--idx names one .idx, but {len(found)} shards are given: each shard's .idx is "
+            "the one beside it"
+        )
+    return found
+
+
+class _Info(NamedTuple):
+    summary: dict
+    labels: Counter  # first label -> records (flag 0 or 1)
+    widths: Counter  # label width -> records
+    ok: bool  # not damaged, and the .idx (if any) agrees
+
+
+def _print_summary(summary: dict, indent: str = "") -> None:
+    width = max(len(k) for k in summary)
+    for key, value in summary.items():
+        print(f"{indent}{key:<{width}}  {value}")
+
+
+def _info(rec: str, idx_url: str | None, options: dict | None) -> _Info:
+    """What ``recio info`` says of one ``.rec``."""
     with storage.open_source(rec, options) as source:
         walk = walk_records(source)
         size = source.size
-    idx_url = args.idx
     if idx_url is None:
         candidate = default_idx_path(rec)
         idx_url = candidate if storage.exists(candidate, options) else None
@@ -304,18 +371,16 @@ def cmd_info(args: argparse.Namespace) -> int:
         summary["records_per_class"] = {"min": min(counts), "max": max(counts)}
     if no_header:
         summary["records_without_header"] = no_header
-    if walk.error is None and problem is None:
+    ok = walk.error is None and problem is None
+    if ok:
         summary.update(_layout_summary(rec, idx_url, options))
-    width = max(len(k) for k in summary)
-    for key, value in summary.items():
-        print(f"{key:<{width}}  {value}")
-    return 1 if walk.error is not None or problem is not None else 0
+    return _Info(summary, labels, widths, ok)
 
 
-def _layout_summary(rec: str, idx_url: str | None, options: dict | None) -> dict:
+def _layout_summary(rec: str | list[str], idx_url: str | None, options: dict | None) -> dict:
     """The ``layout`` line of ``recio info`` (and the classes an InsightFace header gives)."""
     try:
-        with RecordFile(rec, idx_url, storage_options=options) as records:
+        with open_records(rec, idx_url, storage_options=options) as records:
             layout = detect_layout(records)
             found = {"layout": layout.describe()}
             if layout.num_classes is not None:
@@ -326,26 +391,64 @@ def _layout_summary(rec: str, idx_url: str | None, options: dict | None) -> dict
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """``recio verify``: walk every frame; 1 and the first problem if the file is damaged."""
-    with storage.open_source(args.rec, args.storage_options) as source:
+    """``recio verify``: walk every frame; 1 and the first problem if the file is damaged.
+
+    For several shards: a line for each, then one for all of them.
+    """
+    shards = _shard_urls(args)
+    if shards is None:
+        return 0 if _verify(args.rec[0], args.storage_options) is not None else 1
+    found = [_verify(url, args.storage_options) for url in shards]
+    bad = [url for url, f in zip(shards, found, strict=True) if f is None]
+    if bad:
+        print(f"FAIL {len(bad)} of {len(shards)} shards damaged (first: {bad[0]})")
+        return 1
+    records, size = (sum(f[i] for f in found) for i in (0, 1))
+    print(f"OK {len(shards)} shards: {records} records, {size} bytes")
+    return 0
+
+
+def _verify(rec: str, options: dict | None) -> tuple[int, int] | None:
+    """Verify one ``.rec`` and print its line: (records, bytes), or None if damaged."""
+    with storage.open_source(rec, options) as source:
         try:
             offsets = scan_source(source)
         except RecordIOError as exc:
             walk = walk_records(source, headers=False)
             print(
-                f"FAIL {args.rec}: {walk.error or exc}; {walk.intact(args.rec)} are whole "
-                f"(`recio index --prefix-only {args.rec}` indexes them)"
+                f"FAIL {rec}: {walk.error or exc}; {walk.intact(rec)} are whole "
+                f"(`recio index --prefix-only {rec}` indexes them)"
             )
-            return 1
+            return None
         size = source.size
-    print(f"OK {args.rec}: {len(offsets)} records, {size} bytes")
-    return 0
+    print(f"OK {rec}: {len(offsets)} records, {size} bytes")
+    return len(offsets), size
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    """``recio index``: walk the .rec and write its .idx atomically (see ``INDEX_HELP``)."""
+    """``recio index``: walk the .rec and write its .idx atomically (see ``INDEX_HELP``).
+
+    For several shards: each shard's .idx beside it; a shard refused does not stop the
+    others (exit status 1 at the end).
+    """
+    shards = _shard_urls(args)
+    if shards is None:
+        return _index(args.rec[0], args)
+    refused = 0
+    for url in shards:
+        try:
+            _index(url, args)
+        except Refused as exc:
+            print(f"recio index: {exc}", file=sys.stderr)
+            refused += 1
+    if refused:
+        print(f"{refused} of {len(shards)} shards refused", file=sys.stderr)
+    return 1 if refused else 0
+
+
+def _index(rec: str, args: argparse.Namespace) -> int:
+    """Index one ``.rec`` (``recio index``'s work for one file)."""
     options = args.storage_options
-    rec = args.rec
     idx_url = args.idx or default_idx_path(rec)
     with storage.open_source(rec, options) as source:
         walk = walk_records(source, headers=not args.renumber)
@@ -463,10 +566,15 @@ under distinct keys).
 On a damaged .rec (truncated, or corrupt from some byte on) it says what is wrong, at
 which byte of the .rec, and how many complete records come before it.
 
-exit status: 0 all is well, 1 the .rec is damaged or the .idx disagrees, 2 an error.
+Several shards (a list, a shard pattern, a quoted glob, or STEM for STEM-*-of-*.rec)
+are summarised one by one, then in total (records, bytes, classes, layout).
+
+exit status: 0 all is well, 1 the .rec (a shard) is damaged or the .idx disagrees, 2 an
+error.
 
 examples:
   recio info data/train.rec
+  recio info data/train                  # data/train-00000-of-00008.rec ... as one
   recio info s3://bucket/train.rec --storage-options '{"anon": true}'"""
 
 VERIFY_HELP = """\
@@ -474,10 +582,14 @@ Walk every frame of a .rec (magic, length word, continuation flags, padding) and
 OK with the number of records, or FAIL with the first problem: what it is, its byte
 offset in the .rec, and how many complete records come before it.
 
-exit status: 0 the file is whole, 1 it is damaged, 2 an error (e.g. no such file).
+Several shards: a line for each, and one for all of them.
 
-example:
-  recio verify data/train.rec"""
+exit status: 0 the file is whole, 1 it (a shard) is damaged, 2 an error (e.g. no such
+file).
+
+examples:
+  recio verify data/train.rec
+  recio verify 'data/train-{00000..00007}-of-00008.rec'"""
 
 INDEX_HELP = """\
 Walk a .rec and write its .idx (default: beside it, X.rec -> X.idx). The .idx appears
@@ -494,7 +606,9 @@ disagrees is replaced, and the output says what was wrong with it. A damaged .re
 (truncated, or corrupt from some byte on) is refused; --prefix-only indexes the
 complete records before the first problem and reports the bytes and records left out.
 
-exit status: 0 written, 1 refused (nothing written), 2 an error.
+Several shards: each gets its .idx beside it; one refused does not stop the others.
+
+exit status: 0 written, 1 refused (nothing written; for shards, some), 2 an error.
 
 examples:
   recio index data/train.rec
@@ -525,7 +639,12 @@ def build_parser() -> argparse.ArgumentParser:
         description=INDEX_HELP,
     )
     for sub, func in ((info, cmd_info), (verify, cmd_verify), (index, cmd_index)):
-        sub.add_argument("rec", help=".rec path or URL")
+        sub.add_argument(
+            "rec",
+            nargs="+",
+            help=".rec path or URL; or several shards: their URLs, a shard pattern "
+            "(train-{00000..00063}-of-00064.rec), a glob (quoted) or STEM for STEM-*-of-*.rec",
+        )
         if sub is not verify:
             sub.add_argument("--idx", help=".idx path or URL (default: beside the .rec)")
         add_storage_option(sub)

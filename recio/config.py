@@ -11,6 +11,7 @@ parameter and shows the value.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,8 +98,13 @@ class Sharding:
 class Storage:
     """Where the records are read from, beside the ``.rec`` URL itself."""
 
-    path_imgidx: str | None = None  # default: the .rec name with .idx, else a scan
+    # default: the .rec name with .idx, else a scan; several shards: one per shard
+    path_imgidx: str | tuple[str, ...] | None = None
     storage_options: dict[str, Any] | None = None  # fsspec options (credentials, endpoint)
+
+    def __post_init__(self) -> None:
+        idx = check_rec_spec("path_imgidx", self.path_imgidx, optional=True)
+        object.__setattr__(self, "path_imgidx", idx)
 
 
 # MXNet keyword -> (group, field) for the keywords that belong to a group.
@@ -133,7 +139,7 @@ class IterConfig:
     has its own default.
     """
 
-    path_imgrec: str
+    path_imgrec: str | tuple[str, ...]  # a URL, pattern or glob; or several (recio.shards)
     data_shape: tuple[int, int, int]
     batch_size: int
     shuffle: bool = False
@@ -152,8 +158,7 @@ class IterConfig:
     storage: Storage = field(default_factory=Storage)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.path_imgrec, str) or not self.path_imgrec:
-            raise TypeError(f"path_imgrec must be a path or URL string, not {self.path_imgrec!r}")
+        object.__setattr__(self, "path_imgrec", check_rec_spec("path_imgrec", self.path_imgrec))
         try:
             shape = tuple(int(v) for v in self.data_shape)
         except (TypeError, ValueError):
@@ -282,3 +287,27 @@ class IterConfig:
         if top.get("last_batch") is None:
             top["last_batch"] = "pad" if round_batch else "rollover"
         return cls(path_imgrec, shape, batch_size, **top, **groups)
+
+
+def check_rec_spec(
+    name: str, value: Any, *, optional: bool = False
+) -> str | tuple[str, ...] | None:
+    """A ``.rec`` (or ``.idx``) argument: a URL string, or several as a tuple of them.
+
+    Raises:
+        TypeError: anything else (None too, unless ``optional``).
+    """
+    if value is None and optional:
+        return None
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, list | tuple) and value:
+        items = tuple(os.fspath(v) if isinstance(v, os.PathLike) else v for v in value)
+        if all(isinstance(v, str) and v for v in items):
+            return items
+    raise TypeError(
+        f"{name} must be a path or URL string (a shard pattern or glob too), or a list of "
+        f"them, not {value!r}"
+    )

@@ -39,6 +39,7 @@ from .errors import DecodeError
 from .layout import RecordLayout, detect_layout
 from .reader import RecordFile
 from .sampler import LastBatch, Sampler, Shuffle
+from .shards import ShardedRecords, open_records
 
 log = logging.getLogger("recio")
 
@@ -179,7 +180,7 @@ class PositionedIterator:
     """
 
     config: IterConfig
-    records: RecordFile
+    records: RecordFile | ShardedRecords
     layout: RecordLayout
     sampler: Sampler
     stats: IterStats
@@ -194,7 +195,7 @@ class PositionedIterator:
         self.config = config
         world = config.sharding.resolve()
         self.part_index, self.num_parts = world.rank, world.size
-        self.records = RecordFile(
+        self.records = open_records(
             config.path_imgrec,
             config.storage.path_imgidx,
             storage_options=config.storage.storage_options,

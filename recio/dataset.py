@@ -30,14 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from . import storage
 from .augment import CropSpec, KeyedDraw
-from .config import Normalize, check_choice, check_int
+from .config import Normalize, check_choice, check_int, check_rec_spec
 from .decode import DecodePool
 from .errors import DecodeError
 from .layout import RecordLayout, detect_layout
 from .read_decode import read_and_decode
 from .reader import RecordFile
+from .shards import ShardedRecords, open_records
 
 __all__ = ["RecordDataset", "SampleBatch"]
 
@@ -61,9 +61,11 @@ class RecordDataset:
     """Sample ``i`` of a ``.rec``: ``(image, label)``, decoded and augmented by recio's decoder.
 
     Args:
-        path_imgrec: the ``.rec`` (local path or fsspec URL).
+        path_imgrec: the ``.rec`` (local path or fsspec URL), or a set of shards read as
+            one (a list of URLs, a shard pattern, a glob or ``STEM``: :mod:`recio.shards`).
         data_shape: ``(3, height, width)`` of every image, as ``ImageRecordIter``'s.
-        path_imgidx: the ``.idx`` (default: beside the ``.rec``; none: a scan).
+        path_imgidx: the ``.idx`` (default: beside the ``.rec``; none: a scan); for
+            shards, one per shard (default: each beside its ``.rec``).
         rand_mirror: flip each image horizontally with probability 1/2.
         crop: how the window of each image is chosen (:class:`~recio.augment.CropSpec`;
             default: the centre crop of ``data_shape``, the whole image when it has that
@@ -84,10 +86,10 @@ class RecordDataset:
 
     def __init__(
         self,
-        path_imgrec: str,
+        path_imgrec: str | Sequence[str],
         data_shape: tuple[int, int, int],
         *,
-        path_imgidx: str | None = None,
+        path_imgidx: str | Sequence[str] | None = None,
         rand_mirror: bool = False,
         crop: CropSpec | None = None,
         normalize: Normalize | None = None,
@@ -108,8 +110,8 @@ class RecordDataset:
         elif rand_mirror and not crop.rand_mirror:
             raise ValueError("give rand_mirror in the CropSpec when a crop= is given")
         self.settings = {
-            "path_imgrec": str(path_imgrec),
-            "path_imgidx": path_imgidx,
+            "path_imgrec": check_rec_spec("path_imgrec", path_imgrec),
+            "path_imgidx": check_rec_spec("path_imgidx", path_imgidx, optional=True),
             "data_shape": shape,
             "crop": crop,
             "normalize": normalize or Normalize(),
@@ -122,7 +124,7 @@ class RecordDataset:
         }
         self.epoch = 0
         self.bad_records: dict[int, str] = {}  # record id -> error, in this process
-        self._records: RecordFile | None = None
+        self._records: RecordFile | ShardedRecords | None = None
         self._layout: RecordLayout | None = None
         self._pool: DecodePool | None = None
         self._pid = -1
@@ -228,14 +230,14 @@ class RecordDataset:
         if self._pid == os.getpid():
             return
         settings = self.settings
-        if self._records is not None and not isinstance(self._records.source, storage.MappedSource):
+        if self._records is not None and not self._records.is_local:
             # Connections and their event loops do not survive a fork, and some clients
             # (HDFS's) hang when released in the child: the parent's is kept, unused (a
             # DataLoader worker ends with os._exit, so it is never released).
             _INHERITED.append(self._records)
             self._records = None
         if self._records is None:
-            self._records = RecordFile(
+            self._records = open_records(
                 settings["path_imgrec"],
                 settings["path_imgidx"],
                 storage_options=settings["storage_options"],

@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from . import storage
 from .augment import KeyedDraw
 from .config import IterConfig
 from .consumer import Batch, IterStats, PositionedIterator
@@ -293,7 +292,7 @@ class _Pipeline:
         self._turn_cv = threading.Condition()
         # A local file's batches are planned by the decode threads themselves (nothing to
         # fetch ahead, and a thread and a queue fewer for every batch to pass through).
-        self.local = isinstance(self.records.source, storage.MappedSource)
+        self.local = self.records.is_local
         work = [(self._decode, self.ready_q, "recio-decoder"),
                 (self._decode, self.ready_q, "recio-decoder-2")]  # fmt: skip
         if not self.local:

@@ -116,9 +116,14 @@ def detect_layout(records: RecordFile) -> RecordLayout:
     image (only records of at most ~290 bytes are looked at, so this costs at most a few
     small reads for a file of images).
 
+    Over a set of shards (:class:`recio.shards.ShardedRecords`), each shard's layout, put
+    together (its samples in shard order).
+
     Raises:
         RecordIOError: an InsightFace header whose ranges are not keys of the index.
     """
+    if not isinstance(records, RecordFile):  # several shards: each detected on its own
+        return records.detect_layout()
     n = len(records)
     key0 = np.flatnonzero(records.keys == 0)
     if len(key0):

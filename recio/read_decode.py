@@ -23,6 +23,7 @@ from .augment import KeyedDraw
 from .decode import DecodePool, Status
 from .format import FRAME_HEADER_SIZE, IR_HEADER_SIZE
 from .reader import RecordFile, check_label_width, read_batch
+from .shards import ShardedRecords
 
 __all__ = ["DecodedBatch", "read_and_decode"]
 
@@ -40,7 +41,7 @@ class DecodedBatch:
 
 
 def read_and_decode(
-    records: RecordFile,
+    records: RecordFile | ShardedRecords,
     positions: np.ndarray,
     pool: DecodePool,
     out: np.ndarray,
@@ -53,7 +54,8 @@ def read_and_decode(
 ) -> DecodedBatch:
     """Read the records at ``positions`` and decode their images into ``out``.
 
-    Each image's window and flip are ``draw``'s for its record (its position). ``payloads``:
+    Each image's window and flip are ``draw``'s for its record (its position; over shards,
+    its number in the union). ``payloads``:
     the records' bytes, fetched ahead (remote files). A record whose header cannot be read
     is a bad slot (status CORRUPT, the error as its reason), or, with
     ``raise_bad_headers``, raised (a ``RecordIOError`` naming the file and byte offset).
@@ -64,13 +66,62 @@ def read_and_decode(
         ValueError: ``label_width`` > 1 for a record with a single label.
     """
     positions = np.asarray(positions, dtype=np.int64)
+    if isinstance(records, ShardedRecords):
+        return _sharded(
+            records, positions, pool, out, label_width, draw, decode_kwargs, payloads,
+            raise_bad_headers,
+        )  # fmt: skip
+    return _one_file(
+        records, positions, positions, pool, out, label_width, draw, decode_kwargs, payloads,
+        raise_bad_headers,
+    )  # fmt: skip
+
+
+def _sharded(
+    records, positions, pool, out, label_width, draw, decode_kwargs, payloads, raise_bad_headers
+) -> DecodedBatch:
+    """:func:`read_and_decode` over shards: each shard's records of the batch in one call.
+
+    Their draws are keyed by the records' numbers in the union, as for one file.
+    """
+    groups = records.split(positions)
+    if len(groups) == 1:
+        (group,) = groups  # one shard, the slots in order: straight into out
+        return _one_file(
+            group.records, group.positions, positions, pool, out, label_width, draw,
+            decode_kwargs, payloads, raise_bad_headers,
+        )  # fmt: skip
+    n = len(positions)
+    status = np.zeros(n, dtype=np.int32)
+    labels = np.zeros((n, label_width), dtype=np.float32)
+    ids = np.zeros(n, dtype=np.int64)
+    reasons: list[str | None] = [None] * n
+    for group in groups:
+        slots = group.slots
+        part = np.empty((len(slots), *out.shape[1:]), dtype=out.dtype)
+        got = _one_file(
+            group.records, group.positions, positions[slots], pool, part, label_width, draw,
+            decode_kwargs, None if payloads is None else [payloads[j] for j in slots],
+            raise_bad_headers,
+        )  # fmt: skip
+        out[slots], status[slots], labels[slots], ids[slots] = part, got.status, got.labels, got.ids
+        for j, why in zip(slots.tolist(), got.reasons or (), strict=False):
+            reasons[j] = why
+    return DecodedBatch(status, labels, ids, reasons if status.any() else None)
+
+
+def _one_file(
+    records, positions, keys, pool, out, label_width, draw, decode_kwargs, payloads,
+    raise_bad_headers,
+) -> DecodedBatch:  # fmt: skip
+    """:func:`read_and_decode` of one file; ``keys`` are the records' numbers for the draws."""
     n = len(positions)
     if payloads is None and records._is_local:
         records._check_open()
         view = records._local_view(positions)
         offsets = records.offsets[positions]
         got = pool.decode_records(
-            view, offsets, out, label_width=label_width, draw=draw, records=positions,
+            view, offsets, out, label_width=label_width, draw=draw, records=keys,
             **decode_kwargs,
         )  # fmt: skip
         status, labels, ids = got.status, got.labels, got.ids
@@ -88,7 +139,7 @@ def read_and_decode(
         reasons = None
         slow = np.arange(n)
     exact = _decode_exact(
-        records, positions, slow, pool, out, label_width, draw, decode_kwargs, payloads,
+        records, positions, keys, slow, pool, out, label_width, draw, decode_kwargs, payloads,
         raise_bad_headers, (status, labels, ids),
     )  # fmt: skip
     if exact is not None:
@@ -97,7 +148,7 @@ def read_and_decode(
 
 
 def _decode_exact(
-    records, positions, slots, pool, out, label_width, draw, decode_kwargs, payloads,
+    records, positions, keys, slots, pool, out, label_width, draw, decode_kwargs, payloads,
     raise_bad_headers, into,
 ) -> list[str | None] | None:  # fmt: skip
     """Read ``slots`` the exact way (``read_batch``), decode them, and write them ``into``.
@@ -110,9 +161,7 @@ def _decode_exact(
     if exact.problems and raise_bad_headers:
         raise exact.problems[min(exact.problems)]
     target = out if whole else np.empty((len(slots), *out.shape[1:]), dtype=out.dtype)
-    got = pool.decode_batch(
-        exact.images, target, draw=draw, records=positions[slots], **decode_kwargs
-    )
+    got = pool.decode_batch(exact.images, target, draw=draw, records=keys[slots], **decode_kwargs)
     if exact.problems:
         got[list(exact.problems)] = Status.CORRUPT
     if not whole:

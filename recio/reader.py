@@ -251,7 +251,19 @@ class RecordFile:
     files. ``read_many`` fetches several records, concurrently for remote files.
     Keys must fit in int64. Several keys may share an offset (a warning says so):
     each reads the record there.
+
+    Given a list of URLs, a shard pattern or a glob (:mod:`recio.shards`), it opens them
+    as one: the object is a :class:`recio.shards.ShardedRecords`, with this interface.
     """
+
+    def __new__(cls, url: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """A RecordFile; for a list, pattern or glob of shards, a ``ShardedRecords``."""
+        if cls is RecordFile and url is not None:
+            from .shards import is_shard_spec, open_records  # imports this module
+
+            if is_shard_spec(url):
+                return open_records(url, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -355,8 +367,11 @@ class RecordFile:
         return payload
 
     @property
-    def _is_local(self) -> bool:
+    def is_local(self) -> bool:
+        """Whether the file is local (mapped): reads are zero-copy slices of the map."""
         return isinstance(self.source, storage.MappedSource)
+
+    _is_local = is_local
 
     def _read_remote(self, i: int) -> tuple[memoryview | bytes, int]:
         offset, length = int(self.offsets[i]), int(self.lengths[i])
@@ -540,10 +555,15 @@ def read_batch(
     ``payloads`` (a remote batch fetched ahead), or from a remote file, record by record.
     Labels, ids and problems as :func:`batch_headers` gives them.
 
+    Over a set of shards (:class:`recio.shards.ShardedRecords`), each shard's part is read
+    so and the parts put together in slot order (see there).
+
     Raises:
         RecordIOError: framing problems, as :meth:`RecordFile.read_many` raises them.
         ValueError: ``label_width`` > 1 for a record with a single label.
     """
+    if not isinstance(records, RecordFile):  # several shards: each read from its own map
+        return records.read_batch(positions, label_width, payloads)
     positions = np.asarray(positions, dtype=np.int64)
     if payloads is None:
         records._check_open()

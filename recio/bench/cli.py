@@ -36,7 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "rec",
         nargs="?",
-        help=".rec path or URL to measure (default: the built-in sample, built for the run)",
+        help=".rec path or URL to measure, or shards (a pattern, a quoted glob, or STEM for "
+        "STEM-*-of-*.rec; MXNet's and DALI's baselines then skipped) (default: the built-in "
+        "sample, built for the run)",
     )
     parser.add_argument(
         "--num-images",

@@ -13,6 +13,7 @@ import numpy as np
 from .. import __version__
 from ..augment import CropSpec
 from ..decode import default_backend
+from ..shards import expand_shards
 from ..trace import Tracer
 from .mxnet import stage_mxnet
 from .stages import (
@@ -115,21 +116,36 @@ def run_bench(
         tracer.save(trace_path)
     measure(BASELINE, lambda: stage_pillow(data, threads, spec))
 
+    # The baselines read one file; a set of shards (recio.shards) is for recio's stages.
+    shards = expand_shards(rec, storage_options)
+    single = shards[0] if len(shards) == 1 else None
     mxnet_python = mxnet_python or _importable_python("mxnet")
     if mxnet_python is None:
         skipped["MXNet ImageRecordIter"] = "mxnet not importable (pass --mxnet-python)"
+    elif single is None:
+        skipped["MXNet ImageRecordIter"] = f"{len(shards)} shards: MXNet reads one .rec here"
     elif "://" in rec and not rec.startswith("file://"):
         skipped["MXNet ImageRecordIter"] = "MXNet reads local files only"
     else:
         log("  measuring MXNet ImageRecordIter ...")
         try:
             stages["MXNet ImageRecordIter"] = stage_mxnet(
-                rec, mxnet_python, threads, batch_size, shape, seconds, repeats
+                single, mxnet_python, threads, batch_size, shape, seconds, repeats
             )
         except Exception as exc:  # a baseline failing must not end the benchmark
             skipped["MXNet ImageRecordIter"] = f"failed: {exc}"
     _optional_stages(
-        rec, storage_options, threads, batch_size, shape, seconds, repeats, stages, skipped, log
+        rec,
+        single,
+        storage_options,
+        threads,
+        batch_size,
+        shape,
+        seconds,
+        repeats,
+        stages,
+        skipped,
+        log,
     )
 
     base = stages[BASELINE]["images_per_s"]["median"]
@@ -204,7 +220,7 @@ def training_verdict(stages: dict, batch_size: int, shape: tuple[int, ...]) -> s
 
 
 def _optional_stages(
-    rec, storage_options, threads, batch_size, shape, seconds, repeats, stages, skipped, log
+    rec, single, storage_options, threads, batch_size, shape, seconds, repeats, stages, skipped, log
 ) -> None:
     """DALI pipelines and a training step, when their extras are installed."""
     try:
@@ -212,13 +228,15 @@ def _optional_stages(
     except ImportError as exc:
         skipped["DALI pipelines"] = f"the dali extra is not installed ({exc})"
     else:
-        if "://" in rec and not rec.startswith("file://"):
+        if single is None:
+            skipped["DALI pipelines"] = "several shards: DALI's readers.mxnet is given one here"
+        elif "://" in rec and not rec.startswith("file://"):
             skipped["DALI pipelines"] = "DALI's readers.mxnet reads local files only"
         else:
             log("  measuring DALI CPU pipelines ...")
             try:
                 found = dali_bench.bench_pipelines(
-                    rec, batch_size, shape[1:], threads, seconds, rounds=repeats, device="cpu"
+                    single, batch_size, shape[1:], threads, seconds, rounds=repeats, device="cpu"
                 )
             except Exception as exc:  # a baseline failing must not end the benchmark
                 skipped["DALI pipelines"] = f"failed: {exc}"

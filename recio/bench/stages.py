@@ -14,7 +14,7 @@ from ..augment import CropSpec, KeyedDraw
 from ..decode import DecodePool
 from ..format import unpack_labels
 from ..iterator import ImageRecordIter
-from ..reader import RecordFile
+from ..shards import open_records
 
 # --- measuring --------------------------------------------------------------------
 
@@ -53,7 +53,7 @@ class Data:
         self.rec = rec
         self.storage_options = storage_options
         self.batch_size = batch_size
-        with RecordFile(rec, storage_options=storage_options) as rf:
+        with open_records(rec, storage_options=storage_options) as rf:
             self.num_records = len(rf)
             payloads = [bytes(p) for p in rf.read_many(range(len(rf)))]
         self.images = []
@@ -77,7 +77,7 @@ class Data:
 
 def stage_read(rec: str, storage_options: dict | None, batch_size: int):
     """Record reads alone, batch by batch in file order: the storage's limit."""
-    rf = RecordFile(rec, storage_options=storage_options)
+    rf = open_records(rec, storage_options=storage_options)
     cursor = [0]
 
     def step() -> tuple[int, int]:

@@ -36,8 +36,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = parser
     if p.epilog is None:
         p.epilog = EPILOG
-    p.add_argument("train_rec", metavar="DATA.rec", help="training .rec path or URL")
-    p.add_argument("--val", dest="val_rec", metavar="VAL.rec", help="validation .rec (top-1)")
+    p.add_argument(
+        "train_rec",
+        metavar="DATA.rec",
+        help="training .rec path or URL, or shards: a pattern "
+        "(train-{00000..00007}-of-00008.rec), a quoted glob, or STEM for STEM-*-of-*.rec",
+    )
+
+    p.add_argument(
+        "--val", dest="val_rec", metavar="VAL.rec", help="validation .rec or shards (top-1)"
+    )
     p.add_argument(
         "--num-classes",
         type=int,

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._install import install_hint
 from ..iterator import ImageRecordIter
-from ..reader import RecordFile
+from ..shards import open_records
 from .config import MEAN, STD, TrainConfig
 
 log = logging.getLogger("recio.train")
@@ -20,9 +20,9 @@ log = logging.getLogger("recio.train")
 
 
 def count_classes(rec: str, storage_options: dict[str, Any] | None = None) -> int:
-    """The largest label in ``rec`` plus one (reads every record header)."""
+    """The largest label in ``rec`` (a file or shards) plus one (reads every record header)."""
     largest = 0
-    with RecordFile(rec, storage_options=storage_options) as rf:
+    with open_records(rec, storage_options=storage_options) as rf:
         for i in range(len(rf)):
             payload = rf.read(i)
             largest = max(largest, int(np.frombuffer(payload, np.float32, 1, 4)[0]))
