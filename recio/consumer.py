@@ -304,7 +304,7 @@ class PositionedIterator:
         if self._fingerprint is None:
             digest = hashlib.sha256()  # with SHA extensions, ~0.2 s for 40M records
             digest.update(np.ascontiguousarray(self.records.offsets, dtype="<i8"))
-            digest.update(int(self.records.source.size).to_bytes(8, "little"))
+            digest.update(int(self.records.size).to_bytes(8, "little"))
             if len(self.layout.metadata):
                 digest.update(np.ascontiguousarray(self.layout.samples, dtype="<i8"))
             self._fingerprint = digest.hexdigest()[:16]

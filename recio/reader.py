@@ -373,6 +373,11 @@ class RecordFile:
 
     _is_local = is_local
 
+    @property
+    def size(self) -> int:
+        """The ``.rec``'s size in bytes (as opened)."""
+        return int(self.source.size)
+
     def _read_remote(self, i: int) -> tuple[memoryview | bytes, int]:
         offset, length = int(self.offsets[i]), int(self.lengths[i])
         return self._parse_extent(i, self.source.read(offset, length))

@@ -371,6 +371,11 @@ class ShardedRecords:
 
     _is_local = is_local
 
+    @property
+    def size(self) -> int:
+        """The shards' sizes in bytes, added up."""
+        return sum(s.size for s in self.shards)
+
     def _check_open(self) -> None:
         if self.closed:
             raise ValueError(f"I/O on a closed ShardedRecords {self.url}")

@@ -168,7 +168,7 @@ class TorchBatches(IterableDataset):
                 batch = next(it)
             except StopIteration:
                 return
-            if batch.step + 1 >= len(it):
+            if batch.step + 1 >= _end_step(it, batch.epoch):
                 # The epoch's last batch. Frameworks that know len() (Lightning) stop
                 # asking here and call iter() for the next epoch; end this epoch now, so
                 # that iter() starts the next one and a state saved now says so.
@@ -220,6 +220,12 @@ class TorchBatches(IterableDataset):
                 "Accelerator()), or pass part_index/num_parts; check_world=False if the "
                 "ranks share data on purpose"
             )
+
+
+def _end_step(it: Any, epoch: int) -> int:
+    """The step number that ends ``epoch`` (a resumed epoch's steps do not start at 0)."""
+    sampler = getattr(it, "sampler", None)
+    return sampler.steps_in_epoch(epoch) if sampler is not None else len(it)
 
 
 def _end_epoch(it: Any) -> None:
