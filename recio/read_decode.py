@@ -55,10 +55,10 @@ def read_and_decode(
     """Read the records at ``positions`` and decode their images into ``out``.
 
     Each image's window and flip are ``draw``'s for its record (its position; over shards,
-    its number in the union). ``payloads``:
-    the records' bytes, fetched ahead (remote files). A record whose header cannot be read
-    is a bad slot (status CORRUPT, the error as its reason), or, with
-    ``raise_bad_headers``, raised (a ``RecordIOError`` naming the file and byte offset).
+    its number in the union). ``payloads``: the records' bytes, fetched ahead (remote
+    files). A record whose header cannot be read is a bad slot (status CORRUPT, the error
+    as its reason), or, with ``raise_bad_headers``, raised (a ``RecordIOError`` naming the
+    file and byte offset).
 
     Raises:
         RecordIOError: a framing problem (as ``read_batch``), or an unreadable header under
