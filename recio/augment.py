@@ -12,6 +12,7 @@ the extension.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -87,13 +88,25 @@ class KeyedDraw:
             self.epoch_key,
         )  # fmt: skip
 
-    def windows(self, sizes: np.ndarray, records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def windows(
+        self, sizes: np.ndarray, records: np.ndarray, epochs: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Crop windows (int32 N×4: x, y, w, h) and flips (bool N) of ``records``, of ``sizes``.
 
-        ``sizes`` (N×2: width, height; below 1 counts as 1) are the records' images.
+        ``sizes`` (N×2: width, height; below 1 counts as 1) are the records' images;
+        ``epochs``, where given, the epoch each one draws from instead of ``self.epoch``
+        (a rollover batch reaching into the next epoch's order).
         """
         sizes = np.ascontiguousarray(sizes, dtype=np.int32).reshape(-1, 2)
         records = np.ascontiguousarray(records, dtype=np.int64)
+        if epochs is not None and not (epochs == self.epoch).all():
+            windows = np.empty((len(records), 4), dtype=np.int32)
+            flips = np.empty(len(records), dtype=bool)
+            for epoch in np.unique(epochs).tolist():
+                mine = epochs == epoch
+                draw = dataclasses.replace(self, epoch=epoch)
+                windows[mine], flips[mine] = draw.windows(sizes[mine], records[mine])
+            return windows, flips
         if _native is None:
             return draw_keyed(self.spec, np.maximum(sizes, 1), self.seed, self.epoch, records)
         windows = np.empty((len(records), 4), dtype=np.int32)

@@ -241,6 +241,7 @@ class _RawBatch:
     positions: np.ndarray
     pad: int
     payloads: list | None  # the records' bytes, fetched ahead (remote); None: read from the map
+    epochs: np.ndarray | None  # each slot's epoch (rollover), for its draws; None: ``epoch``
 
 
 class _Stop(Exception):
@@ -393,9 +394,13 @@ class _Pipeline:
     def _read_batches(self, plans, fetched) -> None:
         """Queue each plan's batch for the decoders (``fetched``: its payloads)."""
         for plan, payloads in zip(plans, _traced(self.tracer, "read", fetched), strict=False):
-            raw = _RawBatch(self.epoch, plan.step, plan.positions, plan.pad, payloads)
+            raw = self._raw(plan, payloads)
             with maybe_span(self.tracer, "queue wait (read queue full)"):
                 self._put(self.read_q, raw)
+
+    def _raw(self, plan, payloads) -> _RawBatch:
+        epochs = self.sampler.slot_epochs(plan)
+        return _RawBatch(self.epoch, plan.step, plan.positions, plan.pad, payloads, epochs)
 
     def _decode(self) -> None:
         while True:
@@ -408,8 +413,7 @@ class _Pipeline:
                         raw = self._get(self.read_q)
                 self._taken += 1
             if self.local:
-                plan = self.sampler.plan(self.epoch, step)
-                raw = _RawBatch(self.epoch, step, plan.positions, plan.pad, None)
+                raw = self._raw(self.sampler.plan(self.epoch, step), None)
             if isinstance(raw, _Failure):
                 self._put_in_turn(step, raw)
                 return
@@ -430,7 +434,7 @@ class _Pipeline:
             got = read_and_decode(
                 self.records, raw.positions, self.pool, out, label_width=self.label_width,
                 draw=self.draw, decode_kwargs=self.decode_kwargs, payloads=raw.payloads,
-                raise_bad_headers=self.raise_bad_headers,
+                raise_bad_headers=self.raise_bad_headers, epochs=raw.epochs,
             )  # fmt: skip
         status, labels, ids, reasons = got.status, got.labels, got.ids, got.reasons or ()
         if got.reasons is not None:

@@ -13,9 +13,10 @@ with the bad slots it reports (``on_error``) stays theirs.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -51,6 +52,7 @@ def read_and_decode(
     decode_kwargs: dict[str, Any],
     payloads: Sequence[Any] | None = None,
     raise_bad_headers: bool = False,
+    epochs: np.ndarray | None = None,
 ) -> DecodedBatch:
     """Read the records at ``positions`` and decode their images into ``out``.
 
@@ -58,7 +60,8 @@ def read_and_decode(
     its number in the union). ``payloads``: the records' bytes, fetched ahead (remote
     files). A record whose header cannot be read is a bad slot (status CORRUPT, the error
     as its reason), or, with ``raise_bad_headers``, raised (a ``RecordIOError`` naming the
-    file and byte offset).
+    file and byte offset). ``epochs``: per slot, the epoch whose draws it takes when a batch
+    reaches into another epoch's order (``last_batch="rollover"``); else ``draw``'s.
 
     Raises:
         RecordIOError: a framing problem (as ``read_batch``), or an unreadable header under
@@ -66,29 +69,11 @@ def read_and_decode(
         ValueError: ``label_width`` > 1 for a record with a single label.
     """
     positions = np.asarray(positions, dtype=np.int64)
-    if isinstance(records, ShardedRecords):
-        return _sharded(
-            records, positions, pool, out, label_width, draw, decode_kwargs, payloads,
-            raise_bad_headers,
-        )  # fmt: skip
-    return _one_file(
-        records, positions, positions, pool, out, label_width, draw, decode_kwargs, payloads,
-        raise_bad_headers,
-    )  # fmt: skip
-
-
-def _sharded(
-    records, positions, pool, out, label_width, draw, decode_kwargs, payloads, raise_bad_headers
-) -> DecodedBatch:
-    """:func:`read_and_decode` over shards: each shard's records of the batch in one call.
-
-    Their draws are keyed by the records' numbers in the union, as for one file.
-    """
-    groups = records.split(positions)
-    if len(groups) == 1:
-        (group,) = groups  # one shard, the slots in order: straight into out
+    parts = _parts(records, positions, draw, epochs)
+    if len(parts) == 1:  # one file and one epoch's draws, the slots in order: straight into out
+        (part,) = parts
         return _one_file(
-            group.records, group.positions, positions, pool, out, label_width, draw,
+            part.records, part.positions, positions, pool, out, label_width, part.draw,
             decode_kwargs, payloads, raise_bad_headers,
         )  # fmt: skip
     n = len(positions)
@@ -96,18 +81,46 @@ def _sharded(
     labels = np.zeros((n, label_width), dtype=np.float32)
     ids = np.zeros(n, dtype=np.int64)
     reasons: list[str | None] = [None] * n
-    for group in groups:
-        slots = group.slots
-        part = np.empty((len(slots), *out.shape[1:]), dtype=out.dtype)
+    for part in parts:
+        slots = part.slots
+        into = np.empty((len(slots), *out.shape[1:]), dtype=out.dtype)
         got = _one_file(
-            group.records, group.positions, positions[slots], pool, part, label_width, draw,
+            part.records, part.positions, positions[slots], pool, into, label_width, part.draw,
             decode_kwargs, None if payloads is None else [payloads[j] for j in slots],
             raise_bad_headers,
         )  # fmt: skip
-        out[slots], status[slots], labels[slots], ids[slots] = part, got.status, got.labels, got.ids
+        out[slots], status[slots], labels[slots], ids[slots] = into, got.status, got.labels, got.ids
         for j, why in zip(slots.tolist(), got.reasons or (), strict=False):
             reasons[j] = why
     return DecodedBatch(status, labels, ids, reasons if status.any() else None)
+
+
+class _Part(NamedTuple):
+    """Slots of a batch read by one native call: one file's records, one epoch's draws."""
+
+    records: RecordFile
+    positions: np.ndarray  # the records' positions in that file
+    slots: np.ndarray  # where they are in the batch (ascending)
+    draw: KeyedDraw
+
+
+def _parts(records, positions: np.ndarray, draw: KeyedDraw, epochs) -> list[_Part]:
+    """A batch as the calls that read it: per shard it touches and per epoch it draws from.
+
+    The draws stay keyed by the records' numbers in the union (``positions``).
+    """
+    if isinstance(records, ShardedRecords):
+        files = [(g.records, g.positions, g.slots) for g in records.split(positions)]
+    else:
+        files = [(records, positions, np.arange(len(positions)))]
+    if epochs is None or (epochs == draw.epoch).all():
+        return [_Part(f, p, s, draw) for f, p, s in files]
+    parts = []
+    for f, p, s in files:
+        for epoch in np.unique(epochs[s]).tolist():
+            mine = epochs[s] == epoch
+            parts.append(_Part(f, p[mine], s[mine], dataclasses.replace(draw, epoch=epoch)))
+    return parts
 
 
 def _one_file(

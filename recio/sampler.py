@@ -335,6 +335,16 @@ class Sampler:
         # Padding is always at the end of a batch: strided positions only grow.
         return StepPlan(epoch, step, positions, pad, stream_positions)
 
+    def slot_epochs(self, plan: StepPlan) -> np.ndarray | None:
+        """Each slot's epoch, where a rollover batch reaches into another epoch's order.
+
+        The augmentation draws of a sample are its epoch's (``recio.augment.KeyedDraw``),
+        whatever batch it lands in. None when every slot is of ``plan.epoch``.
+        """
+        if self.last_batch is not LastBatch.ROLLOVER:
+            return None
+        return plan.stream // self.num_records
+
     def shard_positions(self, epoch: int) -> np.ndarray:
         """All real (non-pad) record positions this rank reads in ``epoch``, in order.
 

@@ -24,8 +24,9 @@ def test_discover_order():
         discover(None, 3, 2, {})
 
 
-class _ProcessGroup:
-    """Stands in for torch.distributed with an initialised process group."""
+class FakeProcessGroup:
+    """Stands in for torch.distributed with an initialised process group (also for
+    tests/test_torch_data.py)."""
 
     def __init__(self, rank: int, size: int) -> None:
         self.rank, self.size = rank, size
@@ -46,7 +47,7 @@ class _ProcessGroup:
 def test_process_group_comes_before_the_environment(monkeypatch):
     # Lightning's launcher sets WORLD_SIZE without RANK; a SLURM step may hold one task
     # for the two processes a framework starts: the process group is what DDP averages over.
-    monkeypatch.setitem(sys.modules, "torch.distributed", _ProcessGroup(1, 2))
+    monkeypatch.setitem(sys.modules, "torch.distributed", FakeProcessGroup(1, 2))
     env = {"RANK": "0", "WORLD_SIZE": "1", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"}
     assert discover(None, None, None, env) == (1, 2, "torch.distributed")
     assert discover(None, None, None, {"WORLD_SIZE": "2"}) == (1, 2, "torch.distributed")

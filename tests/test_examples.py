@@ -76,13 +76,8 @@ def _readme_block(heading: str) -> str:
     return after[start : after.index("```", start)]
 
 
-@pytest.mark.slow  # 90 epochs of 128 images of 224x224 float32 (~15 s)
-@needs_torch
-def test_readme_iterator_snippet_runs_as_pasted(tmp_path):
-    """README's ImageRecordIter snippet, unchanged, on a small data/train.rec of its own."""
-    import subprocess
-    import sys
-
+def _readme_data(tmp_path: Path) -> None:
+    """data/train.rec and its .idx under ``tmp_path``, as README's snippets read them."""
     from recio.bench.sample import build_sample_rec
 
     data = tmp_path / "data"
@@ -90,6 +85,16 @@ def test_readme_iterator_snippet_runs_as_pasted(tmp_path):
     rec = build_sample_rec(str(tmp_path), num_images=24)
     Path(rec).rename(data / "train.rec")
     Path(rec[:-4] + ".idx").rename(data / "train.idx")
+
+
+@pytest.mark.slow  # 90 epochs of 128 images of 224x224 float32 (~15 s)
+@needs_torch
+def test_readme_iterator_snippet_runs_as_pasted(tmp_path):
+    """README's ImageRecordIter snippet, unchanged, on a small data/train.rec of its own."""
+    import subprocess
+    import sys
+
+    _readme_data(tmp_path)
     snippet = _readme_block("## Reading in a training loop")
     check = "\nassert it.state_dict()['epoch'] == 90 and it.stats.decoded == 90 * 24\n"
     proc = subprocess.run(

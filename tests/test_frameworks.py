@@ -118,17 +118,9 @@ def test_accelerate_refuses_a_prepared_dataloader_on_every_rank(shapes):
 @needs_lightning
 def test_readme_datamodule_snippet_runs_as_pasted(tmp_path):
     """README's LightningDataModule, unchanged: setup() and one batch from train_dataloader()."""
-    from pathlib import Path
+    from .test_examples import _readme_block, _readme_data
 
-    from recio.bench.sample import build_sample_rec
-
-    from .test_examples import _readme_block
-
-    data = tmp_path / "data"
-    data.mkdir()
-    rec = build_sample_rec(str(tmp_path), num_images=24)
-    Path(rec).rename(data / "train.rec")
-    Path(rec[:-4] + ".idx").rename(data / "train.idx")
+    _readme_data(tmp_path)
     snippet = _readme_block("## Lightning, Accelerate, torchdata")
     check = (
         "\nd = Data()\nd.setup('fit')\nloader = d.train_dataloader()\nb = next(iter(loader))"

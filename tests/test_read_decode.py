@@ -188,3 +188,33 @@ def test_a_records_pixels_do_not_depend_on_ranks_threads_or_batches(tmp_path):
     # and the draws are not all alike: flips and windows vary over the records
     flipped = [np.array_equal(p[:, :, ::-1], p) for p in reference.values()]
     assert not all(flipped)
+
+
+def _rollover_stream(rec: str, batch_size: int, slots: int) -> list[tuple[int, np.ndarray]]:
+    """The first ``slots`` (record id, pixels) of a one-rank rollover stream, epochs in turn."""
+    stream: list[tuple[int, np.ndarray]] = []
+    with ImageRecordIter(
+        rec, data_shape=(3, 20, 24), random_resized_crop=True, rand_mirror=True, shuffle=True,
+        seed=2, batch_size=batch_size, last_batch="rollover",
+    ) as it:  # fmt: skip
+        while len(stream) < slots:
+            for batch in it:
+                stream += [(int(r), batch.data[j].copy()) for j, r in enumerate(batch.index)]
+    return stream[:slots]
+
+
+def test_a_rollover_batch_draws_each_record_from_its_own_epoch(tmp_path):
+    """A batch reaching into the next epoch's order (last_batch="rollover") draws those
+    records from that epoch: the stream's pixels do not depend on where batches end."""
+    rng = np.random.default_rng(6)
+    rec, idx = str(tmp_path / "r.rec"), str(tmp_path / "r.idx")
+    with MXIndexedRecordIO(idx, rec, "w") as w:
+        for key in range(30):
+            body = jpeg(rng, int(rng.integers(30, 100)), int(rng.integers(30, 100)))
+            w.write_idx(key, pack(IRHeader(0, float(key), key, 0), body))
+    whole = _rollover_stream(rec, 5, 60)  # batches end at the epochs' ends
+    for batch_size in (4, 7):  # batches straddle them
+        other = _rollover_stream(rec, batch_size, 60)
+        assert [r for r, _ in other] == [r for r, _ in whole]
+        for k, ((rid, pixels), (_, want)) in enumerate(zip(other, whole, strict=True)):
+            np.testing.assert_array_equal(pixels, want, err_msg=f"slot {k}, record {rid}")

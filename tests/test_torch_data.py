@@ -15,6 +15,8 @@ torch = pytest.importorskip("torch")
 from recio.iterator import ImageRecordIter  # noqa: E402
 from recio.torch_data import TorchBatch, TorchBatches, to_torch  # noqa: E402
 
+from .test_dist import FakeProcessGroup  # noqa: E402
+
 pytestmark = pytest.mark.needs_native
 
 BATCH = 8  # the small shapes file holds 96 images: 12 batches an epoch
@@ -102,28 +104,9 @@ def test_dataloader_workers_are_refused(shapes):
             next(iter(loader))
 
 
-class _ProcessGroup:
-    """Stands in for an initialised torch.distributed of ``size`` processes."""
-
-    def __init__(self, rank: int, size: int) -> None:
-        self.rank, self.size = rank, size
-
-    def is_available(self) -> bool:
-        return True
-
-    def is_initialized(self) -> bool:
-        return True
-
-    def get_rank(self) -> int:
-        return self.rank
-
-    def get_world_size(self) -> int:
-        return self.size
-
-
 def test_a_shard_that_is_not_the_process_groups_rank_is_refused(shapes, monkeypatch):
     with make_iter(shapes["small"]) as before:  # built before the process group was up
-        monkeypatch.setitem(sys.modules, "torch.distributed", _ProcessGroup(1, 2))
+        monkeypatch.setitem(sys.modules, "torch.distributed", FakeProcessGroup(1, 2))
         with pytest.raises(RuntimeError, match="part 0 of 1, but torch.distributed is rank 1 of 2"):
             iter(TorchBatches(before))
         assert len(next(iter(TorchBatches(before, check_world=False))).index) == BATCH

@@ -148,7 +148,8 @@ class RecioSource:
         out = [images, labels, meta]
         if self.windows:
             draws = KeyedDraw(self.crop, self.seed, epoch)
-            windows, flips = draws.windows(sizes, plan.positions)
+            epochs = self.sampler.slot_epochs(plan)
+            windows, flips = draws.windows(sizes, plan.positions, epochs)
             out += [windows, flips.astype(np.int32)]
         if self.on_error == "replace":
             out.append(keep)
