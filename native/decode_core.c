@@ -14,6 +14,7 @@
  */
 #include "decode_core.h"
 
+#include "colour.h"
 #include "pool.h"
 #include "resample.h"
 
@@ -44,8 +45,9 @@ struct rc_worker {
   struct jpeg_decompress_struct cinfo;
   struct jpeg_progress_mgr progress;
   rc_errmgr err;
-  uint8_t *row, *tmp, *line, *hline;
-  size_t row_cap, tmp_cap, line_cap, hline_cap;
+  uint8_t *row, *tmp, *line, *hline, *image;
+  size_t row_cap, tmp_cap, line_cap, hline_cap, image_cap; /* image: colour's output pixels */
+  float lut[3 * 256];                                      /* this image's (store_norm) */
   rc_coeffs ch, cv;
   uint8_t *src_plane[RC_MAX_PLANES], *out_plane[RC_MAX_PLANES]; /* rc_decode_planes */
   size_t src_cap[RC_MAX_PLANES], out_cap[RC_MAX_PLANES];
@@ -157,6 +159,7 @@ void rc_worker_free(rc_worker *w) {
   free(w->tmp);
   free(w->line);
   free(w->hline);
+  free(w->image);
   rc_coeffs_free(&w->ch);
   rc_coeffs_free(&w->cv);
   for (int c = 0; c < RC_MAX_PLANES; c++) free(w->src_plane[c]), free(w->out_plane[c]);
@@ -213,6 +216,7 @@ void rc_worker_release(rc_worker *w) {
   trim(&w->tmp, &w->tmp_cap);
   trim(&w->line, &w->line_cap);
   trim(&w->hline, &w->hline_cap);
+  trim(&w->image, &w->image_cap);
   for (int c = 0; c < RC_MAX_PLANES; c++) {
     trim(&w->src_plane[c], &w->src_cap[c]);
     trim(&w->out_plane[c], &w->out_cap[c]);
@@ -284,6 +288,39 @@ static void store_row(const rc_opts *o, const uint8_t *line, void *out, int yy, 
   } else {
     const uint32_t *lut = o->lut;
     STORE_ROW(uint32_t, CONV_LUT);
+  }
+}
+
+/* The float32 store of an image with a drawn contrast factor or illumination, or a mean
+ * image (rc_opts.gain): this image's own table (the batch's times the factor, plus the
+ * shift), less the mean image. */
+static void store_norm(const rc_opts *o, const float *lut, float contrast, const uint8_t *line,
+                       void *out, int yy, int flip) {
+  const int W = o->out_w, H = o->out_h;
+  const int c0 = o->bgr ? 2 : 0, c2 = o->bgr ? 0 : 2;
+  const int src[3] = {c0, 1, c2};
+  float *base = out;
+  for (int c = 0; c < 3; c++) {
+    const float *mean = o->mean_img ? o->mean_img + ((size_t)c * H + yy) * W : NULL;
+    const float *t = lut + c * 256;
+    const uint8_t *p = (flip ? line + (size_t)(W - 1) * 3 : line) + src[c];
+    const ptrdiff_t step = flip ? -3 : 3;
+    const size_t stride = o->layout == RC_LAYOUT_NHWC ? 3 : 1;
+    float *d = o->layout == RC_LAYOUT_NHWC ? base + (size_t)yy * W * 3 + c
+                                            : base + ((size_t)c * H + yy) * W;
+    for (int x = 0; x < W; x++, p += step, d += stride)
+      *d = mean ? t[*p] - contrast * mean[x] : t[*p];
+  }
+}
+
+/* This image's table for store_norm: the batch's, times its contrast factor, plus its
+ * illumination times the gain. */
+static void image_lut(const rc_opts *o, const double *colour, float *lut) {
+  const float *batch = o->lut;
+  const float contrast = (float)colour[9], shift = (float)colour[10];
+  for (int c = 0; c < 3; c++) {
+    const float add = shift * o->gain[c];
+    for (int v = 0; v < 256; v++) lut[c * 256 + v] = batch[c * 256 + v] * contrast + add;
   }
 }
 
@@ -419,6 +456,15 @@ static int fail(struct jpeg_decompress_struct *ci, char *err, int status, const 
   return status;
 }
 
+/* One output row stored: with this image's own table (store_norm) or the batch's. */
+static void store(rc_worker *w, const rc_opts *o, const double *colour, int norm,
+                  const uint8_t *line, void *out, int yy, int flip) {
+  if (norm)
+    store_norm(o, w->lut, (float)colour[9], line, out, yy, flip);
+  else
+    store_row(o, line, out, yy, flip);
+}
+
 /* rc_decode, its window and flip either given (crop, flip) or drawn once the header gives the
  * image's size (draw not NULL: the ones of `record`, written to crop_out and flip_out). */
 static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
@@ -443,6 +489,11 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
     window = crop_out;
     mirror = drawn_flip;
   }
+  /* Colour: the record's draws, applied to the output pixels before they are stored. */
+  double colour[RC_COLOUR_VALUES] = {0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0};
+  const int recolour = draw && rc_colour_pixels(&draw->colour);
+  if (draw && (recolour || rc_colour_affine(&draw->colour))) rc_draw_colour(draw, record, colour);
+  const int norm = o->itemsize == 4 && o->gain && (o->mean_img || colour[9] != 1 || colour[10] != 0);
   int64_t x0, y0, x1, y1;
   const int refused = crop_window(ci, window, o, &x0, &y0, &x1, &y1, err);
   if (refused) return refused;
@@ -506,7 +557,8 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
   const int over = reserve_decode(w, o, coef, need, err);
   if (over) return over;
   if (rc_grow((void **)&w->line, &w->line_cap, (size_t)rw * 3 + rc_hpass_slack(&w->ch)) ||
-      rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK))
+      rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK) ||
+      (recolour && rc_grow((void **)&w->image, &w->image_cap, out_stride * o->out_h)))
     return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
 
   jpeg_start_decompress(ci);
@@ -550,6 +602,9 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
   }
   jpeg_abort_decompress(ci); /* the rows below the crop are never decoded */
 
+  /* (at scale 1 the store flips the row; else the horizontal pass has) */
+  const int store_flip = w->ch.identity ? mirror : 0;
+  if (norm) image_lut(o, colour, w->lut);
   for (int yy = 0; yy < o->out_h; yy++) {
     const int ymin = w->cv.bounds[2 * yy] - first, ytaps = w->cv.bounds[2 * yy + 1];
     const uint8_t *vrow = w->line;
@@ -558,12 +613,20 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
     else
       rc_vpass(w->tmp + skip, row_stride, (size_t)rw * 3, ymin, ytaps,
                w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
-    if (w->ch.identity) {
-      store_row(o, vrow + (size_t)w->ch.bounds[0] * 3, out, yy, mirror);
-    } else {
+    const uint8_t *done = vrow + (size_t)w->ch.bounds[0] * 3;
+    if (!w->ch.identity) {
       rc_hpass(vrow, w->hline, o->out_w, &w->ch, mirror);
-      store_row(o, w->hline, out, yy, 0);
+      done = w->hline;
     }
+    if (recolour) /* kept for the colour pass over the whole image */
+      memcpy(w->image + (size_t)yy * out_stride, done, out_stride);
+    else
+      store(w, o, colour, norm, done, out, yy, store_flip);
+  }
+  if (recolour) {
+    rc_colour_apply(&draw->colour, colour, w->image, (size_t)o->out_w * o->out_h);
+    for (int yy = 0; yy < o->out_h; yy++)
+      store(w, o, colour, norm, w->image + (size_t)yy * out_stride, out, yy, store_flip);
   }
   return warned(&w->err, err);
 }
