@@ -697,12 +697,15 @@ static int job_open(PoolObject *self, const job_args *a, Py_ssize_t n, job_views
       get_param(a->flips, &v->flips, n, drawn, "flips") < 0 ||
       get_param(a->itemsize == 1 ? Py_None : a->lut, &v->lut, 3 * 256 * a->itemsize, 0, "lut") <
           0 ||
-      get_param(drawn ? a->draw_records : Py_None, &v->draw_records, n * 8, 0, "draw_records") < 0 ||
+      get_param(drawn ? a->draw_records : Py_None, &v->draw_records, n * 8, 0, "draw_records") <
+          0 ||
       get_param(a->gain, &v->gain, 3 * 4, 0, "gain") < 0 ||
-      get_param(a->mean_img, &v->mean_img, (Py_ssize_t)a->out_h * a->out_w * 3 * 4, 0, "mean_img") < 0)
+      get_param(a->mean_img, &v->mean_img, (Py_ssize_t)a->out_h * a->out_w * 3 * 4, 0, "mean_img") <
+          0)
     goto fail;
   if ((v->gain.buf || v->mean_img.buf) && (a->itemsize != 4 || !v->gain.buf)) {
-    PyErr_SetString(PyExc_ValueError, "gain and mean_img need float32 outputs (and mean_img a gain)");
+    PyErr_SetString(PyExc_ValueError,
+                    "gain and mean_img need float32 outputs (and mean_img a gain)");
     goto fail;
   }
   if (!v->out.buf || !v->status.buf || (drawn && !v->draw_records.buf)) {
@@ -751,24 +754,26 @@ static PyObject *job_run(PoolObject *self, batch_ctx *ctx, Py_ssize_t n) {
                                 : per_image(ctx->status, ctx->errors, n, no_result, NULL);
 }
 
-PyDoc_STRVAR(decode_batch_doc,
-             "decode_batch(buffers, out, status, out_h, out_w, layout, itemsize, crops, flips, "
-             "lut, interp, bgr, dct_mode, roi, max_pixels, starts=None, lengths=None, "
-             "draw=None, draw_records=None, gain=None, mean_img=None) -> list[str | None] | None\n\n"
-             "Decodes every JPEG in buffers into out[i] (C-contiguous, writable) and its status "
-             "into status[i] (int32). buffers: a sequence of bytes-like objects, or, with starts "
-             "and lengths (int64 [n] each), one bytes-like object whose bytes "
-             "[starts[i], starts[i] + lengths[i]) are image i (a span outside it is a ValueError). "
-             "crops: int32 [n][4] buffer or None; flips: uint8 [n] or None; lut: [3][256] values "
-             "of itemsize bytes for float outputs, else None. With draw (a tuple, see "
-             "recio.augment.KeyedDraw) and draw_records (int64 [n]), image i's window and flip "
-             "are drawn for record draw_records[i] once its header is read, and written to "
-             "crops and flips (and its colour drawn and applied). gain (float32 [3]: scale / std) "
-             "and mean_img (float32 [3][out_h][out_w], times gain), float32 outputs only: "
-             "out = lut * contrast + illumination * gain - contrast * mean_img, with the "
-             "drawn contrast factor and illumination. Returns the error text per image (None where status is 0), or "
-             "None when every status is 0. Use recio.decode.DecodePool, which checks the "
-             "arguments.");
+PyDoc_STRVAR(
+    decode_batch_doc,
+    "decode_batch(buffers, out, status, out_h, out_w, layout, itemsize, crops, flips, "
+    "lut, interp, bgr, dct_mode, roi, max_pixels, starts=None, lengths=None, "
+    "draw=None, draw_records=None, gain=None, mean_img=None) -> list[str | None] | None\n\n"
+    "Decodes every JPEG in buffers into out[i] (C-contiguous, writable) and its status "
+    "into status[i] (int32). buffers: a sequence of bytes-like objects, or, with starts "
+    "and lengths (int64 [n] each), one bytes-like object whose bytes "
+    "[starts[i], starts[i] + lengths[i]) are image i (a span outside it is a ValueError). "
+    "crops: int32 [n][4] buffer or None; flips: uint8 [n] or None; lut: [3][256] values "
+    "of itemsize bytes for float outputs, else None. With draw (a tuple, see "
+    "recio.augment.KeyedDraw) and draw_records (int64 [n]), image i's window and flip "
+    "are drawn for record draw_records[i] once its header is read, and written to "
+    "crops and flips (and its colour drawn and applied). gain (float32 [3]: scale / std) "
+    "and mean_img (float32 [3][out_h][out_w], times gain), float32 outputs only: "
+    "out = lut * contrast + illumination * gain - contrast * mean_img, with the "
+    "drawn contrast factor and illumination. Returns the error text per image (None where status "
+    "is 0), or "
+    "None when every status is 0. Use recio.decode.DecodePool, which checks the "
+    "arguments.");
 
 static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args) {
   PyObject *buffers, *starts = Py_None, *lengths = Py_None;

@@ -307,7 +307,7 @@ static void store_norm(const rc_opts *o, const float *lut, float contrast, const
     const ptrdiff_t step = flip ? -3 : 3;
     const size_t stride = o->layout == RC_LAYOUT_NHWC ? 3 : 1;
     float *d = o->layout == RC_LAYOUT_NHWC ? base + (size_t)yy * W * 3 + c
-                                            : base + ((size_t)c * H + yy) * W;
+                                           : base + ((size_t)c * H + yy) * W;
     for (int x = 0; x < W; x++, p += step, d += stride)
       *d = mean ? t[*p] - contrast * mean[x] : t[*p];
   }
@@ -493,7 +493,8 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
   double colour[RC_COLOUR_VALUES] = {0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0};
   const int recolour = draw && rc_colour_pixels(&draw->colour);
   if (draw && (recolour || rc_colour_affine(&draw->colour))) rc_draw_colour(draw, record, colour);
-  const int norm = o->itemsize == 4 && o->gain && (o->mean_img || colour[9] != 1 || colour[10] != 0);
+  const int norm =
+      o->itemsize == 4 && o->gain && (o->mean_img || colour[9] != 1 || colour[10] != 0);
   int64_t x0, y0, x1, y1;
   const int refused = crop_window(ci, window, o, &x0, &y0, &x1, &y1, err);
   if (refused) return refused;

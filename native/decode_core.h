@@ -53,10 +53,10 @@ typedef struct {
    * times gain), or NULL. out = lut * contrast + illumination * gain - contrast * mean_img. */
   const float *gain;
   const float *mean_img;
-  int interp;      /* RC_INTERP_* */
-  int bgr;         /* swap to BGR channel order */
-  int dct_mode;    /* RC_DCT_* */
-  int roi;         /* decode only the rows/columns the crop needs */
+  int interp;   /* RC_INTERP_* */
+  int bgr;      /* swap to BGR channel order */
+  int dct_mode; /* RC_DCT_* */
+  int roi;      /* decode only the rows/columns the crop needs */
   uint64_t max_pixels;
   /* NOTE [decode budget]: the bytes an image's decode allocates (libjpeg's whole-image
    * coefficient buffer for a progressive or multi-scan JPEG, the decoded rows the crop needs,

@@ -119,7 +119,8 @@ void rc_draw_colour(const rc_draw *d, int64_t record, double v[RC_COLOUR_VALUES]
   const int hls[3] = {c->random_h, c->random_s, c->random_l};
   for (int k = 0; k < 3; k++) v[k] = hls[k] ? trunc(u[k] * (2.0 * hls[k]) - hls[k]) : 0;
   const double jitter[3] = {c->brightness, c->contrast, c->saturation};
-  for (int k = 0; k < 3; k++) v[3 + k] = jitter[k] > 0 ? 1.0 + (u[3 + k] * (2 * jitter[k]) - jitter[k]) : 1;
+  for (int k = 0; k < 3; k++)
+    v[3 + k] = jitter[k] > 0 ? 1.0 + (u[3 + k] * (2 * jitter[k]) - jitter[k]) : 1;
   double w[3] = {0, 0, 0};
   if (c->pca_noise > 0)
     for (int k = 0; k < 3; k++) { /* Box-Muller */
@@ -127,7 +128,8 @@ void rc_draw_colour(const rc_draw *d, int64_t record, double v[RC_COLOUR_VALUES]
       w[k] = z * c->pca_noise * EIGVAL[k];
     }
   for (int ch = 0; ch < 3; ch++)
-    v[6 + ch] = c->pca_noise > 0 ? EIGVEC[ch][0] * w[0] + EIGVEC[ch][1] * w[1] + EIGVEC[ch][2] * w[2] : 0;
+    v[6 + ch] =
+        c->pca_noise > 0 ? EIGVEC[ch][0] * w[0] + EIGVEC[ch][1] * w[1] + EIGVEC[ch][2] * w[2] : 0;
   const double mrc = c->max_random_contrast, mri = c->max_random_illumination;
   v[9] = mrc > 0 ? 1.0 + (u[12] * (2 * mrc) - mrc) : 1;
   v[10] = mri > 0 ? u[13] * (2 * mri) - mri : 0;

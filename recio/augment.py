@@ -147,7 +147,9 @@ class ColourSpec:
     @property
     def pixels(self) -> bool:
         """Whether the 8-bit pixels change (everything but the normalisation's two)."""
-        return self.hls or bool(self.brightness or self.contrast or self.saturation or self.pca_noise)
+        return self.hls or bool(
+            self.brightness or self.contrast or self.saturation or self.pca_noise
+        )
 
     @property
     def affine(self) -> bool:
@@ -208,7 +210,8 @@ class GeometrySpec:
         if not 0 < lo <= hi:
             raise ValueError(
                 "the aspect ratio range must be positive and ordered, not "
-                f"max_aspect_ratio={self.max_aspect_ratio}, min_aspect_ratio={self.min_aspect_ratio}"
+                f"max_aspect_ratio={self.max_aspect_ratio}, "
+                f"min_aspect_ratio={self.min_aspect_ratio}"
             )
         for name in ("max_crop_size", "min_crop_size"):
             if getattr(self, name) == 0 or getattr(self, name) < -1:
@@ -222,7 +225,8 @@ class GeometrySpec:
         if not 0 < self.min_random_scale <= self.max_random_scale:
             raise ValueError(
                 "need 0 < min_random_scale <= max_random_scale, not "
-                f"min_random_scale={self.min_random_scale}, max_random_scale={self.max_random_scale}"
+                f"min_random_scale={self.min_random_scale}, "
+                f"max_random_scale={self.max_random_scale}"
             )
         _check_at_least("min_img_size", self.min_img_size, 0.0)
         if not self.min_img_size <= self.max_img_size:
@@ -232,9 +236,10 @@ class GeometrySpec:
         if isinstance(self.fill_value, bool) or not 0 <= self.fill_value <= 255:
             raise ValueError(f"fill_value must be in [0, 255], not {self.fill_value!r}")
         if self.inter_method not in INTER_METHODS:
+            named = ", ".join(f"{k} {v}" for k, v in INTER_METHODS.items())
             raise ValueError(
-                f"inter_method must be one of {sorted(INTER_METHODS)} (OpenCV's: "
-                f"{', '.join(f'{k} {v}' for k, v in INTER_METHODS.items())}), not {self.inter_method!r}"
+                f"inter_method must be one of {sorted(INTER_METHODS)} (OpenCV's: {named}), "
+                f"not {self.inter_method!r}"
             )
 
     @property
@@ -520,7 +525,10 @@ def draw_colour(spec: ColourSpec, seed: int, epoch: int, records: np.ndarray) ->
         # Box-Muller, in Python's math (the C library's log, sqrt and cos, as draw.c)
         z = np.array(
             [
-                [_normal(a, b) for a, b in zip(row[6:12:2].tolist(), row[7:12:2].tolist())]
+                [
+                    _normal(a, b)
+                    for a, b in zip(row[6:12:2].tolist(), row[7:12:2].tolist(), strict=True)
+                ]
                 for row in u
             ]
         ).reshape(n, 3)

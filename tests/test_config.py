@@ -61,7 +61,8 @@ def test_round_batch_picks_last_batch():
         ({"dtype": "uint8", "mean_r": 100}, ValueError, "uint8"),
         ({"std_g": 0}, ValueError, "std_r/g/b must be positive"),
         ({"preprocess_threads": 0}, ValueError, "preprocess_threads"),
-        ({"max_rotate_angle": 10}, TypeError, "unsupported arguments: ['max_rotate_angle']"),
+        ({"max_rotate": 10}, TypeError, "unsupported arguments: ['max_rotate']"),
+        ({"max_rotate_angle": 10}, ValueError, "not supported yet: max_rotate_angle"),
     ],
 )
 def test_bad_values_name_the_parameter_and_show_the_value(kw, error, words):
