@@ -22,20 +22,21 @@ static inline uint8_t round_u8(float x) {
   return (uint8_t)(t - magic);
 }
 
-/* OpenCV's 8-bit BGR-to-grey of the pixels MXNet passes as BGR though they are RGB. */
-static inline int gray(const uint8_t *p) {
-  return (p[0] * 1868 + p[1] * 9617 + p[2] * 4899 + (1 << 13)) >> 14;
+/* MXNet's grey: the luma weights (0.299, 0.587, 0.114) over its BGR pixels in RGB's order,
+ * so 0.114 R + 0.587 G + 0.299 B. */
+static inline float gray(const uint8_t *p) {
+  return ((float)p[2] * 0.299f + (float)p[1] * 0.587f) + (float)p[0] * 0.114f;
 }
 
 static inline int clampi(int v, int lo, int hi) {
   return v < lo ? lo : v > hi ? hi : v;
 }
 
-/* OpenCV's 8-bit BGR2HLS (H in 0..180) of p taken as (B, G, R), shifted, clipped, and its
- * HLS2BGR back into p. */
+/* OpenCV's 8-bit RGB2HLS (H in 0..180) of the RGB pixel p, shifted, clipped, and its
+ * HLS2RGB back into p. */
 static void hls_jitter(uint8_t *p, int dh, int ds, int dl) {
   const float inv255 = 1.0f / 255.0f;
-  const float b = p[0] * inv255, g = p[1] * inv255, r = p[2] * inv255;
+  const float r = p[0] * inv255, g = p[1] * inv255, b = p[2] * inv255;
   float vmax = r > g ? r : g, vmin = r < g ? r : g;
   vmax = vmax > b ? vmax : b;
   vmin = vmin < b ? vmin : b;
@@ -72,7 +73,7 @@ static void hls_jitter(uint8_t *p, int dh, int ds, int dl) {
     const float tab[4] = {p2, p1, p1 + (p2 - p1) * (1.0f - frac), p1 + (p2 - p1) * frac};
     for (int k = 0; k < 3; k++) out[k] = tab[sectors[sector][k]];
   }
-  for (int k = 0; k < 3; k++) p[k] = round_u8(out[k] * 255.0f);
+  for (int k = 0; k < 3; k++) p[k] = round_u8(out[2 - k] * 255.0f); /* out: b, g, r */
 }
 
 void rc_colour_apply(const rc_colour *c, const double v[RC_COLOUR_VALUES], uint8_t *rgb,
@@ -81,28 +82,28 @@ void rc_colour_apply(const rc_colour *c, const double v[RC_COLOUR_VALUES], uint8
   const size_t n = npix * 3;
   /* Pass 1, per pixel alone: HLS jitter, brightness; the grey sum contrast needs after them. */
   const float ab = (float)v[3];
-  int64_t gray_sum = 0;
+  double gray_sum = 0;
   if (hls || c->brightness > 0 || c->contrast > 0) {
     for (size_t i = 0; i < n; i += 3) {
       uint8_t *p = rgb + i;
       if (hls) hls_jitter(p, (int)v[0], (int)v[1], (int)v[2]);
       if (c->brightness > 0)
         for (int k = 0; k < 3; k++) p[k] = round_u8((float)p[k] * ab);
-      if (c->contrast > 0) gray_sum += gray(p);
+      if (c->contrast > 0) gray_sum += (double)gray(p);
     }
   }
   if (!(c->contrast > 0 || c->saturation > 0 || c->pca_noise > 0)) return;
   /* Pass 2: contrast (around the image's mean grey), saturation (around each pixel's grey),
    * PCA lighting. */
   const float ac = (float)v[4], as = (float)v[5], bs = (float)(1.0 - v[5]);
-  const float beta = (float)((1.0 - v[4]) * ((double)gray_sum / (double)(npix ? npix : 1)));
+  const float beta = (float)((1.0 - v[4]) * (gray_sum / (double)(npix ? npix : 1)));
   const float pca[3] = {(float)v[6], (float)v[7], (float)v[8]};
   for (size_t i = 0; i < n; i += 3) {
     uint8_t *p = rgb + i;
     if (c->contrast > 0)
       for (int k = 0; k < 3; k++) p[k] = round_u8((float)p[k] * ac + beta);
     if (c->saturation > 0) {
-      const float grey = (float)gray(p);
+      const float grey = gray(p);
       for (int k = 0; k < 3; k++) p[k] = round_u8((float)p[k] * as + grey * bs);
     }
     if (c->pca_noise > 0)

@@ -97,12 +97,11 @@ class ColourSpec:
 
     - ``random_h``/``random_s``/``random_l``: HLS jitter. The pixels go to OpenCV's 8-bit
       HLS (H in 0..180), get ``int(U(-v, v))`` added per channel, clipped to 0..180 /
-      0..255, and come back. MXNet hands OpenCV the RGB pixels as if they were BGR, so its
-      hue is that of the image with red and blue swapped; recio does the same.
+      0..255 (the hue is clipped, not turned round), and come back.
     - ``brightness``: pixels times ``1 + U(-b, b)``.
     - ``contrast``: ``p * a + mean_gray * (1 - a)``, ``a = 1 + U(-c, c)``.
     - ``saturation``: ``p * a + gray * (1 - a)`` per pixel, ``a = 1 + U(-s, s)``. Grey is
-      OpenCV's BGR-to-grey of the pixels as MXNet passes them (0.114 R + 0.587 G + 0.299 B).
+      MXNet's: the luma weights taken in the wrong order, 0.114 R + 0.587 G + 0.299 B.
     - ``pca_noise``: AlexNet's PCA lighting: ``eigvec @ (N(0, pca_noise) * eigval)`` added
       (:data:`PCA_EIGVAL`, :data:`PCA_EIGVEC`).
     - ``max_random_contrast``/``max_random_illumination``: in the normalisation, MXNet's
@@ -561,15 +560,16 @@ def _round_u8(x: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(x), 0, 255).astype(np.uint8)
 
 
-def gray_u8(rgb: np.ndarray) -> np.ndarray:
-    """OpenCV's 8-bit BGR-to-grey of pixels MXNet passes as BGR though they are RGB."""
-    p = rgb.astype(np.int32)
-    return (p[..., 0] * 1868 + p[..., 1] * 9617 + p[..., 2] * 4899 + (1 << 13)) >> 14
+def gray_f32(rgb: np.ndarray) -> np.ndarray:
+    """MXNet's grey for contrast and saturation, float32: ImageNet's luma weights (0.299,
+    0.587, 0.114) applied to its BGR pixels in RGB's order, so 0.114 R + 0.587 G + 0.299 B."""
+    p = rgb.astype(_F)
+    return (p[..., 2] * _F(0.299) + p[..., 1] * _F(0.587)) + p[..., 0] * _F(0.114)
 
 
 def _to_hls(p: np.ndarray) -> np.ndarray:
-    """OpenCV's 8-bit BGR2HLS of (N, 3) pixels in MXNet's order (R taken for B)."""
-    b, g, r = (p[:, k].astype(_F) * _INV255 for k in range(3))
+    """OpenCV's 8-bit RGB2HLS (H in 0..180) of (N, 3) RGB pixels."""
+    r, g, b = (p[:, k].astype(_F) * _INV255 for k in range(3))
     vmax = np.maximum(np.maximum(r, g), b)
     vmin = np.minimum(np.minimum(r, g), b)
     diff = vmax - vmin
@@ -595,7 +595,7 @@ _SECTORS = np.array([[1, 3, 0], [1, 0, 2], [3, 0, 1], [0, 2, 1], [0, 1, 3], [2, 
 
 
 def _from_hls(hls: np.ndarray) -> np.ndarray:
-    """OpenCV's 8-bit HLS2BGR of (N, 3) H (0..180), L, S values, back in MXNet's order."""
+    """OpenCV's 8-bit HLS2RGB of (N, 3) H (0..180), L, S values."""
     h = hls[:, 0].astype(_F)
     lum = hls[:, 1].astype(_F) * _INV255
     s = hls[:, 2].astype(_F) * _INV255
@@ -607,7 +607,7 @@ def _from_hls(hls: np.ndarray) -> np.ndarray:
     frac = h - sector.astype(_F)
     tab = np.stack([p2, p1, p1 + (p2 - p1) * (_F(1) - frac), p1 + (p2 - p1) * frac], 1)
     rows = np.arange(len(h))[:, None]
-    out = tab[rows, _SECTORS[sector]]  # b, g, r
+    out = tab[rows, _SECTORS[sector][:, ::-1]]  # (OpenCV's table gives b, g, r)
     grey = s == 0
     out[grey] = lum[grey, None]
     return _round_u8(out * _F(255))
@@ -631,10 +631,10 @@ def apply_colour(rgb: np.ndarray, spec: ColourSpec, draws: ColourDraws, i: int) 
     if spec.brightness:
         p = _round_u8(p.astype(_F) * ab)
     if spec.contrast:
-        mean = gray_u8(p).sum(dtype=np.int64) / len(p)  # (a double, as cv::mean)
+        mean = gray_f32(p).astype(np.float64).sum() / len(p)  # (exact: any order)
         p = _round_u8(p.astype(_F) * ac + _F((1.0 - float(draws.alpha[i, 1])) * mean))
     if spec.saturation:
-        grey = gray_u8(p).astype(_F)[:, None]
+        grey = gray_f32(p)[:, None]
         p = _round_u8(p.astype(_F) * asat + grey * _F(1.0 - float(draws.alpha[i, 2])))
     if spec.pca_noise:
         p = _round_u8(p.astype(_F) + draws.pca[i].astype(_F))
