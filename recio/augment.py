@@ -561,8 +561,10 @@ def _round_u8(x: np.ndarray) -> np.ndarray:
 
 
 def gray_f32(rgb: np.ndarray) -> np.ndarray:
-    """MXNet's grey for contrast and saturation, float32: ImageNet's luma weights (0.299,
-    0.587, 0.114) applied to its BGR pixels in RGB's order, so 0.114 R + 0.587 G + 0.299 B."""
+    """MXNet's grey for contrast and saturation, float32: 0.114 R + 0.587 G + 0.299 B.
+
+    (The luma weights 0.299, 0.587, 0.114 applied to its BGR pixels in RGB's order.)
+    """
     p = rgb.astype(_F)
     return (p[..., 2] * _F(0.299) + p[..., 1] * _F(0.587)) + p[..., 0] * _F(0.114)
 
