@@ -276,6 +276,8 @@ class _Pipeline:
         self.draw = KeyedDraw(config.crop, config.draw_seed, epoch, config.colour)
         self.imglist = it._imglist
         self.label_width = config.label_width
+        # With an image list the records' own labels are not used: read as one wide
+        self.read_label_width = 1 if it._imglist is not None else config.label_width
         self.raise_bad_headers = config.on_error == "raise"
         self.tracer = it.tracer
         self.lookahead = it._lookahead
@@ -450,7 +452,7 @@ class _Pipeline:
         out = self.buffers.take()
         with maybe_span(self.tracer, "decode+augment", step=raw.step):
             got = read_and_decode(
-                self.records, raw.positions, self.pool, out, label_width=self.label_width,
+                self.records, raw.positions, self.pool, out, label_width=self.read_label_width,
                 draw=self.draw, decode_kwargs=self.decode_kwargs, payloads=raw.payloads,
                 raise_bad_headers=self.raise_bad_headers, epochs=raw.epochs,
             )  # fmt: skip
