@@ -10,6 +10,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
 /* OpenCV's saturate_cast<uchar>(float): round half to even, clip to 0..255. (Adding and
  * taking away 1.5 * 2^23 rounds a float below 2^22 in magnitude to an integer, half to even,
@@ -20,12 +21,6 @@ static inline uint8_t round_u8(float x) {
   const float magic = 12582912.0f;
   const float t = x + magic; /* (no -ffast-math: not folded away) */
   return (uint8_t)(t - magic);
-}
-
-/* MXNet's grey: the luma weights (0.299, 0.587, 0.114) over its BGR pixels in RGB's order,
- * so 0.114 R + 0.587 G + 0.299 B. */
-static inline float gray(const uint8_t *p) {
-  return ((float)p[2] * 0.299f + (float)p[1] * 0.587f) + (float)p[0] * 0.114f;
 }
 
 static inline int clampi(int v, int lo, int hi) {
@@ -76,37 +71,228 @@ static void hls_jitter(uint8_t *p, int dh, int ds, int dl) {
   for (int k = 0; k < 3; k++) p[k] = round_u8(out[2 - k] * 255.0f); /* out: b, g, r */
 }
 
+/* The float steps: the pixels as floats (whole numbers in 0..255, in the bytes' order), a few
+ * passes over the image, each doing its steps in registers (SSE2, four values at a time; the
+ * same arithmetic in C for the rest and elsewhere). */
+
+/* round half to even (adding and taking away 1.5 * 2^23), then clip to 0..255: what
+ * saturate_cast<uchar> gives */
+static inline float round_clip(float x) {
+  const float magic = 12582912.0f;
+  x = (x + magic) - magic;
+  x = x > 0.0f ? x : 0.0f;
+  return x < 255.0f ? x : 255.0f;
+}
+
+/* What one pass does to each value i, in this order (a flag off: the step is skipped). */
+typedef struct {
+  int bright, contrast, sat, pca;
+  float ab, ac, beta, as, bs;
+  float add[12];     /* PCA's shift of value i: add[i % 12] (channel i % 3) */
+  const float *grey; /* saturation: each value's pixel's grey */
+  double sums[3];    /* out: the sums of each channel's values after the pass's steps */
+} pass_ops;
+
+static inline float ops_one(const pass_ops *o, float x, size_t i) {
+  if (o->bright) x = round_clip(x * o->ab);
+  if (o->contrast) x = round_clip(x * o->ac + o->beta);
+  if (o->sat) x = round_clip(x * o->as + o->grey[i] * o->bs);
+  if (o->pca) x = round_clip(x + o->add[i % 12]);
+  return x;
+}
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+ALWAYS_INLINE __m128 round_clip4(__m128 x) {
+  const __m128 magic = _mm_set1_ps(12582912.0f);
+  x = _mm_sub_ps(_mm_add_ps(x, magic), magic);
+  return _mm_min_ps(_mm_max_ps(x, _mm_setzero_ps()), _mm_set1_ps(255.0f));
+}
+
+/* The vector constants of a pass. */
+typedef struct {
+  __m128 ab, ac, beta, as, bs, add[3];
+} pass_vec;
+
+/* The steps on the 4 values v (vector number t % 3 of a turn of 12 values) from i. */
+ALWAYS_INLINE __m128 steps4(__m128 x, const pass_vec *c, const float *grey, size_t i, int t,
+                            int bright, int contrast, int sat, int pca) {
+  if (bright) x = round_clip4(_mm_mul_ps(x, c->ab));
+  if (contrast) x = round_clip4(_mm_add_ps(_mm_mul_ps(x, c->ac), c->beta));
+  if (sat)
+    x = round_clip4(_mm_add_ps(_mm_mul_ps(x, c->as), _mm_mul_ps(_mm_loadu_ps(grey + i), c->bs)));
+  if (pca) x = round_clip4(_mm_add_ps(x, c->add[t]));
+  return x;
+}
+
+ALWAYS_INLINE __m128 load4(const uint8_t *src8, const float *srcf, size_t i) {
+  if (!src8) return _mm_loadu_ps(srcf + i);
+  int32_t b;
+  memcpy(&b, src8 + i, 4);
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i w = _mm_unpacklo_epi8(_mm_cvtsi32_si128(b), zero);
+  return _mm_cvtepi32_ps(_mm_unpacklo_epi16(w, zero));
+}
+
+/* 48 values (a whole number of turns of 12: every vector's channels fixed) from i. */
+ALWAYS_INLINE void pass48(const pass_vec *c, const float *grey, size_t i, const uint8_t *src8,
+                          const float *srcf, uint8_t *dst8, float *dstf, __m128 acc[3], int bright,
+                          int contrast, int sat, int pca) {
+  __m128 v[12];
+  for (int k = 0; k < 12; k++) {
+    v[k] =
+        steps4(load4(src8, srcf, i + 4 * k), c, grey, i + 4 * k, k % 3, bright, contrast, sat, pca);
+    acc[k % 3] = _mm_add_ps(acc[k % 3], v[k]);
+  }
+  if (dst8) { /* whole numbers in 0..255: exact conversions, no saturation needed */
+    for (int k = 0; k < 12; k += 4) {
+      const __m128i a = _mm_packs_epi32(_mm_cvtps_epi32(v[k]), _mm_cvtps_epi32(v[k + 1]));
+      const __m128i b = _mm_packs_epi32(_mm_cvtps_epi32(v[k + 2]), _mm_cvtps_epi32(v[k + 3]));
+      _mm_storeu_si128((__m128i *)(dst8 + i + 4 * k), _mm_packus_epi16(a, b));
+    }
+  } else {
+    for (int k = 0; k < 12; k++) _mm_storeu_ps(dstf + i + 4 * k, v[k]);
+  }
+}
+
+/* The vector part of a pass, its steps known when compiled; returns where it stopped. */
+ALWAYS_INLINE size_t pass_sse2(pass_ops *o, size_t n, const uint8_t *src8, const float *srcf,
+                               uint8_t *dst8, float *dstf, int bright, int contrast, int sat,
+                               int pca) {
+  pass_vec c = {_mm_set1_ps(o->ab),
+                _mm_set1_ps(o->ac),
+                _mm_set1_ps(o->beta),
+                _mm_set1_ps(o->as),
+                _mm_set1_ps(o->bs),
+                {_mm_loadu_ps(o->add), _mm_loadu_ps(o->add + 4), _mm_loadu_ps(o->add + 8)}};
+  /* Per-lane sums of the results: exact in float (whole numbers, at most 255 * n / 12 <
+   * 2^24 each, for images up to 65 M values); lane l of acc[t] is channel (t + l) % 3. */
+  __m128 acc[3] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+  size_t i = 0;
+  for (; i + 48 <= n; i += 48)
+    pass48(&c, o->grey, i, src8, srcf, dst8, dstf, acc, bright, contrast, sat, pca);
+  float lanes[12];
+  for (int t = 0; t < 3; t++) _mm_storeu_ps(lanes + 4 * t, acc[t]);
+  for (int k = 0; k < 12; k++) o->sums[k % 3] += lanes[k];
+  return i;
+}
+#endif
+
+/* One pass over n values: from bytes (src8) or floats (srcf), to bytes (dst8) or floats
+ * (dstf), the sums of the results' channels added to o->sums. */
+static void run_pass(pass_ops *o, size_t n, const uint8_t *src8, const float *srcf, uint8_t *dst8,
+                     float *dstf) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  /* one copy of the loop per set of steps (a pass runs a few of them) */
+#define PASS(b, c, s, p) i = pass_sse2(o, n, src8, srcf, dst8, dstf, b, c, s, p)
+  switch (o->bright | o->contrast << 1 | o->sat << 2 | o->pca << 3) {
+    case 0:
+      PASS(0, 0, 0, 0);
+      break;
+    case 1:
+      PASS(1, 0, 0, 0);
+      break;
+    case 2:
+      PASS(0, 1, 0, 0);
+      break;
+    case 3:
+      PASS(1, 1, 0, 0);
+      break;
+    case 4:
+      PASS(0, 0, 1, 0);
+      break;
+    case 5:
+      PASS(1, 0, 1, 0);
+      break;
+    case 6:
+      PASS(0, 1, 1, 0);
+      break;
+    case 7:
+      PASS(1, 1, 1, 0);
+      break;
+    case 8:
+      PASS(0, 0, 0, 1);
+      break;
+    case 9:
+      PASS(1, 0, 0, 1);
+      break;
+    case 10:
+      PASS(0, 1, 0, 1);
+      break;
+    case 11:
+      PASS(1, 1, 0, 1);
+      break;
+    case 12:
+      PASS(0, 0, 1, 1);
+      break;
+    case 13:
+      PASS(1, 0, 1, 1);
+      break;
+    case 14:
+      PASS(0, 1, 1, 1);
+      break;
+    default:
+      PASS(1, 1, 1, 1);
+      break;
+  }
+#undef PASS
+#endif
+  for (; i < n; i++) {
+    const float x = ops_one(o, src8 ? (float)src8[i] : srcf[i], i);
+    o->sums[i % 3] += x;
+    if (dst8)
+      dst8[i] = (uint8_t)x;
+    else
+      dstf[i] = x;
+  }
+}
+
+/* MXNet's grey of each pixel (the luma weights 0.299, 0.587, 0.114 over its BGR pixels in
+ * RGB's order), written three times, once per value of the pixel. */
+static void grey_of(const float *restrict x, float *restrict out, size_t npix) {
+  for (size_t i = 0; i < npix; i++) {
+    const float *p = x + 3 * i;
+    const float g = (p[2] * 0.299f + p[1] * 0.587f) + p[0] * 0.114f;
+    out[3 * i] = g, out[3 * i + 1] = g, out[3 * i + 2] = g;
+  }
+}
+
 void rc_colour_apply(const rc_colour *c, const double v[RC_COLOUR_VALUES], uint8_t *rgb,
-                     size_t npix) {
-  const int hls = c->random_h || c->random_s || c->random_l;
+                     size_t npix, float *scratch) {
+  if (c->random_h || c->random_s || c->random_l) /* per pixel, in bytes */
+    for (size_t i = 0; i < npix; i++) hls_jitter(rgb + 3 * i, (int)v[0], (int)v[1], (int)v[2]);
+  const int bright = c->brightness > 0, contrast = c->contrast > 0, sat = c->saturation > 0;
+  const int pca = c->pca_noise > 0;
+  if (!(bright || contrast || sat || pca)) return;
   const size_t n = npix * 3;
-  /* Pass 1, per pixel alone: HLS jitter, brightness; the grey sum contrast needs after them. */
-  const float ab = (float)v[3];
-  double gray_sum = 0;
-  if (hls || c->brightness > 0 || c->contrast > 0) {
-    for (size_t i = 0; i < n; i += 3) {
-      uint8_t *p = rgb + i;
-      if (hls) hls_jitter(p, (int)v[0], (int)v[1], (int)v[2]);
-      if (c->brightness > 0)
-        for (int k = 0; k < 3; k++) p[k] = round_u8((float)p[k] * ab);
-      if (c->contrast > 0) gray_sum += (double)gray(p);
-    }
+  float *x = scratch, *grey = scratch + n;
+  pass_ops o = {.ab = (float)v[3],
+                .ac = (float)v[4],
+                .as = (float)v[5],
+                .bs = (float)(1.0 - v[5]),
+                .grey = grey};
+  for (int k = 0; k < 12; k++) o.add[k] = (float)v[6 + k % 3];
+  /* The passes: each step that needs the image's or a pixel's grey starts a new one. */
+  const uint8_t *src8 = rgb;
+  if (contrast) {
+    o.bright = bright;
+    run_pass(&o, n, src8, NULL, NULL, x);
+    o.bright = 0, src8 = NULL;
+    /* the mean grey from the channels' sums (exact): the luma weights in MXNet's order */
+    const double mean =
+        (o.sums[2] * 0.299 + o.sums[1] * 0.587 + o.sums[0] * 0.114) / (double)(npix ? npix : 1);
+    o.beta = (float)((1.0 - v[4]) * mean);
   }
-  if (!(c->contrast > 0 || c->saturation > 0 || c->pca_noise > 0)) return;
-  /* Pass 2: contrast (around the image's mean grey), saturation (around each pixel's grey),
-   * PCA lighting. */
-  const float ac = (float)v[4], as = (float)v[5], bs = (float)(1.0 - v[5]);
-  const float beta = (float)((1.0 - v[4]) * (gray_sum / (double)(npix ? npix : 1)));
-  const float pca[3] = {(float)v[6], (float)v[7], (float)v[8]};
-  for (size_t i = 0; i < n; i += 3) {
-    uint8_t *p = rgb + i;
-    if (c->contrast > 0)
-      for (int k = 0; k < 3; k++) p[k] = round_u8((float)p[k] * ac + beta);
-    if (c->saturation > 0) {
-      const float grey = gray(p);
-      for (int k = 0; k < 3; k++) p[k] = round_u8((float)p[k] * as + grey * bs);
-    }
-    if (c->pca_noise > 0)
-      for (int k = 0; k < 3; k++) p[k] = round_u8((float)p[k] + pca[k]);
+  if (sat) {
+    o.bright = bright && src8, o.contrast = contrast;
+    run_pass(&o, n, src8, src8 ? NULL : x, NULL, x);
+    o.bright = o.contrast = 0, src8 = NULL;
+    grey_of(x, grey, npix);
   }
+  o.bright = bright && src8, o.contrast = contrast && !sat, o.sat = sat, o.pca = pca;
+  run_pass(&o, n, src8, src8 ? NULL : x, rgb, NULL);
 }

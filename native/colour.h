@@ -10,8 +10,11 @@
 
 #include "draw.h"
 
-/* Applies c with the draws v (rc_draw_colour) to npix packed RGB pixels, in place. */
+/* Applies c with the draws v (rc_draw_colour) to npix packed RGB pixels, in place; planes:
+ * scratch of RC_COLOUR_SCRATCH(npix) bytes. */
 void rc_colour_apply(const rc_colour *c, const double v[RC_COLOUR_VALUES], uint8_t *rgb,
-                     size_t npix);
+                     size_t npix, float *planes);
+
+#define RC_COLOUR_SCRATCH(npix) ((size_t)(npix)*4 * sizeof(float))
 
 #endif

@@ -47,7 +47,9 @@ struct rc_worker {
   rc_errmgr err;
   uint8_t *row, *tmp, *line, *hline, *image;
   size_t row_cap, tmp_cap, line_cap, hline_cap, image_cap; /* image: colour's output pixels */
-  float lut[3 * 256];                                      /* this image's (store_norm) */
+  float *planes;                                           /* colour's scratch */
+  size_t planes_cap;
+  float lut[3 * 256]; /* this image's (store_norm) */
   rc_coeffs ch, cv;
   uint8_t *src_plane[RC_MAX_PLANES], *out_plane[RC_MAX_PLANES]; /* rc_decode_planes */
   size_t src_cap[RC_MAX_PLANES], out_cap[RC_MAX_PLANES];
@@ -160,6 +162,7 @@ void rc_worker_free(rc_worker *w) {
   free(w->line);
   free(w->hline);
   free(w->image);
+  free(w->planes);
   rc_coeffs_free(&w->ch);
   rc_coeffs_free(&w->cv);
   for (int c = 0; c < RC_MAX_PLANES; c++) free(w->src_plane[c]), free(w->out_plane[c]);
@@ -217,6 +220,7 @@ void rc_worker_release(rc_worker *w) {
   trim(&w->line, &w->line_cap);
   trim(&w->hline, &w->hline_cap);
   trim(&w->image, &w->image_cap);
+  if (w->planes_cap > RC_KEEP_BYTES) free(w->planes), w->planes = NULL, w->planes_cap = 0;
   for (int c = 0; c < RC_MAX_PLANES; c++) {
     trim(&w->src_plane[c], &w->src_cap[c]);
     trim(&w->out_plane[c], &w->out_cap[c]);
@@ -553,13 +557,17 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
   const int align = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
   const uint64_t row_w = o->roi && rw + 4 * align < SW ? (uint64_t)rw + 4 * align : (uint64_t)SW;
   const uint64_t coef = coef_buffer_bytes(ci);
+  const uint64_t colour_bytes =
+      recolour ? out_stride * o->out_h + RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
   const uint64_t need = coef + libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch +
-                        (uint64_t)rw * 3 + out_stride + 4096;
+                        (uint64_t)rw * 3 + out_stride + colour_bytes + 4096;
   const int over = reserve_decode(w, o, coef, need, err);
   if (over) return over;
   if (rc_grow((void **)&w->line, &w->line_cap, (size_t)rw * 3 + rc_hpass_slack(&w->ch)) ||
       rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK) ||
-      (recolour && rc_grow((void **)&w->image, &w->image_cap, out_stride * o->out_h)))
+      (recolour && rc_grow((void **)&w->image, &w->image_cap, out_stride * o->out_h)) ||
+      (recolour && rc_grow((void **)&w->planes, &w->planes_cap,
+                           RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h))))
     return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
 
   jpeg_start_decompress(ci);
@@ -625,7 +633,7 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
       store(w, o, colour, norm, done, out, yy, store_flip);
   }
   if (recolour) {
-    rc_colour_apply(&draw->colour, colour, w->image, (size_t)o->out_w * o->out_h);
+    rc_colour_apply(&draw->colour, colour, w->image, (size_t)o->out_w * o->out_h, w->planes);
     for (int yy = 0; yy < o->out_h; yy++)
       store(w, o, colour, norm, w->image + (size_t)yy * out_stride, out, yy, store_flip);
   }

@@ -633,7 +633,8 @@ def apply_colour(rgb: np.ndarray, spec: ColourSpec, draws: ColourDraws, i: int) 
     if spec.brightness:
         p = _round_u8(p.astype(_F) * ab)
     if spec.contrast:
-        mean = gray_f32(p).astype(np.float64).sum() / len(p)  # (exact: any order)
+        r, g, b = (float(v) for v in p.sum(0, dtype=np.int64))  # from the channels' sums
+        mean = (b * 0.299 + g * 0.587 + r * 0.114) / len(p)
         p = _round_u8(p.astype(_F) * ac + _F((1.0 - float(draws.alpha[i, 1])) * mean))
     if spec.saturation:
         grey = gray_f32(p)[:, None]
