@@ -31,7 +31,8 @@ SETTINGS = {"rrc+flip": {}, "rrc+flip+colour": COLOUR}
 MXNET = """
 import json, sys, time
 import mxnet as mx
-rec, threads, rounds, colour = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
+rec, threads, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+colour = json.loads(sys.argv[4])
 it = mx.io.ImageRecordIter(path_imgrec=rec, data_shape=(3, 224, 224), batch_size=32,
     random_resized_crop=True, rand_mirror=True, shuffle=True, min_random_area=0.08,
     max_random_area=1.0, min_aspect_ratio=3 / 4, max_aspect_ratio=4 / 3,
