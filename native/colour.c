@@ -71,9 +71,9 @@ static void hls_jitter(uint8_t *p, int dh, int ds, int dl) {
   for (int k = 0; k < 3; k++) p[k] = round_u8(out[2 - k] * 255.0f); /* out: b, g, r */
 }
 
-/* The float steps: the pixels as floats (whole numbers in 0..255, in the bytes' order), a few
- * passes over the image, each doing its steps in registers (SSE2, four values at a time; the
- * same arithmetic in C for the rest and elsewhere). */
+/* The float steps: the pixels as floats (whole numbers in 0..255, in the bytes' order), one
+ * or two passes over the image, each doing its steps in registers (SSE2, four values at a
+ * time; the same arithmetic in C for the rest and elsewhere). */
 
 /* round half to even (adding and taking away 1.5 * 2^23), then clip to 0..255: what
  * saturate_cast<uchar> gives */
@@ -84,21 +84,31 @@ static inline float round_clip(float x) {
   return x < 255.0f ? x : 255.0f;
 }
 
-/* What one pass does to each value i, in this order (a flag off: the step is skipped). */
+/* What one pass does to each pixel, in this order (a flag off: the step is skipped). */
 typedef struct {
   int bright, contrast, sat, pca;
   float ab, ac, beta, as, bs;
-  float add[12];     /* PCA's shift of value i: add[i % 12] (channel i % 3) */
-  const float *grey; /* saturation: each value's pixel's grey */
-  double sums[3];    /* out: the sums of each channel's values after the pass's steps */
+  float add[12];  /* PCA's shift of value i: add[i % 12] (channel i % 3) */
+  double sums[3]; /* out: the sums of each channel's values after the pass's steps */
 } pass_ops;
 
-static inline float ops_one(const pass_ops *o, float x, size_t i) {
-  if (o->bright) x = round_clip(x * o->ab);
-  if (o->contrast) x = round_clip(x * o->ac + o->beta);
-  if (o->sat) x = round_clip(x * o->as + o->grey[i] * o->bs);
-  if (o->pca) x = round_clip(x + o->add[i % 12]);
-  return x;
+/* MXNet's grey (the luma weights 0.299, 0.587, 0.114 over its BGR pixels in RGB's order). */
+static inline float grey_of(const float p[3]) {
+  return (p[2] * 0.299f + p[1] * 0.587f) + p[0] * 0.114f;
+}
+
+/* The pass's steps on one pixel. */
+static inline void ops_pixel(const pass_ops *o, float p[3]) {
+  for (int k = 0; k < 3; k++) {
+    if (o->bright) p[k] = round_clip(p[k] * o->ab);
+    if (o->contrast) p[k] = round_clip(p[k] * o->ac + o->beta);
+  }
+  if (o->sat) {
+    const float g = grey_of(p);
+    for (int k = 0; k < 3; k++) p[k] = round_clip(p[k] * o->as + g * o->bs);
+  }
+  if (o->pca)
+    for (int k = 0; k < 3; k++) p[k] = round_clip(p[k] + o->add[k]);
 }
 
 #if defined(__SSE2__)
@@ -117,17 +127,6 @@ typedef struct {
   __m128 ab, ac, beta, as, bs, add[3];
 } pass_vec;
 
-/* The steps on the 4 values v (vector number t % 3 of a turn of 12 values) from i. */
-ALWAYS_INLINE __m128 steps4(__m128 x, const pass_vec *c, const float *grey, size_t i, int t,
-                            int bright, int contrast, int sat, int pca) {
-  if (bright) x = round_clip4(_mm_mul_ps(x, c->ab));
-  if (contrast) x = round_clip4(_mm_add_ps(_mm_mul_ps(x, c->ac), c->beta));
-  if (sat)
-    x = round_clip4(_mm_add_ps(_mm_mul_ps(x, c->as), _mm_mul_ps(_mm_loadu_ps(grey + i), c->bs)));
-  if (pca) x = round_clip4(_mm_add_ps(x, c->add[t]));
-  return x;
-}
-
 ALWAYS_INLINE __m128 load4(const uint8_t *src8, const float *srcf, size_t i) {
   if (!src8) return _mm_loadu_ps(srcf + i);
   int32_t b;
@@ -137,23 +136,59 @@ ALWAYS_INLINE __m128 load4(const uint8_t *src8, const float *srcf, size_t i) {
   return _mm_cvtepi32_ps(_mm_unpacklo_epi16(w, zero));
 }
 
-/* 48 values (a whole number of turns of 12: every vector's channels fixed) from i. */
-ALWAYS_INLINE void pass48(const pass_vec *c, const float *grey, size_t i, const uint8_t *src8,
-                          const float *srcf, uint8_t *dst8, float *dstf, __m128 acc[3], int bright,
-                          int contrast, int sat, int pca) {
+#define SHUF(a, b, i, j, k, l) _mm_shuffle_ps(a, b, _MM_SHUFFLE(l, k, j, i))
+
+/* The greys of the 4 pixels in x[0..2] ([R0 G0 B0 R1], [G1 B1 R2 G2], [B2 R3 G3 B3]), each
+ * written three times, as x's values lie. */
+ALWAYS_INLINE void grey4(const __m128 x[3], __m128 g[3]) {
+  const __m128 a = x[0], b = x[1], c = x[2];
+  const __m128 r = SHUF(SHUF(a, a, 0, 3, 0, 3), SHUF(b, c, 2, 2, 1, 1), 0, 1, 1, 2);
+  const __m128 gr = SHUF(SHUF(a, b, 1, 1, 0, 3), SHUF(b, c, 3, 3, 2, 2), 0, 2, 0, 2);
+  const __m128 bl = SHUF(SHUF(a, b, 2, 2, 1, 1), SHUF(c, c, 0, 0, 3, 3), 0, 2, 0, 2);
+  const __m128 y = _mm_add_ps(
+      _mm_add_ps(_mm_mul_ps(bl, _mm_set1_ps(0.299f)), _mm_mul_ps(gr, _mm_set1_ps(0.587f))),
+      _mm_mul_ps(r, _mm_set1_ps(0.114f)));
+  g[0] = SHUF(y, y, 0, 0, 0, 1);
+  g[1] = SHUF(y, y, 1, 1, 2, 2);
+  g[2] = SHUF(y, y, 2, 3, 3, 3);
+}
+
+/* 48 values (16 pixels: every vector's channels fixed) from i, in groups of 4 pixels. */
+ALWAYS_INLINE void pass48(const pass_vec *c, size_t i, const uint8_t *src8, const float *srcf,
+                          uint8_t *dst8, float *dstf, __m128 acc[3], int bright, int contrast,
+                          int sat, int pca) {
   __m128 v[12];
-  for (int k = 0; k < 12; k++) {
-    v[k] =
-        steps4(load4(src8, srcf, i + 4 * k), c, grey, i + 4 * k, k % 3, bright, contrast, sat, pca);
-    acc[k % 3] = _mm_add_ps(acc[k % 3], v[k]);
+#pragma GCC unroll 4
+  for (int q = 0; q < 12; q += 3) {
+    __m128 *x = v + q;
+#pragma GCC unroll 3
+    for (int t = 0; t < 3; t++) {
+      x[t] = load4(src8, srcf, i + 4 * (q + t));
+      if (bright) x[t] = round_clip4(_mm_mul_ps(x[t], c->ab));
+      if (contrast) x[t] = round_clip4(_mm_add_ps(_mm_mul_ps(x[t], c->ac), c->beta));
+    }
+    if (sat) {
+      __m128 g[3];
+      grey4(x, g);
+#pragma GCC unroll 3
+      for (int t = 0; t < 3; t++)
+        x[t] = round_clip4(_mm_add_ps(_mm_mul_ps(x[t], c->as), _mm_mul_ps(g[t], c->bs)));
+    }
+#pragma GCC unroll 3
+    for (int t = 0; t < 3; t++) {
+      if (pca) x[t] = round_clip4(_mm_add_ps(x[t], c->add[t]));
+      acc[t] = _mm_add_ps(acc[t], x[t]);
+    }
   }
   if (dst8) { /* whole numbers in 0..255: exact conversions, no saturation needed */
+#pragma GCC unroll 3
     for (int k = 0; k < 12; k += 4) {
       const __m128i a = _mm_packs_epi32(_mm_cvtps_epi32(v[k]), _mm_cvtps_epi32(v[k + 1]));
       const __m128i b = _mm_packs_epi32(_mm_cvtps_epi32(v[k + 2]), _mm_cvtps_epi32(v[k + 3]));
       _mm_storeu_si128((__m128i *)(dst8 + i + 4 * k), _mm_packus_epi16(a, b));
     }
   } else {
+#pragma GCC unroll 12
     for (int k = 0; k < 12; k++) _mm_storeu_ps(dstf + i + 4 * k, v[k]);
   }
 }
@@ -173,7 +208,7 @@ ALWAYS_INLINE size_t pass_sse2(pass_ops *o, size_t n, const uint8_t *src8, const
   __m128 acc[3] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
   size_t i = 0;
   for (; i + 48 <= n; i += 48)
-    pass48(&c, o->grey, i, src8, srcf, dst8, dstf, acc, bright, contrast, sat, pca);
+    pass48(&c, i, src8, srcf, dst8, dstf, acc, bright, contrast, sat, pca);
   float lanes[12];
   for (int t = 0; t < 3; t++) _mm_storeu_ps(lanes + 4 * t, acc[t]);
   for (int k = 0; k < 12; k++) o->sums[k % 3] += lanes[k];
@@ -181,8 +216,8 @@ ALWAYS_INLINE size_t pass_sse2(pass_ops *o, size_t n, const uint8_t *src8, const
 }
 #endif
 
-/* One pass over n values: from bytes (src8) or floats (srcf), to bytes (dst8) or floats
- * (dstf), the sums of the results' channels added to o->sums. */
+/* One pass over n values (whole pixels): from bytes (src8) or floats (srcf), to bytes (dst8)
+ * or floats (dstf), the sums of the results' channels added to o->sums. */
 static void run_pass(pass_ops *o, size_t n, const uint8_t *src8, const float *srcf, uint8_t *dst8,
                      float *dstf) {
   size_t i = 0;
@@ -241,23 +276,17 @@ static void run_pass(pass_ops *o, size_t n, const uint8_t *src8, const float *sr
   }
 #undef PASS
 #endif
-  for (; i < n; i++) {
-    const float x = ops_one(o, src8 ? (float)src8[i] : srcf[i], i);
-    o->sums[i % 3] += x;
-    if (dst8)
-      dst8[i] = (uint8_t)x;
-    else
-      dstf[i] = x;
-  }
-}
-
-/* MXNet's grey of each pixel (the luma weights 0.299, 0.587, 0.114 over its BGR pixels in
- * RGB's order), written three times, once per value of the pixel. */
-static void grey_of(const float *restrict x, float *restrict out, size_t npix) {
-  for (size_t i = 0; i < npix; i++) {
-    const float *p = x + 3 * i;
-    const float g = (p[2] * 0.299f + p[1] * 0.587f) + p[0] * 0.114f;
-    out[3 * i] = g, out[3 * i + 1] = g, out[3 * i + 2] = g;
+  for (; i < n; i += 3) { /* (i: a whole pixel) */
+    float p[3];
+    for (int k = 0; k < 3; k++) p[k] = src8 ? (float)src8[i + k] : srcf[i + k];
+    ops_pixel(o, p);
+    for (int k = 0; k < 3; k++) {
+      o->sums[k] += p[k];
+      if (dst8)
+        dst8[i + k] = (uint8_t)p[k];
+      else
+        dstf[i + k] = p[k];
+    }
   }
 }
 
@@ -269,30 +298,21 @@ void rc_colour_apply(const rc_colour *c, const double v[RC_COLOUR_VALUES], uint8
   const int pca = c->pca_noise > 0;
   if (!(bright || contrast || sat || pca)) return;
   const size_t n = npix * 3;
-  float *x = scratch, *grey = scratch + n;
-  pass_ops o = {.ab = (float)v[3],
-                .ac = (float)v[4],
-                .as = (float)v[5],
-                .bs = (float)(1.0 - v[5]),
-                .grey = grey};
+  pass_ops o = {.ab = (float)v[3], .ac = (float)v[4], .as = (float)v[5], .bs = (float)(1.0 - v[5])};
   for (int k = 0; k < 12; k++) o.add[k] = (float)v[6 + k % 3];
-  /* The passes: each step that needs the image's or a pixel's grey starts a new one. */
-  const uint8_t *src8 = rgb;
-  if (contrast) {
+  o.sat = sat, o.pca = pca;
+  if (contrast) { /* the mean grey first: a pass of its own, brightness with it */
     o.bright = bright;
-    run_pass(&o, n, src8, NULL, NULL, x);
-    o.bright = 0, src8 = NULL;
-    /* the mean grey from the channels' sums (exact): the luma weights in MXNet's order */
-    const double mean =
-        (o.sums[2] * 0.299 + o.sums[1] * 0.587 + o.sums[0] * 0.114) / (double)(npix ? npix : 1);
-    o.beta = (float)((1.0 - v[4]) * mean);
+    pass_ops first = o;
+    first.sat = first.pca = 0;
+    run_pass(&first, n, rgb, NULL, NULL, scratch);
+    /* from the channels' sums (exact): the luma weights in MXNet's order */
+    const double mean = (first.sums[2] * 0.299 + first.sums[1] * 0.587 + first.sums[0] * 0.114) /
+                        (double)(npix ? npix : 1);
+    o.bright = 0, o.contrast = 1, o.beta = (float)((1.0 - v[4]) * mean);
+    run_pass(&o, n, NULL, scratch, rgb, NULL);
+  } else {
+    o.bright = bright;
+    run_pass(&o, n, rgb, NULL, rgb, NULL);
   }
-  if (sat) {
-    o.bright = bright && src8, o.contrast = contrast;
-    run_pass(&o, n, src8, src8 ? NULL : x, NULL, x);
-    o.bright = o.contrast = 0, src8 = NULL;
-    grey_of(x, grey, npix);
-  }
-  o.bright = bright && src8, o.contrast = contrast && !sat, o.sat = sat, o.pca = pca;
-  run_pass(&o, n, src8, src8 ? NULL : x, rgb, NULL);
 }
