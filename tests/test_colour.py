@@ -180,20 +180,23 @@ def ks_statistic(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(fa - fb).max())
 
 
+N_OURS = 200  # records drawn per setting (MXNet's samples: 400)
+
+
 @pytest.fixture(scope="module")
 def two_tone_batches():
-    """recio's outputs at MXNet's two probe pixels, per setting, for 400 records."""
+    """recio's outputs at MXNet's two probe pixels, per setting, for N_OURS records."""
     ref = np.load(DATA / "draws.npz")
     pixels = np.zeros((32, 32, 3), np.uint8)
     pixels[:, :16] = (100, 150, 200)
     pixels[:, 16:] = 60
-    buffers = [png(pixels)] * 400
+    buffers = [png(pixels)] * N_OURS
     got = {}
     with DecodePool(2) as pool:
         for name, kw in json.loads(str(ref["settings"])).items():  # what MXNet ran
-            out = np.zeros((400, 3, 32, 32), np.float32)
+            out = np.zeros((N_OURS, 3, 32, 32), np.float32)
             draw = KeyedDraw(CropSpec(32, 32), 0, 0, ColourSpec(**kw))
-            status = pool.decode_batch(buffers, out, draw=draw, records=np.arange(400),
+            status = pool.decode_batch(buffers, out, draw=draw, records=np.arange(N_OURS),
                                        layout="NCHW", mean=(0, 0, 0), std=(1, 1, 1))  # fmt: skip
             assert (status == 0).all()
             got[name] = out[:, :, 0, [0, 20]]
@@ -203,17 +206,20 @@ def two_tone_batches():
 def test_output_distributions_match_mxnets(two_tone_batches):
     """Per setting, channel and probe pixel: a two-sample KS test against MXNet's outputs.
 
-    400 samples each; the critical distance at the 0.1 % level is 1.95 * sqrt(2 / 400) =
-    0.138 (conservative for these discrete values).
+    The critical distance at the 0.1 % level is 1.95 * sqrt((n + m) / (n m)), 0.169 for
+    these 200 and 400 samples (conservative for discrete values). The draws are keyed, so
+    the test gives the same answer every run.
     """
     ref, got = two_tone_batches
+    n, m = N_OURS, len(ref["brightness"])
+    critical = 1.95 * np.sqrt((n + m) / (n * m))
     worst = {}
     for name, ours in got.items():
         theirs = ref[name]
         worst[name] = max(
             ks_statistic(ours[:, c, k], theirs[:, c, k]) for c in range(3) for k in range(2)
         )
-    assert max(worst.values()) < 0.138, worst
+    assert max(worst.values()) < critical, worst
 
 
 def test_brightness_shifts_the_image_mean_as_mxnet(two_tone_batches):
