@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "colour.h"
 #include "decode_core.h"
 #include "encode_core.h"
 #include "pool.h"
@@ -1249,7 +1250,9 @@ PyMODINIT_FUNC PyInit__native(void) {
   if (PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) < 0 ||
       PyModule_AddStringConstant(m, "LIBJPEG_TURBO_VERSION", STR(LIBJPEG_TURBO_VERSION)) < 0 ||
       PyModule_AddIntConstant(m, "ERRLEN", RC_ERRLEN) < 0 ||
-      PyModule_AddStringConstant(m, "SIMD", rc_simd_init()) < 0 || add_status_codes(m) < 0) {
+      PyModule_AddStringConstant(m, "SIMD", rc_simd_init()) < 0 ||
+      PyModule_AddStringConstant(m, "COLOUR_SIMD", rc_colour_init()) < 0 ||
+      add_status_codes(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

@@ -10,6 +10,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* OpenCV's saturate_cast<uchar>(float): round half to even, clip to 0..255. (Adding and
@@ -216,65 +217,227 @@ ALWAYS_INLINE size_t pass_sse2(pass_ops *o, size_t n, const uint8_t *src8, const
 }
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define RC_COLOUR_AVX2 1
+#include <immintrin.h>
+
+static int colour_avx2; /* rc_colour_init: the CPU has AVX2 and RECIO_SIMD is not "sse2" */
+
+#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2")))
+#define SHUF8(a, b, i, j, k, l) _mm256_shuffle_ps(a, b, _MM_SHUFFLE(l, k, j, i))
+
+AVX2_INLINE __m256 round_clip8(__m256 x) {
+  const __m256 magic = _mm256_set1_ps(12582912.0f);
+  x = _mm256_sub_ps(_mm256_add_ps(x, magic), magic);
+  return _mm256_min_ps(_mm256_max_ps(x, _mm256_setzero_ps()), _mm256_set1_ps(255.0f));
+}
+
+AVX2_INLINE __m256 both(__m128 a) {
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(a), a, 1);
+}
+
+/* Two groups of 4 pixels side by side, one per 128-bit half: vector t of the group at i in
+ * the low half, of the group at i + 12 in the high one, so the SSE2 loop's in-lane shuffles
+ * and channel patterns hold unchanged. */
+AVX2_INLINE __m256 load8(const uint8_t *src8, const float *srcf, size_t i) {
+  if (!src8)
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(srcf + i)),
+                                _mm_loadu_ps(srcf + i + 12), 1);
+  int32_t lo, hi;
+  memcpy(&lo, src8 + i, 4);
+  memcpy(&hi, src8 + i + 12, 4);
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, hi, lo)));
+}
+
+/* 12 whole numbers in 0..255 (three vectors) as 12 bytes. */
+AVX2_INLINE void store12(uint8_t *dst, __m128 a, __m128 b, __m128 c) {
+  const __m128i p = _mm_packus_epi16(_mm_packs_epi32(_mm_cvtps_epi32(a), _mm_cvtps_epi32(b)),
+                                     _mm_packs_epi32(_mm_cvtps_epi32(c), _mm_setzero_si128()));
+  _mm_storel_epi64((__m128i *)dst, p);
+  const int32_t last = _mm_cvtsi128_si32(_mm_srli_si128(p, 8));
+  memcpy(dst + 8, &last, 4);
+}
+
+/* pass_sse2 with 8 values a vector: 24 values (8 pixels) a step. */
+AVX2_INLINE size_t pass_avx2_k(pass_ops *o, size_t n, const uint8_t *src8, const float *srcf,
+                               uint8_t *dst8, float *dstf, int bright, int contrast, int sat,
+                               int pca) {
+  const __m256 ab = _mm256_set1_ps(o->ab), ac = _mm256_set1_ps(o->ac);
+  const __m256 beta = _mm256_set1_ps(o->beta), as = _mm256_set1_ps(o->as);
+  const __m256 bs = _mm256_set1_ps(o->bs);
+  const __m256 add[3] = {both(_mm_loadu_ps(o->add)), both(_mm_loadu_ps(o->add + 4)),
+                         both(_mm_loadu_ps(o->add + 8))};
+  __m256 acc[3] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  size_t i = 0;
+  for (; i + 24 <= n; i += 24) {
+    __m256 x[3];
+#pragma GCC unroll 3
+    for (int t = 0; t < 3; t++) {
+      x[t] = load8(src8, srcf, i + 4 * t);
+      if (bright) x[t] = round_clip8(_mm256_mul_ps(x[t], ab));
+      if (contrast) x[t] = round_clip8(_mm256_add_ps(_mm256_mul_ps(x[t], ac), beta));
+    }
+    if (sat) { /* as grey4, in each half */
+      const __m256 a = x[0], b = x[1], c = x[2];
+      const __m256 r = SHUF8(SHUF8(a, a, 0, 3, 0, 3), SHUF8(b, c, 2, 2, 1, 1), 0, 1, 1, 2);
+      const __m256 gr = SHUF8(SHUF8(a, b, 1, 1, 0, 3), SHUF8(b, c, 3, 3, 2, 2), 0, 2, 0, 2);
+      const __m256 bl = SHUF8(SHUF8(a, b, 2, 2, 1, 1), SHUF8(c, c, 0, 0, 3, 3), 0, 2, 0, 2);
+      const __m256 y = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(bl, _mm256_set1_ps(0.299f)),
+                                                   _mm256_mul_ps(gr, _mm256_set1_ps(0.587f))),
+                                     _mm256_mul_ps(r, _mm256_set1_ps(0.114f)));
+      const __m256 g[3] = {SHUF8(y, y, 0, 0, 0, 1), SHUF8(y, y, 1, 1, 2, 2),
+                           SHUF8(y, y, 2, 3, 3, 3)};
+#pragma GCC unroll 3
+      for (int t = 0; t < 3; t++)
+        x[t] = round_clip8(_mm256_add_ps(_mm256_mul_ps(x[t], as), _mm256_mul_ps(g[t], bs)));
+    }
+#pragma GCC unroll 3
+    for (int t = 0; t < 3; t++) {
+      if (pca) x[t] = round_clip8(_mm256_add_ps(x[t], add[t]));
+      acc[t] = _mm256_add_ps(acc[t], x[t]);
+    }
+    const __m128 lo[3] = {_mm256_castps256_ps128(x[0]), _mm256_castps256_ps128(x[1]),
+                          _mm256_castps256_ps128(x[2])};
+    const __m128 hi[3] = {_mm256_extractf128_ps(x[0], 1), _mm256_extractf128_ps(x[1], 1),
+                          _mm256_extractf128_ps(x[2], 1)};
+    if (dst8) {
+      store12(dst8 + i, lo[0], lo[1], lo[2]);
+      store12(dst8 + i + 12, hi[0], hi[1], hi[2]);
+    } else {
+      for (int t = 0; t < 3; t++) {
+        _mm_storeu_ps(dstf + i + 4 * t, lo[t]);
+        _mm_storeu_ps(dstf + i + 12 + 4 * t, hi[t]);
+      }
+    }
+  }
+  float lanes[24];
+  for (int t = 0; t < 3; t++) _mm256_storeu_ps(lanes + 8 * t, acc[t]);
+  for (int t = 0; t < 3; t++) /* lane l of either half of acc[t]: channel (4t + l) % 3 */
+    for (int l = 0; l < 8; l++) o->sums[(4 * t + l % 4) % 3] += lanes[8 * t + l];
+  return i;
+}
+
+__attribute__((target("avx2"))) static size_t pass_avx2(pass_ops *o, size_t n, const uint8_t *src8,
+                                                        const float *srcf, uint8_t *dst8,
+                                                        float *dstf) {
+#define PASS(b, c, s, p) return pass_avx2_k(o, n, src8, srcf, dst8, dstf, b, c, s, p)
+  switch (o->bright | o->contrast << 1 | o->sat << 2 | o->pca << 3) {
+    case 0:
+      PASS(0, 0, 0, 0);
+    case 1:
+      PASS(1, 0, 0, 0);
+    case 2:
+      PASS(0, 1, 0, 0);
+    case 3:
+      PASS(1, 1, 0, 0);
+    case 4:
+      PASS(0, 0, 1, 0);
+    case 5:
+      PASS(1, 0, 1, 0);
+    case 6:
+      PASS(0, 1, 1, 0);
+    case 7:
+      PASS(1, 1, 1, 0);
+    case 8:
+      PASS(0, 0, 0, 1);
+    case 9:
+      PASS(1, 0, 0, 1);
+    case 10:
+      PASS(0, 1, 0, 1);
+    case 11:
+      PASS(1, 1, 0, 1);
+    case 12:
+      PASS(0, 0, 1, 1);
+    case 13:
+      PASS(1, 0, 1, 1);
+    case 14:
+      PASS(0, 1, 1, 1);
+    default:
+      PASS(1, 1, 1, 1);
+  }
+#undef PASS
+}
+#endif
+
+const char *rc_colour_init(void) {
+#ifdef RC_COLOUR_AVX2
+  const char *simd = getenv("RECIO_SIMD");
+  colour_avx2 = __builtin_cpu_supports("avx2") && !(simd && strcmp(simd, "sse2") == 0);
+  if (colour_avx2) return "avx2";
+#endif
+#if defined(__SSE2__)
+  return "sse2";
+#else
+  return "scalar";
+#endif
+}
+
 /* One pass over n values (whole pixels): from bytes (src8) or floats (srcf), to bytes (dst8)
  * or floats (dstf), the sums of the results' channels added to o->sums. */
 static void run_pass(pass_ops *o, size_t n, const uint8_t *src8, const float *srcf, uint8_t *dst8,
                      float *dstf) {
   size_t i = 0;
+#ifdef RC_COLOUR_AVX2
+  if (colour_avx2) i = pass_avx2(o, n, src8, srcf, dst8, dstf);
+  if (!colour_avx2) {
+#endif
 #if defined(__SSE2__)
-  /* one copy of the loop per set of steps (a pass runs a few of them) */
+    /* one copy of the loop per set of steps (a pass runs a few of them) */
 #define PASS(b, c, s, p) i = pass_sse2(o, n, src8, srcf, dst8, dstf, b, c, s, p)
-  switch (o->bright | o->contrast << 1 | o->sat << 2 | o->pca << 3) {
-    case 0:
-      PASS(0, 0, 0, 0);
-      break;
-    case 1:
-      PASS(1, 0, 0, 0);
-      break;
-    case 2:
-      PASS(0, 1, 0, 0);
-      break;
-    case 3:
-      PASS(1, 1, 0, 0);
-      break;
-    case 4:
-      PASS(0, 0, 1, 0);
-      break;
-    case 5:
-      PASS(1, 0, 1, 0);
-      break;
-    case 6:
-      PASS(0, 1, 1, 0);
-      break;
-    case 7:
-      PASS(1, 1, 1, 0);
-      break;
-    case 8:
-      PASS(0, 0, 0, 1);
-      break;
-    case 9:
-      PASS(1, 0, 0, 1);
-      break;
-    case 10:
-      PASS(0, 1, 0, 1);
-      break;
-    case 11:
-      PASS(1, 1, 0, 1);
-      break;
-    case 12:
-      PASS(0, 0, 1, 1);
-      break;
-    case 13:
-      PASS(1, 0, 1, 1);
-      break;
-    case 14:
-      PASS(0, 1, 1, 1);
-      break;
-    default:
-      PASS(1, 1, 1, 1);
-      break;
-  }
+    switch (o->bright | o->contrast << 1 | o->sat << 2 | o->pca << 3) {
+      case 0:
+        PASS(0, 0, 0, 0);
+        break;
+      case 1:
+        PASS(1, 0, 0, 0);
+        break;
+      case 2:
+        PASS(0, 1, 0, 0);
+        break;
+      case 3:
+        PASS(1, 1, 0, 0);
+        break;
+      case 4:
+        PASS(0, 0, 1, 0);
+        break;
+      case 5:
+        PASS(1, 0, 1, 0);
+        break;
+      case 6:
+        PASS(0, 1, 1, 0);
+        break;
+      case 7:
+        PASS(1, 1, 1, 0);
+        break;
+      case 8:
+        PASS(0, 0, 0, 1);
+        break;
+      case 9:
+        PASS(1, 0, 0, 1);
+        break;
+      case 10:
+        PASS(0, 1, 0, 1);
+        break;
+      case 11:
+        PASS(1, 1, 0, 1);
+        break;
+      case 12:
+        PASS(0, 0, 1, 1);
+        break;
+      case 13:
+        PASS(1, 0, 1, 1);
+        break;
+      case 14:
+        PASS(0, 1, 1, 1);
+        break;
+      default:
+        PASS(1, 1, 1, 1);
+        break;
+    }
 #undef PASS
+#endif
+#ifdef RC_COLOUR_AVX2
+  }
 #endif
   for (; i < n; i += 3) { /* (i: a whole pixel) */
     float p[3];

@@ -15,6 +15,10 @@
 void rc_colour_apply(const rc_colour *c, const double v[RC_COLOUR_VALUES], uint8_t *rgb,
                      size_t npix, float *planes);
 
+/* Picks the colour passes' SIMD (AVX2 where the CPU has it and RECIO_SIMD is not "sse2",
+ * else SSE2): call once before any pool thread runs. Returns "avx2", "sse2" or "scalar". */
+const char *rc_colour_init(void);
+
 #define RC_COLOUR_SCRATCH(npix) ((size_t)(npix)*4 * sizeof(float))
 
 #endif

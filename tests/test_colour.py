@@ -371,3 +371,42 @@ def test_fields_of_colourspec_are_mxnets_keywords():
     names = {f.name for f in dataclasses.fields(ColourSpec)}
     assert names == {"random_h", "random_s", "random_l", "brightness", "contrast", "saturation",
                      "pca_noise", "max_random_contrast", "max_random_illumination"}  # fmt: skip
+
+
+_DIGEST = """
+import hashlib, numpy as np
+from recio import _native
+from recio.augment import ColourSpec, CropSpec, KeyedDraw
+from recio.decode import DecodePool
+from tests.test_colour import ALL, jpeg
+from tests.images import make_pixels
+buffers = [jpeg(make_pixels(60, 40 + i, seed=i)) for i in range(4)]
+h = hashlib.sha256()
+specs = (ALL, ColourSpec(brightness=0.3, saturation=0.5), ColourSpec(contrast=0.5, pca_noise=0.2))
+for spec in specs:
+    draw = KeyedDraw(CropSpec(29, 31, random_resized_crop=True), 0, 0, spec)
+    out = np.zeros((4, 29, 31, 3), np.float32)
+    with DecodePool(1) as pool:
+        pool.decode_batch(buffers, out, draw=draw, records=np.arange(4), mean=(1, 2, 3))
+    h.update(out.tobytes())
+print(_native.COLOUR_SIMD, h.hexdigest())
+"""
+
+
+@pytest.mark.needs_native
+def test_avx2_and_sse2_colour_passes_give_the_same_bytes():
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[1]
+
+    def digest(**env):
+        run = subprocess.run([sys.executable, "-c", _DIGEST], cwd=root, capture_output=True,
+                             text=True, check=True, env={**os.environ, **env})  # fmt: skip
+        return run.stdout.split()
+
+    default, sse2 = digest(), digest(RECIO_SIMD="sse2")
+    if default[0] != "avx2":
+        pytest.skip("this CPU has no AVX2: there is one path only")
+    assert sse2[0] == "sse2" and default[1] == sse2[1]
