@@ -199,6 +199,9 @@ class PositionedIterator:
             config.path_imgrec,
             config.storage.path_imgidx,
             storage_options=config.storage.storage_options,
+            fetch=config.storage.fetch,
+            cache_dir=config.storage.cache_dir,
+            cache_limit=config.storage.cache_limit,
         )
         try:
             # Header, identity and other label-only records are not samples.
