@@ -224,6 +224,9 @@ class BlockCache:
             else:
                 out[block] = data
                 stats.hits += 1
+        # The hits' next uses first: what this read just used must not look needed now
+        # when the misses' room is made.
+        self._touch(key, [(b, u) for b, _, u in blocks if b in out], until)
         mine, theirs = self._claim(key, missing) if missing else ([], [])
         try:
             if mine:
@@ -238,7 +241,7 @@ class BlockCache:
                 self._unclaim(key, [b for b, _, _ in mine])
         if theirs:
             self._wait_for(key, theirs, fetch, stats, out)
-        self._touch(key, [(b, u) for b, _, u in blocks if b not in {m[0] for m in mine}], until)
+            self._touch(key, [(b, u) for b, _, u in theirs], until)
         return out
 
     def _checked_load(self, key: str, block: int, length: int, stats: CacheStats) -> Any:
