@@ -81,7 +81,7 @@ def test_read_ahead_grows_for_a_fast_consumer_within_its_memory_bound():
     fast = Prefetcher(_SlowRecords(400, 0.03), batches, depth=1, group_bytes=0,
                       read_ahead=60_000)  # fmt: skip
     seen = []
-    for indices, _ in fast:
+    for _ in fast:
         seen.append(fast.in_flight)
         assert len(fast._jobs) <= 6
     assert max(seen) == 6  # as many as 60 KB of jobs, the bound
