@@ -58,7 +58,9 @@ class ImageRecordIter(PositionedIterator):
     ``last_batch`` ("pad" | "discard" | "rollover"; default from ``round_batch``),
     ``on_error`` ("skip" | "raise" | "replace"), ``kv`` (any object with ``.rank`` and
     ``.num_workers``), ``storage_options`` (fsspec), ``shuffle_mode`` ("global" | "block"),
-    ``block_parts``, ``interpolation``, ``channel_order``. They are checked once into an
+    ``block_parts``, ``interpolation``, ``channel_order``, ``cache_dir`` and ``cache_limit``
+    (remote blocks kept on local disk, at most that many bytes: NOTE [block cache]),
+    ``fetch`` (:class:`~recio.storage.FetchOptions`). They are checked once into an
     :class:`~recio.config.IterConfig`; ``config=`` (or the groups ``crop=``,
     ``normalize=``, ``sharding=``, ``storage=``) may be given instead.
 
@@ -384,7 +386,7 @@ class _Pipeline:
         # Every read of this epoch is issued: start the next epoch's first fetches while the
         # decoder finishes this one (taken if the consumer goes on to it, else closed).
         if nxt:
-            ahead = self._prefetcher(nxt, 0, self.epoch + 1)
+            ahead = self._prefetcher(nxt, 0, self.epoch + 1, lead=False)
             ahead.start()
             self.lookahead.put((self.epoch + 1, 0), ahead)
 
@@ -392,7 +394,7 @@ class _Pipeline:
         steps = range(first_step, self.sampler.steps_in_epoch(epoch))
         return [self.sampler.plan(epoch, s) for s in steps]
 
-    def _prefetcher(self, plans, first_step: int, epoch: int) -> Prefetcher:
+    def _prefetcher(self, plans, first_step: int, epoch: int, lead: bool = True) -> Prefetcher:
         group = self.sampler.fetch_group()
         fetch = self.records.fetch or FetchOptions()
         return Prefetcher(
@@ -403,6 +405,7 @@ class _Pipeline:
             first_batch=first_step,
             epoch=epoch if self.records.cached else None,
             read_ahead=fetch.read_ahead if fetch.adaptive else None,
+            lead=lead,
         )
 
     def _read_batches(self, plans, fetched) -> None:

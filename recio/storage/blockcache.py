@@ -170,7 +170,7 @@ class BlockCache:
                     claims[base] = int(pid)
         return entries, claims
 
-    def load(self, key: str, block: int, length: int) -> bytes | None:
+    def load(self, key: str, block: int, length: int) -> memoryview | None:
         """The data of an entry if it is there and whole (checked), else None.
 
         An entry that fails its check is removed (and counted by the caller).
@@ -182,7 +182,7 @@ class BlockCache:
         except FileNotFoundError:
             return None
         if _valid(raw, block, length):
-            return raw[_HEADER.size :]
+            return memoryview(raw)[_HEADER.size :]  # no copy of the block
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         raise _Corrupt(path)

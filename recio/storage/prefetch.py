@@ -60,6 +60,10 @@ class Prefetcher:
             consumer's bytes per second × a job's fetch time / a job's bytes, plus one;
             NOTE [adaptive fetch]), from ``depth`` up to this many bytes of jobs.
             None: always ``depth``.
+        lead: with ``group_batches``, fetch the first batch alone first (above). A
+            prefetcher started well ahead (the next epoch's) does without: the lead's
+            records would be fetched twice, alone and again in the gaps of its window's
+            coalesced requests.
     """
 
     def __init__(
@@ -73,6 +77,7 @@ class Prefetcher:
         first_batch: int = 0,
         epoch: int | None = None,
         read_ahead: int | None = None,
+        lead: bool = True,
     ) -> None:
         if depth < 1:
             raise ValueError(f"depth must be >= 1, not {depth}")
@@ -92,7 +97,8 @@ class Prefetcher:
         self._fetched = [0.0, 0]
         self._consumed = [0.0, 0]
         self._jobs_done = 0
-        self._lead_pending = group_batches is not None  # the lead job not yet handed out
+        self.lead = lead and group_batches is not None
+        self._lead_pending = self.lead  # the lead job not yet handed out
         self._batches = iter(batches)
         self._jobs: deque[tuple[list[np.ndarray], Future]] = deque()
         workers = (depth if read_ahead is None else _MAX_JOBS) + (group_batches is not None)
@@ -103,7 +109,7 @@ class Prefetcher:
         if self.group_batches is not None:
             # the lead batch alone, then the rest of its window, then whole windows
             g = self.group_batches
-            size = 1 if self._next == self._first else g - self._next % g
+            size = 1 if self._next == self._first and self.lead else g - self._next % g
             group = [np.asarray(b, dtype=np.int64) for b in itertools.islice(self._batches, size)]
             self._next += len(group)
             return group
