@@ -57,6 +57,7 @@ _MAGIC = b"RBC1"
 _HEADER = struct.Struct("<4sIQQ")  # magic, crc32c of the data, block number, data length
 _SUFFIX = ".blk"
 _CLAIM = ".claim"
+_TMP = ".tmp"
 #: The priority of a block with no use ahead (Belady's first victim).
 NEVER = 1 << 62
 _WAIT_S = 120.0  # longest wait for a block another process claimed, then fetch it here
@@ -154,13 +155,20 @@ class BlockCache:
         """Bytes the entries take now."""
         return sum(size for size, _ in self._scan()[0].values())
 
-    def _scan(self) -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
-        """Entries (name -> size, priority) and claims (entry name -> pid)."""
+    def _scan(self, locked: bool = False) -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
+        """Entries (name -> size, priority) and claims (entry name -> pid).
+
+        ``locked``: the caller holds the lock, so a temporary seen now is a dead writer's
+        (entries are written only under the lock): it is removed.
+        """
         entries: dict[str, tuple[int, int]] = {}
         claims: dict[str, int] = {}
         for e in os.scandir(self.dir):
             name = e.name
-            if name.endswith(_SUFFIX):
+            if locked and name.endswith(_TMP):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(e.path)
+            elif name.endswith(_SUFFIX):
                 with contextlib.suppress(FileNotFoundError):
                     st = e.stat()
                     entries[name] = (st.st_size, st.st_mtime_ns)
@@ -189,7 +197,7 @@ class BlockCache:
 
     def _write(self, key: str, block: int, data: Any, priority: int) -> None:
         path = self.entry(key, block)
-        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}{_TMP}"
         with open(tmp, "wb") as f:
             f.write(_HEADER.pack(_MAGIC, _crc32c(data), block, len(data)))
             f.write(data)
@@ -256,7 +264,7 @@ class BlockCache:
         mine, theirs = [], []
         pid = os.getpid()
         with self.locked():
-            _, claims = self._scan()
+            _, claims = self._scan(locked=True)
             for item in missing:
                 name = os.path.basename(self.entry(key, item[0]))
                 owner = claims.get(name)
@@ -318,7 +326,7 @@ class BlockCache:
         """Write fetched blocks, evicting to stay within the limit (NOTE [block cache])."""
         belady = self.policy == "belady"
         with self.locked():
-            entries, _ = self._scan()
+            entries, _ = self._scan(locked=True)
             used = sum(size for size, _ in entries.values())
             # Soonest-needed first: when room runs out, the later ones are the ones bypassed.
             for block, next_use, data in sorted(items, key=lambda t: _order(t[1])):

@@ -117,6 +117,8 @@ def test_a_dataset_that_fits_is_fetched_once(served, tmp_path):
 
 
 def test_corrupt_and_torn_entries_are_caught_and_fetched_again(served, tmp_path):
+    """A flipped bit fails the CRC32C, a truncated entry its length: both are fetched again
+    (only those blocks), never served."""
     size = len(served.files["/d.rec"])
     rf = open_cached(served, tmp_path, 4 * size)
     everything = rf.read_many(range(N))
@@ -127,12 +129,15 @@ def test_corrupt_and_torn_entries_are_caught_and_fetched_again(served, tmp_path)
     entries[1].write_bytes(bytes(flipped))
     with open(entries[2], "r+b") as f:  # torn: the write stopped half-way
         f.truncate(BLOCK // 2)
+    orphan = tmp_path / (entries[3].name + ".999999.1.tmp")  # a writer that died mid-write
+    orphan.write_bytes(bytes(BLOCK))
     before = served.fetched("/d.rec")
     again = rf.read_many(range(N))
     assert [bytes(p) for p in again] == [bytes(p) for p in everything]
     assert rf.source.stats.corrupt == 2
     assert served.fetched("/d.rec") - before == 2 * BLOCK  # those two blocks, nothing else
     assert entries[1].read_bytes() != bytes(flipped)  # stored again, whole
+    assert not orphan.exists()  # removed under the lock: it took room no entry accounts for
 
 
 _CHILD = textwrap.dedent(
