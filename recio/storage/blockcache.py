@@ -249,7 +249,7 @@ class BlockCache:
                 self._unclaim(key, [b for b, _, _ in mine])
         if theirs:
             self._wait_for(key, theirs, fetch, stats, out)
-            self._touch(key, [(b, u) for b, _, u in theirs], until)
+            self._touch(key, [(b, u) for b, _, u, _ in theirs], until)
         return out
 
     def _checked_load(self, key: str, block: int, length: int, stats: CacheStats) -> Any:
@@ -260,7 +260,11 @@ class BlockCache:
             return None
 
     def _claim(self, key: str, missing: list) -> tuple[list, list]:
-        """Split ``missing`` into the blocks this thread fetches and those others are."""
+        """Split ``missing`` into the blocks this thread fetches and those others are.
+
+        Theirs are ``(block, length, next_use, owner)``: the claimer's pid, or None for a
+        block stored since the first look.
+        """
         mine, theirs = [], []
         pid = os.getpid()
         with self.locked():
@@ -269,9 +273,9 @@ class BlockCache:
                 name = os.path.basename(self.entry(key, item[0]))
                 owner = claims.get(name)
                 if os.path.exists(os.path.join(self.dir, name)):
-                    theirs.append(item)  # stored since the first look: read it below
+                    theirs.append((*item, None))  # stored since the first look
                 elif owner is not None and _alive(owner):
-                    theirs.append(item)
+                    theirs.append((*item, owner))
                 else:
                     open(os.path.join(self.dir, f"{name}.{pid}{_CLAIM}"), "wb").close()
                     mine.append(item)
@@ -294,10 +298,15 @@ class BlockCache:
         while pending:
             still = []
             for item in pending:
-                block, length, _ = item
+                block, length, _, owner = item
                 # The claim first: it goes only after the entry is stored (or not stored at
                 # all), so no claim and no entry means this thread must fetch the block.
-                claimed = self._claimed(key, block) and time.monotonic() < deadline
+                claimed = (
+                    owner is not None
+                    and os.path.exists(f"{self.entry(key, block)}.{owner}{_CLAIM}")
+                    and _alive(owner)
+                    and time.monotonic() < deadline
+                )
                 data = self._checked_load(key, block, length, stats)
                 if data is not None:
                     out[block] = data
@@ -312,15 +321,6 @@ class BlockCache:
             pending = still
             if pending:
                 time.sleep(_POLL_S)
-
-    def _claimed(self, key: str, block: int) -> bool:
-        prefix = os.path.basename(self.entry(key, block)) + "."
-        for e in os.scandir(self.dir):
-            if e.name.startswith(prefix) and e.name.endswith(_CLAIM):
-                pid = e.name[len(prefix) : -len(_CLAIM)]
-                if pid.isdigit() and _alive(int(pid)):
-                    return True
-        return False
 
     def _store(self, key: str, items: list, stats: CacheStats, until: int | None) -> None:
         """Write fetched blocks, evicting to stay within the limit (NOTE [block cache])."""
