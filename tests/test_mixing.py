@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import os
 import pickle
 
 import numpy as np
@@ -68,6 +69,10 @@ def test_counts_follow_weight_repeat_and_choose():
     each = Mixture((Source("a.rec"), Source("b.rec", repeat=2.5), Source("c.rec", choose=3)))
     assert each.counts([10, 4, 100]) == [10, 10, 3]
     assert Mixture((Source("a.rec", repeat=0.29),)).counts([100]) == [29]  # not 28.99 -> 28
+    with pytest.raises(ValueError, match="source b has no samples, but is to give 3"):
+        Mixture((Source("a"), Source("b", choose=3))).counts([5, 0])
+    with pytest.raises(ValueError, match="gives no samples per epoch"):
+        Mixture((Source("a", repeat=0),)).counts([5])
 
 
 @pytest.mark.parametrize(
@@ -243,6 +248,30 @@ def test_rollover_batches_across_epochs_keep_the_mix(recs):
     assert len(ids) == 120
     seen = collections.Counter(ids)
     assert {seen[i] for i in A_IDS} == {3} and {seen[i] for i in B_IDS} == {6}
+
+
+def test_remote_sources_mix_as_local_ones(recs, memfs):
+    remote = {}
+    for key, rec in recs.items():
+        name = os.path.basename(rec)
+        memfs.put_file(rec, f"/mix/{name}")
+        memfs.put_file(rec[:-4] + ".idx", f"/mix/{name[:-4]}.idx")
+        remote[key] = f"memory:///mix/{name}"
+
+    def run(paths):
+        sources = [
+            Source(paths["b"], repeat=2, name="B"),
+            Source(paths["c"], labels=first_label, name="C"),
+        ]
+        with ImageRecordIter(sources, SHAPE, 7, shuffle=True, seed=2, rand_crop=True) as it:
+            assert it.records.is_local == (paths is recs)
+            batches = [(b.index.copy(), b.label.copy(), b.data.copy()) for b in it]
+            return batches, dict(it.stats.sources)
+
+    (local, local_stats), (fetched, fetched_stats) = run(recs), run(remote)
+    for x, y in zip(local, fetched, strict=True):
+        assert all(np.array_equal(u, v) for u, v in zip(x, y, strict=True))
+    assert local_stats == fetched_stats == {"B": 20, "C": 6}
 
 
 # --- label widths -------------------------------------------------------------------------
