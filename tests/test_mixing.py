@@ -127,6 +127,37 @@ def test_proportions_within_binomial_tolerance_and_exact_per_epoch():
     assert len(set(subsets)) == 3  # a new subset each epoch
 
 
+def stream(samplers, epoch):
+    """(position, key) of every real slot of ``epoch``, in global stream order."""
+    s = samplers[0]
+    out = {}
+    for k in range(s.first_step(epoch), s.steps_in_epoch(epoch)):
+        for t in samplers:
+            plan = t.plan(epoch, k)
+            real = len(plan.positions) - plan.pad
+            for at, p, key in zip(plan.stream[:real], plan.positions, plan.keys, strict=False):
+                out[int(at)] = (int(p), int(key))
+    return [out[at] for at in sorted(out)]
+
+
+@pytest.mark.parametrize("shuffle", ["none", "global", "block"])
+@pytest.mark.parametrize("last_batch", ["pad", "discard"])
+def test_a_resumed_mixture_on_another_world_size_goes_on_with_the_same_keys(shuffle, last_batch):
+    plan = plan_of([50, 30], [50, 75])  # B's 30 two and a half times
+    kw = dict(shuffle=shuffle, seed=8, last_batch=last_batch, mix=plan, block_size=4, window=2)
+    whole = [Sampler(125, 5, part_index=r, num_parts=2, **kw) for r in range(2)]
+    resumed = [Sampler(125, 3, part_index=r, num_parts=3, start=(1, 40), **kw) for r in range(3)]
+    assert len({len(s) for s in resumed}) == 1  # equal counts per rank
+    epoch = list(zip(whole[0].order(1).tolist(), whole[0].keys(1).tolist(), strict=True))
+    assert stream(whole, 1) == epoch[: len(stream(whole, 1))]
+    rest = stream(resumed, 1)
+    assert rest == epoch[40 : 40 + len(rest)]  # exactly the rest, each with its own draws
+    assert len(rest) == (85 if last_batch == "pad" else 81)  # discard: 85 // 9 steps of 9
+    later = stream(resumed, 2)
+    assert later == stream(whole, 2)[: len(later)]  # later epochs are whole
+    assert len({key for _, key in epoch}) == 125  # no two samples share a draw key
+
+
 def test_repeat_two_gives_each_record_of_b_exactly_twice_per_epoch(recs):
     with mixed(recs) as it:
         assert len(it) == 8
