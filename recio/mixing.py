@@ -46,7 +46,15 @@ from .format import unpack
 from .reader import BatchRecords, read_batch
 from .shards import ShardedRecords, _pair_indexes, expand_shards
 
-__all__ = ["LabelMap", "MixPlan", "Mixture", "Source", "open_mixture"]
+__all__ = [
+    "LabelMap",
+    "MixPlan",
+    "Mixture",
+    "Source",
+    "open_mixture",
+    "plan_mixture",
+    "read_mapped_batch",
+]
 
 # Keeps the subset draws apart from the epoch order's (which seeds with [seed, epoch]).
 _SUBSET_STREAM = 0x6D6978
@@ -215,7 +223,7 @@ class LabelMap(NamedTuple):
         return mapped
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # arrays inside: compare describe()s
 class MixPlan:
     """A mixture over its opened records: each epoch's samples, and whose they are.
 
