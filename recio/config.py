@@ -20,6 +20,7 @@ import numpy as np
 
 from . import dist
 from .augment import CropSpec
+from .mixing import Mixture, Source
 from .sampler import LastBatch, Shuffle
 
 __all__ = ["CropSpec", "IterConfig", "Normalize", "Sharding", "Storage"]
@@ -153,7 +154,8 @@ class IterConfig:
     has its own default.
     """
 
-    path_imgrec: str | tuple[str, ...]  # a URL, pattern or glob; or several (recio.shards)
+    # a URL, pattern or glob; or several (recio.shards); or a Mixture (recio.mixing)
+    path_imgrec: str | tuple[str, ...] | Mixture
     data_shape: tuple[int, int, int]
     batch_size: int
     shuffle: bool = False
@@ -172,7 +174,11 @@ class IterConfig:
     storage: Storage = field(default_factory=Storage)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "path_imgrec", check_rec_spec("path_imgrec", self.path_imgrec))
+        object.__setattr__(self, "path_imgrec", _check_path_imgrec(self.path_imgrec))
+        if isinstance(self.path_imgrec, Mixture) and self.storage.path_imgidx is not None:
+            raise TypeError(
+                "a Mixture's .idx files are its sources' (Source(idx=)), not path_imgidx"
+            )
         try:
             shape = tuple(int(v) for v in self.data_shape)
         except (TypeError, ValueError):
@@ -301,6 +307,23 @@ class IterConfig:
         if top.get("last_batch") is None:
             top["last_batch"] = "pad" if round_batch else "rollover"
         return cls(path_imgrec, shape, batch_size, **top, **groups)
+
+
+def _check_path_imgrec(value: Any) -> str | tuple[str, ...] | Mixture:
+    """``path_imgrec``: a ``.rec`` spec (:func:`check_rec_spec`), or a mixture of sources.
+
+    A list of :class:`~recio.mixing.Source` is their :class:`~recio.mixing.Mixture`.
+    """
+    if isinstance(value, Mixture):
+        return value
+    if isinstance(value, list | tuple) and value and any(isinstance(v, Source) for v in value):
+        if not all(isinstance(v, Source) for v in value):
+            raise TypeError(
+                "path_imgrec mixes Source and plain paths: make each one a Source (or put "
+                "the shards of one source in its path)"
+            )
+        return Mixture(tuple(value))
+    return check_rec_spec("path_imgrec", value)
 
 
 def check_rec_spec(

@@ -60,7 +60,9 @@ class ImageRecordIter(PositionedIterator):
     ``.num_workers``), ``storage_options`` (fsspec), ``shuffle_mode`` ("global" | "block"),
     ``block_parts``, ``interpolation``, ``channel_order``, ``cache_dir`` and ``cache_limit``
     (remote blocks kept on local disk, at most that many bytes: NOTE [block cache]),
-    ``fetch`` (:class:`~recio.storage.FetchOptions`). They are checked once into an
+    ``fetch`` (:class:`~recio.storage.FetchOptions`). ``path_imgrec`` may also be a
+    :class:`~recio.mixing.Mixture` (or a list of ``Source`` objects): several datasets mixed
+    per epoch by weight, repeat or count. They are checked once into an
     :class:`~recio.config.IterConfig`; ``config=`` (or the groups ``crop=``,
     ``normalize=``, ``sharding=``, ``storage=``) may be given instead.
 
@@ -246,6 +248,7 @@ class _RawBatch:
     pad: int
     payloads: list | None  # the records' bytes, fetched ahead (remote); None: read from the map
     epochs: np.ndarray | None  # each slot's epoch (rollover), for its draws; None: ``epoch``
+    keys: np.ndarray | None = None  # each slot's draw key (a mixture's copies); None: positions
 
 
 class _Stop(Exception):
@@ -264,6 +267,7 @@ class _Pipeline:
         self.policy = it.policy
         self.draw = KeyedDraw(config.crop, config.seed, epoch)
         self.label_width = config.label_width
+        self.label_maps = it.mix.label_maps if it.mix is not None else ()
         self.raise_bad_headers = config.on_error == "raise"
         self.tracer = it.tracer
         self.lookahead = it._lookahead
@@ -417,7 +421,9 @@ class _Pipeline:
 
     def _raw(self, plan, payloads) -> _RawBatch:
         epochs = self.sampler.slot_epochs(plan)
-        return _RawBatch(self.epoch, plan.step, plan.positions, plan.pad, payloads, epochs)
+        return _RawBatch(
+            self.epoch, plan.step, plan.positions, plan.pad, payloads, epochs, plan.keys
+        )
 
     def _decode(self) -> None:
         while True:
@@ -451,7 +457,8 @@ class _Pipeline:
             got = read_and_decode(
                 self.records, raw.positions, self.pool, out, label_width=self.label_width,
                 draw=self.draw, decode_kwargs=self.decode_kwargs, payloads=raw.payloads,
-                raise_bad_headers=self.raise_bad_headers, epochs=raw.epochs,
+                raise_bad_headers=self.raise_bad_headers, epochs=raw.epochs, keys=raw.keys,
+                label_maps=self.label_maps,
             )  # fmt: skip
         status, labels, ids, reasons = got.status, got.labels, got.ids, got.reasons or ()
         if got.reasons is not None:
