@@ -206,8 +206,8 @@ void rc_draw_warp(const rc_draw *d, int64_t record, int width, int height, rc_wa
     const double ex = sqrt(G[0] * G[0] + G[3] * G[3]), ey = sqrt(G[1] * G[1] + G[4] * G[4]);
     interp = ex < 1 && ey < 1 ? RC_CV_CUBIC : ex > 1 && ey > 1 ? RC_CV_AREA : RC_CV_LINEAR;
   }
-  wp->interp = interp == RC_CV_AREA ? RC_CV_LINEAR : interp;
   wp->border = g->affine ? RC_BORDER_CONSTANT : RC_BORDER_REPLICATE;
+  wp->interp = interp == RC_CV_AREA && g->affine ? RC_CV_LINEAR : interp;
   wp->fill = (uint8_t)g->fill_value;
   int box[4];
   rc_warp_bounds(wp, d->out_w, d->out_h, W, H, box);

@@ -1,4 +1,11 @@
-/* Affine warp (warp.h), OpenCV's warpAffine arithmetic for 8-bit RGB. */
+/* Affine warp (warp.h), OpenCV's warpAffine and cv::resize arithmetic for 8-bit RGB. Area's
+ * box average is float arithmetic in OpenCV's order: no fused multiply-adds here. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#elif defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
 #include "warp.h"
 
 #include <math.h>
@@ -115,9 +122,15 @@ void rc_warp_bounds(const rc_warp *wp, int out_w, int out_h, int src_w, int src_
    * either side for the fixed-point rounding of positions. */
   const int before = wp->interp == RC_CV_CUBIC ? 1 : wp->interp == RC_CV_LANCZOS4 ? 3 : 0;
   const int after = wp->interp == RC_CV_CUBIC ? 3 : wp->interp == RC_CV_LANCZOS4 ? 5 : 2;
+  /* (area's box spans the sample's whole extent) */
+  const int area = wp->border == RC_BORDER_REPLICATE && wp->interp == RC_CV_AREA;
+  const int bx = area ? (int)fmin(ceil(fabs(wp->m[0]) / 2), 1e6) : 0;
+  const int by = area ? (int)fmin(ceil(fabs(wp->m[4]) / 2), 1e6) : 0;
   const double big = 1e9; /* (keeps the casts defined for maps far off the image) */
-  const double x0 = floor(fmax(lo_x, -big)) - before - 1, x1 = floor(fmin(hi_x, big)) + after + 1;
-  const double y0 = floor(fmax(lo_y, -big)) - before - 1, y1 = floor(fmin(hi_y, big)) + after + 1;
+  const double x0 = floor(fmax(lo_x, -big)) - before - 1 - bx;
+  const double x1 = floor(fmin(hi_x, big)) + after + 1 + bx;
+  const double y0 = floor(fmax(lo_y, -big)) - before - 1 - by;
+  const double y1 = floor(fmin(hi_y, big)) + after + 1 + by;
   box[0] = (int)fmax(x0, 0), box[1] = (int)fmax(y0, 0);
   box[2] = (int)fmin(x1, src_w), box[3] = (int)fmin(y1, src_h);
   if (box[2] <= box[0] || box[3] <= box[1]) box[0] = box[1] = box[2] = box[3] = 0;
@@ -128,27 +141,178 @@ void rc_warp_scale_source(rc_warp *wp, double fx, double fy) {
   wp->m[3] *= fy, wp->m[4] *= fy, wp->m[5] = (wp->m[5] + 0.5) * fy - 0.5;
 }
 
-/* One pixel of k x k taps from (sx, sy) on, some of them possibly outside the source. */
+/* One pixel of k x k taps from (sx, sy) on, those outside the source the fill value. */
 static void taps_border(const rc_warp *wp, const uint8_t *src, size_t stride, int org_x, int org_y,
                         int W, int H, int sx, int sy, const int32_t *t, int k, uint8_t *d) {
   int acc[3] = {0, 0, 0};
   for (int i = 0; i < k; i++) {
-    int r = sy + i;
-    const int rin = r >= 0 && r < H;
-    if (wp->border == RC_BORDER_REPLICATE) r = clampi(r, 0, H - 1);
+    const int r = sy + i;
     for (int j = 0; j < k; j++) {
-      int c = sx + j;
-      const int w = t[i * k + j];
-      if (wp->border == RC_BORDER_CONSTANT && (!rin || c < 0 || c >= W)) {
+      const int c = sx + j, w = t[i * k + j];
+      if (r < 0 || r >= H || c < 0 || c >= W) {
         acc[0] += wp->fill * w, acc[1] += wp->fill * w, acc[2] += wp->fill * w;
         continue;
       }
-      c = clampi(c, 0, W - 1);
       const uint8_t *p = src + (size_t)(r - org_y) * stride + (size_t)(c - org_x) * 3;
       acc[0] += p[0] * w, acc[1] += p[1] * w, acc[2] += p[2] * w;
     }
   }
   for (int ch = 0; ch < 3; ch++) d[ch] = clamp_u8((acc[ch] + (1 << (COEF_BITS - 1))) >> COEF_BITS);
+}
+
+/* ---- REPLICATE: cv::resize's arithmetic (resizeGeneric_, resizeArea_) along each axis ---- */
+
+#define RS_BITS 11 /* cv::resize's INTER_RESIZE_COEF_BITS */
+#define RS_MAX_TAPS 4096
+
+/* The taps of one output sample along one axis: source indices (clamped to 0..n-1) and 11-bit
+ * weights; returns their number. s: the sample's centre in source pixels, scale: source pixels
+ * per output pixel along the axis, box: area's box average (else its linear form). */
+static int axis_taps(int interp, int box, double s, double scale, int n, int *idx, int *wt,
+                     float *alpha) {
+  float c[8];
+  int k = 0, first = 0;
+  const double edge = s + 0.5 - 0.5 * scale; /* the sample's left edge, cv's dx * scale */
+  if (interp == RC_CV_NEAREST) {
+    idx[0] = clampi((int)floor(edge), 0, n - 1), wt[0] = 1 << RS_BITS;
+    return 1;
+  }
+  if (interp == RC_CV_AREA && box) { /* computeResizeAreaTab, clipped to the source */
+    const double f1 = fmax(edge, 0), f2 = fmin(edge + scale, n), cell = fmin(scale, f2 - f1);
+    if (!(cell > 0)) return idx[0] = clampi((int)floor(s), 0, n - 1), alpha[0] = 1, wt[0] = 0, 1;
+    int s1 = (int)ceil(f1), s2 = (int)floor(f2);
+    s2 = s2 < n - 1 ? s2 : n - 1;
+    s1 = s1 < s2 ? s1 : s2;
+    if (s1 - f1 > 1e-3 && k < RS_MAX_TAPS) idx[k] = s1 - 1, alpha[k++] = (float)((s1 - f1) / cell);
+    for (int i = s1; i < s2 && k < RS_MAX_TAPS; i++) idx[k] = i, alpha[k++] = (float)(1.0 / cell);
+    if (f2 - s2 > 1e-3 && k < RS_MAX_TAPS)
+      idx[k] = s2, alpha[k++] = (float)(fmin(fmin(f2 - s2, 1.), cell) / cell);
+    for (int i = 0; i < k; i++) wt[i] = 0; /* (float weights only) */
+    return k;
+  }
+  int sx, taps;
+  float fx;
+  if (interp == RC_CV_AREA) { /* area enlarging: a linear step at each source pixel's edge */
+    sx = (int)floor(edge);
+    fx = (float)((edge + scale - (sx + 1)) / scale);
+    fx = fx <= 0 ? 0.f : fx - floorf(fx);
+  } else {
+    fx = (float)s;
+    sx = (int)floorf(fx);
+    fx -= (float)sx;
+  }
+  if (interp == RC_CV_CUBIC) {
+    taps = 4, first = sx - 1;
+    taps_cubic(fx, c);
+  } else if (interp == RC_CV_LANCZOS4) {
+    taps = 8, first = sx - 3;
+    taps_lanczos(fx, c);
+  } else { /* linear, and area's linear form */
+    if (sx < 0) fx = 0, sx = 0;
+    if (sx >= n - 1) fx = 0, sx = n - 1;
+    taps = 2, first = sx;
+    taps_linear(fx, c);
+  }
+  for (int i = 0; i < taps; i++)
+    idx[i] = clampi(first + i, 0, n - 1), wt[i] = (int)lrintf(c[i] * (1 << RS_BITS));
+  return taps;
+}
+
+/* Area's box average of one pixel. OpenCV's resizeArea_: float sums of each row's taps, then
+ * of the rows, rounded; its resizeAreaFast_ for whole scales (area = the box's pixels): the
+ * integer sum, (sum + 2) >> 2 for 2 x 2, else rounded times 1 / area. */
+static void area_pixel(const uint8_t *src, size_t stride, int org_x, int org_y, const int *yi,
+                       const float *ya, int ny, const int *xi, const float *xa, int nx, int area,
+                       uint8_t *dst) {
+  if (area && ny * nx == area) {
+    int sum[3] = {0, 0, 0};
+    for (int i = 0; i < ny; i++)
+      for (int j = 0; j < nx; j++) {
+        const uint8_t *p = src + (size_t)(yi[i] - org_y) * stride + (size_t)(xi[j] - org_x) * 3;
+        sum[0] += p[0], sum[1] += p[1], sum[2] += p[2];
+      }
+    for (int ch = 0; ch < 3; ch++)
+      dst[ch] = area == 4 ? (uint8_t)((sum[ch] + 2) >> 2)
+                          : clamp_u8((int)lrintf((float)sum[ch] * (1.f / (float)area)));
+    return;
+  }
+  float acc[3] = {0, 0, 0};
+  for (int i = 0; i < ny; i++) {
+    const uint8_t *row = src + (size_t)(yi[i] - org_y) * stride;
+    float h[3] = {0, 0, 0};
+    for (int j = 0; j < nx; j++) {
+      const uint8_t *p = row + (size_t)(xi[j] - org_x) * 3;
+      h[0] += (float)p[0] * xa[j], h[1] += (float)p[1] * xa[j], h[2] += (float)p[2] * xa[j];
+    }
+    for (int ch = 0; ch < 3; ch++) acc[ch] += ya[i] * h[ch];
+  }
+  for (int ch = 0; ch < 3; ch++) dst[ch] = clamp_u8((int)lrintf(acc[ch]));
+}
+
+/* One output row the way cv::resize computes it: per sample, the horizontal sums of each tap
+ * row (integers, weights of 1 << 11), then the vertical sum, rounded off 22 bits. */
+static void resize_row(const rc_warp *wp, const uint8_t *src, size_t stride, int org_x, int org_y,
+                       int W, int H, int y, int out_w, uint8_t *dst) {
+  const double sy = wp->m[4] * ((double)y + wp->off_y) + wp->m[5];
+  const int box = wp->m[0] >= 1 && wp->m[4] >= 1; /* cv: area averages when both shrink */
+  if (sy < -0.5 || sy >= H - 0.5) {
+    for (int x = 0; x < 3 * out_w; x++) dst[x] = wp->fill;
+    return;
+  }
+  int yi[RS_MAX_TAPS], yw[RS_MAX_TAPS], xi[RS_MAX_TAPS], xw[RS_MAX_TAPS];
+  float ya[RS_MAX_TAPS], xa[RS_MAX_TAPS];
+  const int ny = axis_taps(wp->interp, box, sy, wp->m[4], H, yi, yw, ya);
+  const int area_box = wp->interp == RC_CV_AREA && box;
+  const int ix = (int)lrint(wp->m[0]), iy = (int)lrint(wp->m[4]); /* cv's is_area_fast */
+  const int fast = area_box && fabs(wp->m[0] - ix) < 2.220446049250313e-16 &&
+                   fabs(wp->m[4] - iy) < 2.220446049250313e-16;
+  for (int x = 0; x < out_w; x++, dst += 3) {
+    const double sx = wp->m[0] * ((double)x + wp->off_x) + wp->m[2];
+    if (sx < -0.5 || sx >= W - 0.5) {
+      dst[0] = dst[1] = dst[2] = wp->fill;
+      continue;
+    }
+    const int nx = axis_taps(wp->interp, box, sx, wp->m[0], W, xi, xw, xa);
+    if (area_box) {
+      area_pixel(src, stride, org_x, org_y, yi, ya, ny, xi, xa, nx, fast ? ix * iy : 0, dst);
+      continue;
+    }
+    int64_t acc[3] = {0, 0, 0};
+    for (int i = 0; i < ny; i++) {
+      const uint8_t *row = src + (size_t)(yi[i] - org_y) * stride;
+      int64_t h[3] = {0, 0, 0};
+      for (int j = 0; j < nx; j++) {
+        const uint8_t *p = row + (size_t)(xi[j] - org_x) * 3;
+        h[0] += p[0] * xw[j], h[1] += p[1] * xw[j], h[2] += p[2] * xw[j];
+      }
+      acc[0] += h[0] * yw[i], acc[1] += h[1] * yw[i], acc[2] += h[2] * yw[i];
+    }
+    if (wp->interp == RC_CV_NEAREST) {
+      for (int ch = 0; ch < 3; ch++) dst[ch] = (uint8_t)(acc[ch] >> (2 * RS_BITS));
+      continue;
+    }
+    if (ny == 2 && (wp->interp == RC_CV_LINEAR || (wp->interp == RC_CV_AREA && !box))) {
+      /* OpenCV 3.4's SSE2 vertical pass (VResizeLinearVec_32s8u), which MXNet 1.9.1 runs:
+       * each row's sum shifted right 4, 16-bit high products, then rounded off 2 bits. */
+      int64_t h0[3] = {0, 0, 0}, h1[3] = {0, 0, 0};
+      const uint8_t *r0 = src + (size_t)(yi[0] - org_y) * stride;
+      const uint8_t *r1 = src + (size_t)(yi[1] - org_y) * stride;
+      for (int j = 0; j < nx; j++) {
+        const uint8_t *p0 = r0 + (size_t)(xi[j] - org_x) * 3,
+                      *p1 = r1 + (size_t)(xi[j] - org_x) * 3;
+        for (int ch = 0; ch < 3; ch++) h0[ch] += p0[ch] * xw[j], h1[ch] += p1[ch] * xw[j];
+      }
+      for (int ch = 0; ch < 3; ch++) {
+        const int64_t v = (((h0[ch] >> 4) * yw[0]) >> 16) + (((h1[ch] >> 4) * yw[1]) >> 16);
+        dst[ch] = clamp_u8((int)((v + 2) >> 2));
+      }
+      continue;
+    }
+    for (int ch = 0; ch < 3; ch++) {
+      const int64_t v = (acc[ch] + ((int64_t)1 << (2 * RS_BITS - 1))) >> (2 * RS_BITS);
+      dst[ch] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    }
+  }
 }
 
 void rc_warp_row(const rc_warp *wp, const uint8_t *src, size_t stride, int org_x, int org_y, int W,
@@ -159,10 +323,13 @@ void rc_warp_row(const rc_warp *wp, const uint8_t *src, size_t stride, int org_x
   const int lead = k / 2 - 1; /* taps before the sample's whole pixel */
   const int32_t *tab = k == 2 ? &tab_linear[0][0] : k == 4 ? &tab_cubic[0][0] : &tab_lanczos[0][0];
   const int round_delta = nearest ? AB_SCALE / 2 : AB_SCALE / TAB_SIZE / 2;
+  if (wp->border == RC_BORDER_REPLICATE) {
+    resize_row(wp, src, stride, org_x, org_y, W, H, y, out_w, dst);
+    return;
+  }
   const double yy = (double)y + wp->off_y;
   const int X0 = sat_round((wp->m[1] * yy + wp->m[2]) * AB_SCALE) + round_delta;
   const int Y0 = sat_round((wp->m[4] * yy + wp->m[5]) * AB_SCALE) + round_delta;
-  const int replicate = wp->border == RC_BORDER_REPLICATE;
   for (int x = 0; x < out_w; x++, dst += 3) {
     const double xx = (double)x + wp->off_x;
     /* (int64: a map far off the image must not overflow the sum) */
@@ -202,12 +369,7 @@ void rc_warp_row(const rc_warp *wp, const uint8_t *src, size_t stride, int org_x
       }
       continue;
     }
-    /* Near or past an edge. */
-    const int outside = replicate ? fxy < -TAB_SIZE / 2 || fyy < -TAB_SIZE / 2 ||
-                                        fxy >= (int64_t)W * TAB_SIZE - TAB_SIZE / 2 ||
-                                        fyy >= (int64_t)H * TAB_SIZE - TAB_SIZE / 2
-                                  : sx >= W || sy >= H || sx + k <= 0 || sy + k <= 0;
-    if (outside) {
+    if (sx >= W || sy >= H || sx + k <= 0 || sy + k <= 0) { /* every tap outside */
       dst[0] = dst[1] = dst[2] = wp->fill;
       continue;
     }

@@ -17,10 +17,11 @@
 
 enum { RC_CV_NEAREST = 0, RC_CV_LINEAR = 1, RC_CV_CUBIC = 2, RC_CV_AREA = 3, RC_CV_LANCZOS4 = 4 };
 
-/* How taps outside the source are treated. CONSTANT: each one is the fill value (warpAffine's
- * BORDER_CONSTANT). REPLICATE: a sample whose centre lies in the source takes the edge pixels
- * for its outside taps (cv::resize), one whose centre lies outside is the fill value (the
- * padding MXNet's pad adds). */
+/* How the map is sampled. CONSTANT (a warpAffine stage ran): warpAffine's taps, each one outside
+ * the source the fill value (BORDER_CONSTANT). REPLICATE (no warpAffine: the map is
+ * axis-aligned): cv::resize's arithmetic per axis (11-bit weights, two passes in integers; area
+ * a box average when shrinking both axes), taps past an edge taking the edge pixel, and a
+ * sample whose centre lies outside the source the fill value (the padding MXNet's pad adds). */
 enum { RC_BORDER_CONSTANT = 0, RC_BORDER_REPLICATE = 1 };
 
 /* One image's warp: output pixel (x, y) samples the source at
@@ -30,7 +31,7 @@ enum { RC_BORDER_CONSTANT = 0, RC_BORDER_REPLICATE = 1 };
 typedef struct {
   double m[6];
   int off_x, off_y;
-  int interp; /* RC_CV_*; AREA samples as LINEAR (warpAffine does the same) */
+  int interp; /* RC_CV_*; with CONSTANT, AREA samples as LINEAR (warpAffine does the same) */
   int border; /* RC_BORDER_* */
   uint8_t fill;
 } rc_warp;

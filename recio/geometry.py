@@ -338,10 +338,11 @@ def plan(draw: KeyedDraw, width: int, height: int, record: int) -> Warp:
         ex = math.sqrt(G[0] * G[0] + G[3] * G[3])
         ey = math.sqrt(G[1] * G[1] + G[4] * G[4])
         interp = CUBIC if ex < 1 and ey < 1 else AREA if ex > 1 and ey > 1 else LINEAR
-    interp = LINEAR if interp == AREA else interp
     border = CONSTANT if g.warp else REPLICATE
+    interp = LINEAR if interp == AREA and g.warp else interp
     m = tuple(G)
-    x_lo, y_lo, x_hi, y_hi = _bounds(m, off_x, off_y, interp, spec.out_width, spec.out_height, W, H)
+    out_w, out_h = spec.out_width, spec.out_height
+    x_lo, y_lo, x_hi, y_hi = _bounds(m, off_x, off_y, interp, border, out_w, out_h, W, H)
     crop = (x_lo, y_lo, x_hi - x_lo, y_hi - y_lo)
     return Warp(m, off_x, off_y, interp, border, g.fill_value, crop, flip)  # type: ignore[arg-type]
 
@@ -355,7 +356,7 @@ def _reach(interp: int) -> tuple[int, int]:
     return 0, 2
 
 
-def _bounds(m, off_x, off_y, interp, out_w, out_h, W, H) -> tuple[int, int, int, int]:
+def _bounds(m, off_x, off_y, interp, border, out_w, out_h, W, H) -> tuple[int, int, int, int]:
     """native/warp.c's rc_warp_bounds: the source box (x0, y0, x1, y1) the taps read."""
     xs, ys = [], []
     for cy in (0, 1):
@@ -365,11 +366,14 @@ def _bounds(m, off_x, off_y, interp, out_w, out_h, W, H) -> tuple[int, int, int,
             xs.append(m[0] * x + m[1] * y + m[2])
             ys.append(m[3] * x + m[4] * y + m[5])
     before, after = _reach(interp)
+    box = border == REPLICATE and interp == AREA  # the box spans the sample's whole extent
+    bx = int(min(math.ceil(abs(m[0]) / 2), 1e6)) if box else 0
+    by = int(min(math.ceil(abs(m[4]) / 2), 1e6)) if box else 0
     big = 1e9
-    x0 = math.floor(max(min(xs), -big)) - before - 1
-    x1 = math.floor(min(max(xs), big)) + after + 1
-    y0 = math.floor(max(min(ys), -big)) - before - 1
-    y1 = math.floor(min(max(ys), big)) + after + 1
+    x0 = math.floor(max(min(xs), -big)) - before - 1 - bx
+    x1 = math.floor(min(max(xs), big)) + after + 1 + bx
+    y0 = math.floor(max(min(ys), -big)) - before - 1 - by
+    y1 = math.floor(min(max(ys), big)) + after + 1 + by
     box = (max(x0, 0), max(y0, 0), min(x1, W), min(y1, H))
     if box[2] <= box[0] or box[3] <= box[1]:
         return (0, 0, 0, 0)
@@ -450,11 +454,155 @@ def _sat_round(v: np.ndarray) -> np.ndarray:
     return np.rint(np.clip(v, -(2.0**31), 2.0**31 - 1)).astype(np.int64)
 
 
+_RS_BITS = 11  # cv::resize's INTER_RESIZE_COEF_BITS
+
+
+def _axis_taps(interp: int, box: bool, s: float, scale: float, n: int) -> list[tuple[int, int]]:
+    """native/warp.c's axis_taps: (source index, 11-bit weight) of one sample along an axis."""
+    one = 1 << _RS_BITS
+    edge = s + 0.5 - 0.5 * scale  # the sample's left edge, cv's dx * scale
+    clamp = lambda i: min(max(i, 0), n - 1)  # noqa: E731
+    if interp == NEAREST:
+        return [(clamp(math.floor(edge)), one)]
+    if interp == AREA and box:  # computeResizeAreaTab, clipped to the source: float weights
+        return _box_taps(edge, s, scale, n)
+    if interp == AREA:  # area enlarging: a linear step at each source pixel's edge
+        sx = math.floor(edge)
+        fx = _f32((edge + scale - (sx + 1)) / scale)
+        fx = _f32(0) if fx <= 0 else fx - _f32(math.floor(fx))
+    else:
+        fx = _f32(s)
+        sx = math.floor(fx)
+        fx = fx - _f32(sx)
+    if interp == CUBIC:
+        first, c = sx - 1, _taps_cubic(fx)
+    elif interp == LANCZOS4:
+        first, c = sx - 3, _taps_lanczos(fx)
+    else:  # linear, and area's linear form
+        if sx < 0:
+            fx, sx = _f32(0), 0
+        if sx >= n - 1:
+            fx, sx = _f32(0), n - 1
+        first, c = sx, _taps_linear(fx)
+    return [(clamp(first + i), int(np.rint(w * _f32(one)))) for i, w in enumerate(c)]
+
+
+def _box_taps(edge: float, s: float, scale: float, n: int) -> list[tuple[int, np.float32]]:
+    """Area's box along one axis: (source index, float32 weight), OpenCV's order."""
+    f1, f2 = max(edge, 0.0), min(edge + scale, float(n))
+    cell = min(scale, f2 - f1)
+    if not cell > 0:
+        return [(min(max(math.floor(s), 0), n - 1), _f32(1))]
+    s1, s2 = math.ceil(f1), math.floor(f2)
+    s2 = min(s2, n - 1)
+    s1 = min(s1, s2)
+    taps = []
+    if s1 - f1 > 1e-3:
+        taps.append((s1 - 1, _f32((s1 - f1) / cell)))
+    taps += [(i, _f32(1.0 / cell)) for i in range(s1, s2)]
+    if f2 - s2 > 1e-3:
+        taps.append((s2, _f32(min(min(f2 - s2, 1.0), cell) / cell)))
+    return taps[:4096]
+
+
+def _area_image(src: np.ndarray, warp: Warp, cx, cy, out_w: int, out_h: int) -> np.ndarray:
+    """Area's box average of every sample (native/warp.c's area_pixel).
+
+    OpenCV's float sums in its order, or for whole scales its integer sums.
+    """
+    m = warp.m
+    H, W = src.shape[:2]
+    ix, iy = round(m[0]), round(m[4])
+    fast = abs(m[0] - ix) < 2.220446049250313e-16 and abs(m[4] - iy) < 2.220446049250313e-16
+
+    def taps(centres, scale, n):  # per sample, padded with zero weights (sums unchanged)
+        lists = [_box_taps(c + 0.5 - 0.5 * scale, c, scale, n) for c in centres.tolist()]
+        k = max(len(t) for t in lists)
+        idx = np.zeros((len(lists), k), dtype=np.int64)
+        alpha = np.zeros((len(lists), k), dtype=np.float32)
+        count = np.array([len(t) for t in lists])
+        for o, t in enumerate(lists):
+            idx[o, : len(t)] = [i for i, _ in t]
+            alpha[o, : len(t)] = [a for _, a in t]
+        return idx, alpha, count
+
+    xi, xa, xn = taps(cx, m[0], W)
+    yi, ya, yn = taps(cy, m[4], H)
+    area = ix * iy if fast else 0
+    whole = (yn[:, None] * xn[None, :]) == area
+    pixels = np.zeros((out_h, out_w, 3), dtype=np.float32)
+    sums = np.zeros((out_h, out_w, 3), dtype=np.int64)
+    for i in range(yi.shape[1]):
+        rows = src[yi[:, i]]  # out_h x W x 3
+        h = np.zeros((out_h, out_w, 3), dtype=np.float32)
+        for j in range(xi.shape[1]):
+            p = rows[:, xi[:, j]]  # out_h x out_w x 3
+            h += p.astype(np.float32) * xa[None, :, j, None]
+            if area:
+                used = (i < yn)[:, None, None] & (j < xn)[None, :, None]
+                sums += np.where(used, p, 0)
+        pixels += ya[:, i, None, None] * h
+    out = np.clip(np.rint(pixels), 0, 255).astype(np.uint8)
+    if area:
+        scaled = np.rint(sums.astype(np.float32) * _f32(1 / area))
+        fast_px = (sums + 2) >> 2 if area == 4 else scaled
+        out = np.where(whole[..., None], np.clip(fast_px, 0, 255).astype(np.uint8), out)
+    return out
+
+
+def _axis_matrix(interp, box, centres, scale, n) -> tuple[np.ndarray, np.ndarray]:
+    """Each sample's weights over the n source pixels (int64, len(centres) x n).
+
+    Also which samples are centred in the source (the others are fill).
+    """
+    weights = np.zeros((len(centres), n), dtype=np.int64)
+    inside = (centres >= -0.5) & (centres < n - 0.5)
+    for o in np.flatnonzero(inside).tolist():
+        for i, w in _axis_taps(interp, box, float(centres[o]), scale, n):
+            weights[o, i] += w
+    return weights, inside
+
+
+def _resize_image(src: np.ndarray, warp: Warp, out_w: int, out_h: int) -> np.ndarray:
+    """REPLICATE: cv::resize's two integer passes along each axis (native/warp.c's resize_row)."""
+    H, W = src.shape[:2]
+    m = warp.m
+    box = m[0] >= 1 and m[4] >= 1  # cv: area averages when both axes shrink
+    cx = m[0] * (np.arange(out_w, dtype=np.float64) + warp.off_x) + m[2]
+    cy = m[4] * (np.arange(out_h, dtype=np.float64) + warp.off_y) + m[5]
+    in_x, in_y = (cx >= -0.5) & (cx < W - 0.5), (cy >= -0.5) & (cy < H - 0.5)
+    if warp.interp == AREA and box:
+        out = _area_image(src, warp, cx, cy, out_w, out_h)
+        out[~(in_y[:, None] & in_x[None, :])] = warp.fill
+        return out
+    wx, in_x = _axis_matrix(warp.interp, box, cx, m[0], W)
+    wy, in_y = _axis_matrix(warp.interp, box, cy, m[4], H)
+    rows = np.einsum("xj,ijc->ixc", wx, src.astype(np.int64))  # H x out_w x 3
+    acc = np.einsum("yi,ixc->yxc", wy, rows)
+    if warp.interp == LINEAR or (warp.interp == AREA and not box):
+        # OpenCV 3.4's SSE2 vertical pass (VResizeLinearVec_32s8u), which MXNet 1.9.1 runs:
+        # each row's sum shifted right 4, 16-bit high products, then rounded off 2 bits.
+        acc = np.zeros((out_h, out_w, 3), dtype=np.int64)
+        for y in np.flatnonzero(in_y).tolist():
+            (i0, b0), (i1, b1) = _axis_taps(warp.interp, box, float(cy[y]), m[4], H)
+            acc[y] = (((rows[i0] >> 4) * b0) >> 16) + (((rows[i1] >> 4) * b1) >> 16)
+        pixels = (acc + 2) >> 2
+    elif warp.interp == NEAREST:
+        pixels = acc >> (2 * _RS_BITS)
+    else:
+        pixels = (acc + (1 << (2 * _RS_BITS - 1))) >> (2 * _RS_BITS)
+    out = np.clip(pixels, 0, 255).astype(np.uint8)
+    out[~(in_y[:, None] & in_x[None, :])] = warp.fill
+    return out
+
+
 def warp_image(src: np.ndarray, warp: Warp, out_w: int, out_h: int) -> np.ndarray:
     """``src`` (H x W x 3 uint8) through ``warp``: out_h x out_w x 3 uint8.
 
     native/warp.c's pixels, before the flip (which the caller applies).
     """
+    if warp.border == REPLICATE:
+        return _resize_image(src, warp, out_w, out_h)
     H, W = src.shape[:2]
     m = warp.m
     xs = np.arange(out_w, dtype=np.float64) + warp.off_x
@@ -486,19 +634,11 @@ def warp_image(src: np.ndarray, warp: Warp, out_w: int, out_h: int) -> np.ndarra
         for j in range(k):
             c = sx + j
             w = weights[..., i, j].astype(np.int64)[..., None]
-            if warp.border == CONSTANT:
-                ok = (r >= 0) & (r < H) & (c >= 0) & (c < W)
-                taps = srcw[np.clip(r, 0, H - 1), np.clip(c, 0, W - 1)]
-                taps = np.where(ok[..., None], taps, int(warp.fill))
-            else:
-                taps = srcw[np.clip(r, 0, H - 1), np.clip(c, 0, W - 1)]
-            acc += taps * w
+            ok = (r >= 0) & (r < H) & (c >= 0) & (c < W)
+            taps = srcw[np.clip(r, 0, H - 1), np.clip(c, 0, W - 1)]
+            acc += np.where(ok[..., None], taps, int(warp.fill)) * w
     pixels = np.clip((acc + (1 << (_COEF_BITS - 1))) >> _COEF_BITS, 0, 255).astype(np.uint8)
-    if warp.border == CONSTANT:
-        outside = (sx >= W) | (sy >= H) | (sx + k <= 0) | (sy + k <= 0)
-    else:
-        half = _TAB // 2
-        outside = (fx < -half) | (fy < -half) | (fx >= W * _TAB - half) | (fy >= H * _TAB - half)
+    outside = (sx >= W) | (sy >= H) | (sx + k <= 0) | (sy + k <= 0)
     pixels[outside] = fill
     out[:] = pixels
     return out
