@@ -497,8 +497,10 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
       coef + libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch + out_stride + 4096;
   const int over = reserve_decode(w, o, coef, need, err);
   if (over) return over;
-  if (rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK))
+  if (rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK) ||
+      rc_grow((void **)&w->line, &w->line_cap, rc_warp_scratch_bytes(&wp, o->out_w)))
     return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
+  rc_warp_prepare(&wp, o->out_w, SW, mirror, w->line); /* (flipped here: a plain store) */
   jpeg_start_decompress(ci);
   JDIMENSION xoff = 0, xw = ci->output_width;
   if (o->roi && bw < SW) { /* one iMCU of margin: see decode() */
@@ -520,7 +522,7 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
   jpeg_abort_decompress(ci);
   for (int yy = 0; yy < o->out_h; yy++) {
     rc_warp_row(&wp, w->tmp, row_stride, (int)xoff, R0, SW, SH, yy, o->out_w, w->hline);
-    store_row(o, w->hline, out, yy, mirror);
+    store_row(o, w->hline, out, yy, 0);
   }
   return warned(&w->err, err);
 }

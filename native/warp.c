@@ -8,8 +8,15 @@
 
 #include "warp.h"
 
+#include "resample.h"
+
 #include <math.h>
 #include <pthread.h>
+#include <string.h>
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define AB_BITS 10 /* warpAffine's fixed point for the map (MAX(10, INTER_BITS)) */
 #define AB_SCALE (1 << AB_BITS)
@@ -259,20 +266,21 @@ static void resize_row(const rc_warp *wp, const uint8_t *src, size_t stride, int
     for (int x = 0; x < 3 * out_w; x++) dst[x] = wp->fill;
     return;
   }
-  int yi[RS_MAX_TAPS], yw[RS_MAX_TAPS], xi[RS_MAX_TAPS], xw[RS_MAX_TAPS];
-  float ya[RS_MAX_TAPS], xa[RS_MAX_TAPS];
+  int yi[RS_MAX_TAPS], yw[RS_MAX_TAPS];
+  float ya[RS_MAX_TAPS];
   const int ny = axis_taps(wp->interp, box, sy, wp->m[4], H, yi, yw, ya);
   const int area_box = wp->interp == RC_CV_AREA && box;
   const int ix = (int)lrint(wp->m[0]), iy = (int)lrint(wp->m[4]); /* cv's is_area_fast */
   const int fast = area_box && fabs(wp->m[0] - ix) < 2.220446049250313e-16 &&
                    fabs(wp->m[4] - iy) < 2.220446049250313e-16;
   for (int x = 0; x < out_w; x++, dst += 3) {
-    const double sx = wp->m[0] * ((double)x + wp->off_x) + wp->m[2];
-    if (sx < -0.5 || sx >= W - 0.5) {
+    const int nx = wp->xn[x];
+    if (!nx) { /* centred outside the source */
       dst[0] = dst[1] = dst[2] = wp->fill;
       continue;
     }
-    const int nx = axis_taps(wp->interp, box, sx, wp->m[0], W, xi, xw, xa);
+    const int *xi = wp->xi + (size_t)x * wp->xk, *xw = wp->xw + (size_t)x * wp->xk;
+    const float *xa = wp->xa + (size_t)x * wp->xk;
     if (area_box) {
       area_pixel(src, stride, org_x, org_y, yi, ya, ny, xi, xa, nx, fast ? ix * iy : 0, dst);
       continue;
@@ -315,6 +323,139 @@ static void resize_row(const rc_warp *wp, const uint8_t *src, size_t stride, int
   }
 }
 
+/* The most taps a column of a REPLICATE map has. */
+static int max_taps(const rc_warp *wp) {
+  if (wp->interp != RC_CV_AREA || !(wp->m[0] >= 1 && wp->m[4] >= 1)) return 8;
+  const double k = ceil(wp->m[0]) + 2;
+  return k < RS_MAX_TAPS ? (int)k : RS_MAX_TAPS;
+}
+
+size_t rc_warp_scratch_bytes(const rc_warp *wp, int out_w) {
+  if (wp->border == RC_BORDER_CONSTANT) return (size_t)out_w * 2 * sizeof(int32_t);
+  return (size_t)out_w * (sizeof(int32_t) + (size_t)max_taps(wp) * 3 * sizeof(int32_t));
+}
+
+void rc_warp_prepare(rc_warp *wp, int out_w, int src_w, int mirror, void *scratch) {
+  pthread_once(&tabs_once, build_tabs);
+  int32_t *s = scratch;
+  if (wp->border == RC_BORDER_CONSTANT) { /* warpAffine's adelta, bdelta */
+    wp->adelta = s, wp->bdelta = s + out_w;
+    for (int x = 0; x < out_w; x++) {
+      const double xx = (double)x + wp->off_x;
+      const int to = mirror ? out_w - 1 - x : x;
+      wp->adelta[to] = sat_round(wp->m[0] * xx * AB_SCALE);
+      wp->bdelta[to] = sat_round(wp->m[3] * xx * AB_SCALE);
+    }
+    return;
+  }
+  const int k = wp->xk = max_taps(wp);
+  const int box = wp->m[0] >= 1 && wp->m[4] >= 1;
+  wp->xn = s, wp->xi = s + out_w, wp->xw = wp->xi + (size_t)out_w * k;
+  wp->xa = (float *)(wp->xw + (size_t)out_w * k);
+  for (int x = 0; x < out_w; x++) {
+    const double sx = wp->m[0] * ((double)x + wp->off_x) + wp->m[2];
+    const size_t to = (size_t)(mirror ? out_w - 1 - x : x);
+    wp->xn[to] = sx < -0.5 || sx >= src_w - 0.5
+                     ? 0
+                     : axis_taps(wp->interp, box, sx, wp->m[0], src_w, wp->xi + to * k,
+                                 wp->xw + to * k, wp->xa + to * k);
+  }
+}
+
+/* A bilinear sample with all four taps in the source: OpenCV's 15-bit weights are
+ * 32 (32 - fx)(32 - fy) and so on, so the sum is the 5-bit horizontal pass then the vertical
+ * one, times 32: rounded off 15 bits, (v + 512) >> 10. */
+static inline void linear_pixel(const uint8_t *p, size_t stride, int fx, int fy, uint8_t *d) {
+#ifdef __SSE2__
+  const __m128i z = _mm_setzero_si128();
+  const __m128i wx = _mm_set1_epi32((fx << 16) | (TAB_SIZE - fx));
+  const __m128i wy = _mm_set1_epi32((fy << 16) | (TAB_SIZE - fy));
+  const __m128i a = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)p), z);
+  const __m128i b = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(p + stride)), z);
+  /* (r0 r1 g0 g1 b0 b1 ..) of each row: one madd gives its three horizontal sums */
+  const __m128i h0 = _mm_madd_epi16(_mm_unpacklo_epi16(a, _mm_srli_si128(a, 6)), wx);
+  const __m128i h1 = _mm_madd_epi16(_mm_unpacklo_epi16(b, _mm_srli_si128(b, 6)), wx);
+  const __m128i h = _mm_packs_epi32(h0, h1); /* (h0r h0g h0b . h1r h1g h1b .) */
+  __m128i v = _mm_madd_epi16(_mm_unpacklo_epi16(h, _mm_srli_si128(h, 8)), wy);
+  v = _mm_srai_epi32(_mm_add_epi32(v, _mm_set1_epi32(512)), 10);
+  v = _mm_packus_epi16(_mm_packs_epi32(v, v), z);
+  const int32_t px = _mm_cvtsi128_si32(v);
+  memcpy(d, &px, 4); /* (the fourth byte is the next pixel's, or the row's spare one) */
+#else
+  for (int ch = 0; ch < 3; ch++) {
+    const int h0 = p[ch] * (TAB_SIZE - fx) + p[ch + 3] * fx;
+    const int h1 = p[stride + ch] * (TAB_SIZE - fx) + p[stride + ch + 3] * fx;
+    d[ch] = (uint8_t)((h0 * (TAB_SIZE - fy) + h1 * fy + 512) >> 10);
+  }
+#endif
+}
+
+/* Bilinear samples x0..x1 of a row, every tap in the source (no checks). */
+static void linear_span(const rc_warp *wp, const uint8_t *src, size_t stride, int org_x, int org_y,
+                        int64_t X0, int64_t Y0, int x0, int x1, uint8_t *dst) {
+  for (int x = x0; x < x1; x++) {
+    const int64_t fxy = (X0 + wp->adelta[x]) >> (AB_BITS - INTER_BITS);
+    const int64_t fyy = (Y0 + wp->bdelta[x]) >> (AB_BITS - INTER_BITS);
+    const size_t at =
+        (size_t)((fyy >> INTER_BITS) - org_y) * stride + (size_t)((fxy >> INTER_BITS) - org_x) * 3;
+    linear_pixel(src + at, stride, (int)(fxy & (TAB_SIZE - 1)), (int)(fyy & (TAB_SIZE - 1)),
+                 dst + 3 * (size_t)x);
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define RC_WARP_AVX2 1
+
+/* linear_span two samples at a time: linear_pixel's steps on both 128-bit lanes at once. */
+__attribute__((target("avx2"))) static int linear_span_avx2(const rc_warp *wp, const uint8_t *src,
+                                                            size_t stride, int org_x, int org_y,
+                                                            int64_t X0, int64_t Y0, int x0, int x1,
+                                                            uint8_t *dst) {
+  const __m256i z = _mm256_setzero_si256(), half = _mm256_set1_epi32(512);
+  int x = x0;
+  for (; x + 2 <= x1; x += 2) {
+    const int64_t ax = (X0 + wp->adelta[x]) >> (AB_BITS - INTER_BITS);
+    const int64_t ay = (Y0 + wp->bdelta[x]) >> (AB_BITS - INTER_BITS);
+    const int64_t bx = (X0 + wp->adelta[x + 1]) >> (AB_BITS - INTER_BITS);
+    const int64_t by = (Y0 + wp->bdelta[x + 1]) >> (AB_BITS - INTER_BITS);
+    const uint8_t *pa = src + (size_t)((ay >> INTER_BITS) - org_y) * stride +
+                        (size_t)((ax >> INTER_BITS) - org_x) * 3;
+    const uint8_t *pb = src + (size_t)((by >> INTER_BITS) - org_y) * stride +
+                        (size_t)((bx >> INTER_BITS) - org_x) * 3;
+    const int fax = (int)(ax & (TAB_SIZE - 1)), fay = (int)(ay & (TAB_SIZE - 1));
+    const int fbx = (int)(bx & (TAB_SIZE - 1)), fby = (int)(by & (TAB_SIZE - 1));
+    const __m256i wx = _mm256_setr_m128i(_mm_set1_epi32((fax << 16) | (TAB_SIZE - fax)),
+                                         _mm_set1_epi32((fbx << 16) | (TAB_SIZE - fbx)));
+    const __m256i wy = _mm256_setr_m128i(_mm_set1_epi32((fay << 16) | (TAB_SIZE - fay)),
+                                         _mm_set1_epi32((fby << 16) | (TAB_SIZE - fby)));
+    __m256i a = _mm256_setr_m128i(_mm_loadl_epi64((const __m128i *)pa),
+                                  _mm_loadl_epi64((const __m128i *)pb));
+    __m256i b = _mm256_setr_m128i(_mm_loadl_epi64((const __m128i *)(pa + stride)),
+                                  _mm_loadl_epi64((const __m128i *)(pb + stride)));
+    a = _mm256_unpacklo_epi8(a, z);
+    b = _mm256_unpacklo_epi8(b, z);
+    const __m256i h0 = _mm256_madd_epi16(_mm256_unpacklo_epi16(a, _mm256_srli_si256(a, 6)), wx);
+    const __m256i h1 = _mm256_madd_epi16(_mm256_unpacklo_epi16(b, _mm256_srli_si256(b, 6)), wx);
+    const __m256i h = _mm256_packs_epi32(h0, h1);
+    __m256i v = _mm256_madd_epi16(_mm256_unpacklo_epi16(h, _mm256_srli_si256(h, 8)), wy);
+    v = _mm256_srai_epi32(_mm256_add_epi32(v, half), 10);
+    v = _mm256_packus_epi16(_mm256_packs_epi32(v, v), z);
+    const int32_t first = _mm_cvtsi128_si32(_mm256_castsi256_si128(v));
+    const int32_t second = _mm_cvtsi128_si32(_mm256_extracti128_si256(v, 1));
+    memcpy(dst + 3 * (size_t)x, &first, 4);
+    memcpy(dst + 3 * (size_t)x + 3, &second, 4);
+  }
+  return x;
+}
+#endif
+
+/* Whether bilinear sample x of the row (X0, Y0) has all four taps in the W x H source. */
+static int linear_inside(const rc_warp *wp, int64_t X0, int64_t Y0, int x, int W, int H) {
+  const int64_t sx = (X0 + wp->adelta[x]) >> AB_BITS, sy = (Y0 + wp->bdelta[x]) >> AB_BITS;
+  return sx >= 0 && sy >= 0 && sx + 2 <= W && sy + 2 <= H;
+}
+
 void rc_warp_row(const rc_warp *wp, const uint8_t *src, size_t stride, int org_x, int org_y, int W,
                  int H, int y, int out_w, uint8_t *dst) {
   pthread_once(&tabs_once, build_tabs);
@@ -330,11 +471,24 @@ void rc_warp_row(const rc_warp *wp, const uint8_t *src, size_t stride, int org_x
   const double yy = (double)y + wp->off_y;
   const int X0 = sat_round((wp->m[1] * yy + wp->m[2]) * AB_SCALE) + round_delta;
   const int Y0 = sat_round((wp->m[4] * yy + wp->m[5]) * AB_SCALE) + round_delta;
+  int lo = out_w, hi = out_w; /* bilinear: [lo, hi) has every tap inside, without checks */
+  if (k == 2 && !nearest) {
+    /* positions are monotonic along a row, so the samples inside are one run */
+    for (lo = 0; lo < out_w && !linear_inside(wp, X0, Y0, lo, W, H); lo++) {
+    }
+    for (hi = out_w; hi > lo && !linear_inside(wp, X0, Y0, hi - 1, W, H); hi--) {
+    }
+    int done = lo;
+#ifdef RC_WARP_AVX2
+    if (rc_simd_avx2()) done = linear_span_avx2(wp, src, stride, org_x, org_y, X0, Y0, lo, hi, dst);
+#endif
+    linear_span(wp, src, stride, org_x, org_y, X0, Y0, done, hi, dst);
+  }
   for (int x = 0; x < out_w; x++, dst += 3) {
-    const double xx = (double)x + wp->off_x;
+    if (x == lo) x = hi, dst += 3 * (size_t)(hi - lo);
+    if (x >= out_w) break;
     /* (int64: a map far off the image must not overflow the sum) */
-    const int64_t X = (int64_t)X0 + sat_round(wp->m[0] * xx * AB_SCALE);
-    const int64_t Y = (int64_t)Y0 + sat_round(wp->m[3] * xx * AB_SCALE);
+    const int64_t X = (int64_t)X0 + wp->adelta[x], Y = (int64_t)Y0 + wp->bdelta[x];
     if (nearest) {
       const int64_t sx = X >> AB_BITS, sy = Y >> AB_BITS;
       if (sx < 0 || sy < 0 || sx >= W || sy >= H) {
@@ -352,11 +506,7 @@ void rc_warp_row(const rc_warp *wp, const uint8_t *src, size_t stride, int org_x
     if (sx >= 0 && sy >= 0 && sx + k <= W && sy + k <= H) {
       const uint8_t *p = src + (size_t)(sy - org_y) * stride + (size_t)(sx - org_x) * 3;
       if (k == 2) {
-        const int w0 = t[0], w1 = t[1], w2 = t[2], w3 = t[3];
-        for (int ch = 0; ch < 3; ch++) {
-          const int v = p[ch] * w0 + p[ch + 3] * w1 + p[stride + ch] * w2 + p[stride + ch + 3] * w3;
-          dst[ch] = (uint8_t)((v + (1 << (COEF_BITS - 1))) >> COEF_BITS);
-        }
+        linear_pixel(p, stride, (int)(fxy & (TAB_SIZE - 1)), (int)(fyy & (TAB_SIZE - 1)), dst);
       } else {
         int acc[3] = {0, 0, 0};
         for (int i = 0; i < k; i++, p += stride)

@@ -34,15 +34,29 @@ typedef struct {
   int interp; /* RC_CV_*; with CONSTANT, AREA samples as LINEAR (warpAffine does the same) */
   int border; /* RC_BORDER_* */
   uint8_t fill;
+  /* Per-image tables of rc_warp_prepare, in the caller's scratch: CONSTANT, each column's
+   * position steps (OpenCV's adelta, bdelta); REPLICATE, each column's taps (up to xk). */
+  int32_t *adelta, *bdelta, *xn, *xi, *xw;
+  float *xa;
+  int xk;
 } rc_warp;
 
 /* The source pixels {x0, y0, x1, y1} (x1, y1 exclusive, inside src_w x src_h) that the taps of
  * an out_w x out_h output read; x1 <= x0 when no output pixel reads the source. */
 void rc_warp_bounds(const rc_warp *wp, int out_w, int out_h, int src_w, int src_h, int box[4]);
 
-/* Output row y (out_w RGB pixels to dst) from the decoded source pixels: pixel (c, r) of the
+/* The scratch bytes rc_warp_prepare needs for out_w output columns. */
+size_t rc_warp_scratch_bytes(const rc_warp *wp, int out_w);
+
+/* Fills wp's per-image tables for out_w columns of a src_w pixels wide source, in scratch
+ * (rc_warp_scratch_bytes of it, 4-byte aligned, kept until the image's last row); with mirror,
+ * the columns in reverse (the rows come out flipped, the same pixels mirrored). */
+void rc_warp_prepare(rc_warp *wp, int out_w, int src_w, int mirror, void *scratch);
+
+/* Output row y (out_w RGB pixels to dst, which must have 1 byte to spare after them; after
+ * rc_warp_prepare) from the decoded source pixels: pixel (c, r) of the
  * src_w x src_h image is at src + (r - org_y) * stride + (c - org_x) * 3 for the pixels of
- * rc_warp_bounds' box. */
+ * rc_warp_bounds' box, readable 8 bytes past each row's last pixel used. */
 void rc_warp_row(const rc_warp *wp, const uint8_t *src, size_t stride, int org_x, int org_y,
                  int src_w, int src_h, int y, int out_w, uint8_t *dst);
 
