@@ -256,6 +256,28 @@ static void area_pixel(const uint8_t *src, size_t stride, int org_x, int org_y, 
   for (int ch = 0; ch < 3; ch++) dst[ch] = clamp_u8((int)lrintf(acc[ch]));
 }
 
+/* A row of bilinear samples (and area's linear form) from source rows r0 and r1 (weights yw):
+ * OpenCV 3.4's SSE2 vertical pass (VResizeLinearVec_32s8u), which MXNet 1.9.1 runs: each row's
+ * 11-bit sum shifted right 4, 16-bit high products, then rounded off 2 bits. */
+static void linear_resize_row(const rc_warp *wp, const uint8_t *r0, const uint8_t *r1, int org_x,
+                              const int *yw, int out_w, uint8_t *dst) {
+  const int b0 = yw[0], b1 = yw[1];
+  for (int x = 0; x < out_w; x++, dst += 3) {
+    if (!wp->xn[x]) { /* centred outside the source */
+      dst[0] = dst[1] = dst[2] = wp->fill;
+      continue;
+    }
+    const int *xi = wp->xi + (size_t)x * wp->xk, *xw = wp->xw + (size_t)x * wp->xk;
+    const size_t i0 = (size_t)(xi[0] - org_x) * 3, i1 = (size_t)(xi[1] - org_x) * 3;
+    const int a0 = xw[0], a1 = xw[1];
+    for (int ch = 0; ch < 3; ch++) {
+      const int h0 = r0[i0 + ch] * a0 + r0[i1 + ch] * a1, h1 = r1[i0 + ch] * a0 + r1[i1 + ch] * a1;
+      const int v = (((h0 >> 4) * b0) >> 16) + (((h1 >> 4) * b1) >> 16);
+      dst[ch] = clamp_u8((v + 2) >> 2);
+    }
+  }
+}
+
 /* One output row the way cv::resize computes it: per sample, the horizontal sums of each tap
  * row (integers, weights of 1 << 11), then the vertical sum, rounded off 22 bits. */
 static void resize_row(const rc_warp *wp, const uint8_t *src, size_t stride, int org_x, int org_y,
@@ -273,6 +295,11 @@ static void resize_row(const rc_warp *wp, const uint8_t *src, size_t stride, int
   const int ix = (int)lrint(wp->m[0]), iy = (int)lrint(wp->m[4]); /* cv's is_area_fast */
   const int fast = area_box && fabs(wp->m[0] - ix) < 2.220446049250313e-16 &&
                    fabs(wp->m[4] - iy) < 2.220446049250313e-16;
+  if (ny == 2 && (wp->interp == RC_CV_LINEAR || (wp->interp == RC_CV_AREA && !box))) {
+    linear_resize_row(wp, src + (size_t)(yi[0] - org_y) * stride,
+                      src + (size_t)(yi[1] - org_y) * stride, org_x, yw, out_w, dst);
+    return;
+  }
   for (int x = 0; x < out_w; x++, dst += 3) {
     const int nx = wp->xn[x];
     if (!nx) { /* centred outside the source */
@@ -297,23 +324,6 @@ static void resize_row(const rc_warp *wp, const uint8_t *src, size_t stride, int
     }
     if (wp->interp == RC_CV_NEAREST) {
       for (int ch = 0; ch < 3; ch++) dst[ch] = (uint8_t)(acc[ch] >> (2 * RS_BITS));
-      continue;
-    }
-    if (ny == 2 && (wp->interp == RC_CV_LINEAR || (wp->interp == RC_CV_AREA && !box))) {
-      /* OpenCV 3.4's SSE2 vertical pass (VResizeLinearVec_32s8u), which MXNet 1.9.1 runs:
-       * each row's sum shifted right 4, 16-bit high products, then rounded off 2 bits. */
-      int64_t h0[3] = {0, 0, 0}, h1[3] = {0, 0, 0};
-      const uint8_t *r0 = src + (size_t)(yi[0] - org_y) * stride;
-      const uint8_t *r1 = src + (size_t)(yi[1] - org_y) * stride;
-      for (int j = 0; j < nx; j++) {
-        const uint8_t *p0 = r0 + (size_t)(xi[j] - org_x) * 3,
-                      *p1 = r1 + (size_t)(xi[j] - org_x) * 3;
-        for (int ch = 0; ch < 3; ch++) h0[ch] += p0[ch] * xw[j], h1[ch] += p1[ch] * xw[j];
-      }
-      for (int ch = 0; ch < 3; ch++) {
-        const int64_t v = (((h0[ch] >> 4) * yw[0]) >> 16) + (((h1[ch] >> 4) * yw[1]) >> 16);
-        dst[ch] = clamp_u8((int)((v + 2) >> 2));
-      }
       continue;
     }
     for (int ch = 0; ch < 3; ch++) {
