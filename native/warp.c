@@ -417,44 +417,76 @@ static void linear_span(const rc_warp *wp, const uint8_t *src, size_t stride, in
 #include <immintrin.h>
 #define RC_WARP_AVX2 1
 
-/* linear_span two samples at a time: linear_pixel's steps on both 128-bit lanes at once. */
+/* linear_span on AVX2, a chunk of samples at a time: their byte offsets and weights computed
+ * eight at once, then linear_pixel's steps for two samples on the two 128-bit lanes. (In the
+ * run every tap is inside the source, so positions and offsets fit 32 bits.) */
 __attribute__((target("avx2"))) static int linear_span_avx2(const rc_warp *wp, const uint8_t *src,
                                                             size_t stride, int org_x, int org_y,
                                                             int64_t X0, int64_t Y0, int x0, int x1,
                                                             uint8_t *dst) {
+  enum { CHUNK = 64 };
+  int32_t off[CHUNK], wxs[CHUNK], wys[CHUNK];
   const __m256i z = _mm256_setzero_si256(), half = _mm256_set1_epi32(512);
+  const __m256i frac = _mm256_set1_epi32(TAB_SIZE - 1), full = _mm256_set1_epi32(TAB_SIZE);
+  const __m256i vx0 = _mm256_set1_epi32((int32_t)X0), vy0 = _mm256_set1_epi32((int32_t)Y0);
+  const __m256i ox = _mm256_set1_epi32(org_x), oy = _mm256_set1_epi32(org_y);
+  const __m256i vstride = _mm256_set1_epi32((int32_t)stride), three = _mm256_set1_epi32(3);
+  const __m256i lanes = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
   int x = x0;
-  for (; x + 2 <= x1; x += 2) {
-    const int64_t ax = (X0 + wp->adelta[x]) >> (AB_BITS - INTER_BITS);
-    const int64_t ay = (Y0 + wp->bdelta[x]) >> (AB_BITS - INTER_BITS);
-    const int64_t bx = (X0 + wp->adelta[x + 1]) >> (AB_BITS - INTER_BITS);
-    const int64_t by = (Y0 + wp->bdelta[x + 1]) >> (AB_BITS - INTER_BITS);
-    const uint8_t *pa = src + (size_t)((ay >> INTER_BITS) - org_y) * stride +
-                        (size_t)((ax >> INTER_BITS) - org_x) * 3;
-    const uint8_t *pb = src + (size_t)((by >> INTER_BITS) - org_y) * stride +
-                        (size_t)((bx >> INTER_BITS) - org_x) * 3;
-    const int fax = (int)(ax & (TAB_SIZE - 1)), fay = (int)(ay & (TAB_SIZE - 1));
-    const int fbx = (int)(bx & (TAB_SIZE - 1)), fby = (int)(by & (TAB_SIZE - 1));
-    const __m256i wx = _mm256_setr_m128i(_mm_set1_epi32((fax << 16) | (TAB_SIZE - fax)),
-                                         _mm_set1_epi32((fbx << 16) | (TAB_SIZE - fbx)));
-    const __m256i wy = _mm256_setr_m128i(_mm_set1_epi32((fay << 16) | (TAB_SIZE - fay)),
-                                         _mm_set1_epi32((fby << 16) | (TAB_SIZE - fby)));
-    __m256i a = _mm256_setr_m128i(_mm_loadl_epi64((const __m128i *)pa),
-                                  _mm_loadl_epi64((const __m128i *)pb));
-    __m256i b = _mm256_setr_m128i(_mm_loadl_epi64((const __m128i *)(pa + stride)),
-                                  _mm_loadl_epi64((const __m128i *)(pb + stride)));
-    a = _mm256_unpacklo_epi8(a, z);
-    b = _mm256_unpacklo_epi8(b, z);
-    const __m256i h0 = _mm256_madd_epi16(_mm256_unpacklo_epi16(a, _mm256_srli_si256(a, 6)), wx);
-    const __m256i h1 = _mm256_madd_epi16(_mm256_unpacklo_epi16(b, _mm256_srli_si256(b, 6)), wx);
-    const __m256i h = _mm256_packs_epi32(h0, h1);
-    __m256i v = _mm256_madd_epi16(_mm256_unpacklo_epi16(h, _mm256_srli_si256(h, 8)), wy);
-    v = _mm256_srai_epi32(_mm256_add_epi32(v, half), 10);
-    v = _mm256_packus_epi16(_mm256_packs_epi32(v, v), z);
-    const int32_t first = _mm_cvtsi128_si32(_mm256_castsi256_si128(v));
-    const int32_t second = _mm_cvtsi128_si32(_mm256_extracti128_si256(v, 1));
-    memcpy(dst + 3 * (size_t)x, &first, 4);
-    memcpy(dst + 3 * (size_t)x + 3, &second, 4);
+  for (; x + 2 <= x1; x += CHUNK) {
+    const int n = (x1 - x < CHUNK ? x1 - x : CHUNK) & ~1;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256i X = _mm256_srai_epi32(
+          _mm256_add_epi32(vx0, _mm256_loadu_si256((const __m256i *)(wp->adelta + x + i))),
+          AB_BITS - INTER_BITS);
+      const __m256i Y = _mm256_srai_epi32(
+          _mm256_add_epi32(vy0, _mm256_loadu_si256((const __m256i *)(wp->bdelta + x + i))),
+          AB_BITS - INTER_BITS);
+      const __m256i fx = _mm256_and_si256(X, frac), fy = _mm256_and_si256(Y, frac);
+      const __m256i sx = _mm256_sub_epi32(_mm256_srai_epi32(X, INTER_BITS), ox);
+      const __m256i sy = _mm256_sub_epi32(_mm256_srai_epi32(Y, INTER_BITS), oy);
+      _mm256_storeu_si256((__m256i *)(off + i), _mm256_add_epi32(_mm256_mullo_epi32(sy, vstride),
+                                                                 _mm256_mullo_epi32(sx, three)));
+      _mm256_storeu_si256((__m256i *)(wxs + i),
+                          _mm256_or_si256(_mm256_slli_epi32(fx, 16), _mm256_sub_epi32(full, fx)));
+      _mm256_storeu_si256((__m256i *)(wys + i),
+                          _mm256_or_si256(_mm256_slli_epi32(fy, 16), _mm256_sub_epi32(full, fy)));
+    }
+    for (; i < n; i++) {
+      const int32_t X =
+          (int32_t)((uint32_t)X0 + (uint32_t)wp->adelta[x + i]) >> (AB_BITS - INTER_BITS);
+      const int32_t Y =
+          (int32_t)((uint32_t)Y0 + (uint32_t)wp->bdelta[x + i]) >> (AB_BITS - INTER_BITS);
+      const int32_t fx = X & (TAB_SIZE - 1), fy = Y & (TAB_SIZE - 1);
+      off[i] = ((Y >> INTER_BITS) - org_y) * (int32_t)stride + ((X >> INTER_BITS) - org_x) * 3;
+      wxs[i] = (fx << 16) | (TAB_SIZE - fx), wys[i] = (fy << 16) | (TAB_SIZE - fy);
+    }
+    uint8_t *d = dst + 3 * (size_t)x;
+    for (i = 0; i < n; i += 2, d += 6) {
+      const uint8_t *pa = src + off[i], *pb = src + off[i + 1];
+      const __m256i wx = _mm256_permutevar8x32_epi32(
+          _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(wxs + i))), lanes);
+      const __m256i wy = _mm256_permutevar8x32_epi32(
+          _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(wys + i))), lanes);
+      __m256i a = _mm256_setr_m128i(_mm_loadl_epi64((const __m128i *)pa),
+                                    _mm_loadl_epi64((const __m128i *)pb));
+      __m256i b = _mm256_setr_m128i(_mm_loadl_epi64((const __m128i *)(pa + stride)),
+                                    _mm_loadl_epi64((const __m128i *)(pb + stride)));
+      a = _mm256_unpacklo_epi8(a, z);
+      b = _mm256_unpacklo_epi8(b, z);
+      const __m256i h0 = _mm256_madd_epi16(_mm256_unpacklo_epi16(a, _mm256_srli_si256(a, 6)), wx);
+      const __m256i h1 = _mm256_madd_epi16(_mm256_unpacklo_epi16(b, _mm256_srli_si256(b, 6)), wx);
+      const __m256i h = _mm256_packs_epi32(h0, h1);
+      __m256i v = _mm256_madd_epi16(_mm256_unpacklo_epi16(h, _mm256_srli_si256(h, 8)), wy);
+      v = _mm256_srai_epi32(_mm256_add_epi32(v, half), 10);
+      v = _mm256_packus_epi16(_mm256_packs_epi32(v, v), z);
+      const int32_t first = _mm_cvtsi128_si32(_mm256_castsi256_si128(v));
+      const int32_t second = _mm_cvtsi128_si32(_mm256_extracti128_si256(v, 1));
+      memcpy(d, &first, 4);
+      memcpy(d + 3, &second, 4);
+    }
+    if (n < CHUNK) return x + n;
   }
   return x;
 }
