@@ -180,6 +180,20 @@ class GeometrySpec:
             or self.min_img_size != 0
         )
 
+    @property
+    def enabled(self) -> bool:
+        """Whether anything differs from MXNet's defaults (fill_value alone changes nothing)."""
+        return self.warp or self.pad > 0 or self.crop_sizes is not None or self.inter_method != 1
+
+    def non_default(self) -> list[str]:
+        """The parameters given other than MXNet's defaults."""
+        default = GeometrySpec()
+        return [
+            f.name
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
+        ]
+
     def native(self) -> tuple:
         """The geometry as the native pool takes it (native/_native.c, get_geom)."""
         lo, hi = self.aspect_range

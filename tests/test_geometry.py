@@ -361,3 +361,11 @@ def test_bad_types_and_combinations() -> None:
         KeyedDraw(CropSpec(8, 8, random_resized_crop=True), 0, 0, geometry=GeometrySpec(pad=2))
     with pytest.raises(ValueError, match="needs a KeyedDraw with a geometry"):
         plan(KeyedDraw(CropSpec(8, 8), 0, 0), 8, 8, 0)
+
+
+def test_enabled_and_non_default() -> None:
+    """What the configuration asks to decide whether an iterator needs the warp."""
+    assert not GeometrySpec().enabled and not GeometrySpec(fill_value=3).enabled
+    assert GeometrySpec(inter_method=2).enabled and GeometrySpec(pad=1).enabled
+    assert GeometrySpec(max_crop_size=20).enabled and GeometrySpec(rotate=5).enabled
+    assert GeometrySpec(rotate=5, fill_value=0).non_default() == ["rotate", "fill_value"]
