@@ -369,3 +369,27 @@ def test_enabled_and_non_default() -> None:
     assert GeometrySpec(inter_method=2).enabled and GeometrySpec(pad=1).enabled
     assert GeometrySpec(max_crop_size=20).enabled and GeometrySpec(rotate=5).enabled
     assert GeometrySpec(rotate=5, fill_value=0).non_default() == ["rotate", "fill_value"]
+
+
+@pytest.mark.parametrize("backend", [pytest.param("native", marks=needs_native), "python"])
+def test_records_read_and_decoded_are_warped(tmp_path, jpegs, backend: str) -> None:
+    """The iterator's way (records parsed and decoded in one call) warps as decode_batch."""
+    from recio.read_decode import read_and_decode
+    from recio.reader import RecordFile
+    from recio.recordio import IRHeader, MXIndexedRecordIO, pack
+
+    rec, idx = tmp_path / "w.rec", tmp_path / "w.idx"
+    with MXIndexedRecordIO(str(idx), str(rec), "w") as w:
+        for i, data in enumerate(jpegs):
+            w.write_idx(i, pack(IRHeader(0, float(i), i, 0), data))
+    spec, geometry = SPECS["everything random"]
+    draw = KeyedDraw(spec, seed=2, epoch=0, geometry=geometry)
+    out = np.zeros((len(jpegs), spec.out_height, spec.out_width, 3), dtype=np.uint8)
+    positions = np.array([2, 0, 3, 1])
+    with RecordFile(str(rec)) as records, DecodePool(1, backend=backend, dct_scaling="off") as p:
+        got = read_and_decode(
+            records, positions, p, out, label_width=1, draw=draw, decode_kwargs={}
+        )
+    assert (got.status == 0).all()
+    want = _decode(backend, [jpegs[i] for i in positions], draw, positions)
+    np.testing.assert_array_equal(out, want)
