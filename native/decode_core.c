@@ -493,8 +493,8 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
   const int align = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
   const uint64_t row_w = o->roi && bw + 4 * align < SW ? (uint64_t)bw + 4 * align : (uint64_t)SW;
   const uint64_t coef = coef_buffer_bytes(ci);
-  const uint64_t need =
-      coef + libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch + out_stride + 4096;
+  const uint64_t need = coef + libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch +
+                        out_stride + rc_warp_scratch_bytes(&wp, o->out_w) + 4096;
   const int over = reserve_decode(w, o, coef, need, err);
   if (over) return over;
   if (rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK) ||
