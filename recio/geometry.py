@@ -417,12 +417,11 @@ def _taps_lanczos(x: np.float32) -> list[np.float32]:
     cs = [(1, 0), (-s45, -s45), (0, 1), (s45, -s45), (-1, 0), (s45, s45), (0, -1), (-s45, s45)]
     if x < _f32(1.1920929e-07):
         return [_f32(1) if i == 3 else _f32(0) for i in range(8)]
-    xd = float(x)
-    y0 = -(xd + 3) * math.pi * 0.25
+    y0 = -float(x + _f32(3)) * math.pi * 0.25  # (x + 3 in float, as OpenCV's C++)
     s0, c0 = math.sin(y0), math.cos(y0)
     coeffs, total = [], _f32(0)
     for i in range(8):
-        y = -(xd + 3 - i) * math.pi * 0.25
+        y = -float(x + _f32(3) - _f32(i)) * math.pi * 0.25
         coeffs.append(_f32((cs[i][0] * s0 + cs[i][1] * c0) / (y * y)))
         total = total + coeffs[-1]
     total = _f32(1) / total

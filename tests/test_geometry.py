@@ -107,6 +107,9 @@ SPECS = {
     "pad and random crop": (CropSpec(24, 24, rand_crop=True), GeometrySpec(pad=4, fill_value=7)),
     "resize, cubic": (CropSpec(20, 16, resize=24), GeometrySpec(inter_method=2)),
     "resize, area": (CropSpec(12, 12, resize=14), GeometrySpec(inter_method=3)),
+    "resize, area enlarging": (CropSpec(40, 40, resize=50), GeometrySpec(inter_method=3)),
+    "resize, Lanczos": (CropSpec(20, 16, resize=23), GeometrySpec(inter_method=4)),
+    "resize, nearest, pad": (CropSpec(30, 30, resize=23), GeometrySpec(inter_method=0, pad=3)),
     "resize, rotate, Lanczos": (
         CropSpec(20, 16, resize=24),
         GeometrySpec(rotate=10, inter_method=4),
