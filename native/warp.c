@@ -262,6 +262,10 @@ static void area_pixel(const uint8_t *src, size_t stride, int org_x, int org_y, 
 static void linear_resize_row(const rc_warp *wp, const uint8_t *r0, const uint8_t *r1, int org_x,
                               const int *yw, int out_w, uint8_t *dst) {
   const int b0 = yw[0], b1 = yw[1];
+#ifdef __SSE2__
+  const __m128i z = _mm_setzero_si128(), two = _mm_set1_epi16(2);
+  const __m128i vb0 = _mm_set1_epi16((short)b0), vb1 = _mm_set1_epi16((short)b1);
+#endif
   for (int x = 0; x < out_w; x++, dst += 3) {
     if (!wp->xn[x]) { /* centred outside the source */
       dst[0] = dst[1] = dst[2] = wp->fill;
@@ -270,6 +274,23 @@ static void linear_resize_row(const rc_warp *wp, const uint8_t *r0, const uint8_
     const int *xi = wp->xi + (size_t)x * wp->xk, *xw = wp->xw + (size_t)x * wp->xk;
     const size_t i0 = (size_t)(xi[0] - org_x) * 3, i1 = (size_t)(xi[1] - org_x) * 3;
     const int a0 = xw[0], a1 = xw[1];
+#ifdef __SSE2__
+    if (i1 == i0 + 3) { /* the two taps side by side (not clamped at an edge) */
+      /* the horizontal sums by madd, then OpenCV's own 16-bit steps */
+      const __m128i wx = _mm_set1_epi32((a1 << 16) | (a0 & 0xFFFF));
+      const __m128i p = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(r0 + i0)), z);
+      const __m128i q = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(r1 + i0)), z);
+      const __m128i h0 = _mm_madd_epi16(_mm_unpacklo_epi16(p, _mm_srli_si128(p, 6)), wx);
+      const __m128i h1 = _mm_madd_epi16(_mm_unpacklo_epi16(q, _mm_srli_si128(q, 6)), wx);
+      const __m128i s = _mm_packs_epi32(_mm_srai_epi32(h0, 4), _mm_srai_epi32(h1, 4));
+      const __m128i v =
+          _mm_adds_epi16(_mm_mulhi_epi16(s, vb0), _mm_mulhi_epi16(_mm_srli_si128(s, 8), vb1));
+      const __m128i r = _mm_srai_epi16(_mm_adds_epi16(v, two), 2);
+      const int32_t px = _mm_cvtsi128_si32(_mm_packus_epi16(r, z));
+      memcpy(dst, &px, 4); /* (the fourth byte is the next pixel's, or the row's spare one) */
+      continue;
+    }
+#endif
     for (int ch = 0; ch < 3; ch++) {
       const int h0 = r0[i0 + ch] * a0 + r0[i1 + ch] * a1, h1 = r1[i0 + ch] * a0 + r1[i1 + ch] * a1;
       const int v = (((h0 >> 4) * b0) >> 16) + (((h1 >> 4) * b1) >> 16);
