@@ -236,7 +236,8 @@ def test_output_to_s3(tmp_path, images, address, s3_server, s3_prefix):
     threads = threaded(tmp_path, images)
     options = json.dumps(s3_server)
     argv = ("--engine", "dask", "--address", address, "--shards", SHARDS, "--resize", 32,
-            "--output", s3_prefix, "--storage-options", options, threads / "data", images)  # fmt: skip
+            "--output", s3_prefix, "--storage-options", options,
+            threads / "data", images)  # fmt: skip
     fs = fsspec.filesystem("s3", **s3_server)
     try:
         assert run(*argv) == im2rec.EXIT_OK
