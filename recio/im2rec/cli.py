@@ -388,7 +388,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         log.error("interrupted")
         return EXIT_INTERRUPTED
-    except (OSError, ValueError) as exc:  # bad arguments or input: said in one line
+    except (OSError, ValueError, ImportError) as exc:  # bad arguments, input, a missing extra
         log.error("%s", _one_line(exc))
         return EXIT_FAILED
 

@@ -313,6 +313,17 @@ class _Bar:
         self.advance(shard, self.sizes.get(shard, 0))
 
 
+# The local cluster's workers, measured on 2 cores (tools/bench_im2rec_steady.py): Dask's
+# statistical profiler samples every worker thread's stack every 10 ms, holding the GIL,
+# and cost a third more CPU per image; its MALLOC_TRIM_THRESHOLD_=65536 hands the memory
+# of each freed image back to the kernel, to fault it in again for the next (twice the
+# page faults). A cluster at --address keeps its own settings.
+LOCAL_CLUSTER_CONFIG = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,  # None: not set
+}
+
+
 @contextlib.contextmanager
 def connect(engine: str = "dask", address: str | None = None, workers: int = 2) -> Iterator:
     """A Dask client: of the cluster at ``address``, else of a new local cluster.
@@ -342,13 +353,16 @@ def connect(engine: str = "dask", address: str | None = None, workers: int = 2) 
             with Client(address, timeout=30) as client:
                 yield client
             return
-        cluster = LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",  # any free port: never fight over 8787
-            silence_logs=logging.ERROR,
-        )
+        import dask
+
+        with dask.config.set(LOCAL_CLUSTER_CONFIG):
+            cluster = LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",  # any free port: never fight over 8787
+                silence_logs=logging.ERROR,
+            )
         try:
             with Client(cluster) as client:
                 yield client
@@ -394,10 +408,11 @@ def pack_on_cluster(
     same ``shards``. Shards already complete and verified (:func:`verified`) are reused;
     the others are converted, one task each, and published as each ends, so a run that
     fails or is killed keeps its finished shards for the next (NOTE [resumable shards]).
-    ``report.shards`` lists each shard's outcome (``complete``, ``reused`` or
-    ``failed``). ``max_errors`` counts the list's bad lines and every shard's skipped
-    files together: a shard over what is left of it is not published, and a run over
-    it ends with TooManyErrors, but shards published before stay (they are whole).
+    ``report.shards`` lists each shard's outcome (``complete``, ``reused``, ``failed``,
+    or ``cancelled``: not started once the run was over ``max_errors`` or interrupted).
+    ``max_errors`` counts the list's bad lines and every shard's skipped files together:
+    a shard over what is left of it is not published, and a run over it ends with
+    TooManyErrors, but shards published before stay (they are whole).
 
     Raises:
         TooManyErrors: ``max_errors`` exceeded, or a shard's every file failed.

@@ -211,7 +211,7 @@ def test_max_errors_on_a_cluster_publishes_no_shard_over_it(tmp_path, bad_folder
         if bad > 1:  # over what --max-errors leaves a shard: refused, or not started
             assert not published and shard["status"] in ("failed", "cancelled"), shard
         assert published == (shard["status"] == "complete"), shard
-    assert "failed" in statuses
+    assert set(statuses) - {"complete"}  # some shard refused, or not started
 
 
 @pytest.mark.parametrize(
@@ -229,11 +229,20 @@ def test_refused_arguments(tmp_path, images, caplog, argv, message):
     assert not list(tmp_path.glob("*.rec"))
 
 
+def test_without_dask_the_error_says_what_to_install(tmp_path, images, caplog, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed fails
+    prefix = make_list(tmp_path, images)
+    assert run("--engine", "dask", prefix, images) == im2rec.EXIT_FAILED
+    assert "--engine dask needs dask.distributed: pip install -e '.[cluster]'" in caplog.text
+
+
 @pytest.mark.s3
 def test_output_to_s3(tmp_path, images, address, s3_server, s3_prefix):
     import fsspec
 
     threads = threaded(tmp_path, images)
+    # one cached client per process (each new one costs a handshake), not one per file
+    s3_server = {k: v for k, v in s3_server.items() if k != "skip_instance_cache"}
     options = json.dumps(s3_server)
     argv = ("--engine", "dask", "--address", address, "--shards", SHARDS, "--resize", 32,
             "--output", s3_prefix, "--storage-options", options,
@@ -243,8 +252,17 @@ def test_output_to_s3(tmp_path, images, address, s3_server, s3_prefix):
         assert run(*argv) == im2rec.EXIT_OK
         got = {name: fs.cat_file(f"{s3_prefix}/{name}") for name in NAMES}
         assert got == outputs(threads)
-        assert run(*argv) == im2rec.EXIT_OK  # verified over S3: every shard reused
         report = json.loads(fs.cat_file(f"{s3_prefix}/data.report.json"))
-        assert [s["status"] for s in report["shards"]] == ["reused"] * SHARDS
+        assert [s["status"] for s in report["shards"]] == ["complete"] * SHARDS
+        # what a rerun checks, over S3: every shard verifies, and a damaged one does not
+        lst = str(threads / "data.lst")
+        entries, _ = im2rec.read_list(lst)
+        opts = EncodeOptions(resize=32)
+        stem = f"{s3_prefix}/data"
+        jobs = engine.shard_jobs(lst, entries, str(images), opts, stem, SHARDS,
+                                 storage_options=s3_server)  # fmt: skip
+        assert all(engine.verified(job) for job in jobs)
+        fs.pipe_file(f"{s3_prefix}/{NAMES[3]}", got[NAMES[3]] + b"1\t0\n")
+        assert [bool(engine.verified(job)) for job in jobs] == [True, False, True]
     finally:
         fs.rm(s3_prefix, recursive=True)
