@@ -163,8 +163,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=at_least(1),
         default=cpus,
         metavar="N",
-        help="workers that read, decode, resize and encode (see --pool); the output is the "
-        f"same for any number (default: the number of CPUs, {cpus} here)",
+        help="workers that read, decode, resize and encode (see --pool; with --engine and no "
+        "--address, the local cluster's worker processes); the output is the same for any "
+        f"number (default: the number of CPUs, {cpus} here)",
     )
     r.add_argument(
         "--pool",
@@ -206,7 +207,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=at_least(1),
         default=1,
         metavar="N",
-        help="write N balanced .rec/.idx pairs per list, NAME-00000-of-0000N.rec ...",
+        help="write N .rec/.idx pairs per list, NAME-00000-of-0000N.rec ...: shard k holds "
+        "the list's entries k, k + N, k + 2N, ... (less the skipped files)",
     )
     x.add_argument(
         "--engine",

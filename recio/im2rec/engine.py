@@ -313,11 +313,12 @@ class _Bar:
         self.advance(shard, self.sizes.get(shard, 0))
 
 
-# The local cluster's workers, measured on 2 cores (tools/bench_im2rec_steady.py): Dask's
-# statistical profiler samples every worker thread's stack every 10 ms, holding the GIL,
-# and cost a third more CPU per image; its MALLOC_TRIM_THRESHOLD_=65536 hands the memory
-# of each freed image back to the kernel, to fault it in again for the next (twice the
-# page faults). A cluster at --address keeps its own settings.
+# The local cluster's workers, measured on 2 busy cores (one shard of 400 images in a
+# worker against the same shard in the driver): Dask's statistical profiler, which samples
+# every worker thread's stack every 10 ms, holding the GIL, cost about half as much CPU
+# again; its MALLOC_TRIM_THRESHOLD_=65536 hands each freed image's memory back to the
+# kernel to fault it in again for the next (2.5 times the page faults). Both off: 1.2 times
+# the driver's CPU, first-task imports included. A cluster at --address keeps its own.
 LOCAL_CLUSTER_CONFIG = {
     "distributed.worker.profile.enabled": False,
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,  # None: not set
