@@ -322,6 +322,15 @@ class _Bar:
 LOCAL_CLUSTER_CONFIG = {
     "distributed.worker.profile.enabled": False,
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,  # None: not set
+    # periodic work that wakes every process tens of times a second, for what one task per
+    # shard does not need: stealing (the scheduler hands a free worker the next shard),
+    # event-loop health checks, memory and system sampling, the notebook widget
+    "distributed.scheduler.work-stealing": False,
+    "distributed.admin.tick.interval": "500ms",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.admin.system-monitor.gil.enabled": False,
+    "distributed.deploy.cluster-repr-interval": "10s",
 }
 
 
