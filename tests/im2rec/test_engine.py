@@ -118,6 +118,7 @@ def test_rerun_reuses_verified_shards_and_redoes_the_rest(tmp_path, images, addr
     assert [s["status"] for s in report_of(cluster)["shards"]] == ["complete"] * SHARDS
 
 
+@pytest.mark.slow  # a command with its own cluster, killed, then a rerun
 def test_killed_run_resumes_without_redoing_finished_shards(tmp_path, images, address):
     root = tmp_path / "images"
     root.mkdir()
@@ -237,6 +238,7 @@ def test_without_dask_the_error_says_what_to_install(tmp_path, images, caplog, m
 
 
 @pytest.mark.s3
+@pytest.mark.slow  # each worker's first S3 client: importing s3fs and botocore
 def test_output_to_s3(tmp_path, images, address, s3_server, s3_prefix):
     import fsspec
 
