@@ -150,6 +150,7 @@ def test_killed_run_resumes_without_redoing_finished_shards(tmp_path, images, ad
         proc.wait()
         proc.stderr.close()
     assert not (cluster / NAMES[4]).exists() and not (cluster / "data.report.json").exists()
+    assert list(cluster.glob(".data-00002-of-00003.*.partial"))  # the killed writer's
     stamps = {n: (cluster / n).stat().st_mtime_ns for n in NAMES[:4]}
     stuck.unlink()
     stuck.write_bytes(data)
