@@ -13,7 +13,8 @@ Colour (:class:`ColourSpec`: MXNet's HLS jitter, brightness, contrast, saturatio
 lighting, random contrast and illumination) is drawn from the same key, from uniforms past
 the crop's (so turning it on changes no window or flip), and applied by the decoder to the
 output pixels (native/colour.c; :func:`apply_colour` is its numpy reference, the Pillow
-path's). :class:`GeometrySpec` holds MXNet's affine-warp parameters.
+path's). MXNet's geometry (:class:`recio.geometry.GeometrySpec`, one affine warp per image)
+draws from the uniforms past colour's.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .geometry import GeometrySpec, plan
 
 try:
     from . import _native
@@ -166,139 +169,6 @@ class ColourSpec:
 
 
 @dataclass(frozen=True)
-class GeometrySpec:
-    """MXNet's default augmenter's geometry: the affine warp, padding and square crops.
-
-    The parameters keep MXNet's names, defaults and meanings (``src/io/image_aug_default.cc``):
-    a random rotation in whole degrees (``rotate`` > 0 fixes it), shear, scale and aspect
-    ratio (``[1 - max_aspect_ratio, 1 + max_aspect_ratio]``, or ``[min_aspect_ratio,
-    max_aspect_ratio]`` when ``min_aspect_ratio`` is given) make one affine warp onto an
-    image of the scaled size clipped to ``[min_img_size, max_img_size]``; ``pad`` adds a
-    border of ``fill_value``; ``min_crop_size``/``max_crop_size`` crop a random square
-    resized to the output. ``inter_method`` is OpenCV's interpolation (0 nearest, 1 bilinear,
-    2 bicubic, 3 area, 4 Lanczos, 9 by direction, 10 random).
-    """
-
-    max_rotate_angle: int = 0
-    rotate: int = -1
-    max_shear_ratio: float = 0.0
-    max_aspect_ratio: float = 0.0
-    min_aspect_ratio: float | None = None
-    max_crop_size: int = -1
-    min_crop_size: int = -1
-    max_random_scale: float = 1.0
-    min_random_scale: float = 1.0
-    max_img_size: float = 1e10
-    min_img_size: float = 0.0
-    pad: int = 0
-    fill_value: int = 255
-    inter_method: int = 1
-
-    def __post_init__(self) -> None:
-        for name in ("max_rotate_angle", "rotate", "max_crop_size", "min_crop_size", "pad"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | np.integer):
-                raise TypeError(f"{name} must be an int, not {type(value).__name__} {value!r}")
-            object.__setattr__(self, name, int(value))
-        _check_at_least("max_rotate_angle", self.max_rotate_angle, 0)
-        _check_at_least("pad", self.pad, 0)
-        if self.rotate < -1:
-            raise ValueError(f"rotate must be an angle >= 0 (-1: off), not {self.rotate}")
-        _check_at_least("max_shear_ratio", self.max_shear_ratio, 0.0)
-        lo, hi = self.aspect_range
-        if not 0 < lo <= hi:
-            raise ValueError(
-                "the aspect ratio range must be positive and ordered, not "
-                f"max_aspect_ratio={self.max_aspect_ratio}, "
-                f"min_aspect_ratio={self.min_aspect_ratio}"
-            )
-        for name in ("max_crop_size", "min_crop_size"):
-            if getattr(self, name) == 0 or getattr(self, name) < -1:
-                raise ValueError(f"{name} must be positive (-1: off), not {getattr(self, name)}")
-        if self.crop_sizes and not 0 < self.crop_sizes[0] <= self.crop_sizes[1]:
-            raise ValueError(
-                "need 0 < min_crop_size <= max_crop_size, not "
-                f"min_crop_size={self.min_crop_size}, max_crop_size={self.max_crop_size}"
-            )
-        _check_at_least("min_random_scale", self.min_random_scale, 0.0)
-        if not 0 < self.min_random_scale <= self.max_random_scale:
-            raise ValueError(
-                "need 0 < min_random_scale <= max_random_scale, not "
-                f"min_random_scale={self.min_random_scale}, "
-                f"max_random_scale={self.max_random_scale}"
-            )
-        _check_at_least("min_img_size", self.min_img_size, 0.0)
-        if not self.min_img_size <= self.max_img_size:
-            raise ValueError(
-                f"need min_img_size <= max_img_size, not {self.min_img_size}, {self.max_img_size}"
-            )
-        if isinstance(self.fill_value, bool) or not 0 <= self.fill_value <= 255:
-            raise ValueError(f"fill_value must be in [0, 255], not {self.fill_value!r}")
-        if self.inter_method not in INTER_METHODS:
-            named = ", ".join(f"{k} {v}" for k, v in INTER_METHODS.items())
-            raise ValueError(
-                f"inter_method must be one of {sorted(INTER_METHODS)} (OpenCV's: {named}), "
-                f"not {self.inter_method!r}"
-            )
-
-    @property
-    def aspect_range(self) -> tuple[float, float]:
-        """The warp's aspect ratios, as MXNet chooses them from the two parameters."""
-        if self.min_aspect_ratio is None:
-            return (1 - self.max_aspect_ratio, 1 + self.max_aspect_ratio)
-        return (self.min_aspect_ratio, self.max_aspect_ratio)
-
-    @property
-    def crop_sizes(self) -> tuple[int, int] | None:
-        """``(min_crop_size, max_crop_size)`` when the square crop is on (one given: both)."""
-        if self.min_crop_size == -1 and self.max_crop_size == -1:
-            return None
-        lo = self.min_crop_size if self.min_crop_size != -1 else self.max_crop_size
-        hi = self.max_crop_size if self.max_crop_size != -1 else self.min_crop_size
-        return (lo, hi)
-
-    @property
-    def warp(self) -> bool:
-        """Whether MXNet would run its affine warp (its own test, parameter by parameter)."""
-        return bool(
-            self.max_rotate_angle > 0
-            or self.max_shear_ratio > 0
-            or self.rotate > 0
-            or self.max_random_scale != 1
-            or self.min_random_scale != 1
-            or self.max_aspect_ratio != 0
-            or self.min_aspect_ratio is not None
-            or self.max_img_size != 1e10
-            or self.min_img_size != 0
-        )
-
-    @property
-    def enabled(self) -> bool:
-        """Whether anything differs from MXNet's defaults (fill_value alone changes nothing)."""
-        return self.warp or self.pad > 0 or self.crop_sizes is not None or self.inter_method != 1
-
-    def non_default(self) -> list[str]:
-        """The parameters given other than MXNet's defaults."""
-        default = GeometrySpec()
-        return [
-            f.name
-            for f in dataclasses.fields(self)
-            if getattr(self, f.name) != getattr(default, f.name)
-        ]
-
-
-INTER_METHODS = {
-    0: "nearest",
-    1: "bilinear",
-    2: "bicubic",
-    3: "area",
-    4: "Lanczos",
-    9: "by direction",
-    10: "random",
-}
-
-
-@dataclass(frozen=True)
 class KeyedDraw:
     """The draws of one epoch: each record's window and flip from ``(seed, epoch, record)``.
 
@@ -311,6 +181,11 @@ class KeyedDraw:
     seed: int
     epoch: int
     colour: ColourSpec = field(default_factory=ColourSpec)
+    geometry: GeometrySpec | None = None  # MXNet's geometry: each image warped (recio.geometry)
+
+    def __post_init__(self) -> None:
+        if self.geometry is not None and self.spec.random_resized_crop and self.geometry.pad:
+            raise ValueError("pad does not combine with random_resized_crop (as in MXNet)")
 
     @functools.cached_property
     def epoch_key(self) -> int:
@@ -325,7 +200,8 @@ class KeyedDraw:
         return (
             s.out_width, s.out_height, s.resize, int(s.rand_crop), int(s.random_resized_crop),
             int(s.rand_mirror), s.min_area, s.max_area, s.min_aspect, s.max_aspect,
-            self.epoch_key, int(s.mirror), *self.colour.native(),
+            self.epoch_key, None if self.geometry is None else self.geometry.native(),
+            int(s.mirror), *self.colour.native(),
         )  # fmt: skip
 
     def colours(self, records: np.ndarray) -> ColourDraws:
@@ -342,6 +218,9 @@ class KeyedDraw:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Crop windows (int32 N×4: x, y, w, h) and flips (bool N) of ``records``, of ``sizes``.
 
+        With a geometry, each window is the source box the warp's taps read (empty, all
+        zeros, when every output pixel is fill).
+
         ``sizes`` (N×2: width, height; below 1 counts as 1) are the records' images;
         ``epochs``, where given, the epoch each one draws from instead of ``self.epoch``
         (a rollover batch reaching into the next epoch's order).
@@ -356,6 +235,11 @@ class KeyedDraw:
                 draw = dataclasses.replace(self, epoch=epoch)
                 windows[mine], flips[mine] = draw.windows(sizes[mine], records[mine])
             return windows, flips
+        if _native is None and self.geometry is not None:
+            pairs = zip(sizes.tolist(), records.tolist(), strict=True)
+            warps = [plan(self, w, h, r) for (w, h), r in pairs]
+            windows = np.array([w.crop for w in warps], dtype=np.int32).reshape(-1, 4)
+            return windows, np.array([w.flip for w in warps], dtype=bool)
         if _native is None:
             return draw_keyed(self.spec, np.maximum(sizes, 1), self.seed, self.epoch, records)
         windows = np.empty((len(records), 4), dtype=np.int32)

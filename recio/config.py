@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 
 from . import dist
-from .augment import ColourSpec, CropSpec, GeometrySpec
+from .augment import ColourSpec, CropSpec
+from .geometry import GeometrySpec
+from .mixing import Mixture, Source
 from .sampler import LastBatch, Shuffle
 
 __all__ = [
@@ -133,10 +135,21 @@ class Storage:
     # default: the .rec name with .idx, else a scan; several shards: one per shard
     path_imgidx: str | tuple[str, ...] | None = None
     storage_options: dict[str, Any] | None = None  # fsspec options (credentials, endpoint)
+    # remote data kept on local disk: blocks up to cache_limit bytes (NOTE [block cache]),
+    # or, without a limit, each file copied whole
+    cache_dir: str | None = None
+    cache_limit: int | None = None
+    fetch: Any = None  # storage.FetchOptions: request sizes, retries, the cache's blocks
 
     def __post_init__(self) -> None:
         idx = check_rec_spec("path_imgidx", self.path_imgidx, optional=True)
         object.__setattr__(self, "path_imgidx", idx)
+        if self.cache_limit is not None:
+            if self.cache_dir is None:
+                raise ValueError(f"cache_limit={self.cache_limit} needs a cache_dir")
+            if isinstance(self.cache_limit, bool) or int(self.cache_limit) < 1:
+                raise ValueError(f"cache_limit must be a number of bytes >= 1, not "
+                                 f"{self.cache_limit!r}")  # fmt: skip
 
 
 # MXNet keyword -> (group, field) for the keywords that belong to a group.
@@ -158,6 +171,9 @@ _GROUP_KEYWORDS: dict[str, tuple[str, str]] = {
     "kv": ("sharding", "kv"),
     "path_imgidx": ("storage", "path_imgidx"),
     "storage_options": ("storage", "storage_options"),
+    "cache_dir": ("storage", "cache_dir"),
+    "cache_limit": ("storage", "cache_limit"),
+    "fetch": ("storage", "fetch"),
 }
 _GROUP_KEYWORDS |= {f.name: ("colour", f.name) for f in dataclasses.fields(ColourSpec)}
 _GROUP_KEYWORDS |= {
@@ -198,15 +214,12 @@ def _note(name: str, value: Any) -> None:
     )
 
 
-def check_geometry(geometry: GeometrySpec) -> None:
-    """Refuses the geometry this build cannot do yet (the affine warp, padding, square crops)."""
-    given = geometry.non_default()
-    if geometry.enabled:
+def check_geometry(geometry: GeometrySpec, crop: CropSpec | None) -> None:
+    """Refuses a geometry that does not combine with the crop (as MXNet refuses it)."""
+    if geometry.pad and crop is not None and crop.random_resized_crop:
         raise ValueError(
-            f"not supported yet: {', '.join(given)} (MXNet's affine warp, padding, square crops "
-            "and OpenCV interpolation): use random_resized_crop with min_random_area/"
-            "max_random_area/min_aspect_ratio/max_aspect_ratio, resize, rand_crop, and "
-            "interpolation='bilinear' | 'area' | 'nearest' (Pillow's filters)"
+            f"pad={geometry.pad} does not combine with random_resized_crop (as in MXNet): "
+            "drop one of them"
         )
 
 
@@ -219,7 +232,8 @@ class IterConfig:
     has its own default.
     """
 
-    path_imgrec: str | tuple[str, ...]  # a URL, pattern or glob; or several (recio.shards)
+    # a URL, pattern or glob; or several (recio.shards); or a Mixture (recio.mixing)
+    path_imgrec: str | tuple[str, ...] | Mixture
     data_shape: tuple[int, int, int]
     batch_size: int
     shuffle: bool = False
@@ -242,7 +256,11 @@ class IterConfig:
     storage: Storage = field(default_factory=Storage)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "path_imgrec", check_rec_spec("path_imgrec", self.path_imgrec))
+        object.__setattr__(self, "path_imgrec", _check_path_imgrec(self.path_imgrec))
+        if isinstance(self.path_imgrec, Mixture) and self.storage.path_imgidx is not None:
+            raise TypeError(
+                "a Mixture's .idx files are its sources' (Source(idx=)), not path_imgidx"
+            )
         try:
             shape = tuple(int(v) for v in self.data_shape)
         except (TypeError, ValueError):
@@ -263,12 +281,17 @@ class IterConfig:
                 object.__setattr__(self, "path_imglist", os.fspath(self.path_imglist))
             if not isinstance(self.path_imglist, str) or not self.path_imglist:
                 raise TypeError(f"path_imglist must be a .lst path, not {self.path_imglist!r}")
+            if isinstance(self.path_imgrec, Mixture):  # ids of several sources: whose list?
+                raise TypeError(
+                    "path_imglist does not combine with a Mixture: give each source's labels "
+                    "with Source(labels=)"
+                )
         if self.colour.affine and self.normalize.dtype != "float32":
             raise ValueError(
                 "max_random_contrast/max_random_illumination need dtype float32, "
                 f"not {self.normalize.dtype}"
             )
-        check_geometry(self.geometry)
+        check_geometry(self.geometry, self.crop)
         if self.block_parts is not None:
             check_int("block_parts", self.block_parts, 1)
         check_int("label_width", self.label_width, 1)
@@ -291,7 +314,7 @@ class IterConfig:
             )
 
     def dali_unsupported(self) -> list[str]:
-        """The settings the DALI stage does not do (yet): colour, a mean image, and so on."""
+        """The settings the DALI stage does not do (yet): colour, geometry, a mean image, ..."""
         names = [f.name for f in dataclasses.fields(ColourSpec)]
         names = [n for n in names if getattr(self.colour, n) != getattr(ColourSpec(), n)]
         if self.normalize.mean_img is not None:
@@ -300,6 +323,8 @@ class IterConfig:
             names.append("seed_aug")
         if self.path_imglist is not None:
             names.append("path_imglist")
+        if self.geometry.enabled:  # (its windows are the box the warp reads, not a crop)
+            names += self.geometry.non_default()
         return names
 
     @property
@@ -468,6 +493,23 @@ def _aspect(aspect: dict[str, Any], fields: dict[str, dict[str, Any]]) -> None:
             )
         fields["crop"]["min_aspect"] = 1.0 - hi
         fields["crop"]["max_aspect"] = 1.0 + hi
+
+
+def _check_path_imgrec(value: Any) -> str | tuple[str, ...] | Mixture:
+    """``path_imgrec``: a ``.rec`` spec (:func:`check_rec_spec`), or a mixture of sources.
+
+    A list of :class:`~recio.mixing.Source` is their :class:`~recio.mixing.Mixture`.
+    """
+    if isinstance(value, Mixture):
+        return value
+    if isinstance(value, list | tuple) and value and any(isinstance(v, Source) for v in value):
+        if not all(isinstance(v, Source) for v in value):
+            raise TypeError(
+                "path_imgrec mixes Source and plain paths: make each one a Source (or put "
+                "the shards of one source in its path)"
+            )
+        return Mixture(tuple(value))
+    return check_rec_spec("path_imgrec", value)
 
 
 def check_rec_spec(

@@ -72,7 +72,7 @@ def test_round_batch_picks_last_batch():
         ({"std_g": 0}, ValueError, "std_r/g/b must be positive"),
         ({"preprocess_threads": 0}, ValueError, "preprocess_threads"),
         ({"max_rotate": 10}, TypeError, "unsupported arguments: ['max_rotate']"),
-        ({"max_rotate_angle": 10}, ValueError, "not supported yet: max_rotate_angle"),
+        ({"pad": 4, "random_resized_crop": True}, ValueError, "pad=4 does not combine"),
     ],
 )
 def test_bad_values_name_the_parameter_and_show_the_value(kw, error, words):
@@ -126,10 +126,10 @@ MXNET_PARAMETERS = {
     "mean_a": 4.0, "std_r": 2.0, "std_g": 2.0, "std_b": 2.0, "std_a": 2.0, "scale": 0.5,
     "max_random_contrast": 0.2, "max_random_illumination": 10.0,
 }  # fmt: skip
-# The affine warp's and padding's, refused until the warp lands (what to use instead named).
+# The affine warp's, padding's and square crops' (recio.geometry).
 GEOMETRY = {"max_rotate_angle", "max_shear_ratio", "max_crop_size", "min_crop_size",
             "max_random_scale", "min_random_scale", "max_img_size", "min_img_size", "rotate",
-            "inter_method", "pad"}  # fmt: skip
+            "inter_method", "pad", "fill_value"}  # fmt: skip
 
 
 def test_mxnet_has_61_parameters_and_the_readme_lists_each():
@@ -144,7 +144,7 @@ def test_mxnet_has_61_parameters_and_the_readme_lists_each():
 
 @pytest.mark.parametrize("name", sorted(set(MXNET_PARAMETERS) - {"path_imgrec", "data_shape",
                                                                  "batch_size"}))  # fmt: skip
-def test_every_mxnet_parameter_is_accepted_or_refused_saying_what_to_use(name, tmp_path):
+def test_every_mxnet_parameter_is_accepted_and_goes_somewhere(name, tmp_path):
     value = MXNET_PARAMETERS[name]
     if name in ("path_imglist", "mean_img"):
         value = str(tmp_path / "file")
@@ -153,13 +153,11 @@ def test_every_mxnet_parameter_is_accepted_or_refused_saying_what_to_use(name, t
         kw["dtype"] = "float32"
     if name in ("min_aspect_ratio", "max_aspect_ratio"):
         kw["random_resized_crop"] = True
-    if name in GEOMETRY:
-        with pytest.raises(ValueError, match=f"not supported yet: {name}.*use random_resized"):
-            make(**kw)
-        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         c = make(**kw)
+    if name in GEOMETRY:  # the geometry's, under MXNet's name
+        assert getattr(c.geometry, name) == value and c.geometry.non_default() == [name]
     # it went somewhere; the noted ones nowhere (dtype float32 is the default already, and
     # shuffle_chunk_seed does nothing without shuffle_chunk_size, as in MXNet)
     nowhere = {"verbose", "device_id", "ctx", "aug_seq", "mean_a", "std_a", "dtype",
@@ -190,19 +188,19 @@ def test_aspect_ratios_mean_what_they_mean_in_mxnet():
     with pytest.raises(ValueError, match=r"\[1 - 1.5, 1 \+ 1.5\].*min_aspect_ratio too"):
         make(**rrc, max_aspect_ratio=1.5)
     # without random_resized_crop they are the affine warp's
-    with pytest.raises(ValueError, match="not supported yet: max_aspect_ratio"):
-        make(max_aspect_ratio=0.25)
+    c = make(max_aspect_ratio=0.25)
+    assert c.geometry.aspect_range == (0.75, 1.25) and c.crop == make().crop
     assert GeometrySpec(max_aspect_ratio=0.25).aspect_range == (0.75, 1.25)
     assert GeometrySpec(max_aspect_ratio=2, min_aspect_ratio=0.5).aspect_range == (0.5, 2)
 
 
 def test_geometry_spec_checks_its_values():
     for kw, words in [
-        ({"max_rotate_angle": -1}, "max_rotate_angle must be at least 0"),
+        ({"max_rotate_angle": -1}, "max_rotate_angle must be in [0, 360], not -1"),
         ({"min_crop_size": 20, "max_crop_size": 10}, "min_crop_size <= max_crop_size"),
         ({"min_random_scale": 1.5}, "min_random_scale <= max_random_scale"),
         ({"fill_value": 256}, "fill_value must be in [0, 255]"),
-        ({"inter_method": 5}, "inter_method must be one of [0, 1, 2, 3, 4, 9, 10]"),
+        ({"inter_method": 5}, "inter_method must be one of OpenCV's (0 nearest"),
         ({"max_aspect_ratio": 1.0}, "aspect ratio range must be positive"),
     ]:
         with pytest.raises(ValueError) as info:
@@ -240,3 +238,6 @@ def test_the_dali_stage_names_what_it_does_not_do():
     assert make().dali_unsupported() == []
     got = make(brightness=0.4, mean_img="m.nd", seed_aug=1, path_imglist="a.lst")
     assert got.dali_unsupported() == ["brightness", "mean_img", "seed_aug", "path_imglist"]
+    got = make(max_rotate_angle=10, pad=2)
+    assert got.dali_unsupported() == ["max_rotate_angle", "pad"]
+    assert make(fill_value=0).dali_unsupported() == []  # (alone it changes nothing)

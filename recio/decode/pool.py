@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..augment import KeyedDraw, apply_colour
+from ..geometry import plan, warp_image
 from ..spans import Spans
 from ._pillow import Budget, ByteBudget, pil_decode, pil_filters, pil_size
 from .status import STATUS_NAMES, Status
@@ -711,6 +712,8 @@ class _Job:
         self, i: int, buf: Any, max_pixels: int, budget: Budget | None = None
     ) -> tuple[int, str | None]:
         """Decodes image i with Pillow into its slot; returns (status, error)."""
+        if self.draw is not None and self.draw.geometry is not None:
+            return self._decode_warped(i, buf, max_pixels, budget)
         if self.draw is not None:  # the pool could not read the header: draw from Pillow's
             windows, flips = self.draw.windows(np.array([pil_size(buf)]), self.records[i : i + 1])
             self.crops[i], self.flips[i] = windows[0], flips[0]
@@ -721,24 +724,43 @@ class _Job:
             buf, crop, flip, self.width, self.height, resample, max_pixels, budget
         )
         if pixels is not None:
-            colour = self.draw.colour if self.draw is not None else None
-            draws = None
-            if colour is not None and colour.enabled:
-                draws = self.draw.colours(self.records[i : i + 1])
-            if colour is not None and colour.pixels:
-                pixels = apply_colour(pixels, colour, draws, 0)
-            if self.bgr:
-                pixels = pixels[..., ::-1]
-            contrast, shift = (1.0, 0.0) if draws is None else draws.affine[0]
-            if self.gain is not None and (
-                self.mean_img is not None or contrast != 1 or shift != 0
-            ):  # this image's own table, as native/decode_core.c's store_norm
-                f32 = np.float32
-                lut = self.lut * f32(contrast) + (f32(shift) * self.gain)[:, None]
-                pixels = lut[np.arange(3), pixels]
-                if self.mean_img is not None:
-                    pixels = pixels - f32(contrast) * self.mean_img.transpose(1, 2, 0)
-            elif self.lut is not None:
-                pixels = self.lut[np.arange(3), pixels]
-            self.out[i] = pixels.transpose(2, 0, 1) if self.layout == "NCHW" else pixels
+            self._store(i, pixels)
+        return status, err
+
+    def _store(self, i: int, pixels: np.ndarray) -> None:
+        """Image i's RGB pixels (cropped, mirrored), coloured, into its slot in the output."""
+        colour = self.draw.colour if self.draw is not None else None
+        draws = None
+        if colour is not None and colour.enabled:
+            draws = self.draw.colours(self.records[i : i + 1])
+        if colour is not None and colour.pixels:
+            pixels = apply_colour(pixels, colour, draws, 0)
+        if self.bgr:
+            pixels = pixels[..., ::-1]
+        contrast, shift = (1.0, 0.0) if draws is None else draws.affine[0]
+        if self.gain is not None and (
+            self.mean_img is not None or contrast != 1 or shift != 0
+        ):  # this image's own table, as native/decode_core.c's store_norm
+            f32 = np.float32
+            lut = self.lut * f32(contrast) + (f32(shift) * self.gain)[:, None]
+            pixels = lut[np.arange(3), pixels]
+            if self.mean_img is not None:
+                pixels = pixels - f32(contrast) * self.mean_img.transpose(1, 2, 0)
+        elif self.lut is not None:
+            pixels = self.lut[np.arange(3), pixels]
+        self.out[i] = pixels.transpose(2, 0, 1) if self.layout == "NCHW" else pixels
+
+    def _decode_warped(
+        self, i: int, buf: Any, max_pixels: int, budget: Budget | None
+    ) -> tuple[int, str | None]:
+        """decode_pil through the draw's geometry: the whole image decoded, then warped."""
+        w, h = pil_size(buf)
+        warp = plan(self.draw, w, h, int(self.records[i]))
+        self.crops[i], self.flips[i] = warp.crop, warp.flip
+        status, err, pixels = pil_decode(
+            buf, None, False, max(w, 1), max(h, 1), 0, max_pixels, budget
+        )
+        if pixels is not None:
+            pixels = warp_image(pixels, warp, self.width, self.height)
+            self._store(i, pixels[:, ::-1] if warp.flip else pixels)
         return status, err
