@@ -58,7 +58,10 @@ class ImageRecordIter(PositionedIterator):
     ``prefetch_buffer``, ``part_index``/``num_parts``, ``round_batch``, the colour
     augmentation (``random_h/s/l``, ``brightness``, ``contrast``, ``saturation``,
     ``pca_noise``, ``max_random_contrast``, ``max_random_illumination``: each image's own
-    draws, keyed like its crop), ``mirror``, ``scale``, ``mean_img``, ``path_imglist``,
+    draws, keyed like its crop), MXNet's geometry (``max_rotate_angle``, ``rotate``,
+    ``max_shear_ratio``, ``max/min_random_scale``, ``max/min_img_size``, ``pad``,
+    ``fill_value``, ``max/min_crop_size``, ``inter_method``: one affine warp per image,
+    :mod:`recio.geometry`), ``mirror``, ``scale``, ``mean_img``, ``path_imglist``,
     ``seed_aug``, ``shuffle_chunk_size``/``shuffle_chunk_seed``, and every other MXNet
     1.9.1 keyword (README, "MXNet's parameters"); and recio's own:
     ``last_batch`` ("pad" | "discard" | "rollover"; default from ``round_batch``),
