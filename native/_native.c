@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "colour.h"
 #include "decode_core.h"
 #include "encode_core.h"
 #include "pool.h"
@@ -609,6 +610,7 @@ static int all_ok(const int32_t *status, Py_ssize_t n) {
  * crops and flips (or keyed draws) and options, as Python gives them. */
 typedef struct {
   PyObject *out, *status, *crops, *flips, *lut, *draw, *draw_records;
+  PyObject *gain, *mean_img; /* float32 [3] and [3][out_h][out_w], or None */
   int out_h, out_w, layout, itemsize, interp, bgr, dct_mode, roi;
   unsigned long long max_pixels;
 } job_args;
@@ -617,7 +619,7 @@ typedef struct {
 
 /* The buffers a decode holds while it runs, and its error texts. */
 typedef struct {
-  Py_buffer out, status, crops, flips, lut, draw_records;
+  Py_buffer out, status, crops, flips, lut, draw_records, gain, mean_img;
   rc_draw draw;
   char *errors;
 } job_views;
@@ -630,6 +632,8 @@ static void job_release(job_views *v) {
   release_param(&v->flips);
   release_param(&v->lut);
   release_param(&v->draw_records);
+  release_param(&v->gain);
+  release_param(&v->mean_img);
 }
 
 /* geometry: (affine, max_rotate_angle, rotate, max_shear_ratio, min_ratio, max_ratio,
@@ -661,20 +665,32 @@ static int get_geom(PyObject *obj, rc_geom *g) {
 }
 
 /* draw: (out_w, out_h, resize, rand_crop, rrc, rand_mirror, min_area, max_area, min_aspect,
- * max_aspect, epoch_key), as recio.augment.KeyedDraw.native() gives it. */
+ * max_aspect, epoch_key[, geometry or None, mirror, random_h, random_s, random_l, brightness,
+ * contrast, saturation, pca_noise, max_random_contrast, max_random_illumination]), as
+ * recio.augment.KeyedDraw.native() gives it. */
 static int get_draw(PyObject *obj, rc_draw *d) {
   unsigned long long key;
   if (!PyTuple_Check(obj)) {
     PyErr_SetString(PyExc_TypeError, "draw must be a tuple");
     return -1;
   }
+  memset(d, 0, sizeof *d);
+  rc_colour *c = &d->colour;
   PyObject *geom = Py_None;
-  if (!PyArg_ParseTuple(obj, "iiiiiiddddK|O:draw", &d->out_w, &d->out_h, &d->resize, &d->rand_crop,
-                        &d->rrc, &d->rand_mirror, &d->min_area, &d->max_area, &d->min_aspect,
-                        &d->max_aspect, &key, &geom))
+  if (!PyArg_ParseTuple(obj, "iiiiiiddddK|Oiiiidddddd:draw", &d->out_w, &d->out_h, &d->resize,
+                        &d->rand_crop, &d->rrc, &d->rand_mirror, &d->min_area, &d->max_area,
+                        &d->min_aspect, &d->max_aspect, &key, &geom, &d->mirror, &c->random_h,
+                        &c->random_s, &c->random_l, &c->brightness, &c->contrast, &c->saturation,
+                        &c->pca_noise, &c->max_random_contrast, &c->max_random_illumination))
     return -1;
-  memset(&d->geom, 0, sizeof d->geom);
   if (geom != Py_None && get_geom(geom, &d->geom) < 0) return -1;
+  if (!(c->random_h >= 0 && c->random_h <= 180 && c->random_s >= 0 && c->random_s <= 255 &&
+        c->random_l >= 0 && c->random_l <= 255 && c->brightness >= 0 && c->contrast >= 0 &&
+        c->saturation >= 0 && c->pca_noise >= 0 && c->max_random_contrast >= 0 &&
+        c->max_random_contrast < 1 && c->max_random_illumination >= 0)) {
+    PyErr_SetString(PyExc_ValueError, "bad colour parameters");
+    return -1;
+  }
   if (!(d->min_area > 0 && d->min_area <= d->max_area && d->max_area <= 1 && d->min_aspect > 0 &&
         d->min_aspect <= d->max_aspect && d->out_w > 0 && d->out_h > 0)) {
     PyErr_SetString(PyExc_ValueError, "bad draw parameters");
@@ -712,8 +728,17 @@ static int job_open(PoolObject *self, const job_args *a, Py_ssize_t n, job_views
       get_param(a->flips, &v->flips, n, drawn, "flips") < 0 ||
       get_param(a->itemsize == 1 ? Py_None : a->lut, &v->lut, 3 * 256 * a->itemsize, 0, "lut") <
           0 ||
-      get_param(drawn ? a->draw_records : Py_None, &v->draw_records, n * 8, 0, "draw_records") < 0)
+      get_param(drawn ? a->draw_records : Py_None, &v->draw_records, n * 8, 0, "draw_records") <
+          0 ||
+      get_param(a->gain, &v->gain, 3 * 4, 0, "gain") < 0 ||
+      get_param(a->mean_img, &v->mean_img, (Py_ssize_t)a->out_h * a->out_w * 3 * 4, 0, "mean_img") <
+          0)
     goto fail;
+  if ((v->gain.buf || v->mean_img.buf) && (a->itemsize != 4 || !v->gain.buf)) {
+    PyErr_SetString(PyExc_ValueError,
+                    "gain and mean_img need float32 outputs (and mean_img a gain)");
+    goto fail;
+  }
   if (!v->out.buf || !v->status.buf || (drawn && !v->draw_records.buf)) {
     PyErr_SetString(PyExc_ValueError, "out and status (and draw_records, to draw) are required");
     goto fail;
@@ -737,6 +762,8 @@ static int job_open(PoolObject *self, const job_args *a, Py_ssize_t n, job_views
                .layout = a->layout,
                .itemsize = a->itemsize,
                .lut = v->lut.buf,
+               .gain = v->gain.buf,
+               .mean_img = v->mean_img.buf,
                .interp = a->interp,
                .bgr = a->bgr,
                .dct_mode = a->dct_mode,
@@ -758,29 +785,34 @@ static PyObject *job_run(PoolObject *self, batch_ctx *ctx, Py_ssize_t n) {
                                 : per_image(ctx->status, ctx->errors, n, no_result, NULL);
 }
 
-PyDoc_STRVAR(decode_batch_doc,
-             "decode_batch(buffers, out, status, out_h, out_w, layout, itemsize, crops, flips, "
-             "lut, interp, bgr, dct_mode, roi, max_pixels, starts=None, lengths=None, "
-             "draw=None, draw_records=None) -> list[str | None] | None\n\n"
-             "Decodes every JPEG in buffers into out[i] (C-contiguous, writable) and its status "
-             "into status[i] (int32). buffers: a sequence of bytes-like objects, or, with starts "
-             "and lengths (int64 [n] each), one bytes-like object whose bytes "
-             "[starts[i], starts[i] + lengths[i]) are image i (a span outside it is a ValueError). "
-             "crops: int32 [n][4] buffer or None; flips: uint8 [n] or None; lut: [3][256] values "
-             "of itemsize bytes for float outputs, else None. With draw (a tuple, see "
-             "recio.augment.KeyedDraw) and draw_records (int64 [n]), image i's window and flip "
-             "are drawn for record draw_records[i] once its header is read, and written to "
-             "crops and flips. Returns the error text per image (None where status is 0), or "
-             "None when every status is 0. Use recio.decode.DecodePool, which checks the "
-             "arguments.");
+PyDoc_STRVAR(
+    decode_batch_doc,
+    "decode_batch(buffers, out, status, out_h, out_w, layout, itemsize, crops, flips, "
+    "lut, interp, bgr, dct_mode, roi, max_pixels, starts=None, lengths=None, "
+    "draw=None, draw_records=None, gain=None, mean_img=None) -> list[str | None] | None\n\n"
+    "Decodes every JPEG in buffers into out[i] (C-contiguous, writable) and its status "
+    "into status[i] (int32). buffers: a sequence of bytes-like objects, or, with starts "
+    "and lengths (int64 [n] each), one bytes-like object whose bytes "
+    "[starts[i], starts[i] + lengths[i]) are image i (a span outside it is a ValueError). "
+    "crops: int32 [n][4] buffer or None; flips: uint8 [n] or None; lut: [3][256] values "
+    "of itemsize bytes for float outputs, else None. With draw (a tuple, see "
+    "recio.augment.KeyedDraw) and draw_records (int64 [n]), image i's window and flip "
+    "are drawn for record draw_records[i] once its header is read, and written to "
+    "crops and flips (and its colour drawn and applied). gain (float32 [3]: scale / std) "
+    "and mean_img (float32 [3][out_h][out_w], times gain), float32 outputs only: "
+    "out = lut * contrast + illumination * gain - contrast * mean_img, with the "
+    "drawn contrast factor and illumination. Returns the error text per image (None where status "
+    "is 0), or "
+    "None when every status is 0. Use recio.decode.DecodePool, which checks the "
+    "arguments.");
 
 static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args) {
   PyObject *buffers, *starts = Py_None, *lengths = Py_None;
-  job_args a = {.draw = Py_None, .draw_records = Py_None};
-  if (!PyArg_ParseTuple(args, "O" JOB_FORMAT "|OOOO:decode_batch", &buffers, &a.out, &a.status,
+  job_args a = {.draw = Py_None, .draw_records = Py_None, .gain = Py_None, .mean_img = Py_None};
+  if (!PyArg_ParseTuple(args, "O" JOB_FORMAT "|OOOOOO:decode_batch", &buffers, &a.out, &a.status,
                         &a.out_h, &a.out_w, &a.layout, &a.itemsize, &a.crops, &a.flips, &a.lut,
                         &a.interp, &a.bgr, &a.dct_mode, &a.roi, &a.max_pixels, &starts, &lengths,
-                        &a.draw, &a.draw_records))
+                        &a.draw, &a.draw_records, &a.gain, &a.mean_img))
     return NULL;
   if (check_open(self) < 0) return NULL;
   batch_images im;
@@ -800,7 +832,8 @@ static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args) {
 PyDoc_STRVAR(decode_records_doc,
              "decode_records(base, offsets, labels, ids, starts, lengths, out, status, out_h, "
              "out_w, layout, itemsize, crops, flips, lut, interp, bgr, dct_mode, roi, "
-             "max_pixels, draw=None, draw_records=None) -> list[str | None] | None\n\n"
+             "max_pixels, draw=None, draw_records=None, gain=None, mean_img=None) -> "
+             "list[str | None] | None\n\n"
              "As decode_batch, for the records at byte offsets (int64 [n]) of base (a "
              "bytes-like object: a map of the .rec): each decode thread parses its records' "
              "headers into labels (float32 [n][label_width]; flag 0 gives the label in every "
@@ -811,12 +844,12 @@ PyDoc_STRVAR(decode_records_doc,
 
 static PyObject *Pool_decode_records(PoolObject *self, PyObject *args) {
   PyObject *base_obj, *offsets_obj, *labels_obj, *ids_obj, *starts_obj, *lengths_obj;
-  job_args a = {.draw = Py_None, .draw_records = Py_None};
-  if (!PyArg_ParseTuple(args, "OOOOOO" JOB_FORMAT "|OO:decode_records", &base_obj, &offsets_obj,
+  job_args a = {.draw = Py_None, .draw_records = Py_None, .gain = Py_None, .mean_img = Py_None};
+  if (!PyArg_ParseTuple(args, "OOOOOO" JOB_FORMAT "|OOOO:decode_records", &base_obj, &offsets_obj,
                         &labels_obj, &ids_obj, &starts_obj, &lengths_obj, &a.out, &a.status,
                         &a.out_h, &a.out_w, &a.layout, &a.itemsize, &a.crops, &a.flips, &a.lut,
                         &a.interp, &a.bgr, &a.dct_mode, &a.roi, &a.max_pixels, &a.draw,
-                        &a.draw_records))
+                        &a.draw_records, &a.gain, &a.mean_img))
     return NULL;
   if (check_open(self) < 0) return NULL;
   Py_buffer base = {0}, offsets = {0}, labels = {0}, ids = {0}, starts = {0}, lengths = {0};
@@ -1187,6 +1220,36 @@ done:
   return result;
 }
 
+PyDoc_STRVAR(draw_colours_doc,
+             "draw_colours(draw, records, values) -> None\n\n"
+             "Writes the colour draws of every record records[i] (int64 [n]) into values "
+             "(float64 [n][11], recio.augment.ColourDraws): what decode_batch applies to it.");
+
+static PyObject *draw_colours(PyObject *mod, PyObject *args) {
+  PyObject *draw_obj, *records_obj, *values_obj;
+  if (!PyArg_ParseTuple(args, "OOO:draw_colours", &draw_obj, &records_obj, &values_obj))
+    return NULL;
+  rc_draw d;
+  if (get_draw(draw_obj, &d) < 0) return NULL;
+  Py_buffer records, values = {0};
+  if (get_int64s(records_obj, &records, "records") < 0) return NULL;
+  const Py_ssize_t n = records.shape[0];
+  PyObject *result = NULL;
+  if (get_param(values_obj, &values, n * RC_COLOUR_VALUES * 8, 1, "values") < 0) goto done;
+  if (!values.buf) {
+    PyErr_SetString(PyExc_ValueError, "values is required");
+    goto done;
+  }
+  const int64_t *rec = records.buf;
+  for (Py_ssize_t i = 0; i < n; i++)
+    rc_draw_colour(&d, rec[i], (double *)values.buf + RC_COLOUR_VALUES * i);
+  result = Py_NewRef(Py_None);
+done:
+  release_param(&values);
+  PyBuffer_Release(&records);
+  return result;
+}
+
 static PyObject *epoch_key(PyObject *mod, PyObject *args) {
   unsigned long long seed, epoch;
   if (!PyArg_ParseTuple(args, "KK:epoch_key", &seed, &epoch)) return NULL;
@@ -1195,6 +1258,7 @@ static PyObject *epoch_key(PyObject *mod, PyObject *args) {
 
 static PyMethodDef module_methods[] = {
     {"draw_windows", draw_windows, METH_VARARGS, draw_windows_doc},
+    {"draw_colours", draw_colours, METH_VARARGS, draw_colours_doc},
     {"draw_warp", draw_warp, METH_VARARGS, draw_warp_doc},
     {"epoch_key", epoch_key, METH_VARARGS,
      "epoch_key(seed, epoch) -> the key of an epoch's keyed draws (both taken mod 2**64)."},
@@ -1249,7 +1313,9 @@ PyMODINIT_FUNC PyInit__native(void) {
   if (PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) < 0 ||
       PyModule_AddStringConstant(m, "LIBJPEG_TURBO_VERSION", STR(LIBJPEG_TURBO_VERSION)) < 0 ||
       PyModule_AddIntConstant(m, "ERRLEN", RC_ERRLEN) < 0 ||
-      PyModule_AddStringConstant(m, "SIMD", rc_simd_init()) < 0 || add_status_codes(m) < 0) {
+      PyModule_AddStringConstant(m, "SIMD", rc_simd_init()) < 0 ||
+      PyModule_AddStringConstant(m, "COLOUR_SIMD", rc_colour_init()) < 0 ||
+      add_status_codes(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

@@ -14,6 +14,7 @@
  */
 #include "decode_core.h"
 
+#include "colour.h"
 #include "pool.h"
 #include "resample.h"
 #include "warp.h"
@@ -45,8 +46,11 @@ struct rc_worker {
   struct jpeg_decompress_struct cinfo;
   struct jpeg_progress_mgr progress;
   rc_errmgr err;
-  uint8_t *row, *tmp, *line, *hline;
-  size_t row_cap, tmp_cap, line_cap, hline_cap;
+  uint8_t *row, *tmp, *line, *hline, *image;
+  size_t row_cap, tmp_cap, line_cap, hline_cap, image_cap; /* image: colour's output pixels */
+  float *planes;                                           /* colour's scratch */
+  size_t planes_cap;
+  float lut[3 * 256]; /* this image's (store_norm) */
   rc_coeffs ch, cv;
   uint8_t *src_plane[RC_MAX_PLANES], *out_plane[RC_MAX_PLANES]; /* rc_decode_planes */
   size_t src_cap[RC_MAX_PLANES], out_cap[RC_MAX_PLANES];
@@ -158,6 +162,8 @@ void rc_worker_free(rc_worker *w) {
   free(w->tmp);
   free(w->line);
   free(w->hline);
+  free(w->image);
+  free(w->planes);
   rc_coeffs_free(&w->ch);
   rc_coeffs_free(&w->cv);
   for (int c = 0; c < RC_MAX_PLANES; c++) free(w->src_plane[c]), free(w->out_plane[c]);
@@ -214,6 +220,8 @@ void rc_worker_release(rc_worker *w) {
   trim(&w->tmp, &w->tmp_cap);
   trim(&w->line, &w->line_cap);
   trim(&w->hline, &w->hline_cap);
+  trim(&w->image, &w->image_cap);
+  if (w->planes_cap > RC_KEEP_BYTES) free(w->planes), w->planes = NULL, w->planes_cap = 0;
   for (int c = 0; c < RC_MAX_PLANES; c++) {
     trim(&w->src_plane[c], &w->src_cap[c]);
     trim(&w->out_plane[c], &w->out_cap[c]);
@@ -285,6 +293,39 @@ static void store_row(const rc_opts *o, const uint8_t *line, void *out, int yy, 
   } else {
     const uint32_t *lut = o->lut;
     STORE_ROW(uint32_t, CONV_LUT);
+  }
+}
+
+/* The float32 store of an image with a drawn contrast factor or illumination, or a mean
+ * image (rc_opts.gain): this image's own table (the batch's times the factor, plus the
+ * shift), less the mean image. */
+static void store_norm(const rc_opts *o, const float *lut, float contrast, const uint8_t *line,
+                       void *out, int yy, int flip) {
+  const int W = o->out_w, H = o->out_h;
+  const int c0 = o->bgr ? 2 : 0, c2 = o->bgr ? 0 : 2;
+  const int src[3] = {c0, 1, c2};
+  float *base = out;
+  for (int c = 0; c < 3; c++) {
+    const float *mean = o->mean_img ? o->mean_img + ((size_t)c * H + yy) * W : NULL;
+    const float *t = lut + c * 256;
+    const uint8_t *p = (flip ? line + (size_t)(W - 1) * 3 : line) + src[c];
+    const ptrdiff_t step = flip ? -3 : 3;
+    const size_t stride = o->layout == RC_LAYOUT_NHWC ? 3 : 1;
+    float *d = o->layout == RC_LAYOUT_NHWC ? base + (size_t)yy * W * 3 + c
+                                           : base + ((size_t)c * H + yy) * W;
+    for (int x = 0; x < W; x++, p += step, d += stride)
+      *d = mean ? t[*p] - contrast * mean[x] : t[*p];
+  }
+}
+
+/* This image's table for store_norm: the batch's, times its contrast factor, plus its
+ * illumination times the gain. */
+static void image_lut(const rc_opts *o, const double *colour, float *lut) {
+  const float *batch = o->lut;
+  const float contrast = (float)colour[9], shift = (float)colour[10];
+  for (int c = 0; c < 3; c++) {
+    const float add = shift * o->gain[c];
+    for (int v = 0; v < 256; v++) lut[c * 256 + v] = batch[c * 256 + v] * contrast + add;
   }
 }
 
@@ -420,6 +461,27 @@ static int fail(struct jpeg_decompress_struct *ci, char *err, int status, const 
   return status;
 }
 
+/* One output row stored: with this image's own table (store_norm) or the batch's. */
+static void store(rc_worker *w, const rc_opts *o, const double *colour, int norm,
+                  const uint8_t *line, void *out, int yy, int flip) {
+  if (norm)
+    store_norm(o, w->lut, (float)colour[9], line, out, yy, flip);
+  else
+    store_row(o, line, out, yy, flip);
+}
+
+/* The colour draws of `record` into colour (identities without a draw); whether they change
+ * the 8-bit pixels (the return) and whether the store needs this image's own table (*norm). */
+static int draw_colour(const rc_draw *draw, int64_t record, const rc_opts *o,
+                       double colour[RC_COLOUR_VALUES], int *norm) {
+  static const double identity[RC_COLOUR_VALUES] = {0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0};
+  memcpy(colour, identity, sizeof identity);
+  const int recolour = draw && rc_colour_pixels(&draw->colour);
+  if (draw && (recolour || rc_colour_affine(&draw->colour))) rc_draw_colour(draw, record, colour);
+  *norm = o->itemsize == 4 && o->gain && (o->mean_img || colour[9] != 1 || colour[10] != 0);
+  return recolour;
+}
+
 /* Sets the output colour space for the JPEG's: 3 (RGB) or 4 (CMYK, converted by us) channels
  * decoded, or 0 for a colour space left to the fallback. */
 static int set_out_color(struct jpeg_decompress_struct *ci) {
@@ -493,12 +555,21 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
   const int align = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
   const uint64_t row_w = o->roi && bw + 4 * align < SW ? (uint64_t)bw + 4 * align : (uint64_t)SW;
   const uint64_t coef = coef_buffer_bytes(ci);
+  double colour[RC_COLOUR_VALUES];
+  int norm;
+  const int recolour = draw_colour(draw, record, o, colour, &norm);
+  const uint64_t colour_bytes =
+      recolour ? out_stride * o->out_h + RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
   const uint64_t need = coef + libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch +
-                        out_stride + rc_warp_scratch_bytes(&wp, o->out_w) + 4096;
+                        out_stride + rc_warp_scratch_bytes(&wp, o->out_w) + colour_bytes + 4096;
   const int over = reserve_decode(w, o, coef, need, err);
   if (over) return over;
   if (rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK) ||
-      rc_grow((void **)&w->line, &w->line_cap, rc_warp_scratch_bytes(&wp, o->out_w)))
+      rc_grow((void **)&w->line, &w->line_cap, rc_warp_scratch_bytes(&wp, o->out_w)) ||
+      /* (rc_warp_row writes a byte past a row: the last row's into the slack) */
+      (recolour && rc_grow((void **)&w->image, &w->image_cap, out_stride * o->out_h + RC_SLACK)) ||
+      (recolour && rc_grow((void **)&w->planes, &w->planes_cap,
+                           RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h))))
     return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
   rc_warp_prepare(&wp, o->out_w, SW, mirror, w->line); /* (flipped here: a plain store) */
   jpeg_start_decompress(ci);
@@ -520,9 +591,17 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
   if (read_rows(w, R0, R1, o->roi ? R1 : SH, nch, row_stride))
     return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
   jpeg_abort_decompress(ci);
+  /* As decode(): colour over the whole (already mirrored) output, then the store. */
+  if (norm) image_lut(o, colour, w->lut);
   for (int yy = 0; yy < o->out_h; yy++) {
-    rc_warp_row(&wp, w->tmp, row_stride, (int)xoff, R0, SW, SH, yy, o->out_w, w->hline);
-    store_row(o, w->hline, out, yy, 0);
+    uint8_t *row = recolour ? w->image + (size_t)yy * out_stride : w->hline;
+    rc_warp_row(&wp, w->tmp, row_stride, (int)xoff, R0, SW, SH, yy, o->out_w, row);
+    if (!recolour) store(w, o, colour, norm, row, out, yy, 0);
+  }
+  if (recolour) {
+    rc_colour_apply(&draw->colour, colour, w->image, (size_t)o->out_w * o->out_h, w->planes);
+    for (int yy = 0; yy < o->out_h; yy++)
+      store(w, o, colour, norm, w->image + (size_t)yy * out_stride, out, yy, 0);
   }
   return warned(&w->err, err);
 }
@@ -559,6 +638,10 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
     window = crop_out;
     mirror = drawn_flip;
   }
+  /* Colour: the record's draws, applied to the output pixels before they are stored. */
+  double colour[RC_COLOUR_VALUES];
+  int norm;
+  const int recolour = draw_colour(draw, record, o, colour, &norm);
   int64_t x0, y0, x1, y1;
   const int refused = crop_window(ci, window, o, &x0, &y0, &x1, &y1, err);
   if (refused) return refused;
@@ -603,12 +686,17 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
   const int align = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
   const uint64_t row_w = o->roi && rw + 4 * align < SW ? (uint64_t)rw + 4 * align : (uint64_t)SW;
   const uint64_t coef = coef_buffer_bytes(ci);
+  const uint64_t colour_bytes =
+      recolour ? out_stride * o->out_h + RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
   const uint64_t need = coef + libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch +
-                        (uint64_t)rw * 3 + out_stride + 4096;
+                        (uint64_t)rw * 3 + out_stride + colour_bytes + 4096;
   const int over = reserve_decode(w, o, coef, need, err);
   if (over) return over;
   if (rc_grow((void **)&w->line, &w->line_cap, (size_t)rw * 3 + rc_hpass_slack(&w->ch)) ||
-      rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK))
+      rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK) ||
+      (recolour && rc_grow((void **)&w->image, &w->image_cap, out_stride * o->out_h)) ||
+      (recolour && rc_grow((void **)&w->planes, &w->planes_cap,
+                           RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h))))
     return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
 
   jpeg_start_decompress(ci);
@@ -638,6 +726,9 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
     return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
   jpeg_abort_decompress(ci); /* the rows below the crop are never decoded */
 
+  /* (at scale 1 the store flips the row; else the horizontal pass has) */
+  const int store_flip = w->ch.identity ? mirror : 0;
+  if (norm) image_lut(o, colour, w->lut);
   for (int yy = 0; yy < o->out_h; yy++) {
     const int ymin = w->cv.bounds[2 * yy] - first, ytaps = w->cv.bounds[2 * yy + 1];
     const uint8_t *vrow = w->line;
@@ -646,12 +737,20 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
     else
       rc_vpass(w->tmp + skip, row_stride, (size_t)rw * 3, ymin, ytaps,
                w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
-    if (w->ch.identity) {
-      store_row(o, vrow + (size_t)w->ch.bounds[0] * 3, out, yy, mirror);
-    } else {
+    const uint8_t *done = vrow + (size_t)w->ch.bounds[0] * 3;
+    if (!w->ch.identity) {
       rc_hpass(vrow, w->hline, o->out_w, &w->ch, mirror);
-      store_row(o, w->hline, out, yy, 0);
+      done = w->hline;
     }
+    if (recolour) /* kept for the colour pass over the whole image */
+      memcpy(w->image + (size_t)yy * out_stride, done, out_stride);
+    else
+      store(w, o, colour, norm, done, out, yy, store_flip);
+  }
+  if (recolour) {
+    rc_colour_apply(&draw->colour, colour, w->image, (size_t)o->out_w * o->out_h, w->planes);
+    for (int yy = 0; yy < o->out_h; yy++)
+      store(w, o, colour, norm, w->image + (size_t)yy * out_stride, out, yy, store_flip);
   }
   return warned(&w->err, err);
 }

@@ -48,10 +48,15 @@ typedef struct {
   int layout;      /* RC_LAYOUT_* */
   int itemsize;    /* 1: uint8 direct; 2 or 4: looked up in lut */
   const void *lut; /* [3][256] items of itemsize (value -> normalised float), or NULL */
-  int interp;      /* RC_INTERP_* */
-  int bgr;         /* swap to BGR channel order */
-  int dct_mode;    /* RC_DCT_* */
-  int roi;         /* decode only the rows/columns the crop needs */
+  /* Float32 outputs, for a drawn contrast factor and illumination (rc_colour_affine) and a
+   * mean image: gain[c] = scale / std[c]; mean_img [3][out_h][out_w] (output channel order,
+   * times gain), or NULL. out = lut * contrast + illumination * gain - contrast * mean_img. */
+  const float *gain;
+  const float *mean_img;
+  int interp;   /* RC_INTERP_* */
+  int bgr;      /* swap to BGR channel order */
+  int dct_mode; /* RC_DCT_* */
+  int roi;      /* decode only the rows/columns the crop needs */
   uint64_t max_pixels;
   /* NOTE [decode budget]: the bytes an image's decode allocates (libjpeg's whole-image
    * coefficient buffer for a progressive or multi-scan JPEG, the decoded rows the crop needs,

@@ -92,7 +92,46 @@ void rc_draw_window(const rc_draw *d, int64_t record, int width, int height, int
   } else {
     fixed_size(d, W, H, uniform(key, 3), uniform(key, 4), crop);
   }
-  *flip = d->rand_mirror && uniform(key, RC_DRAW_UNIFORMS) < 0.5;
+  *flip = (d->rand_mirror && uniform(key, RC_DRAW_UNIFORMS) < 0.5) || d->mirror;
+}
+
+int rc_colour_pixels(const rc_colour *c) {
+  return c->random_h || c->random_s || c->random_l || c->brightness > 0 || c->contrast > 0 ||
+         c->saturation > 0 || c->pca_noise > 0;
+}
+
+int rc_colour_affine(const rc_colour *c) {
+  return c->max_random_contrast > 0 || c->max_random_illumination > 0;
+}
+
+/* PCA lighting's eigenvalues and eigenvectors (rows R, G, B), as recio.augment's. */
+static const double EIGVAL[3] = {55.46, 4.794, 1.148};
+static const double EIGVEC[3][3] = {
+    {-0.5675, 0.7192, 0.4009}, {-0.5808, -0.0045, -0.8140}, {-0.5836, -0.6948, 0.4203}};
+
+void rc_draw_colour(const rc_draw *d, int64_t record, double v[RC_COLOUR_VALUES]) {
+  const rc_colour *c = &d->colour;
+  const uint64_t key = mix(d->epoch_key ^ (uint64_t)record);
+  double u[RC_COLOUR_UNIFORMS];
+  for (int k = 0; k < RC_COLOUR_UNIFORMS; k++) u[k] = uniform(key, RC_COLOUR_FIRST + k);
+  /* U(-m, m) as MXNet writes it: u * 2m - m; the HLS shifts are its int() of that */
+  const int hls[3] = {c->random_h, c->random_s, c->random_l};
+  for (int k = 0; k < 3; k++) v[k] = hls[k] ? trunc(u[k] * (2.0 * hls[k]) - hls[k]) : 0;
+  const double jitter[3] = {c->brightness, c->contrast, c->saturation};
+  for (int k = 0; k < 3; k++)
+    v[3 + k] = jitter[k] > 0 ? 1.0 + (u[3 + k] * (2 * jitter[k]) - jitter[k]) : 1;
+  double w[3] = {0, 0, 0};
+  if (c->pca_noise > 0)
+    for (int k = 0; k < 3; k++) { /* Box-Muller */
+      const double z = sqrt(-2.0 * log(1.0 - u[6 + 2 * k])) * cos(2.0 * RC_PI * u[7 + 2 * k]);
+      w[k] = z * c->pca_noise * EIGVAL[k];
+    }
+  for (int ch = 0; ch < 3; ch++)
+    v[6 + ch] =
+        c->pca_noise > 0 ? EIGVEC[ch][0] * w[0] + EIGVEC[ch][1] * w[1] + EIGVEC[ch][2] * w[2] : 0;
+  const double mrc = c->max_random_contrast, mri = c->max_random_illumination;
+  v[9] = mrc > 0 ? 1.0 + (u[12] * (2 * mrc) - mrc) : 1;
+  v[10] = mri > 0 ? u[13] * (2 * mri) - mri : 0;
 }
 
 /* ---- MXNet's geometry as one affine map (recio/geometry.py is the reference) ---- */
@@ -155,7 +194,7 @@ void rc_draw_warp(const rc_draw *d, int64_t record, int width, int height, rc_wa
   const rc_geom *g = &d->geom;
   const uint64_t key = mix(d->epoch_key ^ (uint64_t)record);
   const int W = width > 1 ? width : 1, H = height > 1 ? height : 1;
-  *flip = d->rand_mirror && uniform(key, RC_DRAW_UNIFORMS) < 0.5;
+  *flip = (d->rand_mirror && uniform(key, RC_DRAW_UNIFORMS) < 0.5) || d->mirror;
   /* Stage 1, source -> an image of cols x rows: RandomResizedCrop's window scaled to the
    * output, or MXNet's shorter-side resize, or nothing. */
   double G[6] = {1, 0, 0, 0, 1, 0};

@@ -15,6 +15,21 @@
 #define RC_DRAW_ATTEMPTS 10 /* torchvision's RandomResizedCrop tries 10 windows */
 #define RC_DRAW_UNIFORMS (RC_DRAW_ATTEMPTS * 4 + 1) /* 4 per attempt, then the flip's */
 
+/* Colour's uniforms, after the crop's (recio.augment.ColourSpec): HLS h, s, l; brightness,
+ * contrast, saturation; PCA's three normals, two each; random contrast, illumination. */
+#define RC_COLOUR_FIRST (RC_DRAW_UNIFORMS + 1)
+#define RC_COLOUR_UNIFORMS 14
+/* Values per image (rc_draw_colour): HLS shifts h, s, l; brightness, contrast, saturation
+ * factors; PCA's R, G, B shifts; the normalisation's contrast factor and illumination. */
+#define RC_COLOUR_VALUES 11
+
+/* MXNet's colour parameters (recio.augment.ColourSpec). */
+typedef struct {
+  int random_h, random_s, random_l;
+  double brightness, contrast, saturation, pca_noise;
+  double max_random_contrast, max_random_illumination;
+} rc_colour;
+
 /* Uniforms of each record for MXNet's geometry (recio.geometry), after the crop's, the flip's
  * and colour's 14 (RC_DRAW_UNIFORMS + 1 on). */
 #define RC_GEOMETRY_FIRST (RC_DRAW_UNIFORMS + 15)
@@ -51,6 +66,8 @@ typedef struct {
   int rand_mirror; /* flip with probability 1/2 */
   double min_area, max_area, min_aspect, max_aspect;
   uint64_t epoch_key; /* rc_epoch_key(seed, epoch) */
+  int mirror;         /* every image flipped (MXNet's mirror), rand_mirror or not */
+  rc_colour colour;
   rc_geom geom;
 } rc_draw;
 
@@ -64,6 +81,14 @@ double rc_keyed_uniform(uint64_t epoch_key, int64_t record, int k);
  * (values below 1 count as 1). */
 void rc_draw_window(const rc_draw *d, int64_t record, int width, int height, int32_t crop[4],
                     uint8_t *flip);
+
+/* Whether the colour changes 8-bit pixels (colour.c), and whether it changes the
+ * normalisation (a contrast factor or an illumination shift per image). */
+int rc_colour_pixels(const rc_colour *c);
+int rc_colour_affine(const rc_colour *c);
+
+/* The colour draws of `record` (identities for the parameters that are off). */
+void rc_draw_colour(const rc_draw *d, int64_t record, double v[RC_COLOUR_VALUES]);
 
 /* With d->geom.on: the warp of `record` from its width x height source to the output, its flip,
  * and crop {x, y, w, h} the source pixels its taps read (rc_warp_bounds), as recio.geometry's

@@ -1,4 +1,4 @@
-"""What to do to each image: crop windows and flips, keyed per record.
+"""What to do to each image: crop windows, flips and colour, keyed per record.
 
 The decoder does the pixel work; this module decides, in source pixels, which window of
 each image becomes the output. Every draw of a record is a function of ``(seed, epoch,
@@ -8,13 +8,21 @@ world size: a resumed or resharded run repeats it. The decode threads draw each 
 window themselves once its header gives the size (native/draw.c); :func:`draw_keyed` is
 the same arithmetic in numpy, bit for bit: the reference, and the draws of a build without
 the extension.
+
+Colour (:class:`ColourSpec`: MXNet's HLS jitter, brightness, contrast, saturation, PCA
+lighting, random contrast and illumination) is drawn from the same key, from uniforms past
+the crop's (so turning it on changes no window or flip), and applied by the decoder to the
+output pixels (native/colour.c; :func:`apply_colour` is its numpy reference, the Pillow
+path's). MXNet's geometry (:class:`recio.geometry.GeometrySpec`, one affine warp per image)
+draws from the uniforms past colour's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,6 +35,10 @@ except ImportError:  # built without the extension (RECIO_NO_NATIVE=1)
 
 _ATTEMPTS = 10  # torchvision's RandomResizedCrop tries 10 windows before its fallback
 _UNIFORMS = _ATTEMPTS * 4 + 1  # four per attempt, then the flip's
+# Colour's uniforms follow (native/draw.h): HLS h, s, l; brightness, contrast, saturation;
+# three normals of two each (PCA); random contrast, random illumination.
+_COLOUR_FIRST = _UNIFORMS + 1
+_COLOUR_UNIFORMS = 14
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,7 @@ class CropSpec:
     min_aspect: float = 3 / 4
     max_aspect: float = 4 / 3
     rand_mirror: bool = False
+    mirror: bool = False  # MXNet's mirror: every image flipped (with rand_mirror: as well)
 
     def __post_init__(self) -> None:
         if self.out_height < 1 or self.out_width < 1:
@@ -61,6 +74,100 @@ class CropSpec:
             )
 
 
+# PCA lighting's eigenvalues and eigenvectors (rows: R, G, B) of ImageNet's pixel covariance,
+# on the 0..255 scale: the ones MXNet's augmenter and GluonCV use.
+PCA_EIGVAL = (55.46, 4.794, 1.148)
+PCA_EIGVEC = (
+    (-0.5675, 0.7192, 0.4009),
+    (-0.5808, -0.0045, -0.8140),
+    (-0.5836, -0.6948, 0.4203),
+)
+
+
+def _check_at_least(name: str, value: float, minimum: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__} {value!r}")
+    if not value >= minimum:  # (NaN fails too)
+        raise ValueError(f"{name} must be at least {minimum}, not {value}")
+
+
+@dataclass(frozen=True)
+class ColourSpec:
+    """MXNet's colour augmentation of each output image, before normalisation.
+
+    In the order MXNet's ``ImageRecordIter`` applies them (to 8-bit pixels, rounded and
+    clipped after each step):
+
+    - ``random_h``/``random_s``/``random_l``: HLS jitter. The pixels go to OpenCV's 8-bit
+      HLS (H in 0..180), get ``int(U(-v, v))`` added per channel, clipped to 0..180 /
+      0..255 (the hue is clipped, not turned round), and come back.
+    - ``brightness``: pixels times ``1 + U(-b, b)``.
+    - ``contrast``: ``p * a + mean_gray * (1 - a)``, ``a = 1 + U(-c, c)``.
+    - ``saturation``: ``p * a + gray * (1 - a)`` per pixel, ``a = 1 + U(-s, s)``. Grey is
+      MXNet's: the luma weights taken in the wrong order, 0.114 R + 0.587 G + 0.299 B.
+    - ``pca_noise``: AlexNet's PCA lighting: ``eigvec @ (N(0, pca_noise) * eigval)`` added
+      (:data:`PCA_EIGVAL`, :data:`PCA_EIGVEC`).
+    - ``max_random_contrast``/``max_random_illumination``: in the normalisation, MXNet's
+      ``((p - mean) * (1 + U(-c, c)) + U(-i, i)) * scale / std`` (float outputs).
+
+    ``U`` and ``N`` are each image's own draws, keyed like its crop (:class:`KeyedDraw`).
+    """
+
+    random_h: int = 0
+    random_s: int = 0
+    random_l: int = 0
+    brightness: float = 0.0
+    contrast: float = 0.0
+    saturation: float = 0.0
+    pca_noise: float = 0.0
+    max_random_contrast: float = 0.0
+    max_random_illumination: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name, top in (("random_h", 180), ("random_s", 255), ("random_l", 255)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                raise TypeError(f"{name} must be an int, not {type(value).__name__} {value!r}")
+            if not 0 <= value <= top:
+                raise ValueError(f"{name} must be in [0, {top}], not {value}")
+            object.__setattr__(self, name, int(value))
+        for f in dataclasses.fields(self)[3:]:
+            value = getattr(self, f.name)
+            _check_at_least(f.name, value, 0.0)
+            object.__setattr__(self, f.name, float(value))
+        if self.max_random_contrast >= 1:
+            raise ValueError(
+                f"max_random_contrast must be below 1 (a factor 1 - c must stay positive), "
+                f"not {self.max_random_contrast}"
+            )
+
+    @property
+    def hls(self) -> bool:
+        """Whether the HLS jitter runs (MXNet converts whenever one of the three is set)."""
+        return bool(self.random_h or self.random_s or self.random_l)
+
+    @property
+    def pixels(self) -> bool:
+        """Whether the 8-bit pixels change (everything but the normalisation's two)."""
+        return self.hls or bool(
+            self.brightness or self.contrast or self.saturation or self.pca_noise
+        )
+
+    @property
+    def affine(self) -> bool:
+        """Whether the normalisation draws a contrast factor or an illumination shift."""
+        return bool(self.max_random_contrast or self.max_random_illumination)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any colour augmentation is on."""
+        return self.pixels or self.affine
+
+    def native(self) -> tuple:
+        """The colour part of a draw, as the native pool takes it."""
+        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
+
+
 @dataclass(frozen=True)
 class KeyedDraw:
     """The draws of one epoch: each record's window and flip from ``(seed, epoch, record)``.
@@ -73,6 +180,7 @@ class KeyedDraw:
     spec: CropSpec
     seed: int
     epoch: int
+    colour: ColourSpec = field(default_factory=ColourSpec)
     geometry: GeometrySpec | None = None  # MXNet's geometry: each image warped (recio.geometry)
 
     def __post_init__(self) -> None:
@@ -92,8 +200,18 @@ class KeyedDraw:
         return (
             s.out_width, s.out_height, s.resize, int(s.rand_crop), int(s.random_resized_crop),
             int(s.rand_mirror), s.min_area, s.max_area, s.min_aspect, s.max_aspect,
-            self.epoch_key,
-        ) + (() if self.geometry is None else (self.geometry.native(),))  # fmt: skip
+            self.epoch_key, None if self.geometry is None else self.geometry.native(),
+            int(s.mirror), *self.colour.native(),
+        )  # fmt: skip
+
+    def colours(self, records: np.ndarray) -> ColourDraws:
+        """The colour draws of ``records`` (what the decoder applies to each)."""
+        records = np.ascontiguousarray(records, dtype=np.int64).reshape(-1)
+        if _native is None:
+            return draw_colour(self.colour, self.seed, self.epoch, records)
+        values = np.empty((len(records), COLOUR_VALUES), dtype=np.float64)
+        _native.draw_colours(self.native(), records, values)
+        return ColourDraws.of(values)
 
     def windows(
         self, sizes: np.ndarray, records: np.ndarray, epochs: np.ndarray | None = None
@@ -139,6 +257,7 @@ def draw_keyed(
     """
     uniform = keyed_uniform(seed, epoch, samples, _UNIFORMS)
     flips = uniform[:, -1] < 0.5 if spec.rand_mirror else np.zeros(len(sizes), dtype=bool)
+    flips = flips | spec.mirror  # MXNet: (rand_mirror and a coin) or mirror
     return _windows(spec, sizes, uniform[:, :-1].reshape(-1, _ATTEMPTS, 4)), flips
 
 
@@ -239,3 +358,171 @@ def _random_resized(spec: CropSpec, width, height, uniform) -> np.ndarray:
     x = np.clip(x, 0, np.maximum(width - w, 0))
     y = np.clip(y, 0, np.maximum(height - h, 0))
     return np.stack([x, y, np.maximum(w, 1), np.maximum(h, 1)], 1).astype(np.int32)
+
+
+COLOUR_VALUES = 11  # per record: HLS h, s, l; brightness, contrast, saturation; PCA r, g, b;
+# the normalisation's contrast factor and illumination shift (native/draw.h, rc_colour)
+
+
+@dataclass(frozen=True)
+class ColourDraws:
+    """Each record's colour draws (arrays of N), identities where a parameter is off."""
+
+    hls: np.ndarray  # int32 (N, 3): the shifts of H, S, L (MXNet's int() of its uniform)
+    alpha: np.ndarray  # float64 (N, 3): brightness, contrast and saturation factors
+    pca: np.ndarray  # float64 (N, 3): the R, G, B shifts of PCA lighting
+    affine: np.ndarray  # float64 (N, 2): the normalisation's contrast factor, illumination
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> ColourDraws:
+        """From the (N, COLOUR_VALUES) values native/draw.c writes."""
+        return cls(values[:, 0:3].astype(np.int32), values[:, 3:6], values[:, 6:9], values[:, 9:11])
+
+    def values(self) -> np.ndarray:
+        """The (N, COLOUR_VALUES) float64 values, as native/draw.c writes them."""
+        return np.concatenate([self.hls, self.alpha, self.pca, self.affine], axis=1).astype(
+            np.float64
+        )
+
+
+def draw_colour(spec: ColourSpec, seed: int, epoch: int, records: np.ndarray) -> ColourDraws:
+    """The numpy reference of the colour draws (:meth:`KeyedDraw.colours`), bit for bit."""
+    records = np.asarray(records, dtype=np.int64).reshape(-1)
+    n = len(records)
+    u = keyed_uniform(seed, epoch, records, _COLOUR_FIRST + _COLOUR_UNIFORMS - 1)
+    u = u[:, _COLOUR_FIRST - 1 :]
+
+    def spread(k: int, v: float) -> np.ndarray:  # U(-v, v) as MXNet writes it: u * 2v - v
+        return u[:, k] * (2 * v) - v
+
+    hls = np.zeros((n, 3), dtype=np.int32)
+    for k, v in enumerate((spec.random_h, spec.random_s, spec.random_l)):
+        if v:
+            hls[:, k] = np.trunc(spread(k, float(v))).astype(np.int32)  # C's (int) cast
+    alpha = np.ones((n, 3))
+    for k, v in enumerate((spec.brightness, spec.contrast, spec.saturation)):
+        if v:
+            alpha[:, k] = 1.0 + spread(3 + k, v)
+    pca = np.zeros((n, 3))
+    if spec.pca_noise:
+        # Box-Muller, in Python's math (the C library's log, sqrt and cos, as draw.c)
+        z = np.array(
+            [
+                [
+                    _normal(a, b)
+                    for a, b in zip(row[6:12:2].tolist(), row[7:12:2].tolist(), strict=True)
+                ]
+                for row in u
+            ]
+        ).reshape(n, 3)
+        weights = z * spec.pca_noise * np.array(PCA_EIGVAL)
+        vec = np.array(PCA_EIGVEC)
+        for c in range(3):  # each sum in draw.c's order
+            pca[:, c] = (vec[c, 0] * weights[:, 0] + vec[c, 1] * weights[:, 1]) + vec[
+                c, 2
+            ] * weights[:, 2]
+    affine = np.zeros((n, 2))
+    affine[:, 0] = 1.0 + spread(12, spec.max_random_contrast) if spec.max_random_contrast else 1.0
+    if spec.max_random_illumination:
+        affine[:, 1] = spread(13, spec.max_random_illumination)
+    return ColourDraws(hls, alpha, pca, affine)
+
+
+def _normal(u1: float, u2: float) -> float:
+    """A standard normal from two uniforms (Box-Muller, 1 - u1 in (0, 1])."""
+    return math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
+
+
+# ---- the pixels: numpy reference of native/colour.c, float32 as OpenCV computes ----
+
+_F = np.float32
+_INV255 = _F(1.0) / _F(255.0)
+
+
+def _round_u8(x: np.ndarray) -> np.ndarray:
+    """OpenCV's saturate_cast<uchar> of floats: round half to even, clip to 0..255."""
+    return np.clip(np.rint(x), 0, 255).astype(np.uint8)
+
+
+def gray_f32(rgb: np.ndarray) -> np.ndarray:
+    """MXNet's grey for contrast and saturation, float32: 0.114 R + 0.587 G + 0.299 B.
+
+    (The luma weights 0.299, 0.587, 0.114 applied to its BGR pixels in RGB's order.)
+    """
+    p = rgb.astype(_F)
+    return (p[..., 2] * _F(0.299) + p[..., 1] * _F(0.587)) + p[..., 0] * _F(0.114)
+
+
+def _to_hls(p: np.ndarray) -> np.ndarray:
+    """OpenCV's 8-bit RGB2HLS (H in 0..180) of (N, 3) RGB pixels."""
+    r, g, b = (p[:, k].astype(_F) * _INV255 for k in range(3))
+    vmax = np.maximum(np.maximum(r, g), b)
+    vmin = np.minimum(np.minimum(r, g), b)
+    diff = vmax - vmin
+    light = (vmax + vmin) * _F(0.5)
+    chroma = diff > np.finfo(np.float32).eps
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sat = np.where(light < _F(0.5), diff / (vmax + vmin), diff / (_F(2) - vmax - vmin))
+        step = _F(60) / diff
+        hue = np.where(
+            vmax == r,
+            (g - b) * step,
+            np.where(vmax == g, (b - r) * step + _F(120), (r - g) * step + _F(240)),
+        )
+    hue = np.where(hue < 0, hue + _F(360), hue)
+    hue = np.where(chroma, hue, _F(0))
+    sat = np.where(chroma, sat, _F(0))
+    return np.stack(
+        [_round_u8(hue * _F(0.5)), _round_u8(light * _F(255)), _round_u8(sat * _F(255))], 1
+    )
+
+
+_SECTORS = np.array([[1, 3, 0], [1, 0, 2], [3, 0, 1], [0, 2, 1], [0, 1, 3], [2, 1, 0]])
+
+
+def _from_hls(hls: np.ndarray) -> np.ndarray:
+    """OpenCV's 8-bit HLS2RGB of (N, 3) H (0..180), L, S values."""
+    h = hls[:, 0].astype(_F)
+    lum = hls[:, 1].astype(_F) * _INV255
+    s = hls[:, 2].astype(_F) * _INV255
+    p2 = np.where(lum <= _F(0.5), lum * (_F(1) + s), lum + s - lum * s)
+    p1 = _F(2) * lum - p2
+    h = h * (_F(6) / _F(180))
+    h = np.where(h >= 6, h - _F(6), h)  # H is at most 180: one turn at most
+    sector = np.floor(h).astype(np.int64)
+    frac = h - sector.astype(_F)
+    tab = np.stack([p2, p1, p1 + (p2 - p1) * (_F(1) - frac), p1 + (p2 - p1) * frac], 1)
+    rows = np.arange(len(h))[:, None]
+    out = tab[rows, _SECTORS[sector][:, ::-1]]  # (OpenCV's table gives b, g, r)
+    grey = s == 0
+    out[grey] = lum[grey, None]
+    return _round_u8(out * _F(255))
+
+
+def apply_colour(rgb: np.ndarray, spec: ColourSpec, draws: ColourDraws, i: int) -> np.ndarray:
+    """Record ``i``'s colour of ``draws`` on uint8 RGB pixels (H, W, 3): a new array.
+
+    The numpy reference of native/colour.c (the same float32 arithmetic, step by step).
+    """
+    shape = rgb.shape
+    p = np.ascontiguousarray(rgb, dtype=np.uint8).reshape(-1, 3)
+    if spec.hls:
+        hls = _to_hls(p).astype(np.int32)
+        dh, ds, dl = (int(v) for v in draws.hls[i])
+        hls[:, 0] = np.clip(hls[:, 0] + dh, 0, 180)
+        hls[:, 1] = np.clip(hls[:, 1] + dl, 0, 255)
+        hls[:, 2] = np.clip(hls[:, 2] + ds, 0, 255)
+        p = _from_hls(hls)
+    ab, ac, asat = (_F(v) for v in draws.alpha[i])
+    if spec.brightness:
+        p = _round_u8(p.astype(_F) * ab)
+    if spec.contrast:
+        r, g, b = (float(v) for v in p.sum(0, dtype=np.int64))  # from the channels' sums
+        mean = (b * 0.299 + g * 0.587 + r * 0.114) / len(p)
+        p = _round_u8(p.astype(_F) * ac + _F((1.0 - float(draws.alpha[i, 1])) * mean))
+    if spec.saturation:
+        grey = gray_f32(p)[:, None]
+        p = _round_u8(p.astype(_F) * asat + grey * _F(1.0 - float(draws.alpha[i, 2])))
+    if spec.pca_noise:
+        p = _round_u8(p.astype(_F) + draws.pca[i].astype(_F))
+    return p.reshape(shape)

@@ -1,17 +1,21 @@
 """What an iterator is asked to do, checked once: ``IterConfig`` and its parameter groups.
 
 Both iterators, the CPU ``ImageRecordIter`` and the DALI stage, take MXNet's
-``ImageRecordIter`` keywords. :meth:`IterConfig.from_mxnet` sorts them into frozen groups
-(``CropSpec``, ``Normalize``, ``Sharding``, ``Storage``) and the top-level settings, and every
-group checks its own values, so a group built directly (``crop=CropSpec(...)``) is checked
-the same way. A bad value is a ``ValueError`` (a wrong type a ``TypeError``) that names the
-parameter and shows the value.
+``ImageRecordIter`` keywords (all 61 of MXNet 1.9.1, README "MXNet's parameters").
+:meth:`IterConfig.from_mxnet` sorts them into frozen groups (``CropSpec``, ``ColourSpec``,
+``GeometrySpec``, ``Normalize``, ``Sharding``, ``Storage``) and the top-level settings, and
+every group checks its own values, so a group built directly (``crop=CropSpec(...)``) is
+checked the same way. A bad value is a ``ValueError`` (a wrong type a ``TypeError``) that
+names the parameter and shows the value; a parameter recio cannot honour is a ValueError
+that says what to use instead; one that changes nothing here (``ctx``, ``verbose``, ...) is
+accepted with a note, once per process.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,11 +23,20 @@ from typing import Any
 import numpy as np
 
 from . import dist
-from .augment import CropSpec
+from .augment import ColourSpec, CropSpec
+from .geometry import GeometrySpec
 from .mixing import Mixture, Source
 from .sampler import LastBatch, Shuffle
 
-__all__ = ["CropSpec", "IterConfig", "Normalize", "Sharding", "Storage"]
+__all__ = [
+    "ColourSpec",
+    "CropSpec",
+    "GeometrySpec",
+    "IterConfig",
+    "Normalize",
+    "Sharding",
+    "Storage",
+]
 
 ON_ERROR = ("skip", "raise", "replace")
 DTYPES = ("float32", "float16", "uint8")
@@ -51,13 +64,19 @@ def check_int(name: str, value: Any, minimum: int | None = None) -> int:
 
 @dataclass(frozen=True)
 class Normalize:
-    """Output pixels: ``(pixel - mean) / std`` per channel on the 0..255 scale, dtype, layout."""
+    """Output pixels: ``(pixel - mean) / std * scale`` per channel on the 0..255 scale.
+
+    ``mean_img``: a mean image file (MXNet's ``mean_img``: an NDArray file of one (3, H, W)
+    array, or a ``.npy``) taken from each image instead of ``mean``; float32 outputs.
+    """
 
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
     dtype: str = "float32"
     layout: str = "NCHW"
     channel_order: str = "RGB"
+    scale: float = 1.0
+    mean_img: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mean", tuple(float(v) for v in self.mean))
@@ -69,13 +88,27 @@ class Normalize:
         check_choice("dtype", self.dtype, DTYPES)
         check_choice("layout", self.layout, LAYOUTS)
         check_choice("channel_order", self.channel_order, CHANNEL_ORDERS)
+        object.__setattr__(self, "scale", float(self.scale))
+        if not (np.isfinite(self.scale) and self.scale != 0):
+            raise ValueError(f"scale must be finite and non-zero, not {self.scale}")
         if self.dtype == "uint8" and self.enabled:
-            raise ValueError("mean/std normalisation needs dtype float32 or float16, not uint8")
+            raise ValueError(
+                "mean/std/scale normalisation needs dtype float32 or float16, not uint8"
+            )
+        if self.mean_img is not None:
+            if isinstance(self.mean_img, os.PathLike):
+                object.__setattr__(self, "mean_img", os.fspath(self.mean_img))
+            if not isinstance(self.mean_img, str) or not self.mean_img:
+                raise TypeError(f"mean_img must be a file path, not {self.mean_img!r}")
+            if self.dtype != "float32":
+                raise ValueError(f"mean_img needs dtype float32, not {self.dtype}")
+            if self.mean != (0.0, 0.0, 0.0):
+                raise ValueError("give mean_img or mean_r/mean_g/mean_b, not both")
 
     @property
     def enabled(self) -> bool:
-        """Whether mean/std change the pixels at all."""
-        return self.mean != (0.0, 0.0, 0.0) or self.std != (1.0, 1.0, 1.0)
+        """Whether mean/std/scale change the pixels at all (a mean image aside)."""
+        return self.mean != (0.0, 0.0, 0.0) or self.std != (1.0, 1.0, 1.0) or self.scale != 1
 
 
 @dataclass(frozen=True)
@@ -126,9 +159,10 @@ _GROUP_KEYWORDS: dict[str, tuple[str, str]] = {
     "random_resized_crop": ("crop", "random_resized_crop"),
     "min_random_area": ("crop", "min_area"),
     "max_random_area": ("crop", "max_area"),
-    "min_aspect_ratio": ("crop", "min_aspect"),
-    "max_aspect_ratio": ("crop", "max_aspect"),
     "rand_mirror": ("crop", "rand_mirror"),
+    "mirror": ("crop", "mirror"),
+    "scale": ("normalize", "scale"),
+    "mean_img": ("normalize", "mean_img"),
     "dtype": ("normalize", "dtype"),
     "layout": ("normalize", "layout"),
     "channel_order": ("normalize", "channel_order"),
@@ -141,8 +175,52 @@ _GROUP_KEYWORDS: dict[str, tuple[str, str]] = {
     "cache_limit": ("storage", "cache_limit"),
     "fetch": ("storage", "fetch"),
 }
+_GROUP_KEYWORDS |= {f.name: ("colour", f.name) for f in dataclasses.fields(ColourSpec)}
+_GROUP_KEYWORDS |= {
+    f.name: ("geometry", f.name)
+    for f in dataclasses.fields(GeometrySpec)
+    if f.name not in ("max_aspect_ratio", "min_aspect_ratio")  # (their meaning: _aspect)
+}
 _MEAN_STD = ("mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b")
-_GROUP_TYPES = {"normalize": Normalize, "sharding": Sharding, "storage": Storage}
+_GROUP_TYPES = {
+    "normalize": Normalize,
+    "sharding": Sharding,
+    "storage": Storage,
+    "colour": ColourSpec,
+    "geometry": GeometrySpec,
+}
+# MXNet keywords that change nothing in recio, and what it does instead (said once).
+_NOTED = {
+    "ctx": "recio decodes on the CPU threads; for GPU decoding use recio.dali",
+    "device_id": "batches are host numpy arrays (torch.from_numpy(...).pin_memory() pins them)",
+    "verbose": "recio logs through the 'recio' logger",
+    "data_name": "a Batch's images are batch.data",
+    "label_name": "a Batch's labels are batch.label",
+    "aug_seq": "recio's augmenter is MXNet's aug_default",
+    "mean_a": "the output has no alpha channel",
+    "std_a": "the output has no alpha channel",
+}
+_noted: set[str] = set()
+
+
+def _note(name: str, value: Any) -> None:
+    """A one-time note that ``name`` is accepted and what recio does instead."""
+    if name in _noted:
+        return
+    _noted.add(name)
+    warnings.warn(
+        f"ImageRecordIter: {name}={value!r} accepted, and changes nothing: {_NOTED[name]}",
+        stacklevel=4,
+    )
+
+
+def check_geometry(geometry: GeometrySpec, crop: CropSpec | None) -> None:
+    """Refuses a geometry that does not combine with the crop (as MXNet refuses it)."""
+    if geometry.pad and crop is not None and crop.random_resized_crop:
+        raise ValueError(
+            f"pad={geometry.pad} does not combine with random_resized_crop (as in MXNet): "
+            "drop one of them"
+        )
 
 
 @dataclass(frozen=True)
@@ -169,6 +247,10 @@ class IterConfig:
     preprocess_threads: int | None = None
     prefetch_buffer: int | None = None
     crop: CropSpec | None = None  # None: the centre crop of the output size
+    colour: ColourSpec = field(default_factory=ColourSpec)
+    geometry: GeometrySpec = field(default_factory=GeometrySpec)
+    seed_aug: int | None = None  # the augmentation draws' seed (MXNet's); None: seed's
+    path_imglist: str | None = None  # a .lst whose labels replace the records' (by id)
     normalize: Normalize = field(default_factory=Normalize)
     sharding: Sharding = field(default_factory=Sharding)
     storage: Storage = field(default_factory=Storage)
@@ -192,6 +274,24 @@ class IterConfig:
         object.__setattr__(self, "data_shape", shape)
         check_int("batch_size", self.batch_size, 1)
         check_int("seed", self.seed)
+        if self.seed_aug is not None:
+            check_int("seed_aug", self.seed_aug)
+        if self.path_imglist is not None:
+            if isinstance(self.path_imglist, os.PathLike):
+                object.__setattr__(self, "path_imglist", os.fspath(self.path_imglist))
+            if not isinstance(self.path_imglist, str) or not self.path_imglist:
+                raise TypeError(f"path_imglist must be a .lst path, not {self.path_imglist!r}")
+            if isinstance(self.path_imgrec, Mixture):  # ids of several sources: whose list?
+                raise TypeError(
+                    "path_imglist does not combine with a Mixture: give each source's labels "
+                    "with Source(labels=)"
+                )
+        if self.colour.affine and self.normalize.dtype != "float32":
+            raise ValueError(
+                "max_random_contrast/max_random_illumination need dtype float32, "
+                f"not {self.normalize.dtype}"
+            )
+        check_geometry(self.geometry, self.crop)
         if self.block_parts is not None:
             check_int("block_parts", self.block_parts, 1)
         check_int("label_width", self.label_width, 1)
@@ -212,6 +312,25 @@ class IterConfig:
                 f"crop gives {self.crop.out_height}x{self.crop.out_width} images, "
                 f"data_shape asks for {shape[1]}x{shape[2]}"
             )
+
+    def dali_unsupported(self) -> list[str]:
+        """The settings the DALI stage does not do (yet): colour, geometry, a mean image, ..."""
+        names = [f.name for f in dataclasses.fields(ColourSpec)]
+        names = [n for n in names if getattr(self.colour, n) != getattr(ColourSpec(), n)]
+        if self.normalize.mean_img is not None:
+            names.append("mean_img")
+        if self.seed_aug is not None:
+            names.append("seed_aug")
+        if self.path_imglist is not None:
+            names.append("path_imglist")
+        if self.geometry.enabled:  # (its windows are the box the warp reads, not a crop)
+            names += self.geometry.non_default()
+        return names
+
+    @property
+    def draw_seed(self) -> int:
+        """The seed of the augmentation draws: ``seed_aug``, else ``seed``."""
+        return self.seed if self.seed_aug is None else self.seed_aug
 
     @property
     def shuffle_kind(self) -> Shuffle:
@@ -249,6 +368,8 @@ class IterConfig:
         batch_size: int | None = None,
         *,
         crop: CropSpec | None = None,
+        colour: ColourSpec | None = None,
+        geometry: GeometrySpec | None = None,
         normalize: Normalize | None = None,
         sharding: Sharding | None = None,
         storage: Storage | None = None,
@@ -257,28 +378,40 @@ class IterConfig:
     ) -> IterConfig:
         """The config that MXNet's ``ImageRecordIter`` keywords describe.
 
-        Group keywords (``rand_crop``, ``mean_r``, ``part_index``, ``path_imgidx``, ...) fill
-        their group; a group may instead be given whole (``crop=CropSpec(...)``), but not
-        both. ``round_batch`` (MXNet) picks ``last_batch`` when that is not given: pad, or
-        roll over into the next epoch.
+        Group keywords (``rand_crop``, ``brightness``, ``mean_r``, ``part_index``,
+        ``path_imgidx``, ...) fill their group; a group may instead be given whole
+        (``crop=CropSpec(...)``), but not both. ``round_batch`` (MXNet) picks ``last_batch``
+        when that is not given: pad, or roll over into the next epoch. ``max_aspect_ratio``
+        and ``min_aspect_ratio`` mean what they mean in MXNet: with ``random_resized_crop``
+        the window's aspect ratios (``[min, max]``; ``max`` alone: ``[1 - max, 1 + max]``),
+        else the affine warp's (:class:`GeometrySpec`). ``shuffle_chunk_size`` > 0 (MXNet's
+        shuffle of chunks of the file) is recio's block shuffle, and ``shuffle_chunk_seed``
+        its seed where ``seed`` is not given. The keywords that change nothing here
+        (``ctx``, ``device_id``, ``verbose``, ``data_name``, ``label_name``, ``aug_seq``,
+        ``mean_a``, ``std_a``) are accepted with a note, once per process.
 
         Raises:
             TypeError: an unknown keyword (the message lists them) or a value of the wrong
                 type.
-            ValueError: a value out of range; the message names it and shows the value.
+            ValueError: a value out of range, or one recio cannot honour; the message names
+                it and shows the value, or says what to use instead.
         """
         required = {"path_imgrec": path_imgrec, "data_shape": data_shape, "batch_size": batch_size}
         missing = [name for name, value in required.items() if value is None]
         if missing:
             raise TypeError(f"ImageRecordIter needs {', '.join(missing)}")
-        given = {"crop": crop, "normalize": normalize, "sharding": sharding, "storage": storage}
+        given = {"crop": crop, "colour": colour, "geometry": geometry, "normalize": normalize,
+                 "sharding": sharding, "storage": storage}  # fmt: skip
         fields: dict[str, dict[str, Any]] = {name: {} for name in given}  # per group
         top: dict[str, Any] = {}
         top_fields = {f.name for f in dataclasses.fields(cls)} - set(given)
         mean_std: dict[str, float] = {}
+        aspect: dict[str, Any] = {}
         unknown = []
-        for key, value in keywords.items():
-            if key in _GROUP_KEYWORDS:
+        for key, value in _mxnet_only(keywords, top).items():
+            if key in ("max_aspect_ratio", "min_aspect_ratio"):
+                aspect[key] = value
+            elif key in _GROUP_KEYWORDS:
                 group, name = _GROUP_KEYWORDS[key]
                 fields[group][name] = value
             elif key in _MEAN_STD:
@@ -292,6 +425,10 @@ class IterConfig:
         if mean_std:  # MXNet's six scalars become Normalize's two triples
             fields["normalize"]["mean"] = tuple(mean_std.get(f"mean_{c}", 0.0) for c in "rgb")
             fields["normalize"]["std"] = tuple(mean_std.get(f"std_{c}", 1.0) for c in "rgb")
+        if fields["normalize"].get("dtype", "") is None:  # MXNet's None: no change (float32)
+            fields["normalize"]["dtype"] = "float32"
+        if aspect:
+            _aspect(aspect, fields)
         shape = tuple(data_shape)
         if len(shape) != 3:
             raise ValueError(f"data_shape must be (channels, height, width), not {data_shape}")
@@ -307,6 +444,55 @@ class IterConfig:
         if top.get("last_batch") is None:
             top["last_batch"] = "pad" if round_batch else "rollover"
         return cls(path_imgrec, shape, batch_size, **top, **groups)
+
+
+def _mxnet_only(keywords: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``keywords`` less MXNet's own that are noted or mapped here (``top`` gets those)."""
+    rest = {}
+    chunk_size = keywords.get("shuffle_chunk_size", 0)
+    for key, value in keywords.items():
+        if key in _NOTED:
+            if key == "aug_seq" and value != "aug_default":
+                raise ValueError(
+                    f"aug_seq={value!r}: recio has MXNet's default augmenter only "
+                    "(aug_seq='aug_default'); its parameters are ImageRecordIter's keywords"
+                )
+            _note(key, value)
+        elif key == "shuffle_chunk_size":
+            check_int("shuffle_chunk_size", value, 0)
+            if value and "shuffle_mode" not in keywords:  # chunks of the file: blocks
+                top["shuffle_mode"] = "block"
+        elif key == "shuffle_chunk_seed":
+            check_int("shuffle_chunk_seed", value)
+            if chunk_size and "seed" not in keywords:
+                top["seed"] = value
+        else:
+            rest[key] = value
+    return rest
+
+
+def _aspect(aspect: dict[str, Any], fields: dict[str, dict[str, Any]]) -> None:
+    """MXNet's ``max_aspect_ratio``/``min_aspect_ratio`` into the group that uses them."""
+    hi, lo = aspect.get("max_aspect_ratio"), aspect.get("min_aspect_ratio")
+    if not fields["crop"].get("random_resized_crop"):
+        fields["geometry"].update(aspect)  # the affine warp's (GeometrySpec)
+        return
+    for name, value in aspect.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise TypeError(f"{name} must be a number, not {type(value).__name__} {value!r}")
+    if lo is not None:  # [min, max]; max not given: recio's default
+        fields["crop"]["min_aspect"] = float(lo)
+        if hi is not None:
+            fields["crop"]["max_aspect"] = float(hi)
+    elif hi is not None:  # MXNet: [1 - max, 1 + max]
+        if not 0 <= hi < 1:
+            raise ValueError(
+                f"max_aspect_ratio={hi} without min_aspect_ratio means the aspect ratios "
+                f"[1 - {hi}, 1 + {hi}] (MXNet), so it must be in [0, 1); give "
+                "min_aspect_ratio too for a range [min, max]"
+            )
+        fields["crop"]["min_aspect"] = 1.0 - hi
+        fields["crop"]["max_aspect"] = 1.0 + hi
 
 
 def _check_path_imgrec(value: Any) -> str | tuple[str, ...] | Mixture:

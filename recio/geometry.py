@@ -308,7 +308,7 @@ def plan(draw: KeyedDraw, width: int, height: int, record: int) -> Warp:
         return float(uniforms[k - 1])
 
     W, H = max(width, 1), max(height, 1)
-    flip = bool(spec.rand_mirror and u(_FLIP_UNIFORM) < 0.5)
+    flip = bool(spec.rand_mirror and u(_FLIP_UNIFORM) < 0.5) or spec.mirror
     G = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]
     cols, rows = W, H
     if spec.random_resized_crop:

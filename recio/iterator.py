@@ -34,6 +34,7 @@ from .augment import KeyedDraw
 from .config import IterConfig
 from .consumer import Batch, IterStats, PositionedIterator
 from .decode import DecodePool
+from .mxnet_inputs import ImageList, load_mean_image
 from .read_decode import read_and_decode
 from .storage.blockcache import clock
 from .storage.options import FetchOptions
@@ -54,7 +55,15 @@ class ImageRecordIter(PositionedIterator):
     ``rand_crop``, ``random_resized_crop``, ``min_random_area``/``max_random_area``,
     ``min_aspect_ratio``/``max_aspect_ratio``, ``rand_mirror``, ``resize``, ``mean_r/g/b``,
     ``std_r/g/b``, ``dtype``, ``layout``, ``label_width``, ``preprocess_threads``,
-    ``prefetch_buffer``, ``part_index``/``num_parts``, ``round_batch``; and recio's own:
+    ``prefetch_buffer``, ``part_index``/``num_parts``, ``round_batch``, the colour
+    augmentation (``random_h/s/l``, ``brightness``, ``contrast``, ``saturation``,
+    ``pca_noise``, ``max_random_contrast``, ``max_random_illumination``: each image's own
+    draws, keyed like its crop), MXNet's geometry (``max_rotate_angle``, ``rotate``,
+    ``max_shear_ratio``, ``max/min_random_scale``, ``max/min_img_size``, ``pad``,
+    ``fill_value``, ``max/min_crop_size``, ``inter_method``: one affine warp per image,
+    :mod:`recio.geometry`), ``mirror``, ``scale``, ``mean_img``, ``path_imglist``,
+    ``seed_aug``, ``shuffle_chunk_size``/``shuffle_chunk_seed``, and every other MXNet
+    1.9.1 keyword (README, "MXNet's parameters"); and recio's own:
     ``last_batch`` ("pad" | "discard" | "rollover"; default from ``round_batch``),
     ``on_error`` ("skip" | "raise" | "replace"), ``kv`` (any object with ``.rank`` and
     ``.num_workers``), ``storage_options`` (fsspec), ``shuffle_mode`` ("global" | "block"),
@@ -88,6 +97,15 @@ class ImageRecordIter(PositionedIterator):
         self._open(IterConfig.given(config, path_imgrec, data_shape, batch_size, **keywords))
         config = self.config
         self.crop = config.crop
+        norm = config.normalize
+        self._mean_img = None
+        if norm.mean_img is not None:  # (3, H, W) RGB: in the output's channel order
+            self._mean_img = load_mean_image(norm.mean_img, config.data_shape)
+            if norm.channel_order == "BGR":
+                self._mean_img = np.ascontiguousarray(self._mean_img[::-1])
+        self._imglist = None
+        if config.path_imglist is not None:
+            self._imglist = ImageList(config.path_imglist, config.label_width)
         self.pool = DecodePool(config.preprocess_threads)
         self.tracer = tracer
         # Batch arrays outlive each epoch's pipeline: two in decode, the queued ones, and the
@@ -265,8 +283,12 @@ class _Pipeline:
         self.sampler = it.sampler
         self.pool = it.pool
         self.policy = it.policy
-        self.draw = KeyedDraw(config.crop, config.seed, epoch)
+        geometry = config.geometry if config.geometry.enabled else None
+        self.draw = KeyedDraw(config.crop, config.draw_seed, epoch, config.colour, geometry)
+        self.imglist = it._imglist
         self.label_width = config.label_width
+        # With an image list the records' own labels are not used: read as one wide
+        self.read_label_width = 1 if it._imglist is not None else config.label_width
         self.label_maps = it.mix.label_maps if it.mix is not None else ()
         self.raise_bad_headers = config.on_error == "raise"
         self.tracer = it.tracer
@@ -279,6 +301,8 @@ class _Pipeline:
             "std": norm.std if norm.enabled else None,
             "layout": norm.layout,
             "channel_order": norm.channel_order,
+            "scale": norm.scale,
+            "mean_img": it._mean_img,
         }
         self.epoch, self.first_step = epoch, step
         self.end_step = self.sampler.steps_in_epoch(epoch)
@@ -455,7 +479,7 @@ class _Pipeline:
         out = self.buffers.take()
         with maybe_span(self.tracer, "decode+augment", step=raw.step):
             got = read_and_decode(
-                self.records, raw.positions, self.pool, out, label_width=self.label_width,
+                self.records, raw.positions, self.pool, out, label_width=self.read_label_width,
                 draw=self.draw, decode_kwargs=self.decode_kwargs, payloads=raw.payloads,
                 raise_bad_headers=self.raise_bad_headers, epochs=raw.epochs, keys=raw.keys,
                 label_maps=self.label_maps,
@@ -463,6 +487,8 @@ class _Pipeline:
         status, labels, ids, reasons = got.status, got.labels, got.ids, got.reasons or ()
         if got.reasons is not None:
             labels, ids = self._bad_images(raw, got, out)
+        if self.imglist is not None:  # MXNet's path_imglist: the list's labels, by header id
+            labels = self.imglist.lookup(ids)
         label = labels[:, 0] if self.label_width == 1 else labels
         batch = Batch(out, label, ids, raw.pad, raw.epoch, raw.step)
         return batch, status, reasons, got.ids

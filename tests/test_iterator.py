@@ -429,6 +429,8 @@ def test_argument_checks(rec):
     with pytest.raises(ValueError, match="uint8"):
         make_iter(rec, dtype="uint8", mean_r=1.0)
     with pytest.raises(TypeError, match="unsupported"):
+        make_iter(rec, rotate_list="0,90")
+    with pytest.raises(FileNotFoundError, match="x.lst"):
         make_iter(rec, path_imglist="x.lst")
     with pytest.raises(FileNotFoundError):
         make_iter(os.path.join(os.path.dirname(rec), "missing.rec"))

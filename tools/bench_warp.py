@@ -12,7 +12,9 @@ flip, in these configurations:
   [-10, 10] degrees and shear in [-0.1, 0.1] (``GeometrySpec(max_rotate_angle=10,
   max_shear_ratio=0.1)``), bilinear, sampled once;
 - ``rrc+flip, opencv``: the windows through the warp with no rotation (``GeometrySpec()``:
-  OpenCV's bilinear instead of Pillow's filter).
+  OpenCV's bilinear instead of Pillow's filter);
+- ``rrc+flip+rotate10+shear0.1+colour``: the warp, then brightness, contrast and saturation
+  0.4 and PCA lighting 0.1 on its output (``ColourSpec``).
 
 Every configuration runs once per round, the rounds repeat, and the median time per image and
 each one's ratio of images per second to ``rrc+flip`` are printed: wall time, and the CPU time
@@ -37,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from recio.augment import CropSpec, KeyedDraw  # noqa: E402
+from recio.augment import ColourSpec, CropSpec, KeyedDraw  # noqa: E402
 from recio.bench.sample import sample_image  # noqa: E402
 from recio.decode import DecodePool  # noqa: E402
 from recio.geometry import GeometrySpec  # noqa: E402
@@ -69,10 +71,13 @@ def main() -> None:
     args = parser.parse_args()
     images = jpegs(args.corpus, args.count)
     spec = CropSpec(args.size, args.size, random_resized_crop=True, rand_mirror=True)
-    configs = {
-        "rrc+flip": None,
-        "rrc+flip+rotate10+shear0.1": GeometrySpec(max_rotate_angle=10, max_shear_ratio=0.1),
-        "rrc+flip, opencv": GeometrySpec(),
+    warp = GeometrySpec(max_rotate_angle=10, max_shear_ratio=0.1)
+    colour = ColourSpec(brightness=0.4, contrast=0.4, saturation=0.4, pca_noise=0.1)
+    configs = {  # (geometry, colour)
+        "rrc+flip": (None, ColourSpec()),
+        "rrc+flip+rotate10+shear0.1": (warp, ColourSpec()),
+        "rrc+flip, opencv": (GeometrySpec(), ColourSpec()),
+        "rrc+flip+rotate10+shear0.1+colour": (warp, colour),
     }
     if args.only:
         configs = {args.only: configs[args.only]}
@@ -82,10 +87,10 @@ def main() -> None:
     cpu: dict[str, list[float]] = {name: [] for name in configs}
     with DecodePool(args.threads) as pool:
         for _ in range(args.repeats if not args.only else 1):
-            for name, geometry in configs.items():
+            for name, (geometry, colour) in configs.items():
                 start, start_cpu = time.perf_counter(), time.process_time()
                 for epoch in range(args.passes):
-                    draw = KeyedDraw(spec, seed=0, epoch=epoch, geometry=geometry)
+                    draw = KeyedDraw(spec, 0, epoch, colour, geometry)
                     status = pool.decode_batch(
                         images, out, draw=draw, records=records, layout="NCHW"
                     )
@@ -99,7 +104,7 @@ def main() -> None:
     for name in times:
         wall, used = statistics.median(times[name]), statistics.median(cpu[name])
         print(
-            f"{name:28s} wall {wall * 1e6:7.1f} us/image ({base / wall:4.2f}x)   "
+            f"{name:34s} wall {wall * 1e6:7.1f} us/image ({base / wall:4.2f}x)   "
             f"cpu {used * 1e6:7.1f} us/image ({base_cpu / used:4.2f}x)"
         )
 

@@ -67,6 +67,12 @@ class DALIImageRecordIter(PositionedIterator):
             keywords.setdefault("num_parts", num_shards)
         self._open(IterConfig.given(config, path_imgrec, data_shape, batch_size, **keywords))
         config = self.config
+        unsupported = config.dali_unsupported()
+        if unsupported:
+            raise ValueError(
+                f"not supported by the DALI stage yet: {', '.join(unsupported)}: use "
+                "recio.ImageRecordIter (the CPU decoder) for them"
+            )
         self.crop = config.crop
         self.validate = validate
         self.crop_source = crop_source

@@ -118,6 +118,8 @@ def build_pipeline(
             images = fn.decoders.image(jpegs, device=decode_dev, output_type=output_type)
             images = dali_crop(fn, images, crop, dev, seed)
             mirror = fn.random.coin_flip(seed=seed + 1) if crop.rand_mirror else 0
+            if crop.mirror:  # MXNet's mirror: every image
+                mirror = 1
         if not crop.random_resized_crop and crop_source == "dali":
             crop_args = {"crop": (h, w)}
             if crop.rand_crop:
@@ -132,6 +134,7 @@ def build_pipeline(
             output_layout="CHW" if normalize.layout == "NCHW" else "HWC",
             mean=list(normalize.mean),
             std=list(normalize.std),
+            scale=normalize.scale,
             mirror=mirror,
             **crop_args,
         )

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..augment import KeyedDraw
+from ..augment import KeyedDraw, apply_colour
 from ..geometry import plan, warp_image
 from ..spans import Spans
 from ._pillow import Budget, ByteBudget, pil_decode, pil_filters, pil_size
@@ -272,6 +272,8 @@ class DecodePool:
         std: Sequence[float] | None = None,
         layout: str = "NHWC",
         channel_order: str = "RGB",
+        scale: float = 1.0,
+        mean_img: np.ndarray | None = None,
     ) -> np.ndarray:
         """Decodes ``buffers`` into ``out[:len(buffers)]`` and returns an int32 status per image.
 
@@ -294,6 +296,15 @@ class DecodePool:
             std: per output channel on the 0..255 scale, as ``mean``.
             layout: "NHWC" or "NCHW".
             channel_order: "RGB" or "BGR".
+            scale: MXNet's ``scale``, float outputs only: ``out = (pixel - mean) / std *
+                scale``.
+            mean_img: a mean image, float32 outputs only: (3, H, W) per output channel on
+                the 0..255 scale, taken from every image instead of ``mean`` (MXNet's
+                ``mean_img``).
+
+        With ``draw``, its colour augmentation (:class:`~recio.augment.ColourSpec`) runs on
+        each image's pixels before they are normalised, and its random contrast and
+        illumination in the normalisation (float32 outputs).
 
         Returns:
             int32 (len(buffers),) statuses; 0 is success (see ``STATUS_NAMES``).
@@ -305,15 +316,16 @@ class DecodePool:
         self._check_open()
         n = len(buffers)
         job = _Job.build(
-            n, out, crops, flips, draw, records, interpolation, mean, std, layout, channel_order
-        )
+            n, out, crops, flips, draw, records, interpolation, mean, std, layout, channel_order,
+            scale, mean_img,
+        )  # fmt: skip
         status = np.zeros(n, dtype=np.int32)
         errors: list[str | None] | None = None  # None: no image failed
         if self.backend == "native" and n:
             images, spans = _native_images(buffers)
             spans = spans or (None, None)
             errors = self._native.decode_batch(images, *self._native_job(job, status), *spans,
-                                               *job.native_draw)  # fmt: skip
+                                               *job.native_extra)  # fmt: skip
             todo = np.flatnonzero(status == _UNSUPPORTED).tolist() if errors is not None else []
         else:
             todo = list(range(n))
@@ -334,6 +346,8 @@ class DecodePool:
         std: Sequence[float] | None = None,
         layout: str = "NHWC",
         channel_order: str = "RGB",
+        scale: float = 1.0,
+        mean_img: np.ndarray | None = None,
     ) -> DecodedRecords:
         """Parse the records at byte ``offsets`` of ``base`` and decode their images, in one call.
 
@@ -348,8 +362,9 @@ class DecodePool:
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         n = len(offsets)
         job = _Job.build(
-            n, out, None, None, draw, records, interpolation, mean, std, layout, channel_order
-        )
+            n, out, None, None, draw, records, interpolation, mean, std, layout, channel_order,
+            scale, mean_img,
+        )  # fmt: skip
         width = int(label_width)
         if width < 1:
             raise ValueError(f"label_width must be at least 1, not {label_width}")
@@ -362,7 +377,7 @@ class DecodePool:
         if self.backend == "native" and n:
             errors = self._native.decode_records(
                 base, offsets, labels, ids, starts, lengths, *self._native_job(job, status),
-                *job.native_draw,
+                *job.native_extra,
             )  # fmt: skip
             todo = np.flatnonzero(status == _UNSUPPORTED).tolist() if errors is not None else []
         elif n:
@@ -547,18 +562,19 @@ def raise_on_error(status: np.ndarray, errors: Sequence[str | None]) -> None:
         raise DecodeError(errors[i] or STATUS_NAMES.get(st, "error"), index=int(i), status=st)
 
 
-def _lut(dtype: np.dtype, mean: Any, std: Any) -> np.ndarray:
-    """The per-channel lookup table of ``(level - mean) / std`` (the same on both backends).
+def _lut(dtype: np.dtype, mean: Any, std: Any, scale: float = 1.0) -> np.ndarray:
+    """The per-channel lookup table of ``(level - mean) / std * scale`` (both backends').
 
-    Made once per (dtype, mean, std) given as tuples, as an iterator's batches give them.
+    Made once per (dtype, mean, std, scale) given as tuples, as an iterator's batches give
+    them.
     """
     try:
-        return _cached_lut(dtype, mean, std)
+        return _cached_lut(dtype, mean, std, scale)
     except TypeError:  # unhashable: lists, arrays
-        return _make_lut(dtype, mean, std)
+        return _make_lut(dtype, mean, std, scale)
 
 
-def _make_lut(dtype: np.dtype, mean: Any, std: Any) -> np.ndarray:
+def _make_lut(dtype: np.dtype, mean: Any, std: Any, scale: float = 1.0) -> np.ndarray:
     m = np.zeros(3) if mean is None else np.asarray(mean, dtype=np.float64)
     s = np.ones(3) if std is None else np.asarray(std, dtype=np.float64)
     if m.shape != (3,) or s.shape != (3,):
@@ -566,7 +582,7 @@ def _make_lut(dtype: np.dtype, mean: Any, std: Any) -> np.ndarray:
     if not (np.isfinite(m).all() and np.isfinite(s).all()) or (s == 0).any():
         raise ValueError(f"mean/std must be finite and std non-zero, got {m}, {s}")
     levels = np.arange(256, dtype=np.float64)
-    lut = ((levels[None, :] - m[:, None]) / s[:, None]).astype(dtype)
+    lut = ((levels[None, :] - m[:, None]) / s[:, None] * scale).astype(dtype)  # (* 1: exact)
     lut.flags.writeable = False  # shared by the batches that hit the cache
     return lut
 
@@ -582,8 +598,10 @@ class _Job:
     flips: np.ndarray | None
     draw: KeyedDraw | None
     records: np.ndarray | None
-    native_draw: tuple  # (draw, records) as the native pool takes them, or ()
+    native_extra: tuple  # (draw, records, gain, mean_img) as the native pool takes them
     lut: np.ndarray | None
+    gain: np.ndarray | None  # float32 (3,): scale / std, where a table per image is made
+    mean_img: np.ndarray | None  # float32 (3, H, W): the mean image times gain
     height: int
     width: int
     layout: str
@@ -604,6 +622,8 @@ class _Job:
         std: Sequence[float] | None,
         layout: str,
         channel_order: str,
+        scale: float = 1.0,
+        mean_img: Any = None,
     ) -> _Job:
         job = cls()
         if not isinstance(out, np.ndarray):
@@ -644,7 +664,8 @@ class _Job:
             if f.shape != (n,):
                 raise ValueError(f"flips must have shape ({n},), got {f.shape}")
             job.flips = np.ascontiguousarray(f != 0, dtype=np.uint8)  # 256 is true, not 0
-        job.draw, job.records, job.native_draw = draw, None, ()
+        job.draw, job.records = draw, None
+        native_draw: tuple = (None, None)
         if draw is not None:
             if crops is not None or flips is not None:
                 raise ValueError("give crops and flips, or draw, not both")
@@ -654,13 +675,37 @@ class _Job:
             # the pool writes the windows and flips it draws here
             job.crops = np.zeros((n, 4), dtype=np.int32)
             job.flips = np.zeros(n, dtype=np.uint8)
-            job.native_draw = (draw.native(), job.records)
-        job.lut = None
+            native_draw = (draw.native(), job.records)
+        job.lut = job.gain = job.mean_img = None
+        scale = float(scale)
+        if not (np.isfinite(scale) and scale != 0):
+            raise ValueError(f"scale must be finite and non-zero, got {scale}")
+        affine = draw is not None and draw.colour.affine
         if out.dtype == np.uint8:
-            if mean is not None or std is not None:
-                raise ValueError("mean/std need a float32 or float16 out")
+            if mean is not None or std is not None or scale != 1 or mean_img is not None:
+                raise ValueError("mean/std, scale and mean_img need a float32 or float16 out")
+            if affine:
+                raise ValueError("max_random_contrast/illumination need a float32 out")
         else:
-            job.lut = _lut(out.dtype, mean, std)
+            job.lut = _lut(out.dtype, mean, std, scale)
+        if affine or mean_img is not None:
+            if out.dtype != np.float32:
+                raise ValueError(
+                    "max_random_contrast/illumination and mean_img need a float32 out, "
+                    f"not {out.dtype}"
+                )
+            s = np.ones(3) if std is None else np.asarray(std, dtype=np.float64)
+            job.gain = (scale / s).astype(np.float32)
+        if mean_img is not None:
+            m = np.asarray(mean_img, dtype=np.float64)
+            if m.shape != (3, job.height, job.width):
+                raise ValueError(
+                    f"mean_img must have shape (3, {job.height}, {job.width}), got {m.shape}"
+                )
+            if mean is not None and np.any(np.asarray(mean) != 0):
+                raise ValueError("give mean or mean_img, not both")
+            job.mean_img = np.ascontiguousarray(m * (scale / s)[:, None, None], dtype=np.float32)
+        job.native_extra = (*native_draw, job.gain, job.mean_img)
         return job
 
     def decode_pil(
@@ -683,10 +728,25 @@ class _Job:
         return status, err
 
     def _store(self, i: int, pixels: np.ndarray) -> None:
-        """Image i's RGB pixels into its slot, in the output's order, layout and dtype."""
+        """Image i's RGB pixels (cropped, mirrored), coloured, into its slot in the output."""
+        colour = self.draw.colour if self.draw is not None else None
+        draws = None
+        if colour is not None and colour.enabled:
+            draws = self.draw.colours(self.records[i : i + 1])
+        if colour is not None and colour.pixels:
+            pixels = apply_colour(pixels, colour, draws, 0)
         if self.bgr:
             pixels = pixels[..., ::-1]
-        if self.lut is not None:
+        contrast, shift = (1.0, 0.0) if draws is None else draws.affine[0]
+        if self.gain is not None and (
+            self.mean_img is not None or contrast != 1 or shift != 0
+        ):  # this image's own table, as native/decode_core.c's store_norm
+            f32 = np.float32
+            lut = self.lut * f32(contrast) + (f32(shift) * self.gain)[:, None]
+            pixels = lut[np.arange(3), pixels]
+            if self.mean_img is not None:
+                pixels = pixels - f32(contrast) * self.mean_img.transpose(1, 2, 0)
+        elif self.lut is not None:
             pixels = self.lut[np.arange(3), pixels]
         self.out[i] = pixels.transpose(2, 0, 1) if self.layout == "NCHW" else pixels
 

@@ -1,0 +1,481 @@
+/* Colour augmentation (colour.h). Every step is the one recio.augment.apply_colour does, in
+ * float32 and in the same order (fused multiply-adds off), so both give the same bytes. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#elif defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
+#include "colour.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* OpenCV's saturate_cast<uchar>(float): round half to even, clip to 0..255. (Adding and
+ * taking away 1.5 * 2^23 rounds a float below 2^22 in magnitude to an integer, half to even,
+ * without a libm call.) */
+static inline uint8_t round_u8(float x) {
+  if (!(x > 0)) return 0;
+  if (x >= 255) return 255;
+  const float magic = 12582912.0f;
+  const float t = x + magic; /* (no -ffast-math: not folded away) */
+  return (uint8_t)(t - magic);
+}
+
+static inline int clampi(int v, int lo, int hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* OpenCV's 8-bit RGB2HLS (H in 0..180) of the RGB pixel p, shifted, clipped, and its
+ * HLS2RGB back into p. */
+static void hls_jitter(uint8_t *p, int dh, int ds, int dl) {
+  const float inv255 = 1.0f / 255.0f;
+  const float r = p[0] * inv255, g = p[1] * inv255, b = p[2] * inv255;
+  float vmax = r > g ? r : g, vmin = r < g ? r : g;
+  vmax = vmax > b ? vmax : b;
+  vmin = vmin < b ? vmin : b;
+  const float diff = vmax - vmin, light = (vmax + vmin) * 0.5f;
+  float hue = 0, sat = 0;
+  if (diff > FLT_EPSILON) {
+    sat = light < 0.5f ? diff / (vmax + vmin) : diff / (2.0f - vmax - vmin);
+    const float step = 60.0f / diff;
+    if (vmax == r)
+      hue = (g - b) * step;
+    else if (vmax == g)
+      hue = (b - r) * step + 120.0f;
+    else
+      hue = (r - g) * step + 240.0f;
+    if (hue < 0) hue += 360.0f;
+  }
+  const int H = clampi(round_u8(hue * 0.5f) + dh, 0, 180);
+  const int L = clampi(round_u8(light * 255.0f) + dl, 0, 255);
+  const int S = clampi(round_u8(sat * 255.0f) + ds, 0, 255);
+
+  const float lum = L * inv255, s = S * inv255;
+  float out[3];
+  if (s == 0) {
+    out[0] = out[1] = out[2] = lum;
+  } else {
+    static const int sectors[6][3] = {{1, 3, 0}, {1, 0, 2}, {3, 0, 1},
+                                      {0, 2, 1}, {0, 1, 3}, {2, 1, 0}};
+    const float p2 = lum <= 0.5f ? lum * (1.0f + s) : lum + s - lum * s;
+    const float p1 = 2.0f * lum - p2;
+    float h = (float)H * (6.0f / 180.0f);
+    if (h >= 6) h -= 6.0f; /* H is at most 180: one turn at most */
+    const int sector = (int)floorf(h);
+    const float frac = h - (float)sector;
+    const float tab[4] = {p2, p1, p1 + (p2 - p1) * (1.0f - frac), p1 + (p2 - p1) * frac};
+    for (int k = 0; k < 3; k++) out[k] = tab[sectors[sector][k]];
+  }
+  for (int k = 0; k < 3; k++) p[k] = round_u8(out[2 - k] * 255.0f); /* out: b, g, r */
+}
+
+/* The float steps: the pixels as floats (whole numbers in 0..255, in the bytes' order), one
+ * or two passes over the image, each doing its steps in registers (SSE2, four values at a
+ * time; the same arithmetic in C for the rest and elsewhere). */
+
+/* round half to even (adding and taking away 1.5 * 2^23), then clip to 0..255: what
+ * saturate_cast<uchar> gives */
+static inline float round_clip(float x) {
+  const float magic = 12582912.0f;
+  x = (x + magic) - magic;
+  x = x > 0.0f ? x : 0.0f;
+  return x < 255.0f ? x : 255.0f;
+}
+
+/* What one pass does to each pixel, in this order (a flag off: the step is skipped). */
+typedef struct {
+  int bright, contrast, sat, pca;
+  float ab, ac, beta, as, bs;
+  float add[12];  /* PCA's shift of value i: add[i % 12] (channel i % 3) */
+  double sums[3]; /* out: the sums of each channel's values after the pass's steps */
+} pass_ops;
+
+/* MXNet's grey (the luma weights 0.299, 0.587, 0.114 over its BGR pixels in RGB's order). */
+static inline float grey_of(const float p[3]) {
+  return (p[2] * 0.299f + p[1] * 0.587f) + p[0] * 0.114f;
+}
+
+/* The pass's steps on one pixel. */
+static inline void ops_pixel(const pass_ops *o, float p[3]) {
+  for (int k = 0; k < 3; k++) {
+    if (o->bright) p[k] = round_clip(p[k] * o->ab);
+    if (o->contrast) p[k] = round_clip(p[k] * o->ac + o->beta);
+  }
+  if (o->sat) {
+    const float g = grey_of(p);
+    for (int k = 0; k < 3; k++) p[k] = round_clip(p[k] * o->as + g * o->bs);
+  }
+  if (o->pca)
+    for (int k = 0; k < 3; k++) p[k] = round_clip(p[k] + o->add[k]);
+}
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+ALWAYS_INLINE __m128 round_clip4(__m128 x) {
+  const __m128 magic = _mm_set1_ps(12582912.0f);
+  x = _mm_sub_ps(_mm_add_ps(x, magic), magic);
+  return _mm_min_ps(_mm_max_ps(x, _mm_setzero_ps()), _mm_set1_ps(255.0f));
+}
+
+/* The vector constants of a pass. */
+typedef struct {
+  __m128 ab, ac, beta, as, bs, add[3];
+} pass_vec;
+
+ALWAYS_INLINE __m128 load4(const uint8_t *src8, const float *srcf, size_t i) {
+  if (!src8) return _mm_loadu_ps(srcf + i);
+  int32_t b;
+  memcpy(&b, src8 + i, 4);
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i w = _mm_unpacklo_epi8(_mm_cvtsi32_si128(b), zero);
+  return _mm_cvtepi32_ps(_mm_unpacklo_epi16(w, zero));
+}
+
+#define SHUF(a, b, i, j, k, l) _mm_shuffle_ps(a, b, _MM_SHUFFLE(l, k, j, i))
+
+/* The greys of the 4 pixels in x[0..2] ([R0 G0 B0 R1], [G1 B1 R2 G2], [B2 R3 G3 B3]), each
+ * written three times, as x's values lie. */
+ALWAYS_INLINE void grey4(const __m128 x[3], __m128 g[3]) {
+  const __m128 a = x[0], b = x[1], c = x[2];
+  const __m128 r = SHUF(SHUF(a, a, 0, 3, 0, 3), SHUF(b, c, 2, 2, 1, 1), 0, 1, 1, 2);
+  const __m128 gr = SHUF(SHUF(a, b, 1, 1, 0, 3), SHUF(b, c, 3, 3, 2, 2), 0, 2, 0, 2);
+  const __m128 bl = SHUF(SHUF(a, b, 2, 2, 1, 1), SHUF(c, c, 0, 0, 3, 3), 0, 2, 0, 2);
+  const __m128 y = _mm_add_ps(
+      _mm_add_ps(_mm_mul_ps(bl, _mm_set1_ps(0.299f)), _mm_mul_ps(gr, _mm_set1_ps(0.587f))),
+      _mm_mul_ps(r, _mm_set1_ps(0.114f)));
+  g[0] = SHUF(y, y, 0, 0, 0, 1);
+  g[1] = SHUF(y, y, 1, 1, 2, 2);
+  g[2] = SHUF(y, y, 2, 3, 3, 3);
+}
+
+/* 48 values (16 pixels: every vector's channels fixed) from i, in groups of 4 pixels. */
+ALWAYS_INLINE void pass48(const pass_vec *c, size_t i, const uint8_t *src8, const float *srcf,
+                          uint8_t *dst8, float *dstf, __m128 acc[3], int bright, int contrast,
+                          int sat, int pca) {
+  __m128 v[12];
+#pragma GCC unroll 4
+  for (int q = 0; q < 12; q += 3) {
+    __m128 *x = v + q;
+#pragma GCC unroll 3
+    for (int t = 0; t < 3; t++) {
+      x[t] = load4(src8, srcf, i + 4 * (q + t));
+      if (bright) x[t] = round_clip4(_mm_mul_ps(x[t], c->ab));
+      if (contrast) x[t] = round_clip4(_mm_add_ps(_mm_mul_ps(x[t], c->ac), c->beta));
+    }
+    if (sat) {
+      __m128 g[3];
+      grey4(x, g);
+#pragma GCC unroll 3
+      for (int t = 0; t < 3; t++)
+        x[t] = round_clip4(_mm_add_ps(_mm_mul_ps(x[t], c->as), _mm_mul_ps(g[t], c->bs)));
+    }
+#pragma GCC unroll 3
+    for (int t = 0; t < 3; t++) {
+      if (pca) x[t] = round_clip4(_mm_add_ps(x[t], c->add[t]));
+      acc[t] = _mm_add_ps(acc[t], x[t]);
+    }
+  }
+  if (dst8) { /* whole numbers in 0..255: exact conversions, no saturation needed */
+#pragma GCC unroll 3
+    for (int k = 0; k < 12; k += 4) {
+      const __m128i a = _mm_packs_epi32(_mm_cvtps_epi32(v[k]), _mm_cvtps_epi32(v[k + 1]));
+      const __m128i b = _mm_packs_epi32(_mm_cvtps_epi32(v[k + 2]), _mm_cvtps_epi32(v[k + 3]));
+      _mm_storeu_si128((__m128i *)(dst8 + i + 4 * k), _mm_packus_epi16(a, b));
+    }
+  } else {
+#pragma GCC unroll 12
+    for (int k = 0; k < 12; k++) _mm_storeu_ps(dstf + i + 4 * k, v[k]);
+  }
+}
+
+/* The vector part of a pass, its steps known when compiled; returns where it stopped. */
+ALWAYS_INLINE size_t pass_sse2(pass_ops *o, size_t n, const uint8_t *src8, const float *srcf,
+                               uint8_t *dst8, float *dstf, int bright, int contrast, int sat,
+                               int pca) {
+  pass_vec c = {_mm_set1_ps(o->ab),
+                _mm_set1_ps(o->ac),
+                _mm_set1_ps(o->beta),
+                _mm_set1_ps(o->as),
+                _mm_set1_ps(o->bs),
+                {_mm_loadu_ps(o->add), _mm_loadu_ps(o->add + 4), _mm_loadu_ps(o->add + 8)}};
+  /* Per-lane sums of the results: exact in float (whole numbers, at most 255 * n / 12 <
+   * 2^24 each, for images up to 65 M values); lane l of acc[t] is channel (t + l) % 3. */
+  __m128 acc[3] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+  size_t i = 0;
+  for (; i + 48 <= n; i += 48)
+    pass48(&c, i, src8, srcf, dst8, dstf, acc, bright, contrast, sat, pca);
+  float lanes[12];
+  for (int t = 0; t < 3; t++) _mm_storeu_ps(lanes + 4 * t, acc[t]);
+  for (int k = 0; k < 12; k++) o->sums[k % 3] += lanes[k];
+  return i;
+}
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define RC_COLOUR_AVX2 1
+#include <immintrin.h>
+
+static int colour_avx2; /* rc_colour_init: the CPU has AVX2 and RECIO_SIMD is not "sse2" */
+
+#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2")))
+#define SHUF8(a, b, i, j, k, l) _mm256_shuffle_ps(a, b, _MM_SHUFFLE(l, k, j, i))
+
+AVX2_INLINE __m256 round_clip8(__m256 x) {
+  const __m256 magic = _mm256_set1_ps(12582912.0f);
+  x = _mm256_sub_ps(_mm256_add_ps(x, magic), magic);
+  return _mm256_min_ps(_mm256_max_ps(x, _mm256_setzero_ps()), _mm256_set1_ps(255.0f));
+}
+
+AVX2_INLINE __m256 both(__m128 a) {
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(a), a, 1);
+}
+
+/* Two groups of 4 pixels side by side, one per 128-bit half: vector t of the group at i in
+ * the low half, of the group at i + 12 in the high one, so the SSE2 loop's in-lane shuffles
+ * and channel patterns hold unchanged. */
+AVX2_INLINE __m256 load8(const uint8_t *src8, const float *srcf, size_t i) {
+  if (!src8)
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(srcf + i)),
+                                _mm_loadu_ps(srcf + i + 12), 1);
+  int32_t lo, hi;
+  memcpy(&lo, src8 + i, 4);
+  memcpy(&hi, src8 + i + 12, 4);
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, hi, lo)));
+}
+
+/* 12 whole numbers in 0..255 (three vectors) as 12 bytes. */
+AVX2_INLINE void store12(uint8_t *dst, __m128 a, __m128 b, __m128 c) {
+  const __m128i p = _mm_packus_epi16(_mm_packs_epi32(_mm_cvtps_epi32(a), _mm_cvtps_epi32(b)),
+                                     _mm_packs_epi32(_mm_cvtps_epi32(c), _mm_setzero_si128()));
+  _mm_storel_epi64((__m128i *)dst, p);
+  const int32_t last = _mm_cvtsi128_si32(_mm_srli_si128(p, 8));
+  memcpy(dst + 8, &last, 4);
+}
+
+/* pass_sse2 with 8 values a vector: 24 values (8 pixels) a step. */
+AVX2_INLINE size_t pass_avx2_k(pass_ops *o, size_t n, const uint8_t *src8, const float *srcf,
+                               uint8_t *dst8, float *dstf, int bright, int contrast, int sat,
+                               int pca) {
+  const __m256 ab = _mm256_set1_ps(o->ab), ac = _mm256_set1_ps(o->ac);
+  const __m256 beta = _mm256_set1_ps(o->beta), as = _mm256_set1_ps(o->as);
+  const __m256 bs = _mm256_set1_ps(o->bs);
+  const __m256 add[3] = {both(_mm_loadu_ps(o->add)), both(_mm_loadu_ps(o->add + 4)),
+                         both(_mm_loadu_ps(o->add + 8))};
+  __m256 acc[3] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  size_t i = 0;
+  for (; i + 24 <= n; i += 24) {
+    __m256 x[3];
+#pragma GCC unroll 3
+    for (int t = 0; t < 3; t++) {
+      x[t] = load8(src8, srcf, i + 4 * t);
+      if (bright) x[t] = round_clip8(_mm256_mul_ps(x[t], ab));
+      if (contrast) x[t] = round_clip8(_mm256_add_ps(_mm256_mul_ps(x[t], ac), beta));
+    }
+    if (sat) { /* as grey4, in each half */
+      const __m256 a = x[0], b = x[1], c = x[2];
+      const __m256 r = SHUF8(SHUF8(a, a, 0, 3, 0, 3), SHUF8(b, c, 2, 2, 1, 1), 0, 1, 1, 2);
+      const __m256 gr = SHUF8(SHUF8(a, b, 1, 1, 0, 3), SHUF8(b, c, 3, 3, 2, 2), 0, 2, 0, 2);
+      const __m256 bl = SHUF8(SHUF8(a, b, 2, 2, 1, 1), SHUF8(c, c, 0, 0, 3, 3), 0, 2, 0, 2);
+      const __m256 y = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(bl, _mm256_set1_ps(0.299f)),
+                                                   _mm256_mul_ps(gr, _mm256_set1_ps(0.587f))),
+                                     _mm256_mul_ps(r, _mm256_set1_ps(0.114f)));
+      const __m256 g[3] = {SHUF8(y, y, 0, 0, 0, 1), SHUF8(y, y, 1, 1, 2, 2),
+                           SHUF8(y, y, 2, 3, 3, 3)};
+#pragma GCC unroll 3
+      for (int t = 0; t < 3; t++)
+        x[t] = round_clip8(_mm256_add_ps(_mm256_mul_ps(x[t], as), _mm256_mul_ps(g[t], bs)));
+    }
+#pragma GCC unroll 3
+    for (int t = 0; t < 3; t++) {
+      if (pca) x[t] = round_clip8(_mm256_add_ps(x[t], add[t]));
+      acc[t] = _mm256_add_ps(acc[t], x[t]);
+    }
+    const __m128 lo[3] = {_mm256_castps256_ps128(x[0]), _mm256_castps256_ps128(x[1]),
+                          _mm256_castps256_ps128(x[2])};
+    const __m128 hi[3] = {_mm256_extractf128_ps(x[0], 1), _mm256_extractf128_ps(x[1], 1),
+                          _mm256_extractf128_ps(x[2], 1)};
+    if (dst8) {
+      store12(dst8 + i, lo[0], lo[1], lo[2]);
+      store12(dst8 + i + 12, hi[0], hi[1], hi[2]);
+    } else {
+      for (int t = 0; t < 3; t++) {
+        _mm_storeu_ps(dstf + i + 4 * t, lo[t]);
+        _mm_storeu_ps(dstf + i + 12 + 4 * t, hi[t]);
+      }
+    }
+  }
+  float lanes[24];
+  for (int t = 0; t < 3; t++) _mm256_storeu_ps(lanes + 8 * t, acc[t]);
+  for (int t = 0; t < 3; t++) /* lane l of either half of acc[t]: channel (4t + l) % 3 */
+    for (int l = 0; l < 8; l++) o->sums[(4 * t + l % 4) % 3] += lanes[8 * t + l];
+  return i;
+}
+
+__attribute__((target("avx2"))) static size_t pass_avx2(pass_ops *o, size_t n, const uint8_t *src8,
+                                                        const float *srcf, uint8_t *dst8,
+                                                        float *dstf) {
+#define PASS(b, c, s, p) return pass_avx2_k(o, n, src8, srcf, dst8, dstf, b, c, s, p)
+  switch (o->bright | o->contrast << 1 | o->sat << 2 | o->pca << 3) {
+    case 0:
+      PASS(0, 0, 0, 0);
+    case 1:
+      PASS(1, 0, 0, 0);
+    case 2:
+      PASS(0, 1, 0, 0);
+    case 3:
+      PASS(1, 1, 0, 0);
+    case 4:
+      PASS(0, 0, 1, 0);
+    case 5:
+      PASS(1, 0, 1, 0);
+    case 6:
+      PASS(0, 1, 1, 0);
+    case 7:
+      PASS(1, 1, 1, 0);
+    case 8:
+      PASS(0, 0, 0, 1);
+    case 9:
+      PASS(1, 0, 0, 1);
+    case 10:
+      PASS(0, 1, 0, 1);
+    case 11:
+      PASS(1, 1, 0, 1);
+    case 12:
+      PASS(0, 0, 1, 1);
+    case 13:
+      PASS(1, 0, 1, 1);
+    case 14:
+      PASS(0, 1, 1, 1);
+    default:
+      PASS(1, 1, 1, 1);
+  }
+#undef PASS
+}
+#endif
+
+const char *rc_colour_init(void) {
+#ifdef RC_COLOUR_AVX2
+  const char *simd = getenv("RECIO_SIMD");
+  colour_avx2 = __builtin_cpu_supports("avx2") && !(simd && strcmp(simd, "sse2") == 0);
+  if (colour_avx2) return "avx2";
+#endif
+#if defined(__SSE2__)
+  return "sse2";
+#else
+  return "scalar";
+#endif
+}
+
+/* One pass over n values (whole pixels): from bytes (src8) or floats (srcf), to bytes (dst8)
+ * or floats (dstf), the sums of the results' channels added to o->sums. */
+static void run_pass(pass_ops *o, size_t n, const uint8_t *src8, const float *srcf, uint8_t *dst8,
+                     float *dstf) {
+  size_t i = 0;
+#ifdef RC_COLOUR_AVX2
+  if (colour_avx2) i = pass_avx2(o, n, src8, srcf, dst8, dstf);
+  if (!colour_avx2) {
+#endif
+#if defined(__SSE2__)
+    /* one copy of the loop per set of steps (a pass runs a few of them) */
+#define PASS(b, c, s, p) i = pass_sse2(o, n, src8, srcf, dst8, dstf, b, c, s, p)
+    switch (o->bright | o->contrast << 1 | o->sat << 2 | o->pca << 3) {
+      case 0:
+        PASS(0, 0, 0, 0);
+        break;
+      case 1:
+        PASS(1, 0, 0, 0);
+        break;
+      case 2:
+        PASS(0, 1, 0, 0);
+        break;
+      case 3:
+        PASS(1, 1, 0, 0);
+        break;
+      case 4:
+        PASS(0, 0, 1, 0);
+        break;
+      case 5:
+        PASS(1, 0, 1, 0);
+        break;
+      case 6:
+        PASS(0, 1, 1, 0);
+        break;
+      case 7:
+        PASS(1, 1, 1, 0);
+        break;
+      case 8:
+        PASS(0, 0, 0, 1);
+        break;
+      case 9:
+        PASS(1, 0, 0, 1);
+        break;
+      case 10:
+        PASS(0, 1, 0, 1);
+        break;
+      case 11:
+        PASS(1, 1, 0, 1);
+        break;
+      case 12:
+        PASS(0, 0, 1, 1);
+        break;
+      case 13:
+        PASS(1, 0, 1, 1);
+        break;
+      case 14:
+        PASS(0, 1, 1, 1);
+        break;
+      default:
+        PASS(1, 1, 1, 1);
+        break;
+    }
+#undef PASS
+#endif
+#ifdef RC_COLOUR_AVX2
+  }
+#endif
+  for (; i < n; i += 3) { /* (i: a whole pixel) */
+    float p[3];
+    for (int k = 0; k < 3; k++) p[k] = src8 ? (float)src8[i + k] : srcf[i + k];
+    ops_pixel(o, p);
+    for (int k = 0; k < 3; k++) {
+      o->sums[k] += p[k];
+      if (dst8)
+        dst8[i + k] = (uint8_t)p[k];
+      else
+        dstf[i + k] = p[k];
+    }
+  }
+}
+
+void rc_colour_apply(const rc_colour *c, const double v[RC_COLOUR_VALUES], uint8_t *rgb,
+                     size_t npix, float *scratch) {
+  if (c->random_h || c->random_s || c->random_l) /* per pixel, in bytes */
+    for (size_t i = 0; i < npix; i++) hls_jitter(rgb + 3 * i, (int)v[0], (int)v[1], (int)v[2]);
+  const int bright = c->brightness > 0, contrast = c->contrast > 0, sat = c->saturation > 0;
+  const int pca = c->pca_noise > 0;
+  if (!(bright || contrast || sat || pca)) return;
+  const size_t n = npix * 3;
+  pass_ops o = {.ab = (float)v[3], .ac = (float)v[4], .as = (float)v[5], .bs = (float)(1.0 - v[5])};
+  for (int k = 0; k < 12; k++) o.add[k] = (float)v[6 + k % 3];
+  o.sat = sat, o.pca = pca;
+  if (contrast) { /* the mean grey first: a pass of its own, brightness with it */
+    o.bright = bright;
+    pass_ops first = o;
+    first.sat = first.pca = 0;
+    run_pass(&first, n, rgb, NULL, NULL, scratch);
+    /* from the channels' sums (exact): the luma weights in MXNet's order */
+    const double mean = (first.sums[2] * 0.299 + first.sums[1] * 0.587 + first.sums[0] * 0.114) /
+                        (double)(npix ? npix : 1);
+    o.bright = 0, o.contrast = 1, o.beta = (float)((1.0 - v[4]) * mean);
+    run_pass(&o, n, NULL, scratch, rgb, NULL);
+  } else {
+    o.bright = bright;
+    run_pass(&o, n, rgb, NULL, rgb, NULL);
+  }
+}

@@ -1,0 +1,91 @@
+"""Colour augmentation's cost: RandomResizedCrop(224) + flip, with and without MXNet's
+brightness/contrast/saturation 0.4 and pca_noise 0.1, side by side in one run; optionally
+MXNet 1.9.1's ImageRecordIter with the same settings on the same .rec.
+
+    python tools/bench_colour.py [--rec data.rec] [--images 300] [--rounds 5] [--threads 2]
+                                 [--mxnet /path/to/mxnet-venv/bin/python]
+
+Each round reads one epoch in every setting (their order turned round each round) and
+prints images/s; the summary is the median per setting and the ratio to RRC + flip alone.
+Without --rec it builds recio's sample dataset (JPEGs of 160-480 px sides) in a temporary
+directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import tempfile
+import time
+
+from recio import ImageRecordIter
+from recio.bench.sample import build_sample_rec
+
+COLOUR = {"brightness": 0.4, "contrast": 0.4, "saturation": 0.4, "pca_noise": 0.1}
+BASE = {"data_shape": (3, 224, 224), "batch_size": 32, "random_resized_crop": True,
+        "rand_mirror": True, "shuffle": True, "dtype": "float32"}  # fmt: skip
+SETTINGS = {"rrc+flip": {}, "rrc+flip+colour": COLOUR}
+
+MXNET = """
+import json, sys, time
+import mxnet as mx
+rec, threads, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+colour = json.loads(sys.argv[4])
+it = mx.io.ImageRecordIter(path_imgrec=rec, data_shape=(3, 224, 224), batch_size=32,
+    random_resized_crop=True, rand_mirror=True, shuffle=True, min_random_area=0.08,
+    max_random_area=1.0, min_aspect_ratio=3 / 4, max_aspect_ratio=4 / 3,
+    preprocess_threads=threads, verbose=False, **colour)
+rates = []
+for _ in range(rounds):
+    it.reset()
+    n, t = 0, time.perf_counter()
+    for b in it:
+        b.data[0].wait_to_read()
+        n += 32 - b.pad
+    rates.append(n / (time.perf_counter() - t))
+print(json.dumps(rates))
+"""
+
+
+def epoch_rate(rec: str, threads: int, extra: dict) -> float:
+    with ImageRecordIter(rec, preprocess_threads=threads, **BASE, **extra) as it:
+        n, t = 0, time.perf_counter()
+        for b in it:
+            n += len(b.index) - b.pad
+        return n / (time.perf_counter() - t)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rec")
+    ap.add_argument("--images", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--mxnet", help="an MXNet 1.9.1 environment's python, for its baseline")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        rec = args.rec or build_sample_rec(tmp, args.images)
+        rates: dict[str, list[float]] = {name: [] for name in SETTINGS}
+        for r in range(args.rounds):
+            names = list(SETTINGS) if r % 2 == 0 else list(SETTINGS)[::-1]
+            for name in names:
+                rates[name].append(epoch_rate(rec, args.threads, SETTINGS[name]))
+            print(f"round {r}: " + ", ".join(f"{n} {rates[n][-1]:.0f}/s" for n in SETTINGS))
+        if args.mxnet:
+            for name, extra in SETTINGS.items():
+                out = subprocess.run(
+                    [args.mxnet, "-c", MXNET, rec, str(args.threads), str(args.rounds),
+                     json.dumps(extra)],
+                    check=True, capture_output=True, text=True,
+                )  # fmt: skip
+                rates[f"mxnet {name}"] = json.loads(out.stdout.strip().splitlines()[-1])
+    base = statistics.median(rates["rrc+flip"])
+    for name, values in rates.items():
+        med = statistics.median(values)
+        print(f"{name:24s} median {med:7.0f} images/s  ({med / base:.3f} x rrc+flip)")
+
+
+if __name__ == "__main__":
+    main()
