@@ -30,10 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from .augment import CropSpec, KeyedDraw
+from .augment import ColourSpec, CropSpec, KeyedDraw
 from .config import Normalize, Storage, check_choice, check_int, check_rec_spec
 from .decode import DecodePool
 from .errors import DecodeError
+from .geometry import GeometrySpec
 from .layout import RecordLayout, detect_layout
 from .read_decode import read_and_decode
 from .reader import RecordFile
@@ -70,6 +71,10 @@ class RecordDataset:
         crop: how the window of each image is chosen (:class:`~recio.augment.CropSpec`;
             default: the centre crop of ``data_shape``, the whole image when it has that
             size). Its ``out_height``/``out_width`` must match ``data_shape``.
+        colour: MXNet's colour augmentation (:class:`~recio.augment.ColourSpec`: HLS
+            jitter, brightness, contrast, saturation, PCA lighting), as the iterator's.
+        geometry: MXNet's geometry (:class:`~recio.geometry.GeometrySpec`: rotation,
+            shear, scale, aspect, pad), each image warped once, as the iterator's.
         normalize: ``(pixel - mean) / std``, dtype and layout of the images
             (:class:`~recio.config.Normalize`; default float32 CHW, unnormalised).
         label_width: labels per sample; 1 gives a scalar label (the first, for records with
@@ -97,6 +102,8 @@ class RecordDataset:
         path_imgidx: str | Sequence[str] | None = None,
         rand_mirror: bool = False,
         crop: CropSpec | None = None,
+        colour: ColourSpec | None = None,
+        geometry: GeometrySpec | None = None,
         normalize: Normalize | None = None,
         label_width: int = 1,
         label_dtype: str = "float32",
@@ -121,6 +128,8 @@ class RecordDataset:
             "path_imgidx": check_rec_spec("path_imgidx", path_imgidx, optional=True),
             "data_shape": shape,
             "crop": crop,
+            "colour": colour or ColourSpec(),
+            "geometry": geometry if geometry is not None and geometry.enabled else None,
             "normalize": normalize or Normalize(),
             "label_width": check_int("label_width", label_width, 1),
             "label_dtype": check_choice("label_dtype", label_dtype, _LABEL_DTYPES),
@@ -182,7 +191,13 @@ class RecordDataset:
             self._pool,
             out,
             label_width=settings["label_width"],
-            draw=KeyedDraw(settings["crop"], settings["seed"], self.epoch),
+            draw=KeyedDraw(
+                settings["crop"],
+                settings["seed"],
+                self.epoch,
+                settings["colour"],
+                settings["geometry"],
+            ),
             decode_kwargs={
                 "mean": norm.mean if norm.enabled else None,
                 "std": norm.std if norm.enabled else None,

@@ -7,12 +7,13 @@ import pickle
 import numpy as np
 import pytest
 
-from recio.augment import CropSpec
+from recio.augment import ColourSpec, CropSpec
 from recio.config import Normalize
 from recio.dataset import RecordDataset, SampleBatch
 from recio.decode import DecodePool
 from recio.errors import DecodeError
 from recio.format import IRHeader
+from recio.geometry import GeometrySpec
 from recio.recordio import MXIndexedRecordIO, pack, unpack
 from tests.conftest import needs_torch
 from tests.faces import write_faces
@@ -108,6 +109,25 @@ def test_a_crop_spec_is_applied(face):
     assert image.shape == (3, 12, 12)
     with pytest.raises(ValueError, match="crop gives 12x12"):
         RecordDataset(face.rec, (3, 24, 24), crop=crop)
+
+
+def test_colour_and_geometry_are_the_iterators(face):
+    """The map-style reader warps and colours a sample as ImageRecordIter does that record."""
+    from recio.iterator import ImageRecordIter
+
+    colour = ColourSpec(brightness=0.4, contrast=0.4, saturation=0.4, random_h=10)
+    geometry = GeometrySpec(max_rotate_angle=20, max_shear_ratio=0.1)
+    ds = uint8_dataset(face, colour=colour, geometry=geometry, seed=3)
+    it = ImageRecordIter(
+        face.rec, (3, 24, 24), 16, dtype="uint8", seed=3, brightness=0.4, contrast=0.4,
+        saturation=0.4, random_h=10, max_rotate_angle=20, max_shear_ratio=0.1,
+    )  # fmt: skip
+    with it:
+        batch = next(iter(it))
+    images = np.stack([ds[i][0] for i in range(16)])
+    np.testing.assert_array_equal(images, batch.data)
+    plain = np.stack([uint8_dataset(face, seed=3)[i][0] for i in range(16)])
+    assert (images != plain).mean() > 0.5  # the augmentation did change the pixels
 
 
 def test_pickles_as_its_settings_and_reopens(face):
