@@ -101,10 +101,16 @@ class Storage:
     # default: the .rec name with .idx, else a scan; several shards: one per shard
     path_imgidx: str | tuple[str, ...] | None = None
     storage_options: dict[str, Any] | None = None  # fsspec options (credentials, endpoint)
+    # check reads against the checksum sidecar: "auto" remote data, True always, False never
+    verify_checksums: bool | str = "auto"
 
     def __post_init__(self) -> None:
         idx = check_rec_spec("path_imgidx", self.path_imgidx, optional=True)
         object.__setattr__(self, "path_imgidx", idx)
+        if self.verify_checksums not in (True, False, "auto"):
+            raise ValueError(
+                f'verify_checksums must be True, False or "auto", not {self.verify_checksums!r}'
+            )
 
 
 # MXNet keyword -> (group, field) for the keywords that belong to a group.
@@ -125,6 +131,7 @@ _GROUP_KEYWORDS: dict[str, tuple[str, str]] = {
     "kv": ("sharding", "kv"),
     "path_imgidx": ("storage", "path_imgidx"),
     "storage_options": ("storage", "storage_options"),
+    "verify_checksums": ("storage", "verify_checksums"),
 }
 _MEAN_STD = ("mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b")
 _GROUP_TYPES = {"normalize": Normalize, "sharding": Sharding, "storage": Storage}

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .checksum import CHECKSUM_MISMATCH
 from .config import ON_ERROR, IterConfig, check_choice
 from .decode.status import STATUS_NAMES
 from .errors import DecodeError
@@ -72,6 +73,7 @@ class IterStats:
     decoded: int = 0
     skipped: int = 0  # corrupt images replaced by the next valid one (on_error="skip")
     replaced: int = 0  # corrupt images zero-filled in place (on_error="replace")
+    checksum_mismatches: int = 0  # of those, records whose checksum did not match
     bad_records: dict[int, str] = field(default_factory=dict)  # record id -> error
 
     def count_batch(
@@ -103,6 +105,8 @@ class IterStats:
         for j in bad:
             rid = int(ids[j])
             reason = reasons[j] or STATUS_NAMES.get(int(status[j]), "bad image")
+            if j < real and reason.startswith(CHECKSUM_MISMATCH):
+                self.checksum_mismatches += 1
             if rid not in self.bad_records:
                 log.warning("recio: bad image, record id %d of %s: %s", rid, url, reason)
             self.bad_records[rid] = reason
@@ -199,6 +203,7 @@ class PositionedIterator:
             config.path_imgrec,
             config.storage.path_imgidx,
             storage_options=config.storage.storage_options,
+            verify_checksums=config.storage.verify_checksums,
         )
         try:
             # Header, identity and other label-only records are not samples.

@@ -82,6 +82,9 @@ class RecordDataset:
             offset) or "replace" (a blank image with its label, counted in
             ``bad_records``).
         storage_options: fsspec options for remote storage.
+        verify_checksums: check each record read against its checksum sidecar
+            (:class:`~recio.reader.RecordFile`; "auto": remote data). A record that does not
+            match is a bad image for ``on_error``.
     """
 
     def __init__(
@@ -99,6 +102,7 @@ class RecordDataset:
         decode_threads: int = 1,
         on_error: str = "raise",
         storage_options: dict[str, Any] | None = None,
+        verify_checksums: bool | str = "auto",
     ) -> None:
         shape = tuple(int(v) for v in data_shape)
         if len(shape) != 3 or shape[0] != 3:
@@ -121,6 +125,9 @@ class RecordDataset:
             "decode_threads": check_int("decode_threads", decode_threads, 1),
             "on_error": check_choice("on_error", on_error, ("raise", "replace")),
             "storage_options": storage_options,
+            "verify_checksums": check_choice(
+                "verify_checksums", verify_checksums, (True, False, "auto")
+            ),
         }
         self.epoch = 0
         self.bad_records: dict[int, str] = {}  # record id -> error, in this process
@@ -241,6 +248,7 @@ class RecordDataset:
                 settings["path_imgrec"],
                 settings["path_imgidx"],
                 storage_options=settings["storage_options"],
+                verify_checksums=settings.get("verify_checksums", "auto"),
             )
             self._layout = detect_layout(self._records)
         if self._pool is None:  # after a fork, the pool starts threads of its own

@@ -384,7 +384,7 @@ class _Pipeline:
     def _prefetcher(self, plans, first_step: int) -> Prefetcher:
         group = self.sampler.fetch_group()
         return Prefetcher(
-            self.records,
+            _MarkMismatches(self.records),
             [p.positions for p in plans],
             depth=2 if group is None else 1,
             group_batches=group,
@@ -469,6 +469,21 @@ class _Pipeline:
         bad = np.flatnonzero(got.status)
         out[bad] = out[fill[bad]]
         return got.labels[fill], got.ids[fill]
+
+
+class _MarkMismatches:
+    """The records as the prefetcher reads them: checksum mismatches marked, not raised.
+
+    ``read_many(bad="mark")``: such a record is a bad slot for ``on_error``, not an error
+    that stops the reader thread.
+    """
+
+    def __init__(self, records) -> None:
+        self.records = records
+        self.lengths = records.lengths
+
+    def read_many(self, indices):
+        return self.records.read_many(indices, bad="mark")
 
 
 def _traced(tracer: Tracer | None, name: str, items):

@@ -8,7 +8,9 @@ none) and reads payloads zero-copy from local files, by ranged reads from remote
 
 from __future__ import annotations
 
+import errno
 import struct
+import threading
 import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -16,7 +18,19 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import storage
+from .checksum import (
+    Checksums,
+    MismatchedPayload,
+    _walk_end,
+    crc32c,
+    crcs_of,
+    frame_ends,
+    load_sidecar,
+    resolve_verify,
+    sidecar_path,
+)
 from .errors import (
+    ChecksumError,
     CorruptRecordError,
     IndexMismatchError,
     IndexWarning,
@@ -254,6 +268,15 @@ class RecordFile:
 
     Given a list of URLs, a shard pattern or a glob (:mod:`recio.shards`), it opens them
     as one: the object is a :class:`recio.shards.ShardedRecords`, with this interface.
+
+    ``verify_checksums``: check every record read against the checksum sidecar beside the
+    ``.idx`` (NOTE [checksum sidecar] in :mod:`recio.checksum`). True: the sidecar must be
+    there; "auto" (default): remote data is checked when it has one, local files are not
+    (``recio verify`` checks those); False: never. A remote record that does not match is
+    fetched again once; if it still does not, :class:`~recio.errors.ChecksumError` (or, for
+    batch readers, a bad slot for their ``on_error``). ``checksum_stats`` counts records
+    fetched again and mismatches. A sidecar of another write (its count or ``.rec`` size
+    differs) is an ``IndexMismatchError`` at open.
     """
 
     def __new__(cls, url: Any = None, *args: Any, **kwargs: Any) -> Any:
@@ -273,16 +296,22 @@ class RecordFile:
         storage_options: dict[str, Any] | None = None,
         fetch: storage.FetchOptions | None = None,
         cache_dir: str | None = None,
+        verify_checksums: bool | str = "auto",
     ) -> None:
         self.url = str(url)
         self.storage_options = storage_options
         self.fetch, self.cache_dir = fetch, cache_dir
+        self.verify_checksums = verify_checksums
+        mode = resolve_verify(verify_checksums, self.url)
         self.closed = False
+        self.checksum_stats = {"refetched": 0, "mismatched": 0}
+        self._stats_lock = threading.Lock()  # decode threads read batches concurrently
         self.source = storage.open_source(
             self.url, storage_options, fetch=fetch, cache_dir=cache_dir
         )
         try:
             self._load_index(idx_url)
+            self.checksums = self._load_checksums(mode)
         except BaseException:
             self.source.close()
             raise
@@ -302,6 +331,24 @@ class RecordFile:
             self.offsets = np.array(scan_source(self.source), dtype=np.int64)
             self.keys = np.arange(len(self.offsets), dtype=np.int64)
         self.lengths = self._extents()
+
+    def _load_checksums(self, mode: bool | str) -> Checksums | None:
+        """The sidecar to verify reads against (None: reads are not verified)."""
+        if mode is False:
+            return None
+        path = sidecar_path(self.url, self.idx_url)
+        found = load_sidecar(path, self.storage_options)
+        if found is None:
+            if mode is True:
+                raise FileNotFoundError(
+                    errno.ENOENT,
+                    f"verify_checksums=True, but {self.url} has no checksum sidecar "
+                    f"(`recio checksum {self.url}` writes it)",
+                    path,
+                )
+            return None
+        found.check_matches(len(self), self.url, self.source.size, self.idx_url)
+        return found
 
     def _extents(self) -> np.ndarray:
         """Each record's byte length: up to the next distinct record start in file order.
@@ -364,6 +411,10 @@ class RecordFile:
         except CorruptRecordError as exc:
             key = int(self.keys[i])
             raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
+        if self.checksums is not None and self._is_local:
+            problems = self.verify_view(self._local_view(np.array([i])), np.array([i]))
+            if problems:
+                raise problems[0]
         return payload
 
     @property
@@ -380,31 +431,115 @@ class RecordFile:
 
     def _read_remote(self, i: int) -> tuple[memoryview | bytes, int]:
         offset, length = int(self.offsets[i]), int(self.lengths[i])
-        return self._parse_extent(i, self.source.read(offset, length))
+        data = self.source.read(offset, length)
+        if self.checksums is None:
+            return self._parse_extent(i, data)
+        data, error = self._checked_extent(i, data)
+        if error is not None:
+            raise error
+        return self._parse_extent(i, data)
+
+    def _checked_extent(self, i: int, data) -> tuple[Any, ChecksumError | None]:
+        """A remote record's extent checked against its checksum, fetched again once if not.
+
+        Returns the bytes that match (the first or the second fetch), or the second
+        fetch's bytes and the error when neither does. Called only with a sidecar loaded.
+        """
+        assert self.checksums is not None
+        want = int(self.checksums.table[i])
+        got = _extent_crc(data, self.url, int(self.offsets[i]))
+        if got == want:
+            return data, None
+        with self._stats_lock:
+            self.checksum_stats["refetched"] += 1
+        data = self._refetch(i)  # damaged on the way (or in a cache): ask once more
+        got = _extent_crc(data, self.url, int(self.offsets[i]))
+        if got == want:
+            return data, None
+        with self._stats_lock:
+            self.checksum_stats["mismatched"] += 1
+        return data, self.checksums.mismatch(self, i, got, refetched=True)
+
+    def _refetch(self, i: int):
+        """Record ``i``'s extent fetched again from the store."""
+        return self.source.read(int(self.offsets[i]), int(self.lengths[i]))
+
+    def verify_view(self, view: memoryview, positions: np.ndarray) -> dict[int, ChecksumError]:
+        """Check the records at ``positions`` of a local map against the sidecar.
+
+        Returns slot -> :class:`~recio.errors.ChecksumError` for those that do not match
+        (empty without a sidecar). Each mismatch is counted in ``checksum_stats``.
+
+        Raises:
+            RecordIOError: a record whose frames do not chain (naming the file and byte).
+        """
+        if self.checksums is None or not len(positions):
+            return {}
+        offsets = self.offsets[positions]
+        crcs = crcs_of(view, offsets, frame_ends(view, offsets, self.url))
+        bad = np.flatnonzero(crcs != self.checksums.table[positions])
+        if not bad.size:
+            return {}
+        with self._stats_lock:
+            self.checksum_stats["mismatched"] += int(bad.size)
+        return {
+            int(j): self.checksums.mismatch(self, int(positions[j]), int(crcs[j]))
+            for j in bad.tolist()
+        }
 
     def _parse_extent(self, i: int, data) -> tuple[memoryview | bytes, int]:
         offset = int(self.offsets[i])
         return read_record(memoryview(data), 0, path=self.url, record_index=i, base=offset)
 
-    def read_many(self, indices: Sequence[int]) -> list[memoryview | bytes]:
+    def read_many(self, indices: Sequence[int], *, bad: str = "raise") -> list[memoryview | bytes]:
         """Payloads of several records (remote: one concurrent ranged fetch).
 
         A local file's size is checked once per call: a record it no longer holds
         (truncated while open) raises ``TruncatedRecordError``. Otherwise as ``read``.
+        ``bad``: what a record whose checksum does not match becomes, "raise" (its
+        :class:`~recio.errors.ChecksumError`) or "mark" (a
+        :class:`~recio.checksum.MismatchedPayload` carrying it, for a batch's
+        ``on_error``).
         """
         self._check_open()
+        if bad not in ("raise", "mark"):
+            raise ValueError(f'bad must be "raise" or "mark", not {bad!r}')
         if self._is_local:
-            return self._read_many_local(indices)
+            out = self._read_many_local(indices)
+            if self.checksums is not None:
+                positions = np.asarray(indices, dtype=np.int64)
+                problems = self.verify_view(self._local_view(positions), positions)
+                _put_problems(out, problems, bad)
+            return out
         ranges = [(int(self.offsets[i]), int(self.lengths[i])) for i in indices]
         datas = self.source.read_ranges(ranges)
         out = []
-        for i, data in zip(indices, datas, strict=False):
+        problems: dict[int, ChecksumError] = {}
+        for j, (i, data) in enumerate(zip(indices, datas, strict=False)):
             try:
-                out.append(self._parse_extent(int(i), data)[0])
+                payload = self._parse_extent(int(i), data)[0]
             except CorruptRecordError as exc:
-                key, offset = int(self.keys[i]), int(self.offsets[i])
-                raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
+                if self.checksums is None:
+                    key, offset = int(self.keys[i]), int(self.offsets[i])
+                    raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
+                payload = None  # the bytes may have been damaged on the way: checked below
+            if self.checksums is not None:
+                data, error = self._checked_extent(int(i), data)
+                if error is not None:
+                    problems[j] = error
+                elif payload is None or data is not datas[j]:
+                    payload = self._framed(int(i), data)
+            out.append(payload)
+        _put_problems(out, problems, bad)
         return out
+
+    def _framed(self, i: int, data) -> memoryview | bytes:
+        """Record ``i``'s payload parsed from its extent ``data`` (errors as ``read``)."""
+        try:
+            return self._parse_extent(i, data)[0]
+        except CorruptRecordError as exc:
+            key, offset = int(self.keys[i]), int(self.offsets[i])
+            raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
 
     def _read_many_local(self, indices: Sequence[int]) -> list[memoryview | bytes]:
         positions = np.asarray(indices, dtype=np.int64)
@@ -475,6 +610,7 @@ class RecordFile:
             "storage_options": self.storage_options,
             "fetch": self.fetch,
             "cache_dir": self.cache_dir,
+            "verify_checksums": self.verify_checksums,
         }
 
     def __setstate__(self, state: dict) -> None:
@@ -484,7 +620,31 @@ class RecordFile:
             storage_options=state["storage_options"],
             fetch=state.get("fetch"),
             cache_dir=state.get("cache_dir"),
+            verify_checksums=state.get("verify_checksums", "auto"),
         )
+
+
+def _extent_crc(data, url: str, offset: int) -> int:
+    """The CRC32C of the frames at the start of a remote record's extent ``data``.
+
+    Frames that do not chain (damaged on the way) give the CRC of all of ``data``: a
+    mismatch all the same.
+    """
+    view = memoryview(data)
+    try:
+        return crc32c(view[: _walk_end(view, 0, url, offset)])
+    except RecordIOError:
+        return crc32c(view) ^ 0xFFFFFFFF
+
+
+def _put_problems(out: list, problems: dict[int, ChecksumError], bad: str) -> None:
+    """Raise the first checksum problem of a read (``bad="raise"``) or mark its records."""
+    if not problems:
+        return
+    if bad == "raise":
+        raise problems[min(problems)]
+    for j, error in problems.items():
+        out[j] = MismatchedPayload(error)
 
 
 def default_idx_path(rec_url: str) -> str:
@@ -574,7 +734,7 @@ def read_batch(
         records._check_open()
         if records._is_local:
             return _read_local_batch(records, positions, label_width)
-        payloads = records.read_many(positions)
+        payloads = records.read_many(positions, bad="mark")
     labels, ids, starts, problems = batch_headers(records, positions, payloads, label_width)
     images = [payload[start:] for payload, start in zip(payloads, starts, strict=True)]
     for j in problems:
@@ -657,6 +817,12 @@ def _read_local_batch(records: RecordFile, positions: np.ndarray, label_width: i
                 lengths[j] = len(payload) - start
             else:
                 parts[j] = payload[start:]
+    for j, error in records.verify_view(view, positions).items():
+        headers.problems[j] = error  # checked after the parse: its labels may be damaged too
+        headers.labels[j], headers.single[j] = 0, False
+        headers.ids[j] = int(records.keys[positions[j]])
+        starts[j], lengths[j] = 0, 0
+        parts.pop(j, None)
     headers.check_width(records, positions)
     images: Spans | list = Spans.inside(view, starts, lengths)
     if parts:
@@ -680,6 +846,10 @@ class _Headers:
     ) -> None:
         """Parse ``payloads`` (of ``slots``) with ``unpack_labels``: the exact way."""
         for j, payload in zip(slots, payloads, strict=True):
+            if isinstance(payload, MismatchedPayload):  # its checksum did not match
+                self.problems[j] = payload.error
+                self.ids[j] = int(records.keys[int(positions[j])])
+                continue
             try:
                 self.labels[j], self.ids[j], self.starts[j] = unpack_labels(
                     payload, self.label_width

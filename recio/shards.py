@@ -205,6 +205,7 @@ def open_records(
     storage_options: dict[str, Any] | None = None,
     fetch: storage.FetchOptions | None = None,
     cache_dir: str | None = None,
+    verify_checksums: bool | str = "auto",
 ) -> RecordFile | ShardedRecords:
     """Open the records ``spec`` names: a ``RecordFile`` for one file, else the union.
 
@@ -215,13 +216,20 @@ def open_records(
         storage_options: fsspec options for remote URLs.
         fetch: request sizes and retries of remote reads.
         cache_dir: copy remote files whole into this folder first.
+        verify_checksums: check reads against each file's checksum sidecar
+            (:class:`~recio.reader.RecordFile`).
 
     Raises:
         FileNotFoundError: a shard, or a shard's ``.idx``, that does not exist (naming it).
         ValueError: ``idx`` names a different number of files than ``spec``.
     """
     urls = expand_shards(spec, storage_options)
-    kwargs = {"storage_options": storage_options, "fetch": fetch, "cache_dir": cache_dir}
+    kwargs = {
+        "storage_options": storage_options,
+        "fetch": fetch,
+        "cache_dir": cache_dir,
+        "verify_checksums": verify_checksums,
+    }
     if len(urls) == 1 and not is_shard_spec(spec):
         if idx is not None and not isinstance(idx, str | os.PathLike):
             idx = expand_shards(idx, storage_options)
@@ -302,8 +310,10 @@ class ShardedRecords:
         storage_options: dict[str, Any] | None = None,
         fetch: storage.FetchOptions | None = None,
         cache_dir: str | None = None,
+        verify_checksums: bool | str = "auto",
     ) -> None:
         self.urls = [os.fspath(u) for u in urls]
+        self.verify_checksums = verify_checksums
         if not self.urls:
             raise ValueError("no shards")
         self.idx_urls = list(idx_urls) if idx_urls is not None else None
@@ -332,6 +342,7 @@ class ShardedRecords:
             "storage_options": self.storage_options,
             "fetch": self.fetch,
             "cache_dir": self.cache_dir,
+            "verify_checksums": self.verify_checksums,
         }
         jobs = list(zip(self.urls, idx_urls, strict=True))
         if not self._remote or len(jobs) == 1:
@@ -375,6 +386,15 @@ class ShardedRecords:
     def size(self) -> int:
         """The shards' sizes in bytes, added up."""
         return sum(s.size for s in self.shards)
+
+    @property
+    def checksum_stats(self) -> dict[str, int]:
+        """The shards' ``checksum_stats`` (records fetched again, mismatches), added up."""
+        total = {"refetched": 0, "mismatched": 0}
+        for shard in self.shards:
+            for key, value in shard.checksum_stats.items():
+                total[key] += value
+        return total
 
     def _check_open(self) -> None:
         if self.closed:
@@ -429,12 +449,15 @@ class ShardedRecords:
         k, local = self.locate(i)
         return self.shards[k].read(local)
 
-    def read_many(self, indices: Sequence[int]) -> list[memoryview | bytes]:
-        """Payloads of several records; remote shards are fetched concurrently."""
+    def read_many(self, indices: Sequence[int], *, bad: str = "raise") -> list[memoryview | bytes]:
+        """Payloads of several records; remote shards are fetched concurrently.
+
+        ``bad``: as :meth:`RecordFile.read_many`.
+        """
         self._check_open()
         groups = self.split(indices)
         out: list[Any] = [None] * sum(len(g.slots) for g in groups)
-        results = self._map(lambda g: g.records.read_many(g.positions), groups)
+        results = self._map(lambda g: g.records.read_many(g.positions, bad=bad), groups)
         for group, payloads in zip(groups, results, strict=True):
             for j, payload in zip(group.slots.tolist(), payloads, strict=True):
                 out[j] = payload
@@ -547,6 +570,7 @@ class ShardedRecords:
             "storage_options": self.storage_options,
             "fetch": self.fetch,
             "cache_dir": self.cache_dir,
+            "verify_checksums": self.verify_checksums,
         }
 
     def __setstate__(self, state: dict) -> None:
@@ -557,6 +581,7 @@ class ShardedRecords:
             storage_options=state["storage_options"],
             fetch=state["fetch"],
             cache_dir=state["cache_dir"],
+            verify_checksums=state.get("verify_checksums", "auto"),
         )
 
     def __repr__(self) -> str:
