@@ -23,8 +23,7 @@ from .checksum import (
     MismatchedPayload,
     _walk_end,
     crc32c,
-    crcs_of,
-    frame_ends,
+    frame_crcs,
     load_sidecar,
     resolve_verify,
     sidecar_path,
@@ -475,8 +474,7 @@ class RecordFile:
         """
         if self.checksums is None or not len(positions):
             return {}
-        offsets = self.offsets[positions]
-        crcs = crcs_of(view, offsets, frame_ends(view, offsets, self.url))
+        crcs = frame_crcs(view, self.offsets[positions], self.url)
         bad = np.flatnonzero(crcs != self.checksums.table[positions])
         if not bad.size:
             return {}

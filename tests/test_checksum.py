@@ -6,11 +6,14 @@ import json
 import os
 import shutil
 import struct
+import subprocess
+import sys
 
 import crc32c as crc32c_lib
 import numpy as np
 import pytest
 
+from recio import checksum
 from recio.checksum import (
     HEADER_SIZE,
     frame_ends,
@@ -126,6 +129,54 @@ def test_frame_ends_fast_and_walked_agree():
     view = memoryview(b"".join(frames))
     ends = frame_ends(view, offsets)
     assert ends.tolist() == [8 + 3, offsets[1] + 8 + 8 + 8 + 4, offsets[2] + 8, len(view)]
+
+
+@pytest.mark.needs_native
+@pytest.mark.parametrize("impl", ["default", "table"])
+def test_native_crc32c_is_the_librarys(impl, tmp_path):
+    """The extension's CRC32C (SSE4.2, or its table fallback) against the crc32c package, on
+    every length and alignment up to 70 bytes and a large buffer, and its batch of records
+    against the per-record Python path, multi-frame records and MXNet's files included."""
+    script = """
+import os, sys, crc32c, numpy as np
+import recio._native as n
+from recio import checksum
+from recio.reader import RecordFile
+data = os.urandom(1 << 16)
+for start in range(9):
+    for k in range(70):
+        piece = data[start:start + k]
+        assert n.crc32c(piece) == crc32c.crc32c(piece), (start, k)
+want = crc32c.crc32c(data)
+assert n.crc32c(data) == want and n.crc32c(data[5:], n.crc32c(data[:5])) == want
+for rec in sys.argv[1:]:
+    with RecordFile(rec, verify_checksums=False) as r:
+        view, offsets = r._local_view(np.arange(len(r))), r.offsets
+        got = checksum.frame_crcs(view, offsets)
+        assert (got == checksum.frame_crcs(view, offsets, native=False)).all(), rec
+print(n.CRC32C)
+"""
+    env = dict(os.environ)
+    if impl == "table":
+        env["RECIO_CRC32C"] = "table"
+    golden = [str(GOLDEN / f"{name}.rec") for name in ("bytes5", "magic_edges", "images3")]
+    done = subprocess.run(
+        [sys.executable, "-c", script, *golden], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ("table" if impl == "table" else "sse4.2")
+
+
+def test_frames_that_do_not_chain_are_named_on_both_paths():
+    from recio.format import encode_record
+
+    view = memoryview(encode_record(b"abcd") + encode_record(b"x" * 9))
+    for native in (True, False):
+        assert len(frame_ends(view, np.array([0, 12]))) == 2
+        with pytest.raises(RecordIOError, match="bad magic.* at byte 4 of f.rec"):
+            checksum.frame_crcs(view, np.array([0, 4]), "f.rec", native=native)
+        with pytest.raises(RecordIOError, match="at byte 12 of f.rec"):
+            checksum.frame_crcs(view[:20], np.array([12]), "f.rec", native=native)
 
 
 # --- the writer, im2rec, `recio checksum` ---------------------------------------------------
