@@ -1184,6 +1184,53 @@ done:
   return result;
 }
 
+PyDoc_STRVAR(extent_crcs_doc,
+             "extent_crcs(buffers, crcs, ends): record_crcs of the record at the start of each "
+             "buffer (a sequence of n bytes-like objects: remote records' extents as fetched).");
+
+static PyObject *extent_crcs(PyObject *mod, PyObject *args) {
+  PyObject *buffers, *crcs_obj, *ends_obj;
+  if (!PyArg_ParseTuple(args, "OOO:extent_crcs", &buffers, &crcs_obj, &ends_obj)) return NULL;
+  PyObject *seq = PySequence_Fast(buffers, "buffers must be a sequence");
+  if (!seq) return NULL;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  Py_buffer crcs = {0}, ends = {0};
+  Py_buffer *views = PyMem_Calloc(n ? n : 1, sizeof(Py_buffer));
+  Py_ssize_t got = 0;
+  PyObject *result = NULL;
+  if (!views) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  if (get_param(crcs_obj, &crcs, n * 4, 1, "crcs") < 0 ||
+      get_param(ends_obj, &ends, n * 8, 1, "ends") < 0)
+    goto done;
+  if (!crcs.buf || !ends.buf) {
+    PyErr_SetString(PyExc_ValueError, "crcs and ends are required");
+    goto done;
+  }
+  for (; got < n; got++)
+    if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, got), &views[got], PyBUF_SIMPLE) < 0)
+      goto done;
+  uint32_t *crc = crcs.buf;
+  int64_t *end = ends.buf;
+  Py_BEGIN_ALLOW_THREADS
+  for (Py_ssize_t i = 0; i < n; i++) {
+    const uint8_t *b = views[i].buf;
+    end[i] = rc_frames_end(b, (size_t)views[i].len, 0);
+    crc[i] = end[i] < 0 ? 0 : rc_crc32c(0, b, (size_t)end[i]);
+  }
+  Py_END_ALLOW_THREADS
+  result = Py_NewRef(Py_None);
+done:
+  for (Py_ssize_t i = 0; i < got; i++) PyBuffer_Release(&views[i]);
+  PyMem_Free(views);
+  release_param(&crcs);
+  release_param(&ends);
+  Py_DECREF(seq);
+  return result;
+}
+
 static PyObject *epoch_key(PyObject *mod, PyObject *args) {
   unsigned long long seed, epoch;
   if (!PyArg_ParseTuple(args, "KK:epoch_key", &seed, &epoch)) return NULL;
@@ -1194,6 +1241,7 @@ static PyMethodDef module_methods[] = {
     {"draw_windows", draw_windows, METH_VARARGS, draw_windows_doc},
     {"crc32c", crc32c_fn, METH_VARARGS, crc32c_doc},
     {"record_crcs", record_crcs, METH_VARARGS, record_crcs_doc},
+    {"extent_crcs", extent_crcs, METH_VARARGS, extent_crcs_doc},
     {"epoch_key", epoch_key, METH_VARARGS,
      "epoch_key(seed, epoch) -> the key of an epoch's keyed draws (both taken mod 2**64)."},
     {"dct_scale_num", dct_scale_num, METH_VARARGS,

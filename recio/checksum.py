@@ -60,6 +60,7 @@ __all__ = [
     "MismatchedPayload",
     "SidecarWriter",
     "crc32c",
+    "extent_crcs",
     "frame_ends",
     "load_sidecar",
     "record_crcs",
@@ -366,6 +367,29 @@ def frame_crcs(
     return crcs
 
 
+def extent_crcs(datas: Sequence[Any], *, native: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The CRC32C of the record at the start of each buffer (remote extents as fetched).
+
+    Returns ``(crcs, ends)``: uint32 checksums and where the frames end in each buffer
+    (int64; -1, and checksum 0, where they do not chain: damaged). One native call for all
+    of them with the extension; else a ``crc32c`` call per buffer.
+    """
+    n = len(datas)
+    crcs = np.zeros(n, dtype=np.uint32)
+    ends = np.full(n, -1, dtype=np.int64)
+    if _native is not None and native:
+        _native.extent_crcs(datas, crcs, ends)
+        return crcs, ends
+    for j, data in enumerate(datas):
+        view = memoryview(data).cast("B")
+        try:
+            ends[j] = _walk_end(view, 0)
+        except RecordIOError:
+            continue
+        crcs[j] = crc32c(view[: ends[j]])
+    return crcs, ends
+
+
 def record_crcs(records: RecordFile, positions: np.ndarray | None = None) -> np.ndarray:
     """The CRC32C of each record's frames (all of them, or those at ``positions``).
 
@@ -385,9 +409,9 @@ def record_crcs(records: RecordFile, positions: np.ndarray | None = None) -> np.
     for lo in range(0, len(positions), step):
         part = positions[lo : lo + step]
         ranges = [(int(records.offsets[i]), int(records.lengths[i])) for i in part]
-        for j, (data, (offset, _)) in enumerate(
-            zip(records.source.read_ranges(ranges), ranges, strict=True)
-        ):
-            view = memoryview(data)
-            out[lo + j] = crc32c(view[: _walk_end(view, 0, records.url, offset)])
+        datas = records.source.read_ranges(ranges)
+        crcs, ends = extent_crcs(datas)
+        for j in np.flatnonzero(ends < 0).tolist():  # raises the framing error
+            _walk_end(memoryview(datas[j]).cast("B"), 0, records.url, ranges[j][0])
+        out[lo : lo + len(part)] = crcs
     return out

@@ -21,8 +21,7 @@ from . import storage
 from .checksum import (
     Checksums,
     MismatchedPayload,
-    _walk_end,
-    crc32c,
+    extent_crcs,
     frame_crcs,
     load_sidecar,
     resolve_verify,
@@ -431,33 +430,39 @@ class RecordFile:
     def _read_remote(self, i: int) -> tuple[memoryview | bytes, int]:
         offset, length = int(self.offsets[i]), int(self.lengths[i])
         data = self.source.read(offset, length)
-        if self.checksums is None:
-            return self._parse_extent(i, data)
-        data, error = self._checked_extent(i, data)
-        if error is not None:
-            raise error
+        if self.checksums is not None:
+            datas = [data]
+            problems = self._check_extents([i], datas)
+            if problems:
+                raise problems[0]
+            data = datas[0]
         return self._parse_extent(i, data)
 
-    def _checked_extent(self, i: int, data) -> tuple[Any, ChecksumError | None]:
-        """A remote record's extent checked against its checksum, fetched again once if not.
+    def _check_extents(self, indices: Sequence[int], datas: list) -> dict[int, ChecksumError]:
+        """Check remote records' extents as fetched (``datas``) against the sidecar.
 
-        Returns the bytes that match (the first or the second fetch), or the second
-        fetch's bytes and the error when neither does. Called only with a sidecar loaded.
+        One that does not match is fetched again once (damaged on the way, or in a cache):
+        if that matches, it replaces the first in ``datas``; else slot -> the error.
+        Called only with a sidecar loaded.
         """
         assert self.checksums is not None
-        want = int(self.checksums.table[i])
-        got = _extent_crc(data, self.url, int(self.offsets[i]))
-        if got == want:
-            return data, None
-        with self._stats_lock:
-            self.checksum_stats["refetched"] += 1
-        data = self._refetch(i)  # damaged on the way (or in a cache): ask once more
-        got = _extent_crc(data, self.url, int(self.offsets[i]))
-        if got == want:
-            return data, None
-        with self._stats_lock:
-            self.checksum_stats["mismatched"] += 1
-        return data, self.checksums.mismatch(self, i, got, refetched=True)
+        positions = np.asarray(indices, dtype=np.int64)
+        crcs, ends = extent_crcs(datas)
+        bad = np.flatnonzero((crcs != self.checksums.table[positions]) | (ends < 0))
+        problems: dict[int, ChecksumError] = {}
+        for j in bad.tolist():
+            i = int(positions[j])
+            with self._stats_lock:
+                self.checksum_stats["refetched"] += 1
+            again = [self._refetch(i)]
+            crc, end = extent_crcs(again)
+            if end[0] >= 0 and crc[0] == self.checksums.table[i]:
+                datas[j] = again[0]
+                continue
+            with self._stats_lock:
+                self.checksum_stats["mismatched"] += 1
+            problems[j] = self.checksums.mismatch(self, i, int(crc[0]), refetched=True)
+        return problems
 
     def _refetch(self, i: int):
         """Record ``i``'s extent fetched again from the store."""
@@ -510,24 +515,12 @@ class RecordFile:
                 _put_problems(out, problems, bad)
             return out
         ranges = [(int(self.offsets[i]), int(self.lengths[i])) for i in indices]
-        datas = self.source.read_ranges(ranges)
-        out = []
-        problems: dict[int, ChecksumError] = {}
+        datas = list(self.source.read_ranges(ranges))
+        problems = self._check_extents(indices, datas) if self.checksums is not None else {}
+        out: list = [None] * len(datas)
         for j, (i, data) in enumerate(zip(indices, datas, strict=False)):
-            try:
-                payload = self._parse_extent(int(i), data)[0]
-            except CorruptRecordError as exc:
-                if self.checksums is None:
-                    key, offset = int(self.keys[i]), int(self.offsets[i])
-                    raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
-                payload = None  # the bytes may have been damaged on the way: checked below
-            if self.checksums is not None:
-                data, error = self._checked_extent(int(i), data)
-                if error is not None:
-                    problems[j] = error
-                elif payload is None or data is not datas[j]:
-                    payload = self._framed(int(i), data)
-            out.append(payload)
+            if j not in problems:
+                out[j] = self._framed(int(i), data)
         _put_problems(out, problems, bad)
         return out
 
@@ -620,19 +613,6 @@ class RecordFile:
             cache_dir=state.get("cache_dir"),
             verify_checksums=state.get("verify_checksums", "auto"),
         )
-
-
-def _extent_crc(data, url: str, offset: int) -> int:
-    """The CRC32C of the frames at the start of a remote record's extent ``data``.
-
-    Frames that do not chain (damaged on the way) give the CRC of all of ``data``: a
-    mismatch all the same.
-    """
-    view = memoryview(data)
-    try:
-        return crc32c(view[: _walk_end(view, 0, url, offset)])
-    except RecordIOError:
-        return crc32c(view) ^ 0xFFFFFFFF
 
 
 def _put_problems(out: list, problems: dict[int, ChecksumError], bad: str) -> None:
