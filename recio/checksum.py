@@ -80,8 +80,14 @@ CHECKSUM_MISMATCH = "checksum mismatch"
 
 
 def crc32c(data: Any, value: int = 0) -> int:
-    """CRC32C (Castagnoli) of a bytes-like object; ``value`` continues an earlier one."""
-    from crc32c import crc32c as _crc  # imported on first use: most reads never need it
+    """CRC32C (Castagnoli) of a bytes-like object; ``value`` continues an earlier one.
+
+    The extension's where it is built; else the crc32c package's (imported on first use:
+    its import takes ~50 ms, most of it importlib.metadata).
+    """
+    if _native is not None:
+        return _native.crc32c(data, value)
+    from crc32c import crc32c as _crc
 
     return _crc(data, value)
 
