@@ -56,7 +56,10 @@ class ImageRecordIter(PositionedIterator):
     ``last_batch`` ("pad" | "discard" | "rollover"; default from ``round_batch``),
     ``on_error`` ("skip" | "raise" | "replace"), ``kv`` (any object with ``.rank`` and
     ``.num_workers``), ``storage_options`` (fsspec), ``shuffle_mode`` ("global" | "block"),
-    ``block_parts``, ``interpolation``, ``channel_order``. They are checked once into an
+    ``block_parts``, ``interpolation``, ``channel_order``, ``verify_checksums`` (True |
+    False | "auto": check records against their checksum sidecar, by default remote data;
+    a record that does not match is a bad image for ``on_error``, counted in
+    ``stats.checksum_mismatches``). They are checked once into an
     :class:`~recio.config.IterConfig`; ``config=`` (or the groups ``crop=``,
     ``normalize=``, ``sharding=``, ``storage=``) may be given instead.
 

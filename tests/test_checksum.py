@@ -279,6 +279,22 @@ def test_local_reads_verified_when_asked(tmp_path):
         assert records.checksum_stats["mismatched"] >= 3
 
 
+def test_the_setting_is_checked_and_travels(tmp_path):
+    import pickle
+
+    from recio.config import Storage
+
+    rec, _ = write_set(tmp_path, n=3)
+    with pytest.raises(ValueError, match="verify_checksums must be True, False or"):
+        Storage(verify_checksums="yes")
+    with pytest.raises(ValueError, match="verify_checksums"):
+        RecordFile(rec, verify_checksums="always")
+    with RecordFile(rec, verify_checksums=True) as records:
+        copy = pickle.loads(pickle.dumps(records))
+        assert copy.verify_checksums is True and copy.checksums is not None
+        copy.close()
+
+
 def test_sidecar_of_another_write_is_refused(tmp_path):
     rec, idx = write_set(tmp_path)
     shutil.copy(tmp_path / "d.crc", tmp_path / "keep.crc")
