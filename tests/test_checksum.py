@@ -365,6 +365,24 @@ def test_remote_damage_is_on_errors_to_handle(tmp_path, memfs):
         assert labels[111] == -2.0  # the damage is silent without the checksum
 
 
+def test_a_cached_copy_of_remote_data_is_verified(tmp_path, memfs):
+    """cache_dir: the remote file's local copy is read from the map, and checked ("auto")."""
+    rec, idx = write_set(tmp_path)
+    url = put_remote(memfs, tmp_path)
+    cache = tmp_path / "cache"
+    with pytest.warns(UserWarning, match="no version"), RecordFile(url, cache_dir=str(cache)) as rf:
+        assert rf.is_local and rf.checksums is not None
+        assert len(rf.read(4))
+        (copy,) = [p for p in cache.iterdir() if p.name.endswith("d.rec")]
+        with open(copy, "r+b") as f:  # the copy rots on disk
+            f.seek(offsets_of(idx)[4] + LABEL_HIGH_BYTE)
+            byte = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([byte[0] ^ 0x80]))
+        with pytest.raises(ChecksumError, match="record 4"):
+            rf.read(4)
+
+
 @pytest.mark.needs_native
 def test_local_iterator_and_dataset_verify_in_the_native_path(tmp_path):
     rec, idx = write_set(tmp_path)
