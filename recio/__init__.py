@@ -27,6 +27,8 @@ _EXPORTS = {
     "ImageRecordIter": "recio.iterator",
     "RecordDataset": "recio.dataset",
     "RecordLayout": "recio.layout",
+    "Mixture": "recio.mixing",
+    "Source": "recio.mixing",
     "Batch": "recio.consumer",
     "IterStats": "recio.consumer",
     "IterConfig": "recio.config",

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import dist
 from .augment import CropSpec
+from .mixing import Mixture, Source
 from .sampler import LastBatch, Shuffle
 
 __all__ = ["CropSpec", "IterConfig", "Normalize", "Sharding", "Storage"]
@@ -101,12 +102,23 @@ class Storage:
     # default: the .rec name with .idx, else a scan; several shards: one per shard
     path_imgidx: str | tuple[str, ...] | None = None
     storage_options: dict[str, Any] | None = None  # fsspec options (credentials, endpoint)
+    # remote data kept on local disk: blocks up to cache_limit bytes (NOTE [block cache]),
+    # or, without a limit, each file copied whole
+    cache_dir: str | None = None
+    cache_limit: int | None = None
+    fetch: Any = None  # storage.FetchOptions: request sizes, retries, the cache's blocks
     # check reads against the checksum sidecar: "auto" remote data, True always, False never
     verify_checksums: bool | str = "auto"
 
     def __post_init__(self) -> None:
         idx = check_rec_spec("path_imgidx", self.path_imgidx, optional=True)
         object.__setattr__(self, "path_imgidx", idx)
+        if self.cache_limit is not None:
+            if self.cache_dir is None:
+                raise ValueError(f"cache_limit={self.cache_limit} needs a cache_dir")
+            if isinstance(self.cache_limit, bool) or int(self.cache_limit) < 1:
+                raise ValueError(f"cache_limit must be a number of bytes >= 1, not "
+                                 f"{self.cache_limit!r}")  # fmt: skip
         if self.verify_checksums not in (True, False, "auto"):
             raise ValueError(
                 f'verify_checksums must be True, False or "auto", not {self.verify_checksums!r}'
@@ -131,6 +143,9 @@ _GROUP_KEYWORDS: dict[str, tuple[str, str]] = {
     "kv": ("sharding", "kv"),
     "path_imgidx": ("storage", "path_imgidx"),
     "storage_options": ("storage", "storage_options"),
+    "cache_dir": ("storage", "cache_dir"),
+    "cache_limit": ("storage", "cache_limit"),
+    "fetch": ("storage", "fetch"),
     "verify_checksums": ("storage", "verify_checksums"),
 }
 _MEAN_STD = ("mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b")
@@ -146,7 +161,8 @@ class IterConfig:
     has its own default.
     """
 
-    path_imgrec: str | tuple[str, ...]  # a URL, pattern or glob; or several (recio.shards)
+    # a URL, pattern or glob; or several (recio.shards); or a Mixture (recio.mixing)
+    path_imgrec: str | tuple[str, ...] | Mixture
     data_shape: tuple[int, int, int]
     batch_size: int
     shuffle: bool = False
@@ -165,7 +181,11 @@ class IterConfig:
     storage: Storage = field(default_factory=Storage)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "path_imgrec", check_rec_spec("path_imgrec", self.path_imgrec))
+        object.__setattr__(self, "path_imgrec", _check_path_imgrec(self.path_imgrec))
+        if isinstance(self.path_imgrec, Mixture) and self.storage.path_imgidx is not None:
+            raise TypeError(
+                "a Mixture's .idx files are its sources' (Source(idx=)), not path_imgidx"
+            )
         try:
             shape = tuple(int(v) for v in self.data_shape)
         except (TypeError, ValueError):
@@ -294,6 +314,23 @@ class IterConfig:
         if top.get("last_batch") is None:
             top["last_batch"] = "pad" if round_batch else "rollover"
         return cls(path_imgrec, shape, batch_size, **top, **groups)
+
+
+def _check_path_imgrec(value: Any) -> str | tuple[str, ...] | Mixture:
+    """``path_imgrec``: a ``.rec`` spec (:func:`check_rec_spec`), or a mixture of sources.
+
+    A list of :class:`~recio.mixing.Source` is their :class:`~recio.mixing.Mixture`.
+    """
+    if isinstance(value, Mixture):
+        return value
+    if isinstance(value, list | tuple) and value and any(isinstance(v, Source) for v in value):
+        if not all(isinstance(v, Source) for v in value):
+            raise TypeError(
+                "path_imgrec mixes Source and plain paths: make each one a Source (or put "
+                "the shards of one source in its path)"
+            )
+        return Mixture(tuple(value))
+    return check_rec_spec("path_imgrec", value)
 
 
 def check_rec_spec(

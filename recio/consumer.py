@@ -38,6 +38,7 @@ from .config import ON_ERROR, IterConfig, check_choice
 from .decode.status import STATUS_NAMES
 from .errors import DecodeError
 from .layout import RecordLayout, detect_layout
+from .mixing import MixPlan, Mixture, open_mixture, plan_mixture
 from .reader import RecordFile
 from .sampler import LastBatch, Sampler, Shuffle
 from .shards import ShardedRecords, open_records
@@ -75,6 +76,13 @@ class IterStats:
     replaced: int = 0  # corrupt images zero-filled in place (on_error="replace")
     checksum_mismatches: int = 0  # of those, records whose checksum did not match
     bad_records: dict[int, str] = field(default_factory=dict)  # record id -> error
+    # a mixture (recio.mixing): samples delivered per source, padding left out
+    sources: dict[str, int] = field(default_factory=dict)
+
+    def count_sources(self, tally: dict[str, int]) -> None:
+        """Add one batch's samples per source (:meth:`recio.mixing.MixPlan.tally`)."""
+        for name, count in tally.items():
+            self.sources[name] = self.sources.get(name, 0) + count
 
     def count_batch(
         self,
@@ -193,31 +201,38 @@ class PositionedIterator:
     _epoch_done = False
     _closed = False
     _fingerprint: str | None = None
+    mix: MixPlan | None = None
 
     def _open(self, config: IterConfig) -> None:
         """Open the records and plan their order and sharding for ``config``."""
         self.config = config
         world = config.sharding.resolve()
         self.part_index, self.num_parts = world.rank, world.size
-        self.records = open_records(
-            config.path_imgrec,
-            config.storage.path_imgidx,
-            storage_options=config.storage.storage_options,
-            verify_checksums=config.storage.verify_checksums,
-        )
+        st = config.storage
+        opened = {"storage_options": st.storage_options, "fetch": st.fetch,
+                  "cache_dir": st.cache_dir, "cache_limit": st.cache_limit,
+                  "verify_checksums": st.verify_checksums}  # fmt: skip
+        mixture = config.path_imgrec if isinstance(config.path_imgrec, Mixture) else None
+        if mixture is not None:
+            self.records, shards = open_mixture(mixture, **opened)
+        else:
+            self.records = open_records(config.path_imgrec, st.path_imgidx, **opened)
         try:
             # Header, identity and other label-only records are not samples.
             self.layout = detect_layout(self.records)
             samples = self.layout.samples
+            if mixture is not None:
+                self.mix = plan_mixture(mixture, self.records, shards, samples, config.label_width)
             self.sampler = Sampler(
-                len(samples),
+                len(samples) if self.mix is None else self.mix.epoch_size,
                 config.batch_size,
                 part_index=world.rank,
                 num_parts=world.size,
                 shuffle=config.shuffle_kind,
                 seed=config.seed,
                 last_batch=LastBatch(config.last_batch),
-                positions=samples if len(self.layout.metadata) else None,
+                positions=samples if len(self.layout.metadata) and self.mix is None else None,
+                mix=self.mix,
                 **({} if config.block_parts is None else {"block_parts": config.block_parts}),
             )
         except BaseException:
@@ -288,6 +303,10 @@ class PositionedIterator:
             self._end_epoch()
             raise StopIteration
         batch = self._produce()
+        if self.mix is not None:  # the planned samples (a skipped bad image's too)
+            plan = self.sampler.plan(self._epoch, self._step)
+            real = len(plan.positions) - plan.pad
+            self.stats.count_sources(self.mix.tally(plan.positions[:real]))
         self._step += 1
         return batch
 
@@ -312,6 +331,9 @@ class PositionedIterator:
             digest.update(int(self.records.size).to_bytes(8, "little"))
             if len(self.layout.metadata):
                 digest.update(np.ascontiguousarray(self.layout.samples, dtype="<i8"))
+            if self.mix is not None:  # which records are whose, and the counts per epoch
+                digest.update(np.ascontiguousarray(self.mix.bounds, dtype="<i8"))
+                digest.update(np.asarray(self.mix.counts, dtype="<i8"))
             self._fingerprint = digest.hexdigest()[:16]
         return self._fingerprint
 
@@ -340,6 +362,7 @@ class PositionedIterator:
             "batch_size": self.batch_size,
             "part_index": self.part_index,
             "num_parts": self.num_parts,
+            **({} if self.mix is None else {"mixture": self.mix.describe()}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -373,6 +396,8 @@ class PositionedIterator:
             "num_records": self.layout.num_samples,
             "fingerprint": self.fingerprint,
         }
+        if self.mix is not None or "mixture" in state:  # first: it says what differs
+            mine = {"mixture": None if self.mix is None else self.mix.describe(), **mine}
         for key, value in mine.items():
             if key in state and state[key] != value:
                 _refuse(key, state[key], value)

@@ -35,6 +35,8 @@ from .config import IterConfig
 from .consumer import Batch, IterStats, PositionedIterator
 from .decode import DecodePool
 from .read_decode import read_and_decode
+from .storage.blockcache import clock
+from .storage.options import FetchOptions
 from .storage.prefetch import Lookahead, Prefetcher
 from .trace import Tracer, maybe_span
 
@@ -56,10 +58,14 @@ class ImageRecordIter(PositionedIterator):
     ``last_batch`` ("pad" | "discard" | "rollover"; default from ``round_batch``),
     ``on_error`` ("skip" | "raise" | "replace"), ``kv`` (any object with ``.rank`` and
     ``.num_workers``), ``storage_options`` (fsspec), ``shuffle_mode`` ("global" | "block"),
-    ``block_parts``, ``interpolation``, ``channel_order``, ``verify_checksums`` (True |
-    False | "auto": check records against their checksum sidecar, by default remote data;
-    a record that does not match is a bad image for ``on_error``, counted in
-    ``stats.checksum_mismatches``). They are checked once into an
+    ``block_parts``, ``interpolation``, ``channel_order``, ``cache_dir`` and ``cache_limit``
+    (remote blocks kept on local disk, at most that many bytes: NOTE [block cache]),
+    ``fetch`` (:class:`~recio.storage.FetchOptions`), ``verify_checksums`` (True | False |
+    "auto": check records against their checksum sidecar, by default remote data; a record
+    that does not match is a bad image for ``on_error``, counted in
+    ``stats.checksum_mismatches``). ``path_imgrec`` may also be a
+    :class:`~recio.mixing.Mixture` (or a list of ``Source`` objects): several datasets mixed
+    per epoch by weight, repeat or count. They are checked once into an
     :class:`~recio.config.IterConfig`; ``config=`` (or the groups ``crop=``,
     ``normalize=``, ``sharding=``, ``storage=``) may be given instead.
 
@@ -245,6 +251,7 @@ class _RawBatch:
     pad: int
     payloads: list | None  # the records' bytes, fetched ahead (remote); None: read from the map
     epochs: np.ndarray | None  # each slot's epoch (rollover), for its draws; None: ``epoch``
+    keys: np.ndarray | None = None  # each slot's draw key (a mixture's copies); None: positions
 
 
 class _Stop(Exception):
@@ -263,6 +270,7 @@ class _Pipeline:
         self.policy = it.policy
         self.draw = KeyedDraw(config.crop, config.seed, epoch)
         self.label_width = config.label_width
+        self.label_maps = it.mix.label_maps if it.mix is not None else ()
         self.raise_bad_headers = config.on_error == "raise"
         self.tracer = it.tracer
         self.lookahead = it._lookahead
@@ -364,19 +372,28 @@ class _Pipeline:
     def _read(self) -> None:
         """Fetch a remote file's batches ahead and queue them for the decode threads."""
         plans = self._plans(self.epoch, self.first_step)
+        nxt = self._plans(self.epoch + 1, 0)
+        if self.records.cached:
+            # The block cache keeps what is needed soonest (NOTE [block cache]): the rest
+            # of this epoch and all of the next are known now.
+            self.records.schedule_reads(
+                [(clock(self.epoch, p.step), p.positions) for p in plans]
+                + [(clock(self.epoch + 1, p.step), p.positions) for p in nxt]
+            )
         # Several batches' byte ranges coalesced and fetched concurrently, ahead; with block
         # shuffle, a whole window at a time (one window fetched while one is used).
         key = (self.epoch, self.first_step)
-        prefetcher = self.lookahead.take(key) or self._prefetcher(plans, self.first_step)
+        prefetcher = self.lookahead.take(key) or self._prefetcher(
+            plans, self.first_step, self.epoch
+        )
         try:
             self._read_batches(plans, (payloads for _, payloads in prefetcher))
         finally:
             prefetcher.close()
         # Every read of this epoch is issued: start the next epoch's first fetches while the
         # decoder finishes this one (taken if the consumer goes on to it, else closed).
-        nxt = self._plans(self.epoch + 1, 0)
         if nxt:
-            ahead = self._prefetcher(nxt, 0)
+            ahead = self._prefetcher(nxt, 0, self.epoch + 1, lead=False)
             ahead.start()
             self.lookahead.put((self.epoch + 1, 0), ahead)
 
@@ -384,14 +401,18 @@ class _Pipeline:
         steps = range(first_step, self.sampler.steps_in_epoch(epoch))
         return [self.sampler.plan(epoch, s) for s in steps]
 
-    def _prefetcher(self, plans, first_step: int) -> Prefetcher:
+    def _prefetcher(self, plans, first_step: int, epoch: int, lead: bool = True) -> Prefetcher:
         group = self.sampler.fetch_group()
+        fetch = self.records.fetch or FetchOptions()
         return Prefetcher(
             _MarkMismatches(self.records),
             [p.positions for p in plans],
             depth=2 if group is None else 1,
             group_batches=group,
             first_batch=first_step,
+            epoch=epoch if self.records.cached else None,
+            read_ahead=fetch.read_ahead if fetch.adaptive else None,
+            lead=lead,
         )
 
     def _read_batches(self, plans, fetched) -> None:
@@ -403,7 +424,9 @@ class _Pipeline:
 
     def _raw(self, plan, payloads) -> _RawBatch:
         epochs = self.sampler.slot_epochs(plan)
-        return _RawBatch(self.epoch, plan.step, plan.positions, plan.pad, payloads, epochs)
+        return _RawBatch(
+            self.epoch, plan.step, plan.positions, plan.pad, payloads, epochs, plan.keys
+        )
 
     def _decode(self) -> None:
         while True:
@@ -437,7 +460,8 @@ class _Pipeline:
             got = read_and_decode(
                 self.records, raw.positions, self.pool, out, label_width=self.label_width,
                 draw=self.draw, decode_kwargs=self.decode_kwargs, payloads=raw.payloads,
-                raise_bad_headers=self.raise_bad_headers, epochs=raw.epochs,
+                raise_bad_headers=self.raise_bad_headers, epochs=raw.epochs, keys=raw.keys,
+                label_maps=self.label_maps,
             )  # fmt: skip
         status, labels, ids, reasons = got.status, got.labels, got.ids, got.reasons or ()
         if got.reasons is not None:
@@ -483,10 +507,12 @@ class _MarkMismatches:
 
     def __init__(self, records) -> None:
         self.records = records
-        self.lengths = records.lengths
 
-    def read_many(self, indices):
-        return self.records.read_many(indices, bad="mark")
+    def __getattr__(self, name: str):  # lengths, cached, ...: the records'
+        return getattr(self.records, name)
+
+    def read_many(self, indices, **kwargs):
+        return self.records.read_many(indices, bad="mark", **kwargs)
 
 
 def _traced(tracer: Tracer | None, name: str, items):

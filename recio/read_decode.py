@@ -23,6 +23,7 @@ import numpy as np
 from .augment import KeyedDraw
 from .decode import DecodePool, Status
 from .format import FRAME_HEADER_SIZE, IR_HEADER_SIZE
+from .mixing import LabelMap
 from .reader import RecordFile, check_label_width, read_batch
 from .shards import ShardedRecords
 
@@ -54,6 +55,8 @@ def read_and_decode(
     payloads: Sequence[Any] | None = None,
     raise_bad_headers: bool = False,
     epochs: np.ndarray | None = None,
+    keys: np.ndarray | None = None,
+    label_maps: Sequence[LabelMap | None] = (),
 ) -> DecodedBatch:
     """Read the records at ``positions`` and decode their images into ``out``.
 
@@ -63,6 +66,9 @@ def read_and_decode(
     as its reason), or, with ``raise_bad_headers``, raised (a ``RecordIOError`` naming the
     file and byte offset). ``epochs``: per slot, the epoch whose draws it takes when a batch
     reaches into another epoch's order (``last_batch="rollover"``); else ``draw``'s.
+    ``keys``: per slot, the key of its draws where it is not its position (a mixture's
+    copies of a record, :mod:`recio.mixing`). ``label_maps``: per shard of a union, how a
+    mixture's source reads its labels (its own width, then its function); empty: none.
 
     Raises:
         RecordIOError: a framing problem (as ``read_batch``), or an unreadable header under
@@ -70,13 +76,17 @@ def read_and_decode(
         ValueError: ``label_width`` > 1 for a record with a single label.
     """
     positions = np.asarray(positions, dtype=np.int64)
-    parts = _parts(records, positions, draw, epochs)
+    keys = positions if keys is None else np.asarray(keys, dtype=np.int64)
+    parts = _parts(records, positions, draw, epochs, label_maps)
     if len(parts) == 1:  # one file and one epoch's draws, the slots in order: straight into out
         (part,) = parts
-        return _one_file(
-            part.records, part.positions, positions, pool, out, label_width, part.draw,
-            decode_kwargs, payloads, raise_bad_headers,
+        got = _one_file(
+            part.records, part.positions, keys, pool, out, _width(part, label_width),
+            part.draw, decode_kwargs, payloads, raise_bad_headers,
         )  # fmt: skip
+        if part.labels is not None:
+            got.labels = part.labels.apply(got.labels, label_width)
+        return got
     n = len(positions)
     status = np.zeros(n, dtype=np.int32)
     labels = np.zeros((n, label_width), dtype=np.float32)
@@ -86,10 +96,12 @@ def read_and_decode(
         slots = part.slots
         into = np.empty((len(slots), *out.shape[1:]), dtype=out.dtype)
         got = _one_file(
-            part.records, part.positions, positions[slots], pool, into, label_width, part.draw,
-            decode_kwargs, None if payloads is None else [payloads[j] for j in slots],
+            part.records, part.positions, keys[slots], pool, into, _width(part, label_width),
+            part.draw, decode_kwargs, None if payloads is None else [payloads[j] for j in slots],
             raise_bad_headers,
         )  # fmt: skip
+        if part.labels is not None:
+            got.labels = part.labels.apply(got.labels, label_width)
         out[slots], status[slots], labels[slots], ids[slots] = into, got.status, got.labels, got.ids
         for j, why in zip(slots.tolist(), got.reasons or (), strict=False):
             reasons[j] = why
@@ -103,24 +115,32 @@ class _Part(NamedTuple):
     positions: np.ndarray  # the records' positions in that file
     slots: np.ndarray  # where they are in the batch (ascending)
     draw: KeyedDraw
+    labels: LabelMap | None = None  # a mixture's source with its own label width
 
 
-def _parts(records, positions: np.ndarray, draw: KeyedDraw, epochs) -> list[_Part]:
+def _width(part: _Part, label_width: int) -> int:
+    return label_width if part.labels is None else part.labels.width
+
+
+def _parts(records, positions: np.ndarray, draw: KeyedDraw, epochs, label_maps) -> list[_Part]:
     """A batch as the calls that read it: per shard it touches and per epoch it draws from.
 
     The draws stay keyed by the records' numbers in the union (``positions``).
     """
     if isinstance(records, ShardedRecords):
-        files = [(g.records, g.positions, g.slots) for g in records.split(positions)]
+        files = [
+            (g.records, g.positions, g.slots, label_maps[g.shard] if label_maps else None)
+            for g in records.split(positions)
+        ]
     else:
-        files = [(records, positions, np.arange(len(positions)))]
+        files = [(records, positions, np.arange(len(positions)), None)]
     if epochs is None or (epochs == draw.epoch).all():
-        return [_Part(f, p, s, draw) for f, p, s in files]
+        return [_Part(f, p, s, draw, m) for f, p, s, m in files]
     parts = []
-    for f, p, s in files:
+    for f, p, s, m in files:
         for epoch in np.unique(epochs[s]).tolist():
             mine = epochs[s] == epoch
-            parts.append(_Part(f, p[mine], s[mine], dataclasses.replace(draw, epoch=epoch)))
+            parts.append(_Part(f, p[mine], s[mine], dataclasses.replace(draw, epoch=epoch), m))
     return parts
 
 

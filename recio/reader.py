@@ -294,18 +294,19 @@ class RecordFile:
         storage_options: dict[str, Any] | None = None,
         fetch: storage.FetchOptions | None = None,
         cache_dir: str | None = None,
+        cache_limit: int | None = None,
         verify_checksums: bool | str = "auto",
     ) -> None:
         self.url = str(url)
         self.storage_options = storage_options
-        self.fetch, self.cache_dir = fetch, cache_dir
+        self.fetch, self.cache_dir, self.cache_limit = fetch, cache_dir, cache_limit
         self.verify_checksums = verify_checksums
         mode = resolve_verify(verify_checksums, self.url)
         self.closed = False
         self.checksum_stats = {"refetched": 0, "mismatched": 0}
         self._stats_lock = threading.Lock()  # decode threads read batches concurrently
         self.source = storage.open_source(
-            self.url, storage_options, fetch=fetch, cache_dir=cache_dir
+            self.url, storage_options, fetch=fetch, cache_dir=cache_dir, cache_limit=cache_limit
         )
         try:
             self._load_index(idx_url)
@@ -423,6 +424,22 @@ class RecordFile:
     _is_local = is_local
 
     @property
+    def cached(self) -> bool:
+        """Whether reads go through a bounded block cache (``cache_limit``)."""
+        return hasattr(self.source, "schedule")
+
+    def schedule_reads(self, steps: Sequence[tuple[int, Any]]) -> None:
+        """Tell a block cache the records the coming steps read (NOTE [block cache]).
+
+        ``steps``: ``(clock, positions)`` per step, in order. Nothing to do without a cache.
+        """
+        if self.cached:
+            positions = [np.asarray(p, dtype=np.int64).reshape(-1) for _, p in steps]
+            when = np.repeat([w for w, _ in steps], [len(p) for p in positions])
+            flat = np.concatenate(positions) if positions else np.empty(0, dtype=np.int64)
+            self.source.schedule(when, self.offsets[flat], self.lengths[flat])
+
+    @property
     def size(self) -> int:
         """The ``.rec``'s size in bytes (as opened)."""
         return int(self.source.size)
@@ -494,15 +511,17 @@ class RecordFile:
         offset = int(self.offsets[i])
         return read_record(memoryview(data), 0, path=self.url, record_index=i, base=offset)
 
-    def read_many(self, indices: Sequence[int], *, bad: str = "raise") -> list[memoryview | bytes]:
+    def read_many(
+        self, indices: Sequence[int], *, until: int | None = None, bad: str = "raise"
+    ) -> list[memoryview | bytes]:
         """Payloads of several records (remote: one concurrent ranged fetch).
 
         A local file's size is checked once per call: a record it no longer holds
         (truncated while open) raises ``TruncatedRecordError``. Otherwise as ``read``.
-        ``bad``: what a record whose checksum does not match becomes, "raise" (its
-        :class:`~recio.errors.ChecksumError`) or "mark" (a
-        :class:`~recio.checksum.MismatchedPayload` carrying it, for a batch's
-        ``on_error``).
+        ``until``: the clock of the last step the records are for (a block cache's
+        schedule, :meth:`schedule_reads`). ``bad``: what a record whose checksum does not
+        match becomes, "raise" (its :class:`~recio.errors.ChecksumError`) or "mark" (a
+        :class:`~recio.checksum.MismatchedPayload` carrying it, for a batch's ``on_error``).
         """
         self._check_open()
         if bad not in ("raise", "mark"):
@@ -515,7 +534,10 @@ class RecordFile:
                 _put_problems(out, problems, bad)
             return out
         ranges = [(int(self.offsets[i]), int(self.lengths[i])) for i in indices]
-        datas = list(self.source.read_ranges(ranges))
+        if until is not None and self.cached:
+            datas = list(self.source.read_ranges(ranges, until=until))
+        else:
+            datas = list(self.source.read_ranges(ranges))
         problems = self._check_extents(indices, datas) if self.checksums is not None else {}
         out: list = [None] * len(datas)
         for j, (i, data) in enumerate(zip(indices, datas, strict=False)):
@@ -601,6 +623,7 @@ class RecordFile:
             "storage_options": self.storage_options,
             "fetch": self.fetch,
             "cache_dir": self.cache_dir,
+            "cache_limit": self.cache_limit,
             "verify_checksums": self.verify_checksums,
         }
 
@@ -611,6 +634,7 @@ class RecordFile:
             storage_options=state["storage_options"],
             fetch=state.get("fetch"),
             cache_dir=state.get("cache_dir"),
+            cache_limit=state.get("cache_limit"),
             verify_checksums=state.get("verify_checksums", "auto"),
         )
 

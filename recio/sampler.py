@@ -30,8 +30,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .mixing import MixPlan
 
 # Block shuffle's geometry (epoch_order): records per block, blocks per canonical partition
 # in a window, and the canonical partitions. None of them depends on the world size.
@@ -128,6 +132,7 @@ class StepPlan:
     positions: np.ndarray  # int64, batch_size record positions (into the file's index)
     pad: int
     stream: np.ndarray | None = None  # int64, batch_size global stream positions
+    keys: np.ndarray | None = None  # int64, the slots' draw keys (a mixture); None: positions
 
 
 class Sampler:
@@ -145,6 +150,9 @@ class Sampler:
         start: ``(epoch, consumed)``, where a resumed run begins (NOTE [stream position]):
             epoch ``epoch`` plans only the samples after the first ``consumed`` of its
             stream.
+        mix: a :class:`recio.mixing.MixPlan`: each epoch's samples are its list for
+            ``(seed, epoch)`` (``num_records`` of them, record positions with their draw
+            keys), permuted as usual; instead of ``positions``.
     """
 
     def __init__(
@@ -162,7 +170,13 @@ class Sampler:
         block_parts: int = BLOCK_PARTS,
         positions: np.ndarray | None = None,
         start: tuple[int, int] = (0, 0),
+        mix: MixPlan | None = None,
     ) -> None:
+        if mix is not None:
+            if positions is not None:
+                raise ValueError("give positions or mix, not both")
+            if mix.epoch_size != num_records:
+                raise ValueError(f"a mixture of {mix.epoch_size} samples for {num_records} records")
         if positions is not None:
             positions = np.asarray(positions, dtype=np.int64)
             if len(positions) != num_records:
@@ -197,8 +211,10 @@ class Sampler:
                 f"batch {batch_size} leaves no batch at all"
             )
         self.positions = positions
+        self.mix = mix
         self.start = _check_start(start, num_records, self.last_batch)
-        self._order_cache: dict[int, np.ndarray] = {}
+        # epoch -> (record positions in order, their draw keys or None)
+        self._order_cache: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
 
     def resumed(self, epoch: int, consumed: int, **changes) -> Sampler:
         """This sampler (with ``changes`` to its arguments) starting at ``(epoch, consumed)``."""
@@ -212,6 +228,7 @@ class Sampler:
             "window": self.window,
             "block_parts": self.block_parts,
             "positions": self.positions,
+            "mix": self.mix,
             **changes,
         }
         return Sampler(self.num_records, self.batch_size, start=(epoch, consumed), **args)
@@ -237,20 +254,34 @@ class Sampler:
 
         The last few epochs' orders are cached; treat the array as read-only.
         """
-        if epoch not in self._order_cache:
-            if len(self._order_cache) > 2:
-                self._order_cache.clear()
-            order = epoch_order(
-                self.num_records,
-                self.seed,
-                epoch,
-                self.shuffle,
-                block_size=self.block_size,
-                window=self.window,
-                parts=self.block_parts,
-            )
-            self._order_cache[epoch] = order if self.positions is None else self.positions[order]
-        return self._order_cache[epoch]
+        return self._ordered(epoch)[0]
+
+    def keys(self, epoch: int) -> np.ndarray | None:
+        """The draw keys of :meth:`order`'s samples (a mixture's copies), or None: positions."""
+        return self._ordered(epoch)[1]
+
+    def _ordered(self, epoch: int) -> tuple[np.ndarray, np.ndarray | None]:
+        cached = self._order_cache.get(epoch)  # one lookup: decode threads share the cache
+        if cached is not None:
+            return cached
+        order = epoch_order(
+            self.num_records,
+            self.seed,
+            epoch,
+            self.shuffle,
+            block_size=self.block_size,
+            window=self.window,
+            parts=self.block_parts,
+        )
+        if self.mix is not None:
+            positions, keys = self.mix.epoch(self.seed, epoch)
+            cached = positions[order], keys[order]
+        else:
+            cached = (order if self.positions is None else self.positions[order]), None
+        if len(self._order_cache) > 2:
+            self._order_cache.clear()
+        self._order_cache[epoch] = cached
+        return cached
 
     def _steps(self, epoch: int) -> tuple[int, int, int]:
         """``(first, end, base)``: the step numbers [first, end) of ``epoch``, and its stream.
@@ -325,15 +356,20 @@ class Sampler:
             # positions in the endless stream of epoch orders
             epochs = stream_positions // n
             positions = np.empty(self.batch_size, dtype=np.int64)
+            keys = None if self.mix is None else np.empty(self.batch_size, dtype=np.int64)
             for e in np.unique(epochs):
                 mask = epochs == e
-                positions[mask] = self.order(int(e))[stream_positions[mask] % n]
-            return StepPlan(epoch, step, positions, 0, stream_positions)
-        order = self.order(epoch)
+                order, order_keys = self._ordered(int(e))
+                positions[mask] = order[stream_positions[mask] % n]
+                if keys is not None:
+                    keys[mask] = order_keys[stream_positions[mask] % n]
+            return StepPlan(epoch, step, positions, 0, stream_positions, keys)
+        order, order_keys = self._ordered(epoch)
         positions = order[stream_positions % n]
+        keys = None if order_keys is None else order_keys[stream_positions % n]
         pad = int(np.count_nonzero(stream_positions >= n))
         # Padding is always at the end of a batch: strided positions only grow.
-        return StepPlan(epoch, step, positions, pad, stream_positions)
+        return StepPlan(epoch, step, positions, pad, stream_positions, keys)
 
     def slot_epochs(self, plan: StepPlan) -> np.ndarray | None:
         """Each slot's epoch, where a rollover batch reaches into another epoch's order.

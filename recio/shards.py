@@ -205,6 +205,7 @@ def open_records(
     storage_options: dict[str, Any] | None = None,
     fetch: storage.FetchOptions | None = None,
     cache_dir: str | None = None,
+    cache_limit: int | None = None,
     verify_checksums: bool | str = "auto",
 ) -> RecordFile | ShardedRecords:
     """Open the records ``spec`` names: a ``RecordFile`` for one file, else the union.
@@ -215,7 +216,9 @@ def open_records(
             default: beside each ``.rec`` (one file: else a scan; shards: required).
         storage_options: fsspec options for remote URLs.
         fetch: request sizes and retries of remote reads.
-        cache_dir: copy remote files whole into this folder first.
+        cache_dir: keep remote data in this local folder: their blocks up to
+            ``cache_limit`` bytes, or (without a limit) each file copied whole first.
+        cache_limit: the most bytes of blocks ``cache_dir`` holds (NOTE [block cache]).
         verify_checksums: check reads against each file's checksum sidecar
             (:class:`~recio.reader.RecordFile`).
 
@@ -224,12 +227,8 @@ def open_records(
         ValueError: ``idx`` names a different number of files than ``spec``.
     """
     urls = expand_shards(spec, storage_options)
-    kwargs = {
-        "storage_options": storage_options,
-        "fetch": fetch,
-        "cache_dir": cache_dir,
-        "verify_checksums": verify_checksums,
-    }
+    kwargs = {"storage_options": storage_options, "fetch": fetch, "cache_dir": cache_dir,
+              "cache_limit": cache_limit, "verify_checksums": verify_checksums}  # fmt: skip
     if len(urls) == 1 and not is_shard_spec(spec):
         if idx is not None and not isinstance(idx, str | os.PathLike):
             idx = expand_shards(idx, storage_options)
@@ -310,6 +309,7 @@ class ShardedRecords:
         storage_options: dict[str, Any] | None = None,
         fetch: storage.FetchOptions | None = None,
         cache_dir: str | None = None,
+        cache_limit: int | None = None,
         verify_checksums: bool | str = "auto",
     ) -> None:
         self.urls = [os.fspath(u) for u in urls]
@@ -320,6 +320,7 @@ class ShardedRecords:
         if self.idx_urls is not None and len(self.idx_urls) != len(self.urls):
             raise ValueError(f"{len(self.urls)} shards but {len(self.idx_urls)} .idx files")
         self.storage_options, self.fetch, self.cache_dir = storage_options, fetch, cache_dir
+        self.cache_limit = cache_limit
         self.url = name or f"{self.urls[0]} and {len(self.urls) - 1} more shards"
         self.idx_url = None  # each shard has its own: idx_urls
         self.closed = False
@@ -342,6 +343,7 @@ class ShardedRecords:
             "storage_options": self.storage_options,
             "fetch": self.fetch,
             "cache_dir": self.cache_dir,
+            "cache_limit": self.cache_limit,
             "verify_checksums": self.verify_checksums,
         }
         jobs = list(zip(self.urls, idx_urls, strict=True))
@@ -449,19 +451,39 @@ class ShardedRecords:
         k, local = self.locate(i)
         return self.shards[k].read(local)
 
-    def read_many(self, indices: Sequence[int], *, bad: str = "raise") -> list[memoryview | bytes]:
+    def read_many(
+        self, indices: Sequence[int], *, until: int | None = None, bad: str = "raise"
+    ) -> list[memoryview | bytes]:
         """Payloads of several records; remote shards are fetched concurrently.
 
-        ``bad``: as :meth:`RecordFile.read_many`.
+        ``until`` and ``bad``: as :meth:`RecordFile.read_many`.
         """
         self._check_open()
         groups = self.split(indices)
         out: list[Any] = [None] * sum(len(g.slots) for g in groups)
-        results = self._map(lambda g: g.records.read_many(g.positions, bad=bad), groups)
+        results = self._map(
+            lambda g: g.records.read_many(g.positions, until=until, bad=bad), groups
+        )
         for group, payloads in zip(groups, results, strict=True):
             for j, payload in zip(group.slots.tolist(), payloads, strict=True):
                 out[j] = payload
         return out
+
+    @property
+    def cached(self) -> bool:
+        """Whether any shard is read through a bounded block cache."""
+        return any(s.cached for s in self.shards)
+
+    def schedule_reads(self, steps: Sequence[tuple[int, Any]]) -> None:
+        """:meth:`RecordFile.schedule_reads` over the union: each shard its own part."""
+        if not self.cached:
+            return
+        per_shard: list[list[tuple[int, np.ndarray]]] = [[] for _ in self.shards]
+        for when, positions in steps:
+            for group in self.split(positions):
+                per_shard[group.shard].append((when, group.positions))
+        for shard, mine in zip(self.shards, per_shard, strict=True):
+            shard.schedule_reads(mine)
 
     def read_batch(
         self, positions: Any, label_width: int, payloads: Sequence[Any] | None = None
@@ -570,6 +592,7 @@ class ShardedRecords:
             "storage_options": self.storage_options,
             "fetch": self.fetch,
             "cache_dir": self.cache_dir,
+            "cache_limit": self.cache_limit,
             "verify_checksums": self.verify_checksums,
         }
 
@@ -581,6 +604,7 @@ class ShardedRecords:
             storage_options=state["storage_options"],
             fetch=state["fetch"],
             cache_dir=state["cache_dir"],
+            cache_limit=state.get("cache_limit"),
             verify_checksums=state.get("verify_checksums", "auto"),
         )
 

@@ -100,6 +100,7 @@ class DALIImageRecordIter(PositionedIterator):
             seed=self.seed,
             start_epoch=start_epoch,
             start_step=start_step,
+            label_maps=() if self.mix is None else self.mix.label_maps,
         )
 
     # --- PositionedIterator ------------------------------------------------------------

@@ -19,6 +19,7 @@ as in the CPU iterator; its record id and status code travel in the metadata out
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,8 @@ from ..augment import CropSpec, KeyedDraw
 from ..consumer import ErrorPolicy
 from ..decode import DecodePool, Status
 from ..decode.jpegcheck import Problem, image_problem
-from ..reader import RecordFile, read_batch
+from ..mixing import LabelMap, read_mapped_batch
+from ..reader import RecordFile
 from ..sampler import Sampler
 from ..spans import Spans
 
@@ -72,7 +74,9 @@ class RecioSource:
     Outputs per sample: encoded image (uint8), label (float32, label_width), meta (int64:
     id, epoch, step, pad, bad record id or -1, bad status), with ``windows`` the window
     ``crop`` draws (int32 x, y, w, h) and flip (int32), and with on_error="replace" a keep
-    mask (float32, 0 for a bad image).
+    mask (float32, 0 for a bad image). Over a mixture (:mod:`recio.mixing`) the sampler
+    plans the mixed epochs and gives the copies' draw keys; ``label_maps`` are its
+    sources' label mappings, per shard of the union.
     """
 
     def __init__(
@@ -88,6 +92,7 @@ class RecioSource:
         seed: int = 0,
         start_epoch: int = 0,
         start_step: int = 0,
+        label_maps: Sequence[LabelMap | None] = (),
     ) -> None:
         self.policy = ErrorPolicy(on_error)
         if validate not in _VALIDATE:
@@ -102,6 +107,7 @@ class RecioSource:
         self.seed = seed
         self.start_epoch = start_epoch
         self.start_step = start_step
+        self.label_maps = tuple(label_maps)  # a mixture's sources with their own label widths
         self._pool: DecodePool | None = None
         # Sizes never change: cache them, so later epochs skip the header parse.
         self._sizes = np.full((len(records), 2), -1, dtype=np.int32)
@@ -133,7 +139,7 @@ class RecioSource:
     def batch(self, epoch: int, step: int) -> tuple:
         """The outputs for batch ``step`` of ``epoch`` (see the class docstring)."""
         plan = self.sampler.plan(epoch, step)
-        records = read_batch(self.records, plan.positions, self.label_width)
+        records = read_mapped_batch(self.records, plan.positions, self.label_width, self.label_maps)
         labels, bad_headers = records.labels, records.problems
         n = len(labels)
         self.policy.check_headers(bad_headers)
@@ -149,7 +155,8 @@ class RecioSource:
         if self.windows:
             draws = KeyedDraw(self.crop, self.seed, epoch)
             epochs = self.sampler.slot_epochs(plan)
-            windows, flips = draws.windows(sizes, plan.positions, epochs)
+            keys = plan.positions if plan.keys is None else plan.keys  # a mixture's copies
+            windows, flips = draws.windows(sizes, keys, epochs)
             out += [windows, flips.astype(np.int32)]
         if self.on_error == "replace":
             out.append(keep)

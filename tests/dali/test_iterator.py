@@ -105,3 +105,27 @@ def test_face_layout_metadata_records_are_not_samples(tmp_path):
         ids = [i for b in it for i in b.index.tolist()]
         assert sorted(ids) == list(range(1, 9))
         assert it.stats.bad_records == {} and it.stats.decoded == 8
+
+
+def _first_label(labels):
+    return labels[:, :1]
+
+
+@needs_dali
+def test_a_mixture_gives_the_cpu_iterators_ids_labels_and_stats(tmp_path):
+    from recio.mixing import Source
+
+    from ..test_mixing import B_IDS, C_IDS, write
+
+    b = write(str(tmp_path / "b.rec"), B_IDS)
+    c = write(str(tmp_path / "c.rec"), C_IDS, width=3)
+    sources = [Source(b, repeat=2), Source(c, labels=_first_label)]
+    kw = dict(shuffle=True, seed=3, rand_crop=True, data_shape=(3, 8, 8), part_index=1, num_parts=2)
+    it, ref = pair(sources, **kw)
+    got, want = [], []
+    for x, y in zip(it, ref, strict=True):  # the same windows: the copies' own draws
+        got.append((x.index.tolist(), x.label.tolist(), x.pad))
+        want.append((y.index.tolist(), y.label.tolist(), y.pad))
+        assert np.abs(x.data - y.data).mean() < 6
+    assert got == want and got
+    assert it.stats.sources == ref.stats.sources
