@@ -49,6 +49,7 @@ _EXPORTS = {
     "CorruptRecordError": "recio.errors",
     "TruncatedRecordError": "recio.errors",
     "IndexMismatchError": "recio.errors",
+    "ChecksumError": "recio.errors",
     "IndexWarning": "recio.errors",
     "DecodeError": "recio.errors",
 }

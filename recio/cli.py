@@ -17,6 +17,8 @@ import sys
 from collections import Counter
 from typing import NamedTuple, NoReturn
 
+import numpy as np
+
 # recio's commands do no linear algebra. Without this, numpy's OpenBLAS starts a thread per
 # core at import and they spin for a while, taking CPU from the decode threads (about 4 % of
 # an im2rec run on 2 cores). A value the user set wins.
@@ -409,7 +411,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _verify(rec: str, options: dict | None) -> tuple[int, int] | None:
-    """Verify one ``.rec`` and print its line: (records, bytes), or None if damaged."""
+    """Verify one ``.rec`` and print its line: (records, bytes), or None if damaged.
+
+    The frames first; then, where the ``.rec`` has a checksum sidecar, every record
+    against its checksum (a line for each that does not match).
+    """
     with storage.open_source(rec, options) as source:
         try:
             offsets = scan_source(source)
@@ -421,8 +427,109 @@ def _verify(rec: str, options: dict | None) -> tuple[int, int] | None:
             )
             return None
         size = source.size
-    print(f"OK {rec}: {len(offsets)} records, {size} bytes")
+    checked = _verify_checksums(rec, options)
+    if checked is None:
+        return None
+    print(f"OK {rec}: {len(offsets)} records, {size} bytes{checked}")
     return len(offsets), size
+
+
+_SHOWN = 20  # mismatches listed one by one
+
+
+def _verify_checksums(rec: str, options: dict | None) -> str | None:
+    """Check each record of ``rec`` against its sidecar; print a line per mismatch.
+
+    Returns what to add to the OK line ("" without a sidecar), or None after FAIL lines.
+    """
+    from .checksum import load_sidecar, record_crcs, sidecar_path
+    from .reader import RecordFile
+
+    with RecordFile(rec, storage_options=options, verify_checksums=False) as records:
+        path = sidecar_path(records.url, records.idx_url)
+        try:
+            sidecar = load_sidecar(path, options)
+            if sidecar is None:
+                return ""
+            sidecar.check_matches(len(records), records.url, records.size, records.idx_url)
+        except RecordIOError as exc:
+            print(f"FAIL {rec}: {exc}")
+            return None
+        crcs = record_crcs(records)
+        bad = np.flatnonzero(crcs != sidecar.table)
+        if bad.size and not records.is_local:  # damaged on the way? fetch those again
+            crcs[bad] = record_crcs(records, bad)
+            bad = np.flatnonzero(crcs != sidecar.table)
+        for position in bad[:_SHOWN].tolist():
+            error = sidecar.mismatch(records, position, int(crcs[position]))
+            print(f"FAIL {rec}: {error} (key {records.keys[position]})")
+        if bad.size:
+            more = f", {bad.size - _SHOWN} more not listed" if bad.size > _SHOWN else ""
+            print(
+                f"FAIL {rec}: {_count(int(bad.size), 'record')} of {len(records)} "
+                f"{'does' if bad.size == 1 else 'do'} not match the checksums in {path}{more}"
+            )
+            return None
+    return f", {len(crcs)} checksums match ({path})"
+
+
+def cmd_checksum(args: argparse.Namespace) -> int:
+    """``recio checksum``: write the checksum sidecar of each ``.rec`` (see ``CHECKSUM_HELP``).
+
+    For several shards: each shard's beside it; a shard refused does not stop the others.
+    """
+    shards = _shard_urls(args)
+    if shards is None:
+        return _checksum(args.rec[0], args)
+    refused = 0
+    for url in shards:
+        try:
+            _checksum(url, args)
+        except Refused as exc:
+            print(f"recio checksum: {exc}", file=sys.stderr)
+            refused += 1
+    if refused:
+        print(f"{refused} of {len(shards)} shards refused", file=sys.stderr)
+    return 1 if refused else 0
+
+
+def _checksum(rec: str, args: argparse.Namespace) -> int:
+    """Write one ``.rec``'s sidecar; an existing one is replaced only with --force."""
+    from .checksum import load_sidecar, record_crcs, sidecar_path, write_sidecar
+    from .reader import RecordFile
+
+    options = args.storage_options
+    with RecordFile(rec, args.idx, storage_options=options, verify_checksums=False) as records:
+        path = sidecar_path(records.url, records.idx_url)
+        crcs = record_crcs(records)
+        size = records.size
+        try:
+            old = load_sidecar(path, options)
+            problem = None
+            if old is not None:
+                old.check_matches(len(records), records.url, size, records.idx_url)
+                differ = np.flatnonzero(old.table != crcs)
+                if differ.size:
+                    p = int(differ[0])
+                    problem = (
+                        f"{_count(int(differ.size), 'record')} of {rec} "
+                        f"{'does' if differ.size == 1 else 'do'} not match it (first: "
+                        f"{records.describe(p)}): damaged since it was written, or rewritten"
+                    )
+        except RecordIOError as exc:  # unreadable, or of another write
+            old, problem = True, str(exc)
+        if old is not None and not args.force:
+            if problem is None:
+                raise Refused(f"{path} already agrees with {rec}; nothing written")
+            raise Refused(
+                f"{path} exists and {problem}; nothing written (`recio verify {rec}` lists "
+                "the records; --force writes the checksums of the bytes as they are now)"
+            )
+    write_sidecar(path, crcs, size, options)
+    print(f"wrote {path}: {len(crcs)} checksums of {rec} ({size} bytes)")
+    if problem is not None:
+        print(f"replaced the old {path}: {problem}")
+    return 0
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -548,6 +655,7 @@ examples:
   recio info data/train.rec
   recio verify data/train.rec
   recio index data/train.rec
+  recio checksum data/train.rec                         # per-record CRC32C sidecar
   recio im2rec --list --recursive data/train images/    # folder -> data/train.lst
   recio im2rec data/train images/                       # .lst -> data/train.rec/.idx
   recio bench                                           # on the built-in sample
@@ -584,12 +692,36 @@ offset in the .rec, and how many complete records come before it.
 
 Several shards: a line for each, and one for all of them.
 
+Where the .rec has a checksum sidecar (X.crc beside X.idx: written by im2rec, the
+writer API and `recio checksum`), every record is then checked against its CRC32C, and
+each that does not match is a FAIL line with its record number, key, byte offset and
+file. (Remote records that do not match are fetched once more before they are reported.)
+
 exit status: 0 the file is whole, 1 it (a shard) is damaged, 2 an error (e.g. no such
 file).
 
 examples:
   recio verify data/train.rec
   recio verify 'data/train-{00000..00007}-of-00008.rec'"""
+
+CHECKSUM_HELP = """\
+Write the checksum sidecar of a .rec: one CRC32C per record of its .idx, in its order,
+over the record's frames as stored, in X.crc beside X.idx (MXNet and DALI read only the
+.rec and .idx, and ignore it). It appears only when whole. im2rec and the writer API
+write it themselves; this is for datasets written without one.
+
+Readers then check records against it (`verify_checksums`: remote data by default), and
+so does `recio verify`. An existing sidecar is not replaced unless --force: one that
+disagrees with the records means they changed since it was written, which is for
+`recio verify` to show, not for a new sidecar to hide.
+
+Several shards: each gets its sidecar beside it; one refused does not stop the others.
+
+exit status: 0 written, 1 refused (nothing written; for shards, some), 2 an error.
+
+examples:
+  recio checksum data/train.rec
+  recio checksum data/train            # data/train-00000-of-00008.rec ... each"""
 
 INDEX_HELP = """\
 Walk a .rec and write its .idx (default: beside it, X.rec -> X.idx). The .idx appears
@@ -638,7 +770,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="write a missing or wrong .idx (keys: the records' header ids)",
         description=INDEX_HELP,
     )
-    for sub, func in ((info, cmd_info), (verify, cmd_verify), (index, cmd_index)):
+    checksum = commands.add_parser(
+        "checksum",
+        help="write the per-record CRC32C sidecar of a dataset that has none",
+        description=CHECKSUM_HELP,
+    )
+    subcommands = ((info, cmd_info), (verify, cmd_verify), (index, cmd_index))
+    for sub, func in (*subcommands, (checksum, cmd_checksum)):
         sub.add_argument(
             "rec",
             nargs="+",
@@ -660,6 +798,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--force",
         action="store_true",
         help="overwrite an existing .idx even when it agrees with the .rec",
+    )
+    checksum.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing sidecar, even one that disagrees with the records",
     )
     index.add_argument(
         "--prefix-only",

@@ -140,6 +140,8 @@ class Storage:
     cache_dir: str | None = None
     cache_limit: int | None = None
     fetch: Any = None  # storage.FetchOptions: request sizes, retries, the cache's blocks
+    # check reads against the checksum sidecar: "auto" remote data, True always, False never
+    verify_checksums: bool | str = "auto"
 
     def __post_init__(self) -> None:
         idx = check_rec_spec("path_imgidx", self.path_imgidx, optional=True)
@@ -150,6 +152,10 @@ class Storage:
             if isinstance(self.cache_limit, bool) or int(self.cache_limit) < 1:
                 raise ValueError(f"cache_limit must be a number of bytes >= 1, not "
                                  f"{self.cache_limit!r}")  # fmt: skip
+        if self.verify_checksums not in (True, False, "auto"):
+            raise ValueError(
+                f'verify_checksums must be True, False or "auto", not {self.verify_checksums!r}'
+            )
 
 
 # MXNet keyword -> (group, field) for the keywords that belong to a group.
@@ -174,6 +180,7 @@ _GROUP_KEYWORDS: dict[str, tuple[str, str]] = {
     "cache_dir": ("storage", "cache_dir"),
     "cache_limit": ("storage", "cache_limit"),
     "fetch": ("storage", "fetch"),
+    "verify_checksums": ("storage", "verify_checksums"),
 }
 _GROUP_KEYWORDS |= {f.name: ("colour", f.name) for f in dataclasses.fields(ColourSpec)}
 _GROUP_KEYWORDS |= {

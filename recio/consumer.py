@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .checksum import CHECKSUM_MISMATCH
 from .config import ON_ERROR, IterConfig, check_choice
 from .decode.status import STATUS_NAMES
 from .errors import DecodeError
@@ -73,6 +74,7 @@ class IterStats:
     decoded: int = 0
     skipped: int = 0  # corrupt images replaced by the next valid one (on_error="skip")
     replaced: int = 0  # corrupt images zero-filled in place (on_error="replace")
+    checksum_mismatches: int = 0  # of those, records whose checksum did not match
     bad_records: dict[int, str] = field(default_factory=dict)  # record id -> error
     # a mixture (recio.mixing): samples delivered per source, padding left out
     sources: dict[str, int] = field(default_factory=dict)
@@ -111,6 +113,8 @@ class IterStats:
         for j in bad:
             rid = int(ids[j])
             reason = reasons[j] or STATUS_NAMES.get(int(status[j]), "bad image")
+            if j < real and reason.startswith(CHECKSUM_MISMATCH):
+                self.checksum_mismatches += 1
             if rid not in self.bad_records:
                 log.warning("recio: bad image, record id %d of %s: %s", rid, url, reason)
             self.bad_records[rid] = reason
@@ -206,7 +210,8 @@ class PositionedIterator:
         self.part_index, self.num_parts = world.rank, world.size
         st = config.storage
         opened = {"storage_options": st.storage_options, "fetch": st.fetch,
-                  "cache_dir": st.cache_dir, "cache_limit": st.cache_limit}  # fmt: skip
+                  "cache_dir": st.cache_dir, "cache_limit": st.cache_limit,
+                  "verify_checksums": st.verify_checksums}  # fmt: skip
         mixture = config.path_imgrec if isinstance(config.path_imgrec, Mixture) else None
         if mixture is not None:
             self.records, shards = open_mixture(mixture, **opened)

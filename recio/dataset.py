@@ -92,6 +92,9 @@ class RecordDataset:
             evicted first, as the order a sampler draws is not known here), or, without a
             limit, each file copied whole.
         cache_limit: the most bytes the block cache in ``cache_dir`` holds.
+        verify_checksums: check each record read against its checksum sidecar
+            (:class:`~recio.reader.RecordFile`; "auto": remote data). A record that does not
+            match is a bad image for ``on_error``.
     """
 
     def __init__(
@@ -113,6 +116,7 @@ class RecordDataset:
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | None = None,
         cache_limit: int | None = None,
+        verify_checksums: bool | str = "auto",
     ) -> None:
         shape = tuple(int(v) for v in data_shape)
         if len(shape) != 3 or shape[0] != 3:
@@ -138,6 +142,9 @@ class RecordDataset:
             "on_error": check_choice("on_error", on_error, ("raise", "replace")),
             "storage_options": storage_options,
             "cache": Storage(cache_dir=cache_dir, cache_limit=cache_limit),
+            "verify_checksums": check_choice(
+                "verify_checksums", verify_checksums, (True, False, "auto")
+            ),
         }
         self.epoch = 0
         self.bad_records: dict[int, str] = {}  # record id -> error, in this process
@@ -266,6 +273,7 @@ class RecordDataset:
                 storage_options=settings["storage_options"],
                 cache_dir=settings["cache"].cache_dir,
                 cache_limit=settings["cache"].cache_limit,
+                verify_checksums=settings.get("verify_checksums", "auto"),
             )
             self._layout = detect_layout(self._records)
         if self._pool is None:  # after a fork, the pool starts threads of its own

@@ -44,6 +44,14 @@ class IndexMismatchError(RecordIOError):
     """The .idx names offsets that are not record starts or lie past the end."""
 
 
+class ChecksumError(RecordIOError):
+    """A record's bytes do not give the CRC32C its checksum sidecar holds for it.
+
+    The record was damaged after the checksum was taken (on disk, in a copy, on the
+    wire); the message names the file, the byte offset, the record and the sidecar.
+    """
+
+
 class DecodeError(ValueError):
     """An image of a batch could not be decoded.
 

@@ -69,7 +69,10 @@ class ImageRecordIter(PositionedIterator):
     ``.num_workers``), ``storage_options`` (fsspec), ``shuffle_mode`` ("global" | "block"),
     ``block_parts``, ``interpolation``, ``channel_order``, ``cache_dir`` and ``cache_limit``
     (remote blocks kept on local disk, at most that many bytes: NOTE [block cache]),
-    ``fetch`` (:class:`~recio.storage.FetchOptions`). ``path_imgrec`` may also be a
+    ``fetch`` (:class:`~recio.storage.FetchOptions`), ``verify_checksums`` (True | False |
+    "auto": check records against their checksum sidecar, by default remote data; a record
+    that does not match is a bad image for ``on_error``, counted in
+    ``stats.checksum_mismatches``). ``path_imgrec`` may also be a
     :class:`~recio.mixing.Mixture` (or a list of ``Source`` objects): several datasets mixed
     per epoch by weight, repeat or count. They are checked once into an
     :class:`~recio.config.IterConfig`; ``config=`` (or the groups ``crop=``,
@@ -426,7 +429,7 @@ class _Pipeline:
         group = self.sampler.fetch_group()
         fetch = self.records.fetch or FetchOptions()
         return Prefetcher(
-            self.records,
+            _MarkMismatches(self.records),
             [p.positions for p in plans],
             depth=2 if group is None else 1,
             group_batches=group,
@@ -519,6 +522,23 @@ class _Pipeline:
         bad = np.flatnonzero(got.status)
         out[bad] = out[fill[bad]]
         return got.labels[fill], got.ids[fill]
+
+
+class _MarkMismatches:
+    """The records as the prefetcher reads them: checksum mismatches marked, not raised.
+
+    ``read_many(bad="mark")``: such a record is a bad slot for ``on_error``, not an error
+    that stops the reader thread.
+    """
+
+    def __init__(self, records) -> None:
+        self.records = records
+
+    def __getattr__(self, name: str):  # lengths, cached, ...: the records'
+        return getattr(self.records, name)
+
+    def read_many(self, indices, **kwargs):
+        return self.records.read_many(indices, bad="mark", **kwargs)
 
 
 def _traced(tracer: Tracer | None, name: str, items):

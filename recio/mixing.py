@@ -290,10 +290,12 @@ def open_mixture(
     fetch: storage.FetchOptions | None = None,
     cache_dir: str | None = None,
     cache_limit: int | None = None,
+    verify_checksums: bool | str = "auto",
 ) -> tuple[ShardedRecords, list[int]]:
     """The records of every source as one union, and the number of shards of each source.
 
-    ``fetch``, ``cache_dir`` and ``cache_limit`` as for :func:`recio.shards.open_records`.
+    ``fetch``, ``cache_dir``, ``cache_limit`` and ``verify_checksums`` as for
+    :func:`recio.shards.open_records`.
 
     Raises:
         FileNotFoundError, ValueError: as :func:`recio.shards.open_records` for a source.
@@ -307,7 +309,8 @@ def open_mixture(
         idx_urls += _pair_indexes(mine, source.idx, storage_options)
         shards.append(len(mine))
     records = ShardedRecords(urls, idx_urls, name=mixture.name, storage_options=storage_options,
-                             fetch=fetch, cache_dir=cache_dir, cache_limit=cache_limit)  # fmt: skip
+                             fetch=fetch, cache_dir=cache_dir, cache_limit=cache_limit,
+                             verify_checksums=verify_checksums)  # fmt: skip
     return records, shards
 
 

@@ -30,6 +30,7 @@ from .shards import ShardedRecords
 __all__ = ["DecodedBatch", "read_and_decode"]
 
 _RECORD = int(Status.RECORD)
+_CORRUPT = int(Status.CORRUPT)
 
 
 @dataclass
@@ -159,6 +160,10 @@ def _one_file(
         )  # fmt: skip
         status, labels, ids = got.status, got.labels, got.ids
         reasons = pool.last_errors() if status.any() else None
+        if records.checksums is not None:  # the exact path below checks the slots it reads
+            reasons = _verify_decoded(
+                records, view, positions, out, status, labels, ids, reasons, raise_bad_headers
+            )
         if label_width > 1:  # a record of one label (flag 0) has its image right after the header
             single = got.images.starts - offsets == FRAME_HEADER_SIZE + IR_HEADER_SIZE
             check_label_width(records, positions, single & (status != _RECORD), label_width)
@@ -178,6 +183,28 @@ def _one_file(
     if exact is not None:
         reasons = _merged_reasons(reasons, n, slow, exact)
     return DecodedBatch(status, labels, ids, reasons if status.any() else None)
+
+
+def _verify_decoded(
+    records, view, positions, out, status, labels, ids, reasons, raise_bad_headers
+) -> list[str | None] | None:
+    """Check the records one native call decoded against their checksums.
+
+    A record that does not match is a bad slot (CORRUPT, its image zeroed, the error as
+    its reason), or raised under ``raise_bad_headers``. Returns the batch's reasons.
+    """
+    done = np.flatnonzero(status != _RECORD)
+    problems = records.verify_view(view, positions[done])
+    if not problems:
+        return reasons
+    if raise_bad_headers:
+        raise problems[min(problems)]
+    reasons = list(reasons) if reasons is not None else [None] * len(status)
+    for k, error in problems.items():
+        j = int(done[k])
+        status[j], reasons[j] = _CORRUPT, str(error)
+        out[j], labels[j], ids[j] = 0, 0, int(records.keys[positions[j]])
+    return reasons
 
 
 def _decode_exact(

@@ -8,7 +8,9 @@ none) and reads payloads zero-copy from local files, by ranged reads from remote
 
 from __future__ import annotations
 
+import errno
 import struct
+import threading
 import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -16,7 +18,17 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import storage
+from .checksum import (
+    Checksums,
+    MismatchedPayload,
+    extent_crcs,
+    frame_crcs,
+    load_sidecar,
+    resolve_verify,
+    sidecar_path,
+)
 from .errors import (
+    ChecksumError,
     CorruptRecordError,
     IndexMismatchError,
     IndexWarning,
@@ -254,6 +266,15 @@ class RecordFile:
 
     Given a list of URLs, a shard pattern or a glob (:mod:`recio.shards`), it opens them
     as one: the object is a :class:`recio.shards.ShardedRecords`, with this interface.
+
+    ``verify_checksums``: check every record read against the checksum sidecar beside the
+    ``.idx`` (NOTE [checksum sidecar] in :mod:`recio.checksum`). True: the sidecar must be
+    there; "auto" (default): remote data is checked when it has one, local files are not
+    (``recio verify`` checks those); False: never. A remote record that does not match is
+    fetched again once; if it still does not, :class:`~recio.errors.ChecksumError` (or, for
+    batch readers, a bad slot for their ``on_error``). ``checksum_stats`` counts records
+    fetched again and mismatches. A sidecar of another write (its count or ``.rec`` size
+    differs) is an ``IndexMismatchError`` at open.
     """
 
     def __new__(cls, url: Any = None, *args: Any, **kwargs: Any) -> Any:
@@ -274,16 +295,22 @@ class RecordFile:
         fetch: storage.FetchOptions | None = None,
         cache_dir: str | None = None,
         cache_limit: int | None = None,
+        verify_checksums: bool | str = "auto",
     ) -> None:
         self.url = str(url)
         self.storage_options = storage_options
         self.fetch, self.cache_dir, self.cache_limit = fetch, cache_dir, cache_limit
+        self.verify_checksums = verify_checksums
+        mode = resolve_verify(verify_checksums, self.url)
         self.closed = False
+        self.checksum_stats = {"refetched": 0, "mismatched": 0}
+        self._stats_lock = threading.Lock()  # decode threads read batches concurrently
         self.source = storage.open_source(
             self.url, storage_options, fetch=fetch, cache_dir=cache_dir, cache_limit=cache_limit
         )
         try:
             self._load_index(idx_url)
+            self.checksums = self._load_checksums(mode)
         except BaseException:
             self.source.close()
             raise
@@ -303,6 +330,24 @@ class RecordFile:
             self.offsets = np.array(scan_source(self.source), dtype=np.int64)
             self.keys = np.arange(len(self.offsets), dtype=np.int64)
         self.lengths = self._extents()
+
+    def _load_checksums(self, mode: bool | str) -> Checksums | None:
+        """The sidecar to verify reads against (None: reads are not verified)."""
+        if mode is False:
+            return None
+        path = sidecar_path(self.url, self.idx_url)
+        found = load_sidecar(path, self.storage_options)
+        if found is None:
+            if mode is True:
+                raise FileNotFoundError(
+                    errno.ENOENT,
+                    f"verify_checksums=True, but {self.url} has no checksum sidecar "
+                    f"(`recio checksum {self.url}` writes it)",
+                    path,
+                )
+            return None
+        found.check_matches(len(self), self.url, self.source.size, self.idx_url)
+        return found
 
     def _extents(self) -> np.ndarray:
         """Each record's byte length: up to the next distinct record start in file order.
@@ -365,6 +410,10 @@ class RecordFile:
         except CorruptRecordError as exc:
             key = int(self.keys[i])
             raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
+        if self.checksums is not None and self._is_local:
+            problems = self.verify_view(self._local_view(np.array([i])), np.array([i]))
+            if problems:
+                raise problems[0]
         return payload
 
     @property
@@ -397,38 +446,113 @@ class RecordFile:
 
     def _read_remote(self, i: int) -> tuple[memoryview | bytes, int]:
         offset, length = int(self.offsets[i]), int(self.lengths[i])
-        return self._parse_extent(i, self.source.read(offset, length))
+        data = self.source.read(offset, length)
+        if self.checksums is not None:
+            datas = [data]
+            problems = self._check_extents([i], datas)
+            if problems:
+                raise problems[0]
+            data = datas[0]
+        return self._parse_extent(i, data)
+
+    def _check_extents(self, indices: Sequence[int], datas: list) -> dict[int, ChecksumError]:
+        """Check remote records' extents as fetched (``datas``) against the sidecar.
+
+        One that does not match is fetched again once (damaged on the way, or in a cache):
+        if that matches, it replaces the first in ``datas``; else slot -> the error.
+        Called only with a sidecar loaded.
+        """
+        assert self.checksums is not None
+        positions = np.asarray(indices, dtype=np.int64)
+        crcs, ends = extent_crcs(datas)
+        bad = np.flatnonzero((crcs != self.checksums.table[positions]) | (ends < 0))
+        problems: dict[int, ChecksumError] = {}
+        for j in bad.tolist():
+            i = int(positions[j])
+            with self._stats_lock:
+                self.checksum_stats["refetched"] += 1
+            again = [self._refetch(i)]
+            crc, end = extent_crcs(again)
+            if end[0] >= 0 and crc[0] == self.checksums.table[i]:
+                datas[j] = again[0]
+                continue
+            with self._stats_lock:
+                self.checksum_stats["mismatched"] += 1
+            problems[j] = self.checksums.mismatch(self, i, int(crc[0]), refetched=True)
+        return problems
+
+    def _refetch(self, i: int):
+        """Record ``i``'s extent fetched again from the store."""
+        return self.source.read(int(self.offsets[i]), int(self.lengths[i]))
+
+    def verify_view(self, view: memoryview, positions: np.ndarray) -> dict[int, ChecksumError]:
+        """Check the records at ``positions`` of a local map against the sidecar.
+
+        Returns slot -> :class:`~recio.errors.ChecksumError` for those that do not match
+        (empty without a sidecar). Each mismatch is counted in ``checksum_stats``.
+
+        Raises:
+            RecordIOError: a record whose frames do not chain (naming the file and byte).
+        """
+        if self.checksums is None or not len(positions):
+            return {}
+        crcs = frame_crcs(view, self.offsets[positions], self.url)
+        bad = np.flatnonzero(crcs != self.checksums.table[positions])
+        if not bad.size:
+            return {}
+        with self._stats_lock:
+            self.checksum_stats["mismatched"] += int(bad.size)
+        return {
+            int(j): self.checksums.mismatch(self, int(positions[j]), int(crcs[j]))
+            for j in bad.tolist()
+        }
 
     def _parse_extent(self, i: int, data) -> tuple[memoryview | bytes, int]:
         offset = int(self.offsets[i])
         return read_record(memoryview(data), 0, path=self.url, record_index=i, base=offset)
 
     def read_many(
-        self, indices: Sequence[int], *, until: int | None = None
+        self, indices: Sequence[int], *, until: int | None = None, bad: str = "raise"
     ) -> list[memoryview | bytes]:
         """Payloads of several records (remote: one concurrent ranged fetch).
 
         A local file's size is checked once per call: a record it no longer holds
         (truncated while open) raises ``TruncatedRecordError``. Otherwise as ``read``.
         ``until``: the clock of the last step the records are for (a block cache's
-        schedule, :meth:`schedule_reads`).
+        schedule, :meth:`schedule_reads`). ``bad``: what a record whose checksum does not
+        match becomes, "raise" (its :class:`~recio.errors.ChecksumError`) or "mark" (a
+        :class:`~recio.checksum.MismatchedPayload` carrying it, for a batch's ``on_error``).
         """
         self._check_open()
+        if bad not in ("raise", "mark"):
+            raise ValueError(f'bad must be "raise" or "mark", not {bad!r}')
         if self._is_local:
-            return self._read_many_local(indices)
+            out = self._read_many_local(indices)
+            if self.checksums is not None:
+                positions = np.asarray(indices, dtype=np.int64)
+                problems = self.verify_view(self._local_view(positions), positions)
+                _put_problems(out, problems, bad)
+            return out
         ranges = [(int(self.offsets[i]), int(self.lengths[i])) for i in indices]
         if until is not None and self.cached:
-            datas = self.source.read_ranges(ranges, until=until)
+            datas = list(self.source.read_ranges(ranges, until=until))
         else:
-            datas = self.source.read_ranges(ranges)
-        out = []
-        for i, data in zip(indices, datas, strict=False):
-            try:
-                out.append(self._parse_extent(int(i), data)[0])
-            except CorruptRecordError as exc:
-                key, offset = int(self.keys[i]), int(self.offsets[i])
-                raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
+            datas = list(self.source.read_ranges(ranges))
+        problems = self._check_extents(indices, datas) if self.checksums is not None else {}
+        out: list = [None] * len(datas)
+        for j, (i, data) in enumerate(zip(indices, datas, strict=False)):
+            if j not in problems:
+                out[j] = self._framed(int(i), data)
+        _put_problems(out, problems, bad)
         return out
+
+    def _framed(self, i: int, data) -> memoryview | bytes:
+        """Record ``i``'s payload parsed from its extent ``data`` (errors as ``read``)."""
+        try:
+            return self._parse_extent(i, data)[0]
+        except CorruptRecordError as exc:
+            key, offset = int(self.keys[i]), int(self.offsets[i])
+            raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
 
     def _read_many_local(self, indices: Sequence[int]) -> list[memoryview | bytes]:
         positions = np.asarray(indices, dtype=np.int64)
@@ -500,6 +624,7 @@ class RecordFile:
             "fetch": self.fetch,
             "cache_dir": self.cache_dir,
             "cache_limit": self.cache_limit,
+            "verify_checksums": self.verify_checksums,
         }
 
     def __setstate__(self, state: dict) -> None:
@@ -510,7 +635,18 @@ class RecordFile:
             fetch=state.get("fetch"),
             cache_dir=state.get("cache_dir"),
             cache_limit=state.get("cache_limit"),
+            verify_checksums=state.get("verify_checksums", "auto"),
         )
+
+
+def _put_problems(out: list, problems: dict[int, ChecksumError], bad: str) -> None:
+    """Raise the first checksum problem of a read (``bad="raise"``) or mark its records."""
+    if not problems:
+        return
+    if bad == "raise":
+        raise problems[min(problems)]
+    for j, error in problems.items():
+        out[j] = MismatchedPayload(error)
 
 
 def default_idx_path(rec_url: str) -> str:
@@ -600,7 +736,7 @@ def read_batch(
         records._check_open()
         if records._is_local:
             return _read_local_batch(records, positions, label_width)
-        payloads = records.read_many(positions)
+        payloads = records.read_many(positions, bad="mark")
     labels, ids, starts, problems = batch_headers(records, positions, payloads, label_width)
     images = [payload[start:] for payload, start in zip(payloads, starts, strict=True)]
     for j in problems:
@@ -683,6 +819,12 @@ def _read_local_batch(records: RecordFile, positions: np.ndarray, label_width: i
                 lengths[j] = len(payload) - start
             else:
                 parts[j] = payload[start:]
+    for j, error in records.verify_view(view, positions).items():
+        headers.problems[j] = error  # checked after the parse: its labels may be damaged too
+        headers.labels[j], headers.single[j] = 0, False
+        headers.ids[j] = int(records.keys[positions[j]])
+        starts[j], lengths[j] = 0, 0
+        parts.pop(j, None)
     headers.check_width(records, positions)
     images: Spans | list = Spans.inside(view, starts, lengths)
     if parts:
@@ -706,6 +848,10 @@ class _Headers:
     ) -> None:
         """Parse ``payloads`` (of ``slots``) with ``unpack_labels``: the exact way."""
         for j, payload in zip(slots, payloads, strict=True):
+            if isinstance(payload, MismatchedPayload):  # its checksum did not match
+                self.problems[j] = payload.error
+                self.ids[j] = int(records.keys[int(positions[j])])
+                continue
             try:
                 self.labels[j], self.ids[j], self.starts[j] = unpack_labels(
                     payload, self.label_width

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from . import storage
+from .checksum import SidecarWriter, sidecar_path
 from .errors import CorruptRecordError
 from .format import IRHeader, encode_record, format_idx_line, pack, parse_idx, unpack
 from .reader import RecordCursor, check_offsets, not_a_record_start
@@ -184,11 +185,16 @@ class MXRecordIO:
 
     def write(self, buf: bytes | bytearray | memoryview) -> None:
         """Append one record."""
+        self._write(buf)
+
+    def _write(self, buf: bytes | bytearray | memoryview) -> bytes:
+        """Append one record; its frames as written."""
         if not self.is_open or not self.writable:
             raise ValueError(f"{self.uri} is not open for writing")
         frame = encode_record(buf)
         self._out.write(frame)
         self._pos += len(frame)
+        return frame
 
     def read(self) -> bytes | None:
         """The next record's payload, or None at the end of the file."""
@@ -215,7 +221,13 @@ class MXRecordIO:
 
 
 class MXIndexedRecordIO(MXRecordIO):
-    r"""RecordIO with a ``.idx`` file of ``key\toffset`` lines, for random access."""
+    r"""RecordIO with a ``.idx`` file of ``key\toffset`` lines, for random access.
+
+    A writer also writes the records' checksums (one CRC32C per ``write_idx``, in the
+    ``.idx``'s order) to the sidecar beside the ``.idx`` (``X.idx`` -> ``X.crc``, NOTE
+    [checksum sidecar] in :mod:`recio.checksum`), published with the pair;
+    ``checksums=False`` writes none. MXNet and DALI read only the ``.rec`` and ``.idx``.
+    """
 
     def __init__(
         self,
@@ -225,9 +237,11 @@ class MXIndexedRecordIO(MXRecordIO):
         key_type: type = int,
         *,
         storage_options: dict[str, Any] | None = None,
+        checksums: bool = True,
     ):
         self.idx_path = str(idx_path)
         self.key_type = key_type
+        self.checksums = bool(checksums)
         self.idx: dict = {}
         self.keys: list = []
         super().__init__(uri, flag, storage_options=storage_options)
@@ -244,6 +258,11 @@ class MXIndexedRecordIO(MXRecordIO):
         self.keys = []
         if self.writable:
             self._idx_out = storage.AtomicOutput(self.idx_path, self.storage_options)
+            self._crc_out = (
+                SidecarWriter(sidecar_path(self.uri, self.idx_path), self.storage_options)
+                if self.checksums
+                else None
+            )
             return
         text = storage.read_text(self.idx_path, self.storage_options)
         for key, offset in parse_idx(text, path=self.idx_path, key_type=self.key_type):
@@ -255,20 +274,25 @@ class MXIndexedRecordIO(MXRecordIO):
     def close(self) -> None:
         """Close; a writer's ``.rec`` and ``.idx`` are flushed and moved into place.
 
-        Both are written out (fsync'd locally) before either is renamed, so a full disk
-        or a failed upload leaves the old pair as it was, and nothing else. Only a
-        failure between the two renames (or of the second upload, on object stores,
-        which publish on close) leaves a new ``.rec`` beside the old ``.idx``: readers
-        warn about such a pair (``recio.errors.IndexWarning``).
+        Both (and the checksum sidecar) are written out (fsync'd locally) before any is
+        renamed, so a full disk or a failed upload leaves the old files as they were, and
+        nothing else. Only a failure between the renames (or of a later upload, on object
+        stores, which publish on close) leaves a new ``.rec`` beside the old ``.idx`` or
+        sidecar: readers warn about such a pair (``recio.errors.IndexWarning``), and refuse
+        a sidecar of another write (its size and count are the ``.rec``'s and ``.idx``'s).
         """
         if not (self.is_open and self.writable):
             super().close()
             return
         self.is_open = False
-        outputs = (self._out, self._idx_out)
+        outputs = [self._out, self._idx_out]
+        if self._crc_out is not None:
+            outputs.append(self._crc_out)
         try:
-            for out in outputs:
+            for out in outputs[:2]:
                 out.prepare()
+            if self._crc_out is not None:
+                self._crc_out.prepare(self._pos)
             for out in outputs:
                 out.commit()
         except BaseException:
@@ -280,6 +304,8 @@ class MXIndexedRecordIO(MXRecordIO):
         """Close a writer without publishing its ``.rec`` or ``.idx`` (a reader just closes)."""
         if self.is_open and self.writable:
             self._idx_out.abort()
+            if self._crc_out is not None:
+                self._crc_out.abort()
         super().abort()
 
     def seek(self, idx) -> None:
@@ -301,7 +327,9 @@ class MXIndexedRecordIO(MXRecordIO):
         """Append a record and index it under key ``idx``."""
         key = self.key_type(idx)
         pos = self.tell()
-        self.write(buf)
+        frames = self._write(buf)
+        if self._crc_out is not None:
+            self._crc_out.add(frames)
         self._idx_out.write(format_idx_line(key, pos).encode())
         self.idx[key] = pos
         self.keys.append(key)

@@ -206,6 +206,7 @@ def open_records(
     fetch: storage.FetchOptions | None = None,
     cache_dir: str | None = None,
     cache_limit: int | None = None,
+    verify_checksums: bool | str = "auto",
 ) -> RecordFile | ShardedRecords:
     """Open the records ``spec`` names: a ``RecordFile`` for one file, else the union.
 
@@ -218,6 +219,8 @@ def open_records(
         cache_dir: keep remote data in this local folder: their blocks up to
             ``cache_limit`` bytes, or (without a limit) each file copied whole first.
         cache_limit: the most bytes of blocks ``cache_dir`` holds (NOTE [block cache]).
+        verify_checksums: check reads against each file's checksum sidecar
+            (:class:`~recio.reader.RecordFile`).
 
     Raises:
         FileNotFoundError: a shard, or a shard's ``.idx``, that does not exist (naming it).
@@ -225,7 +228,7 @@ def open_records(
     """
     urls = expand_shards(spec, storage_options)
     kwargs = {"storage_options": storage_options, "fetch": fetch, "cache_dir": cache_dir,
-              "cache_limit": cache_limit}  # fmt: skip
+              "cache_limit": cache_limit, "verify_checksums": verify_checksums}  # fmt: skip
     if len(urls) == 1 and not is_shard_spec(spec):
         if idx is not None and not isinstance(idx, str | os.PathLike):
             idx = expand_shards(idx, storage_options)
@@ -307,8 +310,10 @@ class ShardedRecords:
         fetch: storage.FetchOptions | None = None,
         cache_dir: str | None = None,
         cache_limit: int | None = None,
+        verify_checksums: bool | str = "auto",
     ) -> None:
         self.urls = [os.fspath(u) for u in urls]
+        self.verify_checksums = verify_checksums
         if not self.urls:
             raise ValueError("no shards")
         self.idx_urls = list(idx_urls) if idx_urls is not None else None
@@ -339,6 +344,7 @@ class ShardedRecords:
             "fetch": self.fetch,
             "cache_dir": self.cache_dir,
             "cache_limit": self.cache_limit,
+            "verify_checksums": self.verify_checksums,
         }
         jobs = list(zip(self.urls, idx_urls, strict=True))
         if not self._remote or len(jobs) == 1:
@@ -382,6 +388,15 @@ class ShardedRecords:
     def size(self) -> int:
         """The shards' sizes in bytes, added up."""
         return sum(s.size for s in self.shards)
+
+    @property
+    def checksum_stats(self) -> dict[str, int]:
+        """The shards' ``checksum_stats`` (records fetched again, mismatches), added up."""
+        total = {"refetched": 0, "mismatched": 0}
+        for shard in self.shards:
+            for key, value in shard.checksum_stats.items():
+                total[key] += value
+        return total
 
     def _check_open(self) -> None:
         if self.closed:
@@ -437,13 +452,18 @@ class ShardedRecords:
         return self.shards[k].read(local)
 
     def read_many(
-        self, indices: Sequence[int], *, until: int | None = None
+        self, indices: Sequence[int], *, until: int | None = None, bad: str = "raise"
     ) -> list[memoryview | bytes]:
-        """Payloads of several records; remote shards are fetched concurrently."""
+        """Payloads of several records; remote shards are fetched concurrently.
+
+        ``until`` and ``bad``: as :meth:`RecordFile.read_many`.
+        """
         self._check_open()
         groups = self.split(indices)
         out: list[Any] = [None] * sum(len(g.slots) for g in groups)
-        results = self._map(lambda g: g.records.read_many(g.positions, until=until), groups)
+        results = self._map(
+            lambda g: g.records.read_many(g.positions, until=until, bad=bad), groups
+        )
         for group, payloads in zip(groups, results, strict=True):
             for j, payload in zip(group.slots.tolist(), payloads, strict=True):
                 out[j] = payload
@@ -573,6 +593,7 @@ class ShardedRecords:
             "fetch": self.fetch,
             "cache_dir": self.cache_dir,
             "cache_limit": self.cache_limit,
+            "verify_checksums": self.verify_checksums,
         }
 
     def __setstate__(self, state: dict) -> None:
@@ -584,6 +605,7 @@ class ShardedRecords:
             fetch=state["fetch"],
             cache_dir=state["cache_dir"],
             cache_limit=state.get("cache_limit"),
+            verify_checksums=state.get("verify_checksums", "auto"),
         )
 
     def __repr__(self) -> str:

@@ -233,7 +233,7 @@ def test_index_is_written_atomically(tmp_path, monkeypatch):
     monkeypatch.setattr("recio.storage.AtomicOutput.write", fail)
     assert cli(["index", rec]) == 2
     assert open(idx).read() == "0\t0\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.idx", "d.rec"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.crc", "d.idx", "d.rec"]
 
 
 # --- info and verify on a damaged file: what is wrong, offsets in the .rec -------------

@@ -141,12 +141,14 @@ class _FullDisk:
         raise OSError(errno.ENOSPC, "No space left on device")
 
 
-@pytest.mark.parametrize("failing", [".idx", ".rec"])
+@pytest.mark.parametrize("failing", [".idx", ".rec", ".crc"])
 def test_full_disk_on_close_leaves_the_old_pair(tmp_path, monkeypatch, failing):
-    """The new .rec and .idx are both written out before either is renamed: a write that
-    fails (the .idx's, after the .rec's succeeded) leaves the old pair byte for byte."""
+    """The new .rec, .idx and checksum sidecar are all written out before any is renamed: a
+    write that fails (the .idx's, after the .rec's succeeded) leaves the old files byte for
+    byte."""
     rec, idx = write_indexed(tmp_path, payloads=[b"old"])
-    before = {p: open(p, "rb").read() for p in (rec, idx)}
+    crc = str(tmp_path / "d.crc")
+    before = {p: open(p, "rb").read() for p in (rec, idx, crc)}
 
     class FullDiskFor(storage.AtomicOutput):
         def __init__(self, url, *args, **kwargs):
@@ -161,8 +163,8 @@ def test_full_disk_on_close_leaves_the_old_pair(tmp_path, monkeypatch, failing):
     with pytest.raises(OSError) as info:
         w.close()
     assert info.value.errno == errno.ENOSPC
-    assert {p: open(p, "rb").read() for p in (rec, idx)} == before
-    assert sorted(os.listdir(tmp_path)) == ["d.idx", "d.rec"]  # no .partial left
+    assert {p: open(p, "rb").read() for p in (rec, idx, crc)} == before
+    assert sorted(os.listdir(tmp_path)) == ["d.crc", "d.idx", "d.rec"]  # no .partial left
     with MXIndexedRecordIO(idx, rec, "r") as r:
         assert r.keys == [0] and r.read_idx(0) == b"old"
 
@@ -275,7 +277,7 @@ write(g, 4)
         tmp_path,
     )
     assert result.returncode == 0, result.stderr
-    assert sorted(os.listdir(tmp_path)) == ["d.idx", "d.rec", "g.rec", "s.rec", "x.rec"]
+    assert sorted(os.listdir(tmp_path)) == ["d.crc", "d.idx", "d.rec", "g.rec", "s.rec", "x.rec"]
     with MXIndexedRecordIO(str(tmp_path / "d.idx"), str(tmp_path / "d.rec"), "r") as r:
         assert [r.read_idx(k) for k in r.keys] == [b"record 0", b"record 1", b"record 2"]
     assert len(list(MXRecordIO(str(tmp_path / "g.rec"), "r"))) == 4

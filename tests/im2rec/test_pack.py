@@ -152,8 +152,8 @@ def test_output_to_fsspec_url(tmp_path, images):
         assert run("--resize", 32, "--shards", 2, url, images) == 0
         names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls("/im2rec-test", detail=False))
         assert names == [
-            "data-00000-of-00002.idx", "data-00000-of-00002.rec",
-            "data-00001-of-00002.idx", "data-00001-of-00002.rec",
+            "data-00000-of-00002.crc", "data-00000-of-00002.idx", "data-00000-of-00002.rec",
+            "data-00001-of-00002.crc", "data-00001-of-00002.idx", "data-00001-of-00002.rec",
             "data.lst", "data.report.json",
         ]  # fmt: skip
         with MXIndexedRecordIO(f"{url}-00001-of-00002.idx", f"{url}-00001-of-00002.rec", "r") as r:

@@ -21,7 +21,7 @@ def test_remote_writer_publishes_only_on_close(memfs):
         raise RuntimeError("interrupted")
     assert not memfs.exists("/w") or memfs.ls("/w", detail=False) == []
     write_rec("memory://w/a.rec", n=5, size=10)
-    assert sorted(memfs.ls("/w", detail=False)) == ["/w/a.idx", "/w/a.rec"]
+    assert sorted(memfs.ls("/w", detail=False)) == ["/w/a.crc", "/w/a.idx", "/w/a.rec"]
     # overwriting replaces the old file whole
     write_rec("memory://w/a.rec", n=3, size=10)
     assert len(RecordFile("memory://w/a.rec")) == 3
@@ -38,7 +38,7 @@ def test_remote_pair_is_written_out_before_either_is_renamed(memfs, monkeypatch)
     """On a file system with a rename (memory, HDFS), the .idx upload failing leaves the
     old pair and no temporary: both uploads finish before either is renamed."""
     write_rec("memory://p/a.rec", n=3, size=10)
-    before = {p: memfs.cat_file(p) for p in ("/p/a.rec", "/p/a.idx")}
+    before = {p: memfs.cat_file(p) for p in ("/p/a.rec", "/p/a.idx", "/p/a.crc")}
 
     def upload_failed():
         raise OSError(5, "upload failed")
@@ -52,5 +52,5 @@ def test_remote_pair_is_written_out_before_either_is_renamed(memfs, monkeypatch)
     monkeypatch.setattr(storage, "AtomicOutput", FailingIdx)
     with pytest.raises(OSError, match="upload failed"):
         write_rec("memory://p/a.rec", n=8, size=10)
-    assert sorted(memfs.ls("/p", detail=False)) == ["/p/a.idx", "/p/a.rec"]
-    assert {p: memfs.cat_file(p) for p in ("/p/a.rec", "/p/a.idx")} == before
+    assert sorted(memfs.ls("/p", detail=False)) == ["/p/a.crc", "/p/a.idx", "/p/a.rec"]
+    assert {p: memfs.cat_file(p) for p in ("/p/a.rec", "/p/a.idx", "/p/a.crc")} == before

@@ -29,7 +29,11 @@ def test_hdfs_write_then_read(hdfs_prefix):
         got += indices.tolist()
     assert got == order.tolist()
     fs, path = storage.filesystem(hdfs_prefix)
-    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(path, detail=False)) == ["d.idx", "d.rec"]
+    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(path, detail=False)) == [
+        "d.crc",
+        "d.idx",
+        "d.rec",
+    ]
 
 
 def test_hdfs_aborted_write_leaves_nothing(hdfs_prefix):
