@@ -343,6 +343,36 @@ class DecodePool:
         exact way (:func:`recio.reader.read_batch`); so does every record on the Python
         backend. Other arguments as :meth:`decode_batch`.
         """
+        return self.submit_records(
+            base, offsets, out, label_width=label_width, draw=draw, records=records,
+            interpolation=interpolation, mean=mean, std=std, layout=layout,
+            channel_order=channel_order,
+        ).result()  # fmt: skip
+
+    def submit_records(
+        self,
+        base: Any,
+        offsets: np.ndarray,
+        out: np.ndarray,
+        *,
+        label_width: int = 1,
+        draw: KeyedDraw | None = None,
+        records: np.ndarray | None = None,
+        interpolation: str = "bilinear",
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+        layout: str = "NHWC",
+        channel_order: str = "RGB",
+    ) -> PendingRecords:
+        """:meth:`decode_records`, queued: returns at once, the pool decodes meanwhile.
+
+        The pool's threads work through the queued batches in turn, going from one to the
+        next without a Python thread waking up in between (NOTE [job queue] in
+        native/pool.c). ``out`` and ``base`` are written / read until the job is finished:
+        keep them until :meth:`PendingRecords.result` (which also finishes what the native
+        pool leaves: Pillow's formats, the failed slots zeroed). Arguments are checked here,
+        before anything is queued.
+        """
         self._check_open()
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         n = len(offsets)
@@ -356,19 +386,13 @@ class DecodePool:
         ids = np.full(n, -1, dtype=np.int64)
         starts, lengths = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
         status = np.full(n, int(Status.RECORD), dtype=np.int32)
-        errors: list[str | None] | None = None
-        todo: list[int] = []
+        handle = None
         if self.backend == "native" and n:
-            errors = self._native.decode_records(
+            handle = self._native.submit_records(
                 base, offsets, labels, ids, starts, lengths, *self._native_job(job, status),
                 *job.native_draw,
             )  # fmt: skip
-            todo = np.flatnonzero(status == _UNSUPPORTED).tolist() if errors is not None else []
-        elif n:
-            errors = [None] * n
-        images = Spans.inside(memoryview(base).cast("B"), starts, lengths)
-        self._finish(job, images, status, errors, todo)
-        return DecodedRecords(status, labels, ids, images)
+        return PendingRecords(self, job, base, status, labels, ids, starts, lengths, handle)
 
     def _native_job(self, job: _Job, status: np.ndarray) -> tuple:
         """The arguments every native decode takes, from ``out`` to ``max_pixels``."""
@@ -514,6 +538,49 @@ class DecodedRecords(NamedTuple):
     labels: np.ndarray  # float32 (N, label_width); flag 0 gives its label in every column
     ids: np.ndarray  # int64 (N,) from the IRHeaders, -1 where unparsed
     images: Spans  # where each image is in the base (empty where unparsed)
+
+
+class PendingRecords:
+    """A :meth:`DecodePool.submit_records` batch: wait for it, then take its result once."""
+
+    __slots__ = ("_base", "_handle", "_job", "_pool", "_result", "_rows")
+
+    def __init__(self, pool, job, base, status, labels, ids, starts, lengths, handle) -> None:
+        self._pool, self._job, self._base, self._handle = pool, job, base, handle
+        self._rows = (status, labels, ids, starts, lengths)
+        self._result: DecodedRecords | None = None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait (GIL released) until the native pool is done, at most ``timeout`` seconds.
+
+        Returns whether it is done; :meth:`result` then returns without waiting for it.
+        """
+        return True if self._handle is None else self._handle.wait(timeout)
+
+    def result(self) -> DecodedRecords:
+        """What :meth:`DecodePool.decode_records` returns; waits for the pool first.
+
+        Its errors are this thread's :meth:`DecodePool.last_errors`.
+
+        Raises:
+            ValueError: the pool was closed before every image was decoded.
+        """
+        if self._result is not None:
+            return self._result
+        status, labels, ids, starts, lengths = self._rows
+        n = len(status)
+        errors: list[str | None] | None = None
+        todo: list[int] = []
+        if self._handle is not None:
+            errors = self._handle.result()
+            self._handle = None  # its buffer views are released
+            todo = np.flatnonzero(status == _UNSUPPORTED).tolist() if errors is not None else []
+        elif n:
+            errors = [None] * n
+        images = Spans.inside(memoryview(self._base).cast("B"), starts, lengths)
+        self._pool._finish(self._job, images, status, errors, todo)
+        self._result = DecodedRecords(status, labels, ids, images)
+        return self._result
 
 
 def _native_images(buffers: Sequence[Any] | Spans) -> tuple[Any, tuple]:
