@@ -151,6 +151,7 @@ static void decode_task(void *vctx, void *state, size_t i) {
   batch_ctx *c = vctx;
   rc_worker *w = ((thread_state *)state)->dec;
   image_ref image;
+  c->errors[i * RC_ERRLEN] = 0; /* the text stays empty where no step writes one */
   if (!c->records) {
     image = c->images[i];
   } else if ((c->status[i] = parse_record(c->records, i, &image)) != RC_OK) {
@@ -687,7 +688,8 @@ static int job_open(PoolObject *self, const job_args *a, Py_ssize_t n, job_views
     PyErr_SetString(PyExc_ValueError, "out and status (and draw_records, to draw) are required");
     goto fail;
   }
-  v->errors = PyMem_Calloc(n ? (size_t)n : 1, RC_ERRLEN);
+  /* not zeroed (a batch's 32 KB would sweep the cache): decode_task ends each text */
+  v->errors = PyMem_Malloc((n ? (size_t)n : 1) * RC_ERRLEN);
   if (!v->errors) {
     PyErr_NoMemory();
     goto fail;

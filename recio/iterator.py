@@ -35,7 +35,7 @@ from .augment import KeyedDraw
 from .config import IterConfig
 from .consumer import Batch, IterStats, PositionedIterator
 from .decode import DecodePool
-from .read_decode import PendingBatch, submit_read_and_decode
+from .read_decode import BatchReader, PendingBatch, submit_read_and_decode
 from .storage.prefetch import Lookahead, Prefetcher
 from .trace import Tracer, maybe_span
 
@@ -499,9 +499,10 @@ class _QueuedPipeline(_Run):
     in native/pool.c), so no Python thread has to wake up between two batches, and the only
     Python per batch is the consumer's: no hand-off between threads, no queue. As many
     batches are in flight as in the threaded pipeline (``prefetch_buffer``, at least
-    three: those queued and the one being finished). A batch that cannot be submitted (the file closed, say) is delivered as a
-    failure in its turn, after the batches before it. ``stop`` (from any thread) waits for
-    a running ``get`` to return, then for the pool to be done with every queued batch, so
+    three: those queued and the one being finished). A batch that cannot be submitted (the
+    file closed, say) is delivered as a failure in its turn, after the batches before it.
+    ``stop`` (from any thread) waits for a running ``get`` to return, then for the pool to
+    be done with every queued batch, so
     nothing writes into a batch buffer or reads the file's map once it returns.
     """
 
@@ -513,6 +514,11 @@ class _QueuedPipeline(_Run):
         self._next = self.first_step  # the next step to submit
         self._queued: collections.deque = collections.deque()  # (step, raw, out, pending, t0)
         self._lock = threading.RLock()  # get against a stop() from another thread
+        self.reader = BatchReader(
+            self.records, self.pool, it.config.batch_shape, it.buffers.dtype,
+            label_width=self.label_width, draw=self.draw, decode_kwargs=self.decode_kwargs,
+            raise_bad_headers=self.raise_bad_headers, label_maps=self.label_maps,
+        )  # fmt: skip
 
     def get(self):
         with self._lock:
@@ -545,7 +551,7 @@ class _QueuedPipeline(_Run):
             try:
                 raw = self._raw(self.sampler.plan(self.epoch, step), None)
                 out = self.buffers.take()
-                pending = self._submit(raw, out)
+                pending = self.reader.submit(raw.positions, out, epochs=raw.epochs, keys=raw.keys)
             except Exception as exc:  # noqa: BLE001 - delivered in its turn
                 self._queued.append((step, None, None, _Failure(exc), t0))
                 self._next = self.end_step

@@ -27,7 +27,13 @@ from .mixing import LabelMap
 from .reader import RecordFile, check_label_width, read_batch
 from .shards import ShardedRecords
 
-__all__ = ["DecodedBatch", "PendingBatch", "read_and_decode", "submit_read_and_decode"]
+__all__ = [
+    "BatchReader",
+    "DecodedBatch",
+    "PendingBatch",
+    "read_and_decode",
+    "submit_read_and_decode",
+]
 
 _RECORD = int(Status.RECORD)
 
@@ -124,6 +130,71 @@ def submit_read_and_decode(
         )  # fmt: skip
         calls.append((part, into, one))
     return PendingBatch(calls, len(positions), out, label_width)
+
+
+class BatchReader:
+    """:func:`submit_read_and_decode` for the batches of one pipeline, its constants made once.
+
+    A batch of one local file, drawn from one epoch, with no mapped labels (the common
+    case: one ``.rec``, no rollover into the next epoch) is queued through a
+    :meth:`~recio.decode.DecodePool.records_job` made here: the options checked and the
+    draw's parameters made once, not per batch. Any other batch takes
+    :func:`submit_read_and_decode`'s path; both give the same result.
+    """
+
+    def __init__(
+        self,
+        records: RecordFile | ShardedRecords,
+        pool: DecodePool,
+        out_shape: tuple[int, ...],
+        dtype: Any,
+        *,
+        label_width: int,
+        draw: KeyedDraw,
+        decode_kwargs: dict[str, Any],
+        raise_bad_headers: bool = False,
+        label_maps: Sequence[LabelMap | None] = (),
+    ) -> None:
+        self.records, self.pool, self.draw = records, pool, draw
+        self.label_width, self.decode_kwargs = label_width, decode_kwargs
+        self.raise_bad_headers, self.label_maps = raise_bad_headers, label_maps
+        self._job = None
+        if isinstance(records, RecordFile) and records._is_local and not label_maps:
+            self._job = pool.records_job(
+                out_shape, dtype, label_width=label_width, draw=draw, **decode_kwargs
+            )
+
+    def submit(
+        self,
+        positions: np.ndarray,
+        out: np.ndarray,
+        *,
+        payloads: Sequence[Any] | None = None,
+        epochs: np.ndarray | None = None,
+        keys: np.ndarray | None = None,
+    ) -> PendingBatch | _FilePending:
+        """:func:`submit_read_and_decode` of ``positions`` into ``out``, as this reader's."""
+        records = self.records
+        if (
+            self._job is None
+            or payloads is not None
+            or keys is not None
+            or (epochs is not None and not (epochs == self.draw.epoch).all())
+        ):
+            return submit_read_and_decode(
+                records, positions, self.pool, out, label_width=self.label_width,
+                draw=self.draw, decode_kwargs=self.decode_kwargs, payloads=payloads,
+                raise_bad_headers=self.raise_bad_headers, epochs=epochs, keys=keys,
+                label_maps=self.label_maps,
+            )  # fmt: skip
+        positions = np.asarray(positions, dtype=np.int64)
+        records._check_open()
+        view = records._local_view(positions)
+        offsets = records.offsets[positions]
+        pending = self._job.submit(view, offsets, out, positions)
+        args = (records, positions, positions, self.pool, out, self.label_width, self.draw,
+                self.decode_kwargs, None, self.raise_bad_headers)  # fmt: skip
+        return _FilePending(args, offsets, pending)
 
 
 class PendingBatch:
@@ -227,7 +298,7 @@ class _FilePending:
     def __init__(self, args: tuple, offsets: np.ndarray | None, pending: Any) -> None:
         self.args, self.offsets, self.pending = args, offsets, pending
 
-    def wait(self, timeout: float | None) -> bool:
+    def wait(self, timeout: float | None = None) -> bool:
         return self.pending is None or self.pending.wait(timeout)
 
     def result(self) -> DecodedBatch:
@@ -238,10 +309,13 @@ class _FilePending:
             got = self.pending.result()
             offsets = self.offsets
             status, labels, ids = got.status, got.labels, got.ids
-            reasons = pool.last_errors() if status.any() else None
+            failed = self.pending.failed
+            reasons = pool.last_errors() if failed or failed is None and status.any() else None
             if label_width > 1:  # one label (flag 0): the image right after the header
                 single = got.images.starts - offsets == FRAME_HEADER_SIZE + IR_HEADER_SIZE
                 check_label_width(records, positions, single & (status != _RECORD), label_width)
+            if failed is False:  # every image decoded: none for the exact parse
+                return DecodedBatch(status, labels, ids, None)
             slow = np.flatnonzero(status == _RECORD)
             if not len(slow):
                 return DecodedBatch(status, labels, ids, reasons)

@@ -626,3 +626,31 @@ def test_batches_come_in_order_with_a_failure_in_its_turn(tmp_path, memfs, where
             for b in it:
                 got.append(b.step)
     assert got == list(range(bad_step))
+
+
+def test_ctrl_c_with_batches_queued_leaves_the_iterator_closable(tmp_path):
+    """A KeyboardInterrupt in the consumer while a local file's batches are queued on the
+    pool (NOTE [queued batches]) reaches the training loop; close() then waits for the
+    queued batches, stops the pool and returns (no hang, no write after it)."""
+    import _thread
+
+    rec = make_rec(tmp_path, n=64)
+    it = make_iter(rec, batch_size=2)
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    with pytest.raises(KeyboardInterrupt):
+        timer.start()
+        for _ in range(10_000):
+            for _batch in it:
+                pass
+    timer.join()
+    queued = list(it._pipeline._queued) if it._pipeline is not None else []
+    outs = [entry[2] for entry in queued if entry[2] is not None]
+    t0 = time.monotonic()
+    it.close()
+    assert time.monotonic() - t0 < 10
+    assert it.pool._closed and it._pipeline is None
+    snap = [o.copy() for o in outs]
+    time.sleep(0.05)
+    assert all(np.array_equal(s, o) for s, o in zip(snap, outs, strict=True))
+    with pytest.raises(ValueError, match="was closed"):
+        next(it)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import threading
@@ -394,6 +395,40 @@ class DecodePool:
             )  # fmt: skip
         return PendingRecords(self, job, base, status, labels, ids, starts, lengths, handle)
 
+    def records_job(
+        self,
+        out_shape: tuple[int, ...],
+        dtype: Any,
+        *,
+        label_width: int = 1,
+        draw: KeyedDraw | None = None,
+        interpolation: str = "bilinear",
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+        layout: str = "NHWC",
+        channel_order: str = "RGB",
+    ) -> RecordsJob:
+        """:meth:`submit_records` for many batches into outputs of one image shape and dtype.
+
+        Everything the batches share (the checked options, the lookup table, the draw's
+        native parameters) is made here once, so that each :meth:`RecordsJob.submit` does
+        little more than allocate its batch's small arrays and queue it (native backend;
+        the Python one takes :meth:`submit_records`' path). ``out_shape``: any batch size.
+        """
+        probe = np.empty((0, *tuple(out_shape)[1:]), dtype=dtype)
+        records = None if draw is None else np.zeros(0, dtype=np.int64)
+        job = _Job.build(
+            0, probe, None, None, draw, records, interpolation, mean, std, layout, channel_order
+        )
+        width = int(label_width)
+        if width < 1:
+            raise ValueError(f"label_width must be at least 1, not {label_width}")
+        kwargs = dict(
+            label_width=width, draw=draw, interpolation=interpolation, mean=mean, std=std,
+            layout=layout, channel_order=channel_order,
+        )  # fmt: skip
+        return RecordsJob(self, job, kwargs, probe.shape[1:], probe.dtype)
+
     def _native_job(self, job: _Job, status: np.ndarray) -> tuple:
         """The arguments every native decode takes, from ``out`` to ``max_pixels``."""
         return (
@@ -543,12 +578,15 @@ class DecodedRecords(NamedTuple):
 class PendingRecords:
     """A :meth:`DecodePool.submit_records` batch: wait for it, then take its result once."""
 
-    __slots__ = ("_base", "_handle", "_job", "_pool", "_result", "_rows")
+    __slots__ = ("_base", "_handle", "_job", "_pool", "_result", "_rows", "failed")
 
     def __init__(self, pool, job, base, status, labels, ids, starts, lengths, handle) -> None:
+        # job: the batch's _Job, or (RecordsJob, out, crops, flips, records) to make it from
+        # where an image needs it (Pillow, the failed slots)
         self._pool, self._job, self._base, self._handle = pool, job, base, handle
         self._rows = (status, labels, ids, starts, lengths)
         self._result: DecodedRecords | None = None
+        self.failed: bool | None = None  # after result(): whether any status is not 0
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait (GIL released) until the native pool is done, at most ``timeout`` seconds.
@@ -578,9 +616,82 @@ class PendingRecords:
         elif n:
             errors = [None] * n
         images = Spans.inside(memoryview(self._base).cast("B"), starts, lengths)
-        self._pool._finish(self._job, images, status, errors, todo)
+        pool = self._pool
+        if errors is None:  # every image decoded: nothing to finish
+            pool._last.errors, pool._last.n = None, n
+        else:
+            job = self._job
+            if not isinstance(job, _Job):
+                job = job[0].job_for(*job[1:])
+            pool._finish(job, images, status, errors, todo)
+        self.failed = errors is not None and bool(status.any())
         self._result = DecodedRecords(status, labels, ids, images)
         return self._result
+
+
+class RecordsJob:
+    """:meth:`DecodePool.records_job`: the shared arguments of many ``submit_records``."""
+
+    __slots__ = ("_args", "_draw", "_dtype", "_job", "_kwargs", "_pool", "_shape", "_width")
+
+    def __init__(self, pool: DecodePool, job: _Job, kwargs: dict, shape: tuple, dtype) -> None:
+        self._pool, self._job, self._kwargs = pool, job, kwargs
+        self._width, self._shape, self._dtype = kwargs["label_width"], shape, dtype
+        self._args = None
+        self._draw = job.native_draw[0] if job.native_draw else None
+        if pool.backend == "native":
+            # out, status, crops and flips (0, 1, 6, 7) are each batch's own
+            self._args = list(pool._native_job(job, np.zeros(0, dtype=np.int32)))
+
+    def submit(
+        self, base: Any, offsets: np.ndarray, out: np.ndarray, records: np.ndarray | None = None
+    ) -> PendingRecords:
+        """:meth:`DecodePool.submit_records` of ``offsets`` (int64) into ``out``.
+
+        ``records``: the keys of the draws (int64, one per offset), with a draw.
+        """
+        pool = self._pool
+        pool._check_open()
+        n = len(offsets)
+        if (
+            type(out) is not np.ndarray
+            or out.shape[1:] != self._shape
+            or out.dtype != self._dtype
+            or out.shape[0] < n
+            or not out.flags.c_contiguous
+            or not out.flags.writeable
+        ):
+            raise ValueError(
+                f"out must be a writeable C-contiguous {self._dtype} array of at least {n}"
+                f" images of shape {self._shape}, got {getattr(out, 'shape', type(out))}"
+            )
+        if self._args is None or not n or offsets.dtype != np.int64:
+            return pool.submit_records(base, offsets, out, records=records, **self._kwargs)
+        if out.shape[0] != n:
+            out = out[:n]
+        labels = np.zeros((n, self._width), dtype=np.float32)
+        ids, starts, lengths = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+        status = np.empty(n, dtype=np.int32)  # every slot's is written (parse or decode)
+        args = self._args.copy()
+        args[0], args[1] = out, status
+        draw = ()
+        if self._draw is not None:
+            if records is None or len(records) != n or records.dtype != np.int64:
+                raise ValueError(f"records must be int64 of shape ({n},) to draw")
+            args[6], args[7] = np.zeros((n, 4), dtype=np.int32), np.zeros(n, dtype=np.uint8)
+            draw = (self._draw, records)
+        handle = pool._native.submit_records(
+            base, offsets, labels, ids, starts, lengths, *args, *draw
+        )
+        job = (self, out, args[6], args[7], records)
+        return PendingRecords(pool, job, base, status, labels, ids, starts, lengths, handle)
+
+    def job_for(self, out: np.ndarray, crops, flips, records) -> _Job:
+        """The _Job of one batch (for the images the native pool leaves to Pillow)."""
+        job = copy.copy(self._job)
+        job.out, job.crops, job.flips, job.records = out, crops, flips, records
+        job.native_draw = () if records is None else (self._draw, records)
+        return job
 
 
 def _native_images(buffers: Sequence[Any] | Spans) -> tuple[Any, tuple]:
