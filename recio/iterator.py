@@ -1,20 +1,22 @@
 """ImageRecordIter: batches of decoded, augmented images, ready before the trainer asks.
 
-    [reader thread ──read_q──▶] 2 decode threads (native pool, GIL released) ──ready_q──▶ __next__
+    local:  __next__ ──submit──▶ native pool's queue (batches decoded back to back) ──▶ Batch
+    remote: reader thread ──read_q──▶ 2 decode threads (native pool) ──ready_q──▶ __next__
 
-For a remote file a reader thread fetches the upcoming batches' bytes ahead (coalesced
-ranged reads); a local file's batches are read from its map by the decode threads. A decode
-thread has the native pool read the records, draw each image's crop and flip (keyed per
-record, :class:`~recio.augment.KeyedDraw`) and write the pixels straight into a batch buffer
-(:class:`BatchBuffers`), in one call for a local file (:mod:`recio.read_decode`). Two
-decode threads take the batches in turn, so that the next batch waits in the pool while one
-thread's Python runs (NOTE [two decode threads]). The queues are bounded:
+A local file's batches are queued on the native pool by the consumer itself, a few ahead
+(NOTE [queued batches]): the pool reads the records from the file's map, draws each image's
+crop and flip (keyed per record, :class:`~recio.augment.KeyedDraw`) and writes the pixels
+straight into a batch buffer (:class:`BatchBuffers`), in one native call per batch
+(:mod:`recio.read_decode`), with no Python thread in between. For a remote file a reader
+thread fetches the upcoming batches' bytes ahead (coalesced ranged reads) and two decode
+threads take the batches in turn (NOTE [two decode threads]). Either way
 ``prefetch_buffer`` batches are decoded ahead (at least three), and memory stays at about
 ``prefetch_buffer + 1`` batches.
 
-Threads belong to a ``_Pipeline`` that the iterator owns; they never refer to the iterator
-itself, so an iterator dropped without ``close()`` is collected and its finalizer stops
-them. Errors in either thread travel through the queue and are raised by ``__next__`` with
+Threads belong to a ``_Pipeline`` (a local file's queued batches to a ``_QueuedPipeline``)
+that the iterator owns; they never refer to the iterator itself, so an iterator dropped
+without ``close()`` is collected and its finalizer stops them. Errors (in a thread, or in a
+batch's native call) travel in turn with the batches and are raised by ``__next__`` with
 their origin. What the iterator shares with the DALI stage (batches, stats, position,
 ``on_error``) is in :mod:`recio.consumer`; its arguments are checked in :mod:`recio.config`.
 """
@@ -101,8 +103,11 @@ class ImageRecordIter(PositionedIterator):
     def _produce(self) -> Batch:
         if self._pipeline is None:
             self._start_pipeline()
-        with maybe_span(self.tracer, "consumer wait"):
+        if self.tracer is None:  # a context manager less per batch: small images feel it
             item = self._pipeline.get()
+        else:
+            with self.tracer.span("consumer wait"):
+                item = self._pipeline.get()
         if isinstance(item, _Failure):
             self._stop_pipeline()
             raise item.error
@@ -328,15 +333,16 @@ class _Pipeline(_Run):
         self.lookahead = it._lookahead
         self.read_q: queue.Queue = queue.Queue(maxsize=_queue_depth(config))
         self.ready_q: queue.Queue = queue.Queue(maxsize=_ready_depth(config))
-        # NOTE [two decode threads]: the pool runs one batch at a time, and a decode thread
-        # holds the GIL between two of its batches (taking the next one, the output array,
-        # the statuses, the hand-off), waiting for it too when the reader has it. With one
-        # decode thread the pool idles meanwhile, a tenth of the time on small images. With
-        # two, the second one's batch waits inside the pool (GIL released) and starts the
-        # moment the first one's ends. They take the batches in step order (under
-        # _take_lock) and hand them on in that order (_put_in_turn), errors included, so
-        # the consumer sees exactly what one thread would give it; one more batch array is
-        # in flight.
+        # NOTE [two decode threads]: a remote file's decode thread holds the GIL between two
+        # of its batches (taking the next one from the reader, the output array, the
+        # statuses, the hand-off), and waits for the reader too. With one decode thread the
+        # pool idles meanwhile, a tenth of the time on small images. With two, the second
+        # one's batch is queued in the pool (NOTE [job queue] in native/pool.c, GIL
+        # released) and starts the moment the first one's ends. They take the batches in
+        # step order (under _take_lock) and hand them on in that order (_put_in_turn),
+        # errors included, so the consumer sees exactly what one thread would give it; one
+        # more batch array is in flight. (A local file needs no thread: NOTE [queued
+        # batches].)
         self._taken = self.first_step  # the next step a decode thread takes from read_q
         self._take_lock = threading.Lock()
         self._turn = self.first_step  # the step whose batch goes into ready_q next
@@ -564,7 +570,8 @@ class _QueuedPipeline(_Run):
             queued, self._queued = self._queued, collections.deque()
             for _, _, _, pending, _ in queued:
                 if not isinstance(pending, _Failure):
-                    pending.wait()  # the pool is done with its buffers (close cancels the rest)
+                    with contextlib.suppress(RuntimeError):  # forked: the parent's, not ours
+                        pending.wait()  # the pool is done with its buffers (close: cancelled)
 
 
 def _traced(tracer: Tracer | None, name: str, items):
