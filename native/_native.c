@@ -633,6 +633,34 @@ static void job_release(job_views *v) {
   release_param(&v->draw_records);
 }
 
+/* geometry: (affine, max_rotate_angle, rotate, max_shear_ratio, min_ratio, max_ratio,
+ * min_random_scale, max_random_scale, min_img_size, max_img_size, min_crop_size, max_crop_size,
+ * pad, fill_value, inter_method), as recio.geometry.GeometrySpec.native() gives it. */
+static int get_geom(PyObject *obj, rc_geom *g) {
+  if (!PyTuple_Check(obj)) {
+    PyErr_SetString(PyExc_TypeError, "geometry must be a tuple");
+    return -1;
+  }
+  if (!PyArg_ParseTuple(obj, "iiifffffffiiiii:geometry", &g->affine, &g->max_rotate_angle,
+                        &g->rotate, &g->max_shear_ratio, &g->min_ratio, &g->max_ratio,
+                        &g->min_random_scale, &g->max_random_scale, &g->min_img_size,
+                        &g->max_img_size, &g->min_crop_size, &g->max_crop_size, &g->pad,
+                        &g->fill_value, &g->inter_method))
+    return -1;
+  const int im = g->inter_method;
+  if (g->max_rotate_angle < 0 || g->max_rotate_angle > 360 || g->pad < 0 || g->pad > 1 << 16 ||
+      g->fill_value < 0 || g->fill_value > 255 || !((im >= 0 && im <= 4) || im == 9 || im == 10) ||
+      g->min_crop_size > g->max_crop_size || g->max_crop_size > 1 << 20 ||
+      (g->max_crop_size > 0 && g->min_crop_size < 1) || !(g->min_ratio > 0) ||
+      !(g->min_ratio <= g->max_ratio) || !(g->min_random_scale > 0) ||
+      !(g->min_random_scale <= g->max_random_scale) || !(g->min_img_size <= g->max_img_size)) {
+    PyErr_SetString(PyExc_ValueError, "bad geometry parameters");
+    return -1;
+  }
+  g->on = 1;
+  return 0;
+}
+
 /* draw: (out_w, out_h, resize, rand_crop, rrc, rand_mirror, min_area, max_area, min_aspect,
  * max_aspect, epoch_key), as recio.augment.KeyedDraw.native() gives it. */
 static int get_draw(PyObject *obj, rc_draw *d) {
@@ -641,10 +669,13 @@ static int get_draw(PyObject *obj, rc_draw *d) {
     PyErr_SetString(PyExc_TypeError, "draw must be a tuple");
     return -1;
   }
-  if (!PyArg_ParseTuple(obj, "iiiiiiddddK:draw", &d->out_w, &d->out_h, &d->resize, &d->rand_crop,
+  PyObject *geom = Py_None;
+  if (!PyArg_ParseTuple(obj, "iiiiiiddddK|O:draw", &d->out_w, &d->out_h, &d->resize, &d->rand_crop,
                         &d->rrc, &d->rand_mirror, &d->min_area, &d->max_area, &d->min_aspect,
-                        &d->max_aspect, &key))
+                        &d->max_aspect, &key, &geom))
     return -1;
+  memset(&d->geom, 0, sizeof d->geom);
+  if (geom != Py_None && get_geom(geom, &d->geom) < 0) return -1;
   if (!(d->min_area > 0 && d->min_area <= d->max_area && d->max_area <= 1 && d->min_aspect > 0 &&
         d->min_aspect <= d->max_aspect && d->out_w > 0 && d->out_h > 0)) {
     PyErr_SetString(PyExc_ValueError, "bad draw parameters");
@@ -1276,6 +1307,33 @@ static PyObject *dct_scale_num(PyObject *mod, PyObject *args) {
   return PyLong_FromLong(rc_dct_scale_num(cw, ch, ow, oh, mode));
 }
 
+PyDoc_STRVAR(draw_warp_doc,
+             "draw_warp(draw, width, height, record) -> (m, off_x, off_y, interp, border, fill, "
+             "crop, flip)\n\n"
+             "The warp the decode draws for `record`, an image of width x height, with draw's "
+             "geometry (recio.geometry.plan is its reference): m the 2x3 map (6 floats), the "
+             "crop (x, y, w, h) the source pixels its taps read.");
+
+static PyObject *draw_warp(PyObject *mod, PyObject *args) {
+  PyObject *draw_obj;
+  int width, height;
+  long long record;
+  if (!PyArg_ParseTuple(args, "OiiL:draw_warp", &draw_obj, &width, &height, &record)) return NULL;
+  rc_draw d;
+  if (get_draw(draw_obj, &d) < 0) return NULL;
+  if (!d.geom.on) {
+    PyErr_SetString(PyExc_ValueError, "draw_warp needs a draw with a geometry");
+    return NULL;
+  }
+  rc_warp wp;
+  int32_t crop[4];
+  uint8_t flip;
+  rc_draw_warp(&d, record, width, height, &wp, crop, &flip);
+  return Py_BuildValue("(dddddd)iiiii(iiii)O", wp.m[0], wp.m[1], wp.m[2], wp.m[3], wp.m[4], wp.m[5],
+                       wp.off_x, wp.off_y, wp.interp, wp.border, (int)wp.fill, crop[0], crop[1],
+                       crop[2], crop[3], flip ? Py_True : Py_False);
+}
+
 PyDoc_STRVAR(draw_windows_doc,
              "draw_windows(draw, sizes, records, crops, flips) -> None\n\n"
              "Writes the keyed window (int32 [n][4]: x, y, w, h) and flip (uint8 [n]) of every "
@@ -1303,9 +1361,14 @@ static PyObject *draw_windows(PyObject *mod, PyObject *args) {
   }
   const int32_t *sz = sizes.buf;
   const int64_t *rec = records.buf;
+  rc_warp wp;
   for (Py_ssize_t i = 0; i < n; i++)
-    rc_draw_window(&d, rec[i], sz[2 * i], sz[2 * i + 1], (int32_t *)crops.buf + 4 * i,
+    if (d.geom.on)
+      rc_draw_warp(&d, rec[i], sz[2 * i], sz[2 * i + 1], &wp, (int32_t *)crops.buf + 4 * i,
                    (uint8_t *)flips.buf + i);
+    else
+      rc_draw_window(&d, rec[i], sz[2 * i], sz[2 * i + 1], (int32_t *)crops.buf + 4 * i,
+                     (uint8_t *)flips.buf + i);
   result = Py_NewRef(Py_None);
 done:
   release_param(&sizes);
@@ -1323,6 +1386,7 @@ static PyObject *epoch_key(PyObject *mod, PyObject *args) {
 
 static PyMethodDef module_methods[] = {
     {"draw_windows", draw_windows, METH_VARARGS, draw_windows_doc},
+    {"draw_warp", draw_warp, METH_VARARGS, draw_warp_doc},
     {"epoch_key", epoch_key, METH_VARARGS,
      "epoch_key(seed, epoch) -> the key of an epoch's keyed draws (both taken mod 2**64)."},
     {"dct_scale_num", dct_scale_num, METH_VARARGS,

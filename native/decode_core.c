@@ -16,6 +16,7 @@
 
 #include "pool.h"
 #include "resample.h"
+#include "warp.h"
 
 #include <limits.h>
 #ifdef __GLIBC__
@@ -419,6 +420,113 @@ static int fail(struct jpeg_decompress_struct *ci, char *err, int status, const 
   return status;
 }
 
+/* Sets the output colour space for the JPEG's: 3 (RGB) or 4 (CMYK, converted by us) channels
+ * decoded, or 0 for a colour space left to the fallback. */
+static int set_out_color(struct jpeg_decompress_struct *ci) {
+  switch (ci->jpeg_color_space) {
+    case JCS_GRAYSCALE:
+    case JCS_YCbCr:
+    case JCS_RGB:
+      ci->out_color_space = JCS_RGB; /* libjpeg-turbo expands grayscale itself */
+      return 3;
+    case JCS_CMYK:
+    case JCS_YCCK: /* libjpeg cannot give RGB from these: take CMYK and convert */
+      ci->out_color_space = JCS_CMYK;
+      return 4;
+    default:
+      return 0;
+  }
+}
+
+/* Decodes rows r0..r1 of the (scaled, maybe column-cropped) image into tmp, row r at
+ * tmp + (r - r0) * row_stride; without roi every row up to `end` is decoded, those outside
+ * r0..r1 into the scratch row. 0, or -1 when libjpeg gives no row. */
+static int read_rows(rc_worker *w, int r0, int r1, int end, int nch, size_t row_stride) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  const int inverted = nch == 4 && ci->saw_Adobe_marker;
+  while ((int)ci->output_scanline < end) {
+    const int r = (int)ci->output_scanline;
+    JSAMPROW rows[16];
+    int n = 1;
+    if (r < r0 || r >= r1 || nch == 4) { /* outside the crop (no roi), or CMYK to convert */
+      rows[0] = w->row;
+    } else {
+      n = r1 - r < 16 ? r1 - r : 16;
+      for (int i = 0; i < n; i++) rows[i] = w->tmp + (size_t)(r - r0 + i) * row_stride;
+    }
+    const int got = (int)jpeg_read_scanlines(ci, rows, (JDIMENSION)n);
+    if (got < 1) return -1;
+    if (nch == 4 && r >= r0 && r < r1)
+      cmyk_to_rgb(w->row, w->tmp + (size_t)(r - r0) * row_stride, (int)ci->output_width, inverted);
+  }
+  return 0;
+}
+
+/* The geometry's way (draw->geom.on): after the header, the image's warp drawn (draw.c), the
+ * DCT scale picked from the source pixels per output pixel, only the rows and iMCU columns
+ * its taps read decoded, then each output row sampled once (warp.c) and stored. */
+static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int nch,
+                         int32_t *crop_out, uint8_t *flip_out, const rc_opts *o, void *out,
+                         char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  const int W = (int)ci->image_width, H = (int)ci->image_height;
+  rc_warp wp;
+  uint8_t mirror;
+  rc_draw_warp(draw, record, W, H, &wp, crop_out, &mirror);
+  *flip_out = mirror;
+  /* source pixels per output pixel along the output's axes */
+  const double ex = hypot(wp.m[0], wp.m[3]), ey = hypot(wp.m[1], wp.m[4]);
+  const int num =
+      rc_dct_scale_num((int)fmin(ceil(o->out_w * ex), 1e9), (int)fmin(ceil(o->out_h * ey), 1e9),
+                       o->out_w, o->out_h, o->dct_mode);
+  ci->scale_num = (unsigned)num;
+  ci->scale_denom = 8;
+  jpeg_calc_output_dimensions(ci);
+  const int SW = (int)ci->output_width, SH = (int)ci->output_height;
+  if (num != 8) rc_warp_scale_source(&wp, (double)SW / W, (double)SH / H);
+  int box[4];
+  rc_warp_bounds(&wp, o->out_w, o->out_h, SW, SH, box);
+  if (!o->roi) box[0] = 0, box[1] = 0, box[2] = SW, box[3] = SH;
+  if (box[2] <= box[0] || box[3] <= box[1]) box[0] = 0, box[1] = 0, box[2] = 1, box[3] = 1;
+  const int R0 = box[1], R1 = box[3], nrows = R1 - R0, bw = box[2] - box[0];
+  const size_t out_stride = (size_t)o->out_w * 3;
+  const int align = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
+  const uint64_t row_w = o->roi && bw + 4 * align < SW ? (uint64_t)bw + 4 * align : (uint64_t)SW;
+  const uint64_t coef = coef_buffer_bytes(ci);
+  const uint64_t need = coef + libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch +
+                        out_stride + rc_warp_scratch_bytes(&wp, o->out_w) + 4096;
+  const int over = reserve_decode(w, o, coef, need, err);
+  if (over) return over;
+  if (rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK) ||
+      rc_grow((void **)&w->line, &w->line_cap, rc_warp_scratch_bytes(&wp, o->out_w)))
+    return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
+  rc_warp_prepare(&wp, o->out_w, SW, mirror, w->line); /* (flipped here: a plain store) */
+  jpeg_start_decompress(ci);
+  JDIMENSION xoff = 0, xw = ci->output_width;
+  if (o->roi && bw < SW) { /* one iMCU of margin: see decode() */
+    const int a = box[0] - align > 0 ? box[0] - align : 0;
+    const int b = box[2] + align < SW ? box[2] + align : SW;
+    if (b - a < SW) {
+      xoff = (JDIMENSION)a;
+      xw = (JDIMENSION)(b - a);
+      jpeg_crop_scanline(ci, &xoff, &xw);
+    }
+  }
+  const size_t row_stride = (size_t)ci->output_width * 3;
+  if (rc_grow((void **)&w->tmp, &w->tmp_cap, row_stride * nrows + RC_SLACK) ||
+      rc_grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch + RC_SLACK))
+    return fail(ci, err, RC_NOMEM, "out of memory (row buffers)");
+  if (o->roi && R0 > 0) jpeg_skip_scanlines(ci, (JDIMENSION)R0);
+  if (read_rows(w, R0, R1, o->roi ? R1 : SH, nch, row_stride))
+    return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
+  jpeg_abort_decompress(ci);
+  for (int yy = 0; yy < o->out_h; yy++) {
+    rc_warp_row(&wp, w->tmp, row_stride, (int)xoff, R0, SW, SH, yy, o->out_w, w->hline);
+    store_row(o, w->hline, out, yy, 0);
+  }
+  return warned(&w->err, err);
+}
+
 /* rc_decode, its window and flip either given (crop, flip) or drawn once the header gives the
  * image's size (draw not NULL: the ones of `record`, written to crop_out and flip_out). */
 static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
@@ -436,6 +544,14 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
   /* (new variables: the arguments are not changed after setjmp) */
   const int32_t *window = crop;
   int mirror = flip;
+  if (draw && draw->geom.on) {
+    int64_t gx0, gy0, gx1, gy1; /* (only the pixel limit is checked: the warp picks the rows) */
+    const int refused = crop_window(ci, NULL, o, &gx0, &gy0, &gx1, &gy1, err);
+    if (refused) return refused;
+    const int nch = set_out_color(ci);
+    if (!nch) return fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
+    return decode_warped(w, draw, record, nch, crop_out, flip_out, o, out, err);
+  }
   if (draw) {
     uint8_t drawn_flip;
     rc_draw_window(draw, record, W, H, crop_out, &drawn_flip);
@@ -446,22 +562,8 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
   int64_t x0, y0, x1, y1;
   const int refused = crop_window(ci, window, o, &x0, &y0, &x1, &y1, err);
   if (refused) return refused;
-  int nch;
-  switch (ci->jpeg_color_space) {
-    case JCS_GRAYSCALE:
-    case JCS_YCbCr:
-    case JCS_RGB:
-      ci->out_color_space = JCS_RGB; /* libjpeg-turbo expands grayscale itself */
-      nch = 3;
-      break;
-    case JCS_CMYK:
-    case JCS_YCCK: /* libjpeg cannot give RGB from these: take CMYK and convert */
-      ci->out_color_space = JCS_CMYK;
-      nch = 4;
-      break;
-    default:
-      return fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
-  }
+  const int nch = set_out_color(ci);
+  if (!nch) return fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
 
   const int num = rc_dct_scale_num((int)(x1 - x0), (int)(y1 - y0), o->out_w, o->out_h, o->dct_mode);
   ci->scale_num = (unsigned)num;
@@ -531,23 +633,9 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
       rc_grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch + RC_SLACK))
     return fail(ci, err, RC_NOMEM, "out of memory (row buffers)");
   if (o->roi && R0 > 0) jpeg_skip_scanlines(ci, (JDIMENSION)R0);
-  const int inverted = nch == 4 && ci->saw_Adobe_marker;
-  const int end = o->roi ? R1 : SH; /* without roi the whole image is decoded (for measuring) */
-  while ((int)ci->output_scanline < end) {
-    const int r = (int)ci->output_scanline;
-    JSAMPROW rows[16];
-    int n = 1;
-    if (r < R0 || r >= R1 || nch == 4) { /* outside the crop (no roi), or CMYK to convert */
-      rows[0] = w->row;
-    } else {
-      n = R1 - r < 16 ? R1 - r : 16;
-      for (int i = 0; i < n; i++) rows[i] = w->tmp + (size_t)(r - R0 + i) * row_stride;
-    }
-    const int got = (int)jpeg_read_scanlines(ci, rows, (JDIMENSION)n);
-    if (got < 1) return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
-    if (nch == 4 && r >= R0 && r < R1)
-      cmyk_to_rgb(w->row, w->tmp + (size_t)(r - R0) * row_stride, (int)ci->output_width, inverted);
-  }
+  /* without roi the whole image is decoded (for measuring) */
+  if (read_rows(w, R0, R1, o->roi ? R1 : SH, nch, row_stride))
+    return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
   jpeg_abort_decompress(ci); /* the rows below the crop are never decoded */
 
   for (int yy = 0; yy < o->out_h; yy++) {

@@ -10,8 +10,37 @@
 
 #include <stdint.h>
 
+#include "warp.h"
+
 #define RC_DRAW_ATTEMPTS 10 /* torchvision's RandomResizedCrop tries 10 windows */
 #define RC_DRAW_UNIFORMS (RC_DRAW_ATTEMPTS * 4 + 1) /* 4 per attempt, then the flip's */
+
+/* Uniforms of each record for MXNet's geometry (recio.geometry), after the crop's, the flip's
+ * and colour's 14 (RC_DRAW_UNIFORMS + 1 on). */
+#define RC_GEOMETRY_FIRST (RC_DRAW_UNIFORMS + 15)
+enum {
+  RC_U_SHEAR = RC_GEOMETRY_FIRST,
+  RC_U_ANGLE,
+  RC_U_SCALE,
+  RC_U_RATIO,
+  RC_U_CROP_SIZE,
+  RC_U_CROP_Y,
+  RC_U_CROP_X,
+  RC_U_INTERP,
+  RC_U_GEOMETRY_END /* the first uniform free for what comes after */
+};
+
+/* MXNet's default augmenter's geometry (recio.geometry.GeometrySpec), MXNet's names. */
+typedef struct {
+  int on;     /* sample through the affine warp (else: the crop window and resampler) */
+  int affine; /* MXNet's warpAffine stage runs (rotation, shear, scale, aspect, img size) */
+  int max_rotate_angle, rotate; /* rotate > 0 overrides the random angle */
+  float max_shear_ratio, min_ratio, max_ratio, min_random_scale, max_random_scale;
+  float min_img_size, max_img_size;
+  int min_crop_size, max_crop_size; /* -1: no random-size crop */
+  int pad, fill_value;
+  int inter_method; /* 0-4, 9 (auto), 10 (random) */
+} rc_geom;
 
 /* How windows are chosen (recio.augment.CropSpec), and the key of (seed, epoch). */
 typedef struct {
@@ -22,6 +51,7 @@ typedef struct {
   int rand_mirror; /* flip with probability 1/2 */
   double min_area, max_area, min_aspect, max_aspect;
   uint64_t epoch_key; /* rc_epoch_key(seed, epoch) */
+  rc_geom geom;
 } rc_draw;
 
 /* The key every sample's draws of one epoch start from. */
@@ -34,5 +64,11 @@ double rc_keyed_uniform(uint64_t epoch_key, int64_t record, int k);
  * (values below 1 count as 1). */
 void rc_draw_window(const rc_draw *d, int64_t record, int width, int height, int32_t crop[4],
                     uint8_t *flip);
+
+/* With d->geom.on: the warp of `record` from its width x height source to the output, its flip,
+ * and crop {x, y, w, h} the source pixels its taps read (rc_warp_bounds), as recio.geometry's
+ * reference computes them. */
+void rc_draw_warp(const rc_draw *d, int64_t record, int width, int height, rc_warp *wp,
+                  int32_t crop[4], uint8_t *flip);
 
 #endif

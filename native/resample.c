@@ -225,6 +225,14 @@ static int have_avx2(void) {
 }
 #endif
 
+int rc_simd_avx2(void) {
+#ifdef RC_HAVE_AVX2_PATH
+  return use_avx2;
+#else
+  return 0;
+#endif
+}
+
 const char *rc_simd_init(void) {
 #ifdef RC_HAVE_AVX2_PATH
   const char *simd = getenv("RECIO_SIMD");

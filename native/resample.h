@@ -58,6 +58,9 @@ void rc_hpass1(const uint8_t *line, int off, uint8_t *out, int out_n, const rc_c
  * x86-64) or "scalar" (built without SSE2, e.g. on ARM: the plain C loops). */
 const char *rc_simd_init(void);
 
+/* Whether rc_simd_init chose the AVX2 passes (the warp's follow the same choice). */
+int rc_simd_avx2(void);
+
 /* One past the last input row that rc_precompute(.., in0, in1, out_size, ..) reads. */
 int rc_end_row(double in0, double in1, int out_size, int in_size, int interp);
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .geometry import GeometrySpec, plan
+
 try:
     from . import _native
 except ImportError:  # built without the extension (RECIO_NO_NATIVE=1)
@@ -71,6 +73,11 @@ class KeyedDraw:
     spec: CropSpec
     seed: int
     epoch: int
+    geometry: GeometrySpec | None = None  # MXNet's geometry: each image warped (recio.geometry)
+
+    def __post_init__(self) -> None:
+        if self.geometry is not None and self.spec.random_resized_crop and self.geometry.pad:
+            raise ValueError("pad does not combine with random_resized_crop (as in MXNet)")
 
     @functools.cached_property
     def epoch_key(self) -> int:
@@ -86,12 +93,15 @@ class KeyedDraw:
             s.out_width, s.out_height, s.resize, int(s.rand_crop), int(s.random_resized_crop),
             int(s.rand_mirror), s.min_area, s.max_area, s.min_aspect, s.max_aspect,
             self.epoch_key,
-        )  # fmt: skip
+        ) + (() if self.geometry is None else (self.geometry.native(),))  # fmt: skip
 
     def windows(
         self, sizes: np.ndarray, records: np.ndarray, epochs: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Crop windows (int32 N×4: x, y, w, h) and flips (bool N) of ``records``, of ``sizes``.
+
+        With a geometry, each window is the source box the warp's taps read (empty, all
+        zeros, when every output pixel is fill).
 
         ``sizes`` (N×2: width, height; below 1 counts as 1) are the records' images;
         ``epochs``, where given, the epoch each one draws from instead of ``self.epoch``
@@ -107,6 +117,11 @@ class KeyedDraw:
                 draw = dataclasses.replace(self, epoch=epoch)
                 windows[mine], flips[mine] = draw.windows(sizes[mine], records[mine])
             return windows, flips
+        if _native is None and self.geometry is not None:
+            pairs = zip(sizes.tolist(), records.tolist(), strict=True)
+            warps = [plan(self, w, h, r) for (w, h), r in pairs]
+            windows = np.array([w.crop for w in warps], dtype=np.int32).reshape(-1, 4)
+            return windows, np.array([w.flip for w in warps], dtype=bool)
         if _native is None:
             return draw_keyed(self.spec, np.maximum(sizes, 1), self.seed, self.epoch, records)
         windows = np.empty((len(records), 4), dtype=np.int32)

@@ -102,10 +102,21 @@ class Storage:
     # default: the .rec name with .idx, else a scan; several shards: one per shard
     path_imgidx: str | tuple[str, ...] | None = None
     storage_options: dict[str, Any] | None = None  # fsspec options (credentials, endpoint)
+    # remote data kept on local disk: blocks up to cache_limit bytes (NOTE [block cache]),
+    # or, without a limit, each file copied whole
+    cache_dir: str | None = None
+    cache_limit: int | None = None
+    fetch: Any = None  # storage.FetchOptions: request sizes, retries, the cache's blocks
 
     def __post_init__(self) -> None:
         idx = check_rec_spec("path_imgidx", self.path_imgidx, optional=True)
         object.__setattr__(self, "path_imgidx", idx)
+        if self.cache_limit is not None:
+            if self.cache_dir is None:
+                raise ValueError(f"cache_limit={self.cache_limit} needs a cache_dir")
+            if isinstance(self.cache_limit, bool) or int(self.cache_limit) < 1:
+                raise ValueError(f"cache_limit must be a number of bytes >= 1, not "
+                                 f"{self.cache_limit!r}")  # fmt: skip
 
 
 # MXNet keyword -> (group, field) for the keywords that belong to a group.
@@ -126,6 +137,9 @@ _GROUP_KEYWORDS: dict[str, tuple[str, str]] = {
     "kv": ("sharding", "kv"),
     "path_imgidx": ("storage", "path_imgidx"),
     "storage_options": ("storage", "storage_options"),
+    "cache_dir": ("storage", "cache_dir"),
+    "cache_limit": ("storage", "cache_limit"),
+    "fetch": ("storage", "fetch"),
 }
 _MEAN_STD = ("mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b")
 _GROUP_TYPES = {"normalize": Normalize, "sharding": Sharding, "storage": Storage}

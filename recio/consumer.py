@@ -204,14 +204,14 @@ class PositionedIterator:
         self.config = config
         world = config.sharding.resolve()
         self.part_index, self.num_parts = world.rank, world.size
-        options = config.storage.storage_options
+        st = config.storage
+        opened = {"storage_options": st.storage_options, "fetch": st.fetch,
+                  "cache_dir": st.cache_dir, "cache_limit": st.cache_limit}  # fmt: skip
         mixture = config.path_imgrec if isinstance(config.path_imgrec, Mixture) else None
         if mixture is not None:
-            self.records, shards = open_mixture(mixture, storage_options=options)
+            self.records, shards = open_mixture(mixture, **opened)
         else:
-            self.records = open_records(
-                config.path_imgrec, config.storage.path_imgidx, storage_options=options
-            )
+            self.records = open_records(config.path_imgrec, st.path_imgidx, **opened)
         try:
             # Header, identity and other label-only records are not samples.
             self.layout = detect_layout(self.records)

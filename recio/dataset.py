@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from .augment import CropSpec, KeyedDraw
-from .config import Normalize, check_choice, check_int, check_rec_spec
+from .config import Normalize, Storage, check_choice, check_int, check_rec_spec
 from .decode import DecodePool
 from .errors import DecodeError
 from .layout import RecordLayout, detect_layout
@@ -82,6 +82,11 @@ class RecordDataset:
             offset) or "replace" (a blank image with its label, counted in
             ``bad_records``).
         storage_options: fsspec options for remote storage.
+        cache_dir: keep remote data on local disk here: blocks up to ``cache_limit`` bytes
+            (shared by the DataLoader's workers and other processes; least recently used
+            evicted first, as the order a sampler draws is not known here), or, without a
+            limit, each file copied whole.
+        cache_limit: the most bytes the block cache in ``cache_dir`` holds.
     """
 
     def __init__(
@@ -99,6 +104,8 @@ class RecordDataset:
         decode_threads: int = 1,
         on_error: str = "raise",
         storage_options: dict[str, Any] | None = None,
+        cache_dir: str | None = None,
+        cache_limit: int | None = None,
     ) -> None:
         shape = tuple(int(v) for v in data_shape)
         if len(shape) != 3 or shape[0] != 3:
@@ -121,6 +128,7 @@ class RecordDataset:
             "decode_threads": check_int("decode_threads", decode_threads, 1),
             "on_error": check_choice("on_error", on_error, ("raise", "replace")),
             "storage_options": storage_options,
+            "cache": Storage(cache_dir=cache_dir, cache_limit=cache_limit),
         }
         self.epoch = 0
         self.bad_records: dict[int, str] = {}  # record id -> error, in this process
@@ -241,6 +249,8 @@ class RecordDataset:
                 settings["path_imgrec"],
                 settings["path_imgidx"],
                 storage_options=settings["storage_options"],
+                cache_dir=settings["cache"].cache_dir,
+                cache_limit=settings["cache"].cache_limit,
             )
             self._layout = detect_layout(self._records)
         if self._pool is None:  # after a fork, the pool starts threads of its own

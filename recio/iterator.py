@@ -38,6 +38,8 @@ from .config import IterConfig
 from .consumer import Batch, IterStats, PositionedIterator
 from .decode import DecodePool
 from .read_decode import BatchReader, PendingBatch, submit_read_and_decode
+from .storage.blockcache import clock
+from .storage.options import FetchOptions
 from .storage.prefetch import Lookahead, Prefetcher
 from .trace import Tracer, maybe_span
 
@@ -59,7 +61,9 @@ class ImageRecordIter(PositionedIterator):
     ``last_batch`` ("pad" | "discard" | "rollover"; default from ``round_batch``),
     ``on_error`` ("skip" | "raise" | "replace"), ``kv`` (any object with ``.rank`` and
     ``.num_workers``), ``storage_options`` (fsspec), ``shuffle_mode`` ("global" | "block"),
-    ``block_parts``, ``interpolation``, ``channel_order``. ``path_imgrec`` may also be a
+    ``block_parts``, ``interpolation``, ``channel_order``, ``cache_dir`` and ``cache_limit``
+    (remote blocks kept on local disk, at most that many bytes: NOTE [block cache]),
+    ``fetch`` (:class:`~recio.storage.FetchOptions`). ``path_imgrec`` may also be a
     :class:`~recio.mixing.Mixture` (or a list of ``Source`` objects): several datasets mixed
     per epoch by weight, repeat or count. They are checked once into an
     :class:`~recio.config.IterConfig`; ``config=`` (or the groups ``crop=``,
@@ -413,19 +417,28 @@ class _Pipeline(_Run):
     def _read(self) -> None:
         """Fetch a remote file's batches ahead and queue them for the decode threads."""
         plans = self._plans(self.epoch, self.first_step)
+        nxt = self._plans(self.epoch + 1, 0)
+        if self.records.cached:
+            # The block cache keeps what is needed soonest (NOTE [block cache]): the rest
+            # of this epoch and all of the next are known now.
+            self.records.schedule_reads(
+                [(clock(self.epoch, p.step), p.positions) for p in plans]
+                + [(clock(self.epoch + 1, p.step), p.positions) for p in nxt]
+            )
         # Several batches' byte ranges coalesced and fetched concurrently, ahead; with block
         # shuffle, a whole window at a time (one window fetched while one is used).
         key = (self.epoch, self.first_step)
-        prefetcher = self.lookahead.take(key) or self._prefetcher(plans, self.first_step)
+        prefetcher = self.lookahead.take(key) or self._prefetcher(
+            plans, self.first_step, self.epoch
+        )
         try:
             self._read_batches(plans, (payloads for _, payloads in prefetcher))
         finally:
             prefetcher.close()
         # Every read of this epoch is issued: start the next epoch's first fetches while the
         # decoder finishes this one (taken if the consumer goes on to it, else closed).
-        nxt = self._plans(self.epoch + 1, 0)
         if nxt:
-            ahead = self._prefetcher(nxt, 0)
+            ahead = self._prefetcher(nxt, 0, self.epoch + 1, lead=False)
             ahead.start()
             self.lookahead.put((self.epoch + 1, 0), ahead)
 
@@ -433,14 +446,18 @@ class _Pipeline(_Run):
         steps = range(first_step, self.sampler.steps_in_epoch(epoch))
         return [self.sampler.plan(epoch, s) for s in steps]
 
-    def _prefetcher(self, plans, first_step: int) -> Prefetcher:
+    def _prefetcher(self, plans, first_step: int, epoch: int, lead: bool = True) -> Prefetcher:
         group = self.sampler.fetch_group()
+        fetch = self.records.fetch or FetchOptions()
         return Prefetcher(
             self.records,
             [p.positions for p in plans],
             depth=2 if group is None else 1,
             group_batches=group,
             first_batch=first_step,
+            epoch=epoch if self.records.cached else None,
+            read_ahead=fetch.read_ahead if fetch.adaptive else None,
+            lead=lead,
         )
 
     def _read_batches(self, plans, fetched) -> None:

@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import storage
 from .errors import RecordIOError
 from .format import unpack
 from .reader import BatchRecords, read_batch
@@ -283,9 +284,16 @@ class MixPlan:
 
 
 def open_mixture(
-    mixture: Mixture, *, storage_options: dict[str, Any] | None = None
+    mixture: Mixture,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    fetch: storage.FetchOptions | None = None,
+    cache_dir: str | None = None,
+    cache_limit: int | None = None,
 ) -> tuple[ShardedRecords, list[int]]:
     """The records of every source as one union, and the number of shards of each source.
+
+    ``fetch``, ``cache_dir`` and ``cache_limit`` as for :func:`recio.shards.open_records`.
 
     Raises:
         FileNotFoundError, ValueError: as :func:`recio.shards.open_records` for a source.
@@ -298,7 +306,8 @@ def open_mixture(
         urls += mine
         idx_urls += _pair_indexes(mine, source.idx, storage_options)
         shards.append(len(mine))
-    records = ShardedRecords(urls, idx_urls, name=mixture.name, storage_options=storage_options)
+    records = ShardedRecords(urls, idx_urls, name=mixture.name, storage_options=storage_options,
+                             fetch=fetch, cache_dir=cache_dir, cache_limit=cache_limit)  # fmt: skip
     return records, shards
 
 

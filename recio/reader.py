@@ -273,13 +273,14 @@ class RecordFile:
         storage_options: dict[str, Any] | None = None,
         fetch: storage.FetchOptions | None = None,
         cache_dir: str | None = None,
+        cache_limit: int | None = None,
     ) -> None:
         self.url = str(url)
         self.storage_options = storage_options
-        self.fetch, self.cache_dir = fetch, cache_dir
+        self.fetch, self.cache_dir, self.cache_limit = fetch, cache_dir, cache_limit
         self.closed = False
         self.source = storage.open_source(
-            self.url, storage_options, fetch=fetch, cache_dir=cache_dir
+            self.url, storage_options, fetch=fetch, cache_dir=cache_dir, cache_limit=cache_limit
         )
         try:
             self._load_index(idx_url)
@@ -374,6 +375,22 @@ class RecordFile:
     _is_local = is_local
 
     @property
+    def cached(self) -> bool:
+        """Whether reads go through a bounded block cache (``cache_limit``)."""
+        return hasattr(self.source, "schedule")
+
+    def schedule_reads(self, steps: Sequence[tuple[int, Any]]) -> None:
+        """Tell a block cache the records the coming steps read (NOTE [block cache]).
+
+        ``steps``: ``(clock, positions)`` per step, in order. Nothing to do without a cache.
+        """
+        if self.cached:
+            positions = [np.asarray(p, dtype=np.int64).reshape(-1) for _, p in steps]
+            when = np.repeat([w for w, _ in steps], [len(p) for p in positions])
+            flat = np.concatenate(positions) if positions else np.empty(0, dtype=np.int64)
+            self.source.schedule(when, self.offsets[flat], self.lengths[flat])
+
+    @property
     def size(self) -> int:
         """The ``.rec``'s size in bytes (as opened)."""
         return int(self.source.size)
@@ -386,17 +403,24 @@ class RecordFile:
         offset = int(self.offsets[i])
         return read_record(memoryview(data), 0, path=self.url, record_index=i, base=offset)
 
-    def read_many(self, indices: Sequence[int]) -> list[memoryview | bytes]:
+    def read_many(
+        self, indices: Sequence[int], *, until: int | None = None
+    ) -> list[memoryview | bytes]:
         """Payloads of several records (remote: one concurrent ranged fetch).
 
         A local file's size is checked once per call: a record it no longer holds
         (truncated while open) raises ``TruncatedRecordError``. Otherwise as ``read``.
+        ``until``: the clock of the last step the records are for (a block cache's
+        schedule, :meth:`schedule_reads`).
         """
         self._check_open()
         if self._is_local:
             return self._read_many_local(indices)
         ranges = [(int(self.offsets[i]), int(self.lengths[i])) for i in indices]
-        datas = self.source.read_ranges(ranges)
+        if until is not None and self.cached:
+            datas = self.source.read_ranges(ranges, until=until)
+        else:
+            datas = self.source.read_ranges(ranges)
         out = []
         for i, data in zip(indices, datas, strict=False):
             try:
@@ -475,6 +499,7 @@ class RecordFile:
             "storage_options": self.storage_options,
             "fetch": self.fetch,
             "cache_dir": self.cache_dir,
+            "cache_limit": self.cache_limit,
         }
 
     def __setstate__(self, state: dict) -> None:
@@ -484,6 +509,7 @@ class RecordFile:
             storage_options=state["storage_options"],
             fetch=state.get("fetch"),
             cache_dir=state.get("cache_dir"),
+            cache_limit=state.get("cache_limit"),
         )
 
 

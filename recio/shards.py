@@ -205,6 +205,7 @@ def open_records(
     storage_options: dict[str, Any] | None = None,
     fetch: storage.FetchOptions | None = None,
     cache_dir: str | None = None,
+    cache_limit: int | None = None,
 ) -> RecordFile | ShardedRecords:
     """Open the records ``spec`` names: a ``RecordFile`` for one file, else the union.
 
@@ -214,14 +215,17 @@ def open_records(
             default: beside each ``.rec`` (one file: else a scan; shards: required).
         storage_options: fsspec options for remote URLs.
         fetch: request sizes and retries of remote reads.
-        cache_dir: copy remote files whole into this folder first.
+        cache_dir: keep remote data in this local folder: their blocks up to
+            ``cache_limit`` bytes, or (without a limit) each file copied whole first.
+        cache_limit: the most bytes of blocks ``cache_dir`` holds (NOTE [block cache]).
 
     Raises:
         FileNotFoundError: a shard, or a shard's ``.idx``, that does not exist (naming it).
         ValueError: ``idx`` names a different number of files than ``spec``.
     """
     urls = expand_shards(spec, storage_options)
-    kwargs = {"storage_options": storage_options, "fetch": fetch, "cache_dir": cache_dir}
+    kwargs = {"storage_options": storage_options, "fetch": fetch, "cache_dir": cache_dir,
+              "cache_limit": cache_limit}  # fmt: skip
     if len(urls) == 1 and not is_shard_spec(spec):
         if idx is not None and not isinstance(idx, str | os.PathLike):
             idx = expand_shards(idx, storage_options)
@@ -302,6 +306,7 @@ class ShardedRecords:
         storage_options: dict[str, Any] | None = None,
         fetch: storage.FetchOptions | None = None,
         cache_dir: str | None = None,
+        cache_limit: int | None = None,
     ) -> None:
         self.urls = [os.fspath(u) for u in urls]
         if not self.urls:
@@ -310,6 +315,7 @@ class ShardedRecords:
         if self.idx_urls is not None and len(self.idx_urls) != len(self.urls):
             raise ValueError(f"{len(self.urls)} shards but {len(self.idx_urls)} .idx files")
         self.storage_options, self.fetch, self.cache_dir = storage_options, fetch, cache_dir
+        self.cache_limit = cache_limit
         self.url = name or f"{self.urls[0]} and {len(self.urls) - 1} more shards"
         self.idx_url = None  # each shard has its own: idx_urls
         self.closed = False
@@ -332,6 +338,7 @@ class ShardedRecords:
             "storage_options": self.storage_options,
             "fetch": self.fetch,
             "cache_dir": self.cache_dir,
+            "cache_limit": self.cache_limit,
         }
         jobs = list(zip(self.urls, idx_urls, strict=True))
         if not self._remote or len(jobs) == 1:
@@ -429,16 +436,34 @@ class ShardedRecords:
         k, local = self.locate(i)
         return self.shards[k].read(local)
 
-    def read_many(self, indices: Sequence[int]) -> list[memoryview | bytes]:
+    def read_many(
+        self, indices: Sequence[int], *, until: int | None = None
+    ) -> list[memoryview | bytes]:
         """Payloads of several records; remote shards are fetched concurrently."""
         self._check_open()
         groups = self.split(indices)
         out: list[Any] = [None] * sum(len(g.slots) for g in groups)
-        results = self._map(lambda g: g.records.read_many(g.positions), groups)
+        results = self._map(lambda g: g.records.read_many(g.positions, until=until), groups)
         for group, payloads in zip(groups, results, strict=True):
             for j, payload in zip(group.slots.tolist(), payloads, strict=True):
                 out[j] = payload
         return out
+
+    @property
+    def cached(self) -> bool:
+        """Whether any shard is read through a bounded block cache."""
+        return any(s.cached for s in self.shards)
+
+    def schedule_reads(self, steps: Sequence[tuple[int, Any]]) -> None:
+        """:meth:`RecordFile.schedule_reads` over the union: each shard its own part."""
+        if not self.cached:
+            return
+        per_shard: list[list[tuple[int, np.ndarray]]] = [[] for _ in self.shards]
+        for when, positions in steps:
+            for group in self.split(positions):
+                per_shard[group.shard].append((when, group.positions))
+        for shard, mine in zip(self.shards, per_shard, strict=True):
+            shard.schedule_reads(mine)
 
     def read_batch(
         self, positions: Any, label_width: int, payloads: Sequence[Any] | None = None
@@ -547,6 +572,7 @@ class ShardedRecords:
             "storage_options": self.storage_options,
             "fetch": self.fetch,
             "cache_dir": self.cache_dir,
+            "cache_limit": self.cache_limit,
         }
 
     def __setstate__(self, state: dict) -> None:
@@ -557,6 +583,7 @@ class ShardedRecords:
             storage_options=state["storage_options"],
             fetch=state["fetch"],
             cache_dir=state["cache_dir"],
+            cache_limit=state.get("cache_limit"),
         )
 
     def __repr__(self) -> str:

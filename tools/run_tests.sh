@@ -7,7 +7,7 @@
 # RECIO_WEBHDFS_URL. The installs stay cached in ~/.cache/recio-servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh "test,s3,hdfs,dali,train,plot,frameworks"
+bash tools/setup.sh "test,s3,hdfs,dali,train,plot,frameworks,cluster"
 if [ -x tools/ci_services.sh ]; then
   state=$(mktemp -d "${TMPDIR:-/tmp}/recio-servers.XXXXXX")
   export RECIO_SERVERS_STATE=$state RECIO_SERVERS_OWNER="run_tests-$$-${state##*.}"

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..augment import KeyedDraw
+from ..geometry import plan, warp_image
 from ..spans import Spans
 from ._pillow import Budget, ByteBudget, pil_decode, pil_filters, pil_size
 from .status import STATUS_NAMES, Status
@@ -844,6 +845,8 @@ class _Job:
         self, i: int, buf: Any, max_pixels: int, budget: Budget | None = None
     ) -> tuple[int, str | None]:
         """Decodes image i with Pillow into its slot; returns (status, error)."""
+        if self.draw is not None and self.draw.geometry is not None:
+            return self._decode_warped(i, buf, max_pixels, budget)
         if self.draw is not None:  # the pool could not read the header: draw from Pillow's
             windows, flips = self.draw.windows(np.array([pil_size(buf)]), self.records[i : i + 1])
             self.crops[i], self.flips[i] = windows[0], flips[0]
@@ -854,9 +857,28 @@ class _Job:
             buf, crop, flip, self.width, self.height, resample, max_pixels, budget
         )
         if pixels is not None:
-            if self.bgr:
-                pixels = pixels[..., ::-1]
-            if self.lut is not None:
-                pixels = self.lut[np.arange(3), pixels]
-            self.out[i] = pixels.transpose(2, 0, 1) if self.layout == "NCHW" else pixels
+            self._store(i, pixels)
+        return status, err
+
+    def _store(self, i: int, pixels: np.ndarray) -> None:
+        """Image i's RGB pixels into its slot, in the output's order, layout and dtype."""
+        if self.bgr:
+            pixels = pixels[..., ::-1]
+        if self.lut is not None:
+            pixels = self.lut[np.arange(3), pixels]
+        self.out[i] = pixels.transpose(2, 0, 1) if self.layout == "NCHW" else pixels
+
+    def _decode_warped(
+        self, i: int, buf: Any, max_pixels: int, budget: Budget | None
+    ) -> tuple[int, str | None]:
+        """decode_pil through the draw's geometry: the whole image decoded, then warped."""
+        w, h = pil_size(buf)
+        warp = plan(self.draw, w, h, int(self.records[i]))
+        self.crops[i], self.flips[i] = warp.crop, warp.flip
+        status, err, pixels = pil_decode(
+            buf, None, False, max(w, 1), max(h, 1), 0, max_pixels, budget
+        )
+        if pixels is not None:
+            pixels = warp_image(pixels, warp, self.width, self.height)
+            self._store(i, pixels[:, ::-1] if warp.flip else pixels)
         return status, err

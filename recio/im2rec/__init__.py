@@ -12,8 +12,9 @@ layout (NOTE [insightface layout] in :mod:`~recio.im2rec.layout`).
 Modules: :mod:`~recio.im2rec.lists` (folder → ``.lst``), :mod:`~recio.im2rec.pack`
 (``.lst`` → ``.rec``/``.idx``), :mod:`~recio.im2rec.layout` (the order and keys of the
 records, and the face layout's index records), :mod:`~recio.im2rec.transcode` (one image
-file → record bytes: JPEG → JPEG in C, else Pillow), :mod:`~recio.im2rec.cli` (the
-command line).
+file → record bytes: JPEG → JPEG in C, else Pillow), :mod:`~recio.im2rec.engine` (one
+task per shard on a Dask cluster, resumable: ``--engine dask``), :mod:`~recio.im2rec.cli`
+(the command line).
 """
 
 from .cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_SKIPPED, add_arguments, main, run

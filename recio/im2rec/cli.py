@@ -163,8 +163,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=at_least(1),
         default=cpus,
         metavar="N",
-        help="workers that read, decode, resize and encode (see --pool); the output is the "
-        f"same for any number (default: the number of CPUs, {cpus} here)",
+        help="workers that read, decode, resize and encode (see --pool; with --engine and no "
+        "--address, the local cluster's worker processes); the output is the same for any "
+        f"number (default: the number of CPUs, {cpus} here)",
     )
     r.add_argument(
         "--pool",
@@ -206,7 +207,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=at_least(1),
         default=1,
         metavar="N",
-        help="write N balanced .rec/.idx pairs per list, NAME-00000-of-0000N.rec ...",
+        help="write N .rec/.idx pairs per list, NAME-00000-of-0000N.rec ...: shard k holds "
+        "the list's entries k, k + N, k + 2N, ... (less the skipped files)",
+    )
+    x.add_argument(
+        "--engine",
+        choices=["dask", "ray"],
+        default=None,
+        help="convert on a Dask cluster (ray: not implemented), one task per shard: each "
+        "converts its slice of the list (entries k, k + N, ... of --shards N) and writes "
+        "its shard straight to the output URL; the shards are byte-identical to this "
+        "machine's run with the same --shards. A rerun reuses the shards that are complete "
+        "and verified and redoes the rest. Workers must see ROOT under the same path and "
+        "import recio. Needs the cluster extra",
+    )
+    x.add_argument(
+        "--address",
+        metavar="URL",
+        help="with --engine: the scheduler of a running cluster, e.g. tcp://10.0.0.5:8786; "
+        "without it, a local cluster of --num-thread worker processes is started and "
+        "stopped",
     )
     x.add_argument(
         "--output",
@@ -287,25 +307,45 @@ def _pack_one(
     opts: EncodeOptions,
     args: argparse.Namespace,
     options: dict | None,
+    client=None,
 ) -> int:
-    """Pack one .lst into STEM.rec/.idx and write its report; the exit code for it."""
+    """Pack one .lst into STEM.rec/.idx and write its report; the exit code for it.
+
+    With a Dask ``client`` (``--engine``), on its cluster (:mod:`~recio.im2rec.engine`).
+    """
     report = PackReport(list=lst, outputs=[])
     code = EXIT_OK
     try:
-        pack_list(
-            lst,
-            root,
-            opts,
-            out_stem=stem,
-            num_thread=args.num_thread,
-            pool=args.pool,
-            shards=args.shards,
-            max_errors=args.max_errors,
-            storage_options=options,
-            progress=not args.quiet,
-            report=report,
-            layout=args.layout,
-        )
+        if client is not None:
+            from .engine import pack_on_cluster
+
+            pack_on_cluster(
+                lst,
+                root,
+                opts,
+                client=client,
+                out_stem=stem,
+                shards=args.shards,
+                max_errors=args.max_errors,
+                storage_options=options,
+                progress=not args.quiet,
+                report=report,
+            )
+        else:
+            pack_list(
+                lst,
+                root,
+                opts,
+                out_stem=stem,
+                num_thread=args.num_thread,
+                pool=args.pool,
+                shards=args.shards,
+                max_errors=args.max_errors,
+                storage_options=options,
+                progress=not args.quiet,
+                report=report,
+                layout=args.layout,
+            )
     except TooManyErrors as exc:
         log.error("%s: nothing published (existing outputs left as they were): %s", lst, exc)
         code = EXIT_FAILED
@@ -350,7 +390,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         log.error("interrupted")
         return EXIT_INTERRUPTED
-    except (OSError, ValueError) as exc:  # bad arguments or input: said in one line
+    except (OSError, ValueError, ImportError) as exc:  # bad arguments, input, a missing extra
         log.error("%s", _one_line(exc))
         return EXIT_FAILED
 
@@ -389,6 +429,15 @@ def _run(args: argparse.Namespace) -> int:
     if args.layout == "insightface" and args.shards > 1:
         raise ValueError("--layout insightface writes one .rec (its index covers every image): "
                          "not with --shards")  # fmt: skip
+    if args.engine:
+        from .engine import check_engine
+
+        check_engine(args.engine)
+        if args.layout == "insightface":
+            raise ValueError("--layout insightface writes one .rec (its index covers every "
+                             "image): not with --engine")  # fmt: skip
+    elif args.address:
+        raise ValueError("--address names the cluster for --engine: give --engine dask")
     _check_folder(root, "image folder ROOT")
     lists = find_lists(prefix, options)
     if not lists:
@@ -396,17 +445,31 @@ def _run(args: argparse.Namespace) -> int:
     if args.output:
         _check_folder(_absolute(args.output), "--output folder")
     code = EXIT_OK
-    with _sigterm_as_interrupt():
+    with _sigterm_as_interrupt(), _cluster(args) as client:
         for lst in lists:
             stem = lst[: -len(".lst")]
             if args.output:
                 stem = _absolute(args.output).rstrip("/") + "/" + stem.rsplit("/", 1)[-1]
             log.info("creating %s from %s", output_names(stem, args.shards)[0][0], lst)
-            result = _pack_one(lst, root, stem, opts, args, options)
+            result = _pack_one(lst, root, stem, opts, args, options, client)
             if result not in (EXIT_OK, EXIT_SKIPPED):
                 return result
             code = max(code, result)
     return code
+
+
+@contextlib.contextmanager
+def _cluster(args: argparse.Namespace):
+    """The Dask client of ``--engine`` (one for every list), or None."""
+    if not args.engine:
+        yield None
+        return
+    from .engine import connect
+
+    where = args.address or f"a local cluster of {args.num_thread} worker processes"
+    log.info("converting on %s (--engine %s)", where, args.engine)
+    with connect(args.engine, args.address, args.num_thread) as client:
+        yield client
 
 
 def _check_folder(url: str, what: str, parent: bool = False) -> None:

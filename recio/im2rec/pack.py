@@ -5,6 +5,11 @@ NOTE [output order]: records are written in ``.lst`` order whatever ``--num-thre
 [insightface layout] in :mod:`~recio.im2rec.layout`), and each image's bytes depend
 only on its file and the options, so the same input and seed give byte-identical
 ``.rec``/``.idx`` files.
+
+NOTE [shard slices]: with ``--shards S``, shard k holds the list's entries k, k + S,
+k + 2S, ... (:func:`shard_slice`), whatever was skipped before them, so each shard is a
+function of its own slice of the list alone: a cluster task converts one slice into one
+shard (:mod:`~recio.im2rec.engine`) and writes the same bytes as this single-machine run.
 """
 
 from __future__ import annotations
@@ -74,6 +79,8 @@ class PackReport:
     options: dict = dataclasses.field(default_factory=dict)
     layout: str = "mxnet"
     identities: int | None = None  # insightface layout: identity records written
+    # on a cluster (recio.im2rec.engine): each shard's outcome; None for a single machine
+    shards: list[dict] | None = None
 
     @property
     def images_per_second(self) -> float:
@@ -83,6 +90,8 @@ class PackReport:
     def to_json(self) -> str:
         """The report as indented JSON, with the rate, and times rounded."""
         d = dataclasses.asdict(self)
+        if self.shards is None:
+            del d["shards"]
         d["images_per_second"] = round(self.images_per_second, 1)
         d["seconds"] = round(self.seconds, 3)
         return json.dumps(d, indent=1) + "\n"
@@ -103,6 +112,9 @@ class PackReport:
             )
             if self.identities is not None:
                 s += f"; {self.identities} identities"
+            if self.shards is not None:
+                reused = sum(x["status"] == "reused" for x in self.shards)
+                s += f"; {len(self.shards) - reused} shards converted, {reused} reused"
         else:  # the writers were aborted: what was packed is gone
             published = "" if self.status == "failed" else ", nothing published"
             s = (
@@ -124,6 +136,14 @@ def output_names(stem: str, shards: int = 1) -> list[tuple[str, str]]:
         (f"{stem}-{k:05d}-of-{shards:05d}.rec", f"{stem}-{k:05d}-of-{shards:05d}.idx")
         for k in range(shards)
     ]
+
+
+def shard_slice(entries: Sequence[ListEntry], shard: int, shards: int) -> list[ListEntry]:
+    """The entries of ``shard`` of ``shards``: every ``shards``-th from the ``shard``-th.
+
+    NOTE [shard slices]: a shard's records are its slice's images, in list order.
+    """
+    return list(entries[shard::shards])
 
 
 def read_list(url: str, storage_options: dict[str, Any] | None = None):
@@ -334,7 +354,8 @@ def pack_list(
     """Pack the images of ``lst`` (relative to ``root``) into ``out_stem``.rec/.idx.
 
     ``out_stem`` defaults to the list's name without ``.lst`` (MXNet's naming). With
-    ``shards`` > 1 the k-th written record goes to shard k mod ``shards``.
+    ``shards`` > 1 the list's k-th entry goes to shard k mod ``shards`` (NOTE [shard
+    slices]); a skipped file leaves its shard one record short.
     ``layout="insightface"`` writes InsightFace's face layout (NOTE [insightface layout]
     in :mod:`~recio.im2rec.layout`): the entries grouped by their first label, classes
     in increasing label value, each in ``.lst`` order; keys 1..N in that order (the
@@ -401,7 +422,8 @@ def pack_list(
             # libjpeg-turbo warns on recoverable damage (as OpenCV accepts it); keep quiet
             warnings.filterwarnings("ignore", module="turbojpeg")
             kind = pool or default_pool(opts)
-            for entry, payload, reason in _record_stream(entries, root, opts, num_thread, kind):
+            stream = _record_stream(entries, root, opts, num_thread, kind)
+            for pos, (entry, payload, reason) in enumerate(stream):
                 if payload is None:
                     number = entry.index if index is None else lst_index[entry.index - 1]
                     report.skipped.append({"index": number, "path": entry.path, "reason": reason})
@@ -416,7 +438,7 @@ def pack_list(
                     writers[0].write_idx(key, with_id(payload, key))
                     report.written += 1
                 else:
-                    writers[report.written % shards].write_idx(entry.index, payload)
+                    writers[pos % shards].write_idx(entry.index, payload)  # NOTE [shard slices]
                     report.written += 1
                     if opts.pass_through and (turn := _jpeg_orientation(payload)) != 1:
                         rotated = rotated or (entry.path, turn)

@@ -157,6 +157,33 @@ class AtomicOutput:
                 self._fs.rm(self._tmp)
 
 
+def remove_partials(url: str, storage_options: dict[str, Any] | None = None) -> int:
+    """Remove the hidden temporaries that killed writers of ``url`` left; how many.
+
+    A process killed between ``AtomicOutput(url)`` and ``commit()`` leaves its
+    ``.name.<random>.partial`` beside the target (object stores leave no object: an
+    unfinished upload is none). Call it only when no other writer of ``url`` is at work.
+    Best effort: a temporary that cannot be listed or removed is left.
+    """
+    removed = 0
+    with contextlib.suppress(Exception):
+        if is_local(url):
+            folder, base = os.path.split(os.path.abspath(local_path(url)))
+            for name in os.listdir(folder):
+                if name.startswith(f".{base}.") and name.endswith(".partial"):
+                    os.unlink(os.path.join(folder, name))
+                    removed += 1
+            return removed
+        if split_protocol(url)[0] in _PUBLISH_ON_CLOSE:
+            return 0
+        fs, path = filesystem(url, with_client_defaults(url, storage_options))
+        head, _, base = path.rstrip("/").rpartition("/")
+        for name in fs.glob(f"{head}/.{base}.*.partial"):
+            fs.rm(name)
+            removed += 1
+    return removed
+
+
 def _fsync_directory(directory: str) -> None:
     """Make a rename in ``directory`` durable (best effort: not every system allows it)."""
     try:

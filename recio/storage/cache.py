@@ -30,6 +30,24 @@ def file_version(info: dict) -> str | None:
     return "\n".join(found) if found else None
 
 
+def source_version(source: FsspecSource) -> str | None:
+    """The version (``file_version``) of the file ``source`` reads.
+
+    Where the store reports none, a warning says so (once per URL).
+    """
+    info = retrying(lambda: source.fs.info(source.path), source.url, 0, 0, source.fetch)
+    version = file_version(info)
+    if version is None and source.url not in _warned_unversioned:
+        _warned_unversioned.add(source.url)
+        warnings.warn(
+            f"cache_dir: {source.url} has no version (ETag or modification time) in its "
+            "store's file info, so cached data could be stale: this process does not share "
+            "or reuse it",
+            stacklevel=4,
+        )
+    return version
+
+
 def cached_copy(source: FsspecSource, cache_dir: str) -> MappedSource:
     """The mmap'd local copy of ``source`` in ``cache_dir``, copied first if not there.
 

@@ -17,14 +17,26 @@ class FetchOptions:
             read and thrown away: cheaper than a request round trip).
         max_request: a merged request grows to at most this many bytes (a single
             range larger than this is still read whole).
-        concurrency: requests in flight at once per ``read_ranges`` call.
+        concurrency: requests in flight at once per ``read_ranges`` call (with
+            ``adaptive``, the most: NOTE [adaptive fetch]).
         retries: attempts after the first for a transient error (reset, timeout, 5xx).
         backoff: first retry delay in seconds; doubles each attempt, with full jitter.
         max_backoff: cap of one delay.
         presign_s3: read ``s3://`` ranges over plain HTTP with a presigned GET URL
-            (fsspec's aiohttp client) instead of one signed botocore call per range: about
-            a sixth of the client CPU per request (measured in tools/bench_storage.py).
+            (the standard library's client, :mod:`recio.storage.httprange`) instead of
+            one signed botocore call per range: a fraction of the client CPU per request
+            and per byte (measured in tools/bench_storage.py and httprange's docstring).
             Turn off for what a presigned URL cannot carry (SSE-C keys, requester pays).
+        adaptive: size requests (``2 × latency × rate``, measured) and the read-ahead
+            (Little's law) from what the source's requests measure, within
+            ``max_request``, ``concurrency`` and ``read_ahead`` (NOTE [adaptive fetch]).
+        min_request: the smallest request size ``adaptive`` picks.
+        read_ahead: the memory bound, in bytes, of data fetched ahead of the decoder
+            (``adaptive``): the iterator keeps at most about this much in flight.
+        cache_block: bytes per entry of the bounded block cache (``cache_limit``).
+        cache_policy: what the block cache evicts: "belady" (the block needed furthest
+            ahead, from the schedule the iterator gives it; LRU where it has none) or
+            "lru" (the least recently used).
     """
 
     gap: int = 256 << 10
@@ -34,11 +46,20 @@ class FetchOptions:
     backoff: float = 0.2
     max_backoff: float = 5.0
     presign_s3: bool = True
+    adaptive: bool = True
+    min_request: int = 256 << 10
+    read_ahead: int = 256 << 20
+    cache_block: int = 1 << 20
+    cache_policy: str = "belady"
 
     def __post_init__(self) -> None:
         for name in ("gap", "retries"):
             if getattr(self, name) < 0:
                 raise ValueError(f"FetchOptions.{name} must be >= 0, not {getattr(self, name)}")
-        for name in ("max_request", "concurrency"):
+        if self.cache_policy not in ("belady", "lru"):
+            raise ValueError(
+                f"FetchOptions.cache_policy must be 'belady' or 'lru', not {self.cache_policy!r}"
+            )
+        for name in ("max_request", "concurrency", "cache_block", "min_request", "read_ahead"):
             if getattr(self, name) < 1:
                 raise ValueError(f"FetchOptions.{name} must be >= 1, not {getattr(self, name)}")

@@ -4,9 +4,10 @@
 order. Behind it, consecutive batches are grouped into one fetch job of about
 ``group_bytes`` (so the ranges of several batches coalesce into large requests),
 or of exactly ``group_batches`` batches (a block-shuffle window: see
-``Sampler.fetch_group``), and at most ``depth`` jobs are in flight. Memory is
-bounded by about ``(depth + 1)`` jobs (plus the small gaps coalescing reads and
-drops).
+``Sampler.fetch_group``), and ``depth`` jobs are in flight; with ``read_ahead``, as many
+as the measured rates need (NOTE [adaptive fetch]), within ``read_ahead`` bytes. Memory is
+bounded by about one job more than are in flight (plus the small gaps coalescing reads
+and drops).
 The iterator's reader thread owns one; ``close()`` stops it.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,7 +23,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .adaptive import jobs_ahead
+from .blockcache import clock
+
 __all__ = ["Lookahead", "Prefetcher"]
+
+_MAX_JOBS = 16  # fetch jobs in flight at most, whatever the read-ahead allows
 
 
 class _Records(Protocol):
@@ -46,6 +53,17 @@ class Prefetcher:
         first_batch: the first batch's number in the epoch, so that groups follow the
             windows when an epoch is resumed mid-way (windows start at multiples of
             group_batches).
+        epoch: the batches' epoch, for a block cache's schedule: each job's reads are
+            for the clock of its last batch (:func:`recio.storage.blockcache.clock`);
+            None: no clock.
+        read_ahead: adapt the jobs in flight to what is measured (Little's law: the
+            consumer's bytes per second × a job's fetch time / a job's bytes, plus one;
+            NOTE [adaptive fetch]), from ``depth`` up to this many bytes of jobs.
+            None: always ``depth``.
+        lead: with ``group_batches``, fetch the first batch alone first (above). A
+            prefetcher started well ahead (the next epoch's) does without: the lead's
+            records would be fetched twice, alone and again in the gaps of its window's
+            coalesced requests.
     """
 
     def __init__(
@@ -57,6 +75,9 @@ class Prefetcher:
         group_bytes: int = 32 << 20,
         group_batches: int | None = None,
         first_batch: int = 0,
+        epoch: int | None = None,
+        read_ahead: int | None = None,
+        lead: bool = True,
     ) -> None:
         if depth < 1:
             raise ValueError(f"depth must be >= 1, not {depth}")
@@ -68,11 +89,19 @@ class Prefetcher:
             raise ValueError(f"group_batches must be >= 1, not {group_batches}")
         self.group_bytes = group_bytes
         self.group_batches = group_batches
-        self._first = self._next = first_batch  # epoch batch numbers (group_batches)
-        self._lead_pending = group_batches is not None  # the lead job not yet handed out
+        self._first = self._next = first_batch  # epoch batch numbers
+        self.epoch = epoch
+        self.read_ahead = read_ahead
+        self.in_flight = depth  # jobs kept in flight now (read_ahead: adapted)
+        # measured: seconds and bytes of the fetches; the consumer's seconds and bytes
+        self._fetched = [0.0, 0]
+        self._consumed = [0.0, 0]
+        self._jobs_done = 0
+        self.lead = lead and group_batches is not None
+        self._lead_pending = self.lead  # the lead job not yet handed out
         self._batches = iter(batches)
         self._jobs: deque[tuple[list[np.ndarray], Future]] = deque()
-        workers = depth + (group_batches is not None)
+        workers = (depth if read_ahead is None else _MAX_JOBS) + (group_batches is not None)
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="recio-prefetch")
         self._closed = False
 
@@ -80,7 +109,7 @@ class Prefetcher:
         if self.group_batches is not None:
             # the lead batch alone, then the rest of its window, then whole windows
             g = self.group_batches
-            size = 1 if self._next == self._first else g - self._next % g
+            size = 1 if self._next == self._first and self.lead else g - self._next % g
             group = [np.asarray(b, dtype=np.int64) for b in itertools.islice(self._batches, size)]
             self._next += len(group)
             return group
@@ -92,18 +121,40 @@ class Prefetcher:
             nbytes += int(self.records.lengths[indices].sum())
             if nbytes >= self.group_bytes:
                 break
+        self._next += len(group)
         return group
 
-    def _fetch(self, group: list[np.ndarray]) -> list[Any]:
-        return self.records.read_many(np.concatenate(group))
+    def _fetch(self, group: list[np.ndarray], last: int) -> list[Any]:
+        indices = np.concatenate(group)
+        t0 = time.perf_counter()
+        if self.epoch is None:
+            out = self.records.read_many(indices)
+        else:
+            out = self.records.read_many(indices, until=clock(self.epoch, last))
+        self._fetched[0] += time.perf_counter() - t0
+        self._fetched[1] += int(self.records.lengths[indices].sum())
+        return out
+
+    def _adapt(self) -> None:
+        """Jobs in flight from what is measured (NOTE [adaptive fetch])."""
+        if self.read_ahead is None or self._jobs_done < 2:
+            return
+        fetch_s, fetched = self._fetched
+        spent, consumed = self._consumed
+        jobs = self._jobs_done
+        job_bytes = fetched / jobs
+        high = max(1, min(_MAX_JOBS, int(self.read_ahead // max(job_bytes, 1))))
+        rate = consumed / spent if spent > 0 else 0.0
+        self.in_flight = jobs_ahead(rate, fetch_s / jobs, job_bytes, self.depth, high)
 
     def _fill(self) -> None:
         # The lead batch's small job does not count: the rest of its window starts with it.
-        while len(self._jobs) < self.depth + self._lead_pending:
+        while len(self._jobs) < self.in_flight + self._lead_pending:
             group = self._next_group()
             if not group:
                 return
-            self._jobs.append((group, self._pool.submit(self._fetch, group)))
+            future = self._pool.submit(self._fetch, group, self._next - 1)
+            self._jobs.append((group, future))
 
     def start(self) -> None:
         """Begin fetching now, before iteration (the iterator's next-epoch lookahead)."""
@@ -121,10 +172,16 @@ class Prefetcher:
                 group, future = self._jobs.popleft()
                 self._lead_pending = False
                 payloads = future.result()  # re-raises the fetch error here, in the consumer
+                self._jobs_done += 1
+                self._adapt()
                 self._fill()  # start the next job before handing this one out
                 start = 0
                 for indices in group:
+                    t0 = time.perf_counter()
                     yield indices, payloads[start : start + len(indices)]
+                    # the consumer's time with this batch: how fast it takes the bytes
+                    self._consumed[0] += time.perf_counter() - t0
+                    self._consumed[1] += int(self.records.lengths[indices].sum())
                     start += len(indices)
         finally:
             self.close()

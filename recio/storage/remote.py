@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .adaptive import LinkEstimate
 from .options import PRESIGN_SECONDS, FetchOptions
 from .retry import (
     RangeIgnoredError,
@@ -78,18 +79,18 @@ class FsspecSource(ByteSource):
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self.stats = {"requests": 0, "bytes": 0, "retries": 0}
+        self.link = LinkEstimate()  # latency and rate, measured (NOTE [adaptive fetch])
         self.size = int(retrying(lambda: self.fs.size(self.path), url, 0, 0, self.fetch))
         # S3 ranges over plain HTTP (FetchOptions.presign_s3): the URL and when it was made.
         self._http: Any = None
         self._presigned: tuple[str, float] | None = None
         if self.fetch.presign_s3 and split_protocol(url)[0] in ("s3", "s3a"):
-            import aiohttp
-            import fsspec
+            from .httprange import RangeClient
 
-            # Bounded like the S3 client (with_client_defaults): a stalled read fails and
-            # is retried instead of waiting out aiohttp's five minutes.
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=30)
-            self._http = fsspec.filesystem("http", client_kwargs={"timeout": timeout})
+            # Bounded like the S3 client (with_client_defaults): a stalled read fails and is
+            # retried. Synchronous, on the fetch threads (a quarter of aiohttp's CPU a byte).
+            self._http = RangeClient(connect_timeout=5, read_timeout=30)
+            self._async = False
 
     def _ranges_from(self, refresh: bool = False) -> tuple[Any, str]:
         """The filesystem and path that range reads go to.
@@ -122,14 +123,19 @@ class FsspecSource(ByteSource):
 
     def _cat(self, start: int, end: int) -> bytes:
         fs, path = self._ranges_from()
+        t0 = time.perf_counter()
         try:
             data = fs.cat_file(path, start=start, end=end)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - only a refused presigned URL is handled
             if fs is not self._http or http_status(exc) != 403:
                 raise
             fs, path = self._ranges_from(refresh=True)  # the presigned URL expired
+            self._retried(exc)
+            t0 = time.perf_counter()
             data = fs.cat_file(path, start=start, end=end)
-        return self._checked(data, start, end)
+        data = self._checked(data, start, end)
+        self.link.add(len(data), time.perf_counter() - t0)
+        return data
 
     def _checked(self, data: Any, start: int, end: int) -> Any:
         """``data`` if it is the asked range's length; else the error to raise for it."""
@@ -157,11 +163,14 @@ class FsspecSource(ByteSource):
         self._count(1, len(data))
         return data
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | memoryview]:
+    def read_ranges(
+        self, ranges: Sequence[tuple[int, int]], *, gap: int | None = None
+    ) -> list[bytes | memoryview]:
         """The bytes of each (offset, length) range, fetched as coalesced concurrent requests.
 
         A range merged into a larger request comes back as a memoryview into it. Ranges are
-        clipped to the file's size.
+        clipped to the file's size. ``gap``: instead of ``fetch.gap`` (a block cache's
+        fetches join only adjacent blocks: the bytes between others would be dropped).
 
         Raises:
             RemoteReadError: a request still fails after ``fetch.retries`` retries.
@@ -170,7 +179,7 @@ class FsspecSource(ByteSource):
         if not ranges:
             return []
         ranges = [(int(o), max(0, min(int(o) + int(n), self.size) - int(o))) for o, n in ranges]
-        requests = coalesce(ranges, self.fetch.gap, self.fetch.max_request)
+        requests = coalesce(ranges, self.fetch.gap if gap is None else gap, self.request_size())
         blobs = self._fetch_all([(start, end) for start, end, _ in requests])
         out: list[bytes | memoryview] = [b""] * len(ranges)
         for (start, _, members), blob in zip(requests, blobs, strict=True):
@@ -182,6 +191,20 @@ class FsspecSource(ByteSource):
                 offset, length = ranges[k]
                 out[k] = view[offset - start : offset - start + length]
         return out
+
+    def request_size(self) -> int:
+        """The most bytes one merged request holds now.
+
+        ``2 × latency × rate`` where measured and ``fetch.adaptive`` (NOTE [adaptive
+        fetch]), else ``max_request``.
+        """
+        fetch = self.fetch
+        if fetch.adaptive:
+            lo = min(fetch.min_request, fetch.max_request)
+            size = self.link.request_size(lo, fetch.max_request)
+            if size is not None:
+                return size
+        return fetch.max_request
 
     def _fetch_all(self, spans: list[tuple[int, int]]) -> list[bytes]:
         """The bytes of every (start, end) span, concurrently, each retried on its own."""
@@ -203,6 +226,7 @@ class FsspecSource(ByteSource):
         renewed = False
         while pending:
             fs, path = self._ranges_from()
+            t0 = time.perf_counter()
             got = fs.cat_ranges(
                 [path] * len(pending),
                 [spans[k][0] for k in pending],
@@ -210,6 +234,8 @@ class FsspecSource(ByteSource):
                 on_error="return",
                 batch_size=self.fetch.concurrency,
             )
+            # One wave of requests per batch_size: each request took about a wave's time.
+            wave = (time.perf_counter() - t0) / -(-len(pending) // self.fetch.concurrency)
             failed = []
             expired = False
             for k, data in zip(pending, got, strict=True):
@@ -231,6 +257,7 @@ class FsspecSource(ByteSource):
                 else:
                     results[k] = data
                     self._count(1, len(data))
+                    self.link.add(len(data), wave)
             if expired:
                 renewed = True
                 self._ranges_from(refresh=True)

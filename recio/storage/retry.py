@@ -126,7 +126,7 @@ def translate_error(exc: BaseException, url: str) -> BaseException:
 
 
 def http_status(exc: object) -> int | None:
-    """The HTTP status of an aiohttp response error (fsspec's http client), else None."""
+    """The HTTP status of an HTTP error (aiohttp's, or recio's range client's), else None."""
     status = getattr(exc, "status", None)
     return status if isinstance(status, int) else None
 

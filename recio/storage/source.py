@@ -139,21 +139,30 @@ def open_source(
     *,
     fetch: FetchOptions | None = None,
     cache_dir: str | None = None,
+    cache_limit: int | None = None,
 ) -> ByteSource:
     """Open ``url`` for random-access reading.
 
-    Local paths and ``file://`` URLs are mmap'd. With ``cache_dir``, a remote file is
-    first copied whole into ``cache_dir`` (with large concurrent reads) and mmap'd from
-    there; later opens of the same unchanged file (same size and ETag/mtime) are
-    local-speed.
+    Local paths and ``file://`` URLs are mmap'd. With ``cache_dir`` and ``cache_limit``
+    (bytes), a remote file is read through a bounded block cache in ``cache_dir``
+    (:class:`~recio.storage.blockcache.CachedSource`, NOTE [block cache]): its blocks kept
+    on local disk up to the limit, shared by the processes that use the folder. With
+    ``cache_dir`` alone, it is first copied whole into ``cache_dir`` (with large
+    concurrent reads) and mmap'd from there; later opens of the same unchanged file (same
+    size and ETag/mtime) are local-speed.
+
+    Raises:
+        ValueError: ``cache_limit`` without ``cache_dir``, or below 1.
     """
+    if cache_limit is not None and cache_dir is None:
+        raise ValueError(f"cache_limit={cache_limit} needs a cache_dir (opening {url})")
     if is_local(url):
         try:
             return MappedSource(local_path(url))
         except FileNotFoundError as exc:
             raise translate_error(exc, url) from exc
     # Imported here: local-only runs never load the remote machinery (or fsspec).
-    from .cache import cached_copy
+    from .cache import cached_copy, source_version
     from .remote import FsspecSource
 
     try:
@@ -167,4 +176,14 @@ def open_source(
         raise new from exc
     if cache_dir is None:
         return source
-    return cached_copy(source, cache_dir)
+    if cache_limit is None:
+        return cached_copy(source, cache_dir)
+    from .blockcache import BlockCache, CachedSource
+
+    try:
+        cache = BlockCache(cache_dir, cache_limit, policy=source.fetch.cache_policy)
+        version = source_version(source)
+    except BaseException:
+        source.close()
+        raise
+    return CachedSource(source, cache, source.fetch.cache_block, version)

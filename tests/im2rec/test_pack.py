@@ -117,6 +117,19 @@ def test_shards_are_balanced_and_complete(tmp_path, images):
     assert not (tmp_path / "data.rec").exists()
 
 
+def test_shard_k_holds_the_lists_entries_k_k_plus_n_less_the_skipped(tmp_path, bad_folder):
+    prefix = make_list(tmp_path, bad_folder)
+    assert run("--shards", 3, "--resize", 32, prefix, bad_folder) == im2rec.EXIT_SKIPPED
+    report = json.loads(Path(f"{prefix}.report.json").read_text())
+    skipped = {s["index"] for s in report["skipped"]}
+    assert len(skipped) == len(BAD)
+    lines = Path(f"{prefix}.lst").read_text().splitlines()
+    for k in range(3):
+        keys = [int(line.split("\t")[0]) for line in lines[k::3]]
+        got = [key for key, _, _ in read_records(tmp_path / f"data-{k:05d}-of-00003")]
+        assert got == [i for i in keys if i not in skipped]
+
+
 def test_same_input_and_seed_give_identical_bytes(tmp_path, images):
     outs = []
     for workers, pool, name in ((1, "thread", "a"), (3, "process", "b"), (2, "thread", "c")):

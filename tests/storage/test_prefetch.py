@@ -70,6 +70,11 @@ def test_block_shuffle_windows_are_fetched_whole_and_once(memfs):
     )
     assert sum(len(payloads) for _, payloads in resumed) == 256 - 3 * 8
     assert [len(c) for c in calls] == [8, 32] + [64] * 3
+    # Started well ahead (the next epoch's): whole windows from the first batch on.
+    calls.clear()
+    ahead = Prefetcher(Spy(), [p.positions for p in plans], group_batches=group, lead=False)
+    assert sum(len(payloads) for _, payloads in ahead) == 256
+    assert [len(c) for c in calls] == [64] * 4
     rf.close()  # its fetch threads end now, not at the next garbage collection
     assert Sampler(256, 8, shuffle="global").fetch_group() is None
     # with 4 canonical partitions a window holds 4 blocks of each: 256 records, 8 global

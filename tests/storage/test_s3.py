@@ -14,6 +14,7 @@ from recio.sampler import epoch_order
 from recio.storage.prefetch import Prefetcher
 
 from ..conftest import S3_BUCKET, s3_options
+from ..delayproxy import DelayProxy
 from ..faultproxy import FaultProxy
 from ..storage_helpers import ids_of, read_across_restart, write_rec
 
@@ -175,3 +176,25 @@ def test_server_restart_mid_read(s3_server, s3_rec, s3_owned_server):
     rf = RecordFile(s3_rec, storage_options=s3_server)
     read_across_restart(rf, s3_owned_server)
     assert rf.source.stats["retries"] > 0
+
+
+def test_through_the_delay_proxy_and_the_block_cache(s3_server, s3_rec, tmp_path):
+    """S3 made far away (tests/delayproxy.py): every request waits the delay; the bounded
+    block cache then serves a second read with no request at all."""
+    port = int(s3_server["endpoint_url"].rsplit(":", 1)[1])
+    proxy = DelayProxy(port, delay_s=0.05, rate=50e6)
+    try:
+        options = s3_options(proxy.endpoint)
+        rf = RecordFile(s3_rec, storage_options=options, cache_dir=str(tmp_path),
+                        cache_limit=8 << 20)  # fmt: skip
+        order = np.random.default_rng(2).permutation(120)
+        t0 = time.perf_counter()
+        assert ids_of(rf.read_many(order[:60])) == order[:60].tolist()
+        assert time.perf_counter() - t0 >= 0.05
+        requests = proxy.stats["requests"]
+        assert requests >= 1 and proxy.stats["delay_s"] >= 0.05 * requests - 1e-9
+        assert ids_of(rf.read_many(order[:60])) == order[:60].tolist()
+        assert proxy.stats["requests"] == requests  # all from the cache
+        assert rf.source.stats.hits > 0 and rf.source.stats.corrupt == 0
+    finally:
+        proxy.close()

@@ -1,0 +1,613 @@
+"""A bounded local cache of remote files' blocks, shared by the processes of one node.
+
+``BlockCache(cache_dir, limit)`` keeps fixed-size blocks of remote files on local disk, never
+more than ``limit`` bytes of them; ``CachedSource`` is a ``ByteSource`` that reads a remote
+file through it. With the reads of the coming steps known (``CachedSource.schedule``: the
+iterator gives this epoch's and the next one's), what is needed furthest in the future is
+evicted (Belady's rule); without them, the least recently used (NOTE [block cache]).
+
+NOTE [block cache]
+
+Entries. A block is ``FetchOptions.cache_block`` bytes of one file (the last one shorter),
+one file per block in ``cache_dir``, named by the file's identity (URL, size and version,
+as :func:`recio.storage.cache.file_version`) and the block number. An entry starts with a
+header: magic, the CRC32C of the data, the block number and the data's length. Every read
+checks all four; an entry that fails (torn by a crash, damaged on disk) is removed and the
+block fetched again, never served.
+
+The limit. Entries are written only under the cache's lock (an ``fcntl.flock`` on
+``cache_dir/.lock``, shared by every process using the folder, and a thread lock within one
+process), after evictions have made room, through a temporary that is renamed into place:
+the bytes of the folder's entries never exceed ``limit``.
+
+Eviction. An entry's priority lives in its modification time, so every process sees it. With
+a schedule, it is the clock of the block's next use (``epoch << 32 | step``, the same on
+every rank) after the steps the read is for: the entry with the latest next use goes first,
+and a block whose next use comes after every resident entry's is not stored at all (Belady
+with bypass). When several ranks use a block, the earliest next use that is still ahead of
+the writer wins. Without a schedule the priority is the time of the last use (LRU), and the
+oldest goes first. The processes sharing a folder should use the same policy.
+
+Sharing. A miss claims the block under the lock (an empty ``<entry>.<pid>.claim`` file): a
+process (or thread) that misses a block someone else has claimed waits for that entry
+instead of fetching it too, so on one node each block is fetched once while it fits. A
+claim whose process is gone is ignored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .source import ByteSource
+
+__all__ = ["NEVER", "BlockCache", "CacheStats", "CachedSource", "clock", "replay"]
+
+_MAGIC = b"RBC1"
+_HEADER = struct.Struct("<4sIQQ")  # magic, crc32c of the data, block number, data length
+_SUFFIX = ".blk"
+_CLAIM = ".claim"
+_TMP = ".tmp"
+#: The priority of a block with no use ahead (Belady's first victim).
+NEVER = 1 << 62
+_WAIT_S = 120.0  # longest wait for a block another process claimed, then fetch it here
+_POLL_S = 0.002
+
+
+def clock(epoch: int, step: int) -> int:
+    """The schedule's clock of ``step`` of ``epoch``: increasing, the same on every rank."""
+    return (int(epoch) << 32) | int(step)
+
+
+def _crc32c(data: Any) -> int:
+    import crc32c  # the block cache's checksum (the recio[cache] extra)
+
+    return crc32c.crc32c(data)
+
+
+@dataclass
+class CacheStats:
+    """What one process's reads through a :class:`BlockCache` did, in blocks and bytes."""
+
+    hits: int = 0  # blocks served from the cache
+    misses: int = 0  # blocks fetched (by this process)
+    waited: int = 0  # blocks another process (or thread) was fetching: served from its entry
+    stored: int = 0  # entries written
+    bypassed: int = 0  # fetched blocks not stored (Belady: needed later than all resident)
+    evicted: int = 0  # entries removed to make room
+    corrupt: int = 0  # entries that failed their check: removed, fetched again
+    bytes_fetched: int = 0
+    # (block, until) of every block use, for replay(), while a list (None: not kept)
+    trace: list[tuple[int, int]] | None = None
+
+    @property
+    def hit_rate(self) -> float:
+        """Blocks served from the cache (or another's fetch) over all blocks used."""
+        used = self.hits + self.waited + self.misses
+        return (self.hits + self.waited) / used if used else 0.0
+
+
+class BlockCache:
+    """Blocks of remote files on local disk, at most ``limit`` bytes (NOTE [block cache]).
+
+    Args:
+        cache_dir: the folder; processes that share it share the entries and the limit.
+        limit: the most bytes the entries (headers included) may take.
+        policy: "belady" (next use furthest ahead goes first, when a schedule is known;
+            otherwise as "lru") or "lru" (least recently used goes first).
+
+    Raises:
+        ValueError: ``limit`` < 1 or an unknown ``policy``.
+    """
+
+    def __init__(self, cache_dir: str, limit: int, *, policy: str = "belady") -> None:
+        if int(limit) < 1:
+            raise ValueError(f"cache_limit must be >= 1 byte, not {limit}")
+        if policy not in ("belady", "lru"):
+            raise ValueError(f"cache policy must be 'belady' or 'lru', not {policy!r}")
+        self.dir = os.fspath(cache_dir)
+        self.limit = int(limit)
+        self.policy = policy
+        os.makedirs(self.dir, exist_ok=True)
+        self._thread_lock = threading.Lock()
+        self._fd: int | None = None
+        self._fd_pid = -1
+
+    def __getstate__(self) -> dict:
+        return {"dir": self.dir, "limit": self.limit, "policy": self.policy}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["dir"], state["limit"], policy=state["policy"])
+
+    # --- the lock ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def locked(self):
+        """Hold the folder's lock (every process and thread using it waits meanwhile)."""
+        with self._thread_lock:
+            if self._fd_pid != os.getpid():
+                # A forked child's inherited descriptor shares its parent's lock: open anew.
+                self._fd = os.open(os.path.join(self.dir, ".lock"), os.O_RDWR | os.O_CREAT)
+                self._fd_pid = os.getpid()
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    # --- entries ----------------------------------------------------------------------
+
+    def entry(self, key: str, block: int) -> str:
+        """The path of ``block`` of the file ``key``."""
+        return os.path.join(self.dir, f"{key}-{block:010d}{_SUFFIX}")
+
+    def usage(self) -> int:
+        """Bytes the entries take now."""
+        return sum(size for size, _ in self._scan()[0].values())
+
+    def _scan(self, locked: bool = False) -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
+        """Entries (name -> size, priority) and claims (entry name -> pid).
+
+        ``locked``: the caller holds the lock, so a temporary seen now is a dead writer's
+        (entries are written only under the lock): it is removed.
+        """
+        entries: dict[str, tuple[int, int]] = {}
+        claims: dict[str, int] = {}
+        for e in os.scandir(self.dir):
+            name = e.name
+            if locked and name.endswith(_TMP):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(e.path)
+            elif name.endswith(_SUFFIX):
+                with contextlib.suppress(FileNotFoundError):
+                    st = e.stat()
+                    entries[name] = (st.st_size, st.st_mtime_ns)
+            elif name.endswith(_CLAIM):
+                base, _, pid = name[: -len(_CLAIM)].rpartition(".")
+                with contextlib.suppress(ValueError):
+                    claims[base] = int(pid)
+        return entries, claims
+
+    def load(self, key: str, block: int, length: int) -> memoryview | None:
+        """The data of an entry if it is there and whole (checked), else None.
+
+        An entry that fails its check is removed (and counted by the caller).
+        """
+        path = self.entry(key, block)
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return None
+        if _valid(raw, block, length):
+            return memoryview(raw)[_HEADER.size :]  # no copy of the block
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        raise _Corrupt(path)
+
+    def _write(self, key: str, block: int, data: Any, priority: int) -> None:
+        path = self.entry(key, block)
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}{_TMP}"
+        with open(tmp, "wb") as f:
+            f.write(_HEADER.pack(_MAGIC, _crc32c(data), block, len(data)))
+            f.write(data)
+        os.utime(tmp, ns=(priority, priority))
+        os.replace(tmp, path)
+
+    def _priority(self, next_use: int | None) -> int:
+        return time.time_ns() if next_use is None or self.policy == "lru" else next_use
+
+    # --- what a source calls ----------------------------------------------------------
+
+    def get(
+        self,
+        key: str,
+        blocks: Sequence[tuple[int, int, int | None]],
+        fetch: Callable[[list[tuple[int, int]]], list[Any]],
+        stats: CacheStats,
+        until: int | None = None,
+    ) -> dict[int, Any]:
+        """The data of each ``(block, length, next_use)``: from the cache, else fetched.
+
+        ``fetch`` gets the missing ``(block, length)`` pairs and returns their data, in
+        that order (one coalesced, concurrent read). ``next_use`` is the block's clock of
+        next use after ``until`` (None without a schedule: LRU; NEVER: no use ahead).
+        """
+        out: dict[int, Any] = {}
+        missing = []
+        for block, length, next_use in blocks:
+            data = self._checked_load(key, block, length, stats)
+            if data is None:
+                missing.append((block, length, next_use))
+            else:
+                out[block] = data
+                stats.hits += 1
+        # The hits' next uses first: what this read just used must not look needed now
+        # when the misses' room is made.
+        self._touch(key, [(b, u) for b, _, u in blocks if b in out], until)
+        mine, theirs = self._claim(key, missing) if missing else ([], [])
+        try:
+            if mine:
+                got = fetch([(b, n) for b, n, _ in mine])
+                stats.misses += len(mine)
+                stats.bytes_fetched += sum(len(d) for d in got)
+                for (block, _, _), data in zip(mine, got, strict=True):
+                    out[block] = data
+                self._store(key, [(b, u, out[b]) for b, _, u in mine], stats, until)
+        finally:
+            if mine:
+                self._unclaim(key, [b for b, _, _ in mine])
+        if theirs:
+            self._wait_for(key, theirs, fetch, stats, out)
+            self._touch(key, [(b, u) for b, _, u, _ in theirs], until)
+        return out
+
+    def _checked_load(self, key: str, block: int, length: int, stats: CacheStats) -> Any:
+        try:
+            return self.load(key, block, length)
+        except _Corrupt:
+            stats.corrupt += 1
+            return None
+
+    def _claim(self, key: str, missing: list) -> tuple[list, list]:
+        """Split ``missing`` into the blocks this thread fetches and those others are.
+
+        Theirs are ``(block, length, next_use, owner)``: the claimer's pid, or None for a
+        block stored since the first look.
+        """
+        mine, theirs = [], []
+        pid = os.getpid()
+        with self.locked():
+            _, claims = self._scan(locked=True)
+            for item in missing:
+                name = os.path.basename(self.entry(key, item[0]))
+                owner = claims.get(name)
+                if os.path.exists(os.path.join(self.dir, name)):
+                    theirs.append((*item, None))  # stored since the first look
+                elif owner is not None and _alive(owner):
+                    theirs.append((*item, owner))
+                else:
+                    open(os.path.join(self.dir, f"{name}.{pid}{_CLAIM}"), "wb").close()
+                    mine.append(item)
+        return mine, theirs
+
+    def _unclaim(self, key: str, blocks: Iterable[int]) -> None:
+        pid = os.getpid()
+        for block in blocks:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.entry(key, block)}.{pid}{_CLAIM}")
+
+    def _wait_for(self, key, theirs, fetch, stats: CacheStats, out: dict) -> None:
+        """Read the blocks others are fetching once they are stored.
+
+        A block they do not store (bypassed, evicted at once, their fetch failed) is
+        fetched here.
+        """
+        deadline = time.monotonic() + _WAIT_S
+        pending = list(theirs)
+        while pending:
+            still = []
+            for item in pending:
+                block, length, _, owner = item
+                # The claim first: it goes only after the entry is stored (or not stored at
+                # all), so no claim and no entry means this thread must fetch the block.
+                claimed = (
+                    owner is not None
+                    and os.path.exists(f"{self.entry(key, block)}.{owner}{_CLAIM}")
+                    and _alive(owner)
+                    and time.monotonic() < deadline
+                )
+                data = self._checked_load(key, block, length, stats)
+                if data is not None:
+                    out[block] = data
+                    stats.waited += 1
+                elif claimed:
+                    still.append(item)
+                else:
+                    got = fetch([(block, length)])[0]
+                    stats.misses += 1
+                    stats.bytes_fetched += len(got)
+                    out[block] = got
+            pending = still
+            if pending:
+                time.sleep(_POLL_S)
+
+    def _store(self, key: str, items: list, stats: CacheStats, until: int | None) -> None:
+        """Write fetched blocks, evicting to stay within the limit (NOTE [block cache])."""
+        belady = self.policy == "belady"
+        with self.locked():
+            entries, _ = self._scan(locked=True)
+            used = sum(size for size, _ in entries.values())
+            # Soonest-needed first: when room runs out, the later ones are the ones bypassed.
+            for block, next_use, data in sorted(items, key=lambda t: _order(t[1])):
+                need = _HEADER.size + len(data)
+                priority = self._priority(next_use)
+                name = os.path.basename(self.entry(key, block))
+                if need > self.limit:
+                    stats.bypassed += 1
+                    continue
+                while used + need > self.limit and entries:
+                    if belady:
+                        victim = max(entries, key=lambda n: entries[n][1])
+                        if entries[victim][1] <= priority:
+                            break  # every resident block is needed sooner
+                    else:
+                        victim = min(entries, key=lambda n: entries[n][1])
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(self.dir, victim))
+                    used -= entries.pop(victim)[0]
+                    stats.evicted += 1
+                if used + need > self.limit:
+                    stats.bypassed += 1
+                    continue
+                self._write(key, block, data, priority)
+                entries[name] = (need, priority)
+                used += need
+                stats.stored += 1
+
+    def _touch(self, key: str, uses: list[tuple[int, int | None]], until: int | None) -> None:
+        """Give the entries just used their next priority (the earliest use still ahead)."""
+        if not uses:
+            return
+        floor = -1 if until is None else until
+        with self.locked():
+            for block, next_use in uses:
+                path = self.entry(key, block)
+                priority = self._priority(next_use)
+                try:
+                    stored = os.stat(path).st_mtime_ns
+                except FileNotFoundError:
+                    continue
+                if self.policy == "belady" and next_use is not None and floor < stored < priority:
+                    priority = stored  # another rank needs it sooner than this one
+                with contextlib.suppress(FileNotFoundError):
+                    os.utime(path, ns=(priority, priority))
+
+
+class _Corrupt(Exception):
+    pass
+
+
+def _valid(raw: bytes, block: int, length: int) -> bool:
+    if len(raw) < _HEADER.size:
+        return False
+    magic, crc, number, n = _HEADER.unpack_from(raw)
+    data = memoryview(raw)[_HEADER.size :]
+    return magic == _MAGIC and number == block and n == length == len(data) and crc == _crc32c(data)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _order(next_use: int | None) -> int:
+    return NEVER if next_use is None else next_use
+
+
+def file_key(url: str, size: int, version: str | None) -> str:
+    """The name entries of one file's blocks start with: its URL, size and version."""
+    return hashlib.sha256(f"{url}\n{size}\n{version}".encode()).hexdigest()[:24]
+
+
+class CachedSource(ByteSource):
+    """A remote file read through a :class:`BlockCache` (NOTE [block cache]).
+
+    ``read_ranges`` serves each range from the blocks it covers, fetching the missing ones
+    in one coalesced, concurrent read of ``source``. ``schedule`` tells it the reads of the
+    coming steps (for Belady's rule); ``read_ranges(..., until=clock)`` says which step a
+    read is for. ``stats`` counts this source's hits and fetches (and, with
+    ``stats.trace = []``, keeps the block uses, for :func:`replay`).
+
+    Args:
+        source: the remote file (an :class:`~recio.storage.remote.FsspecSource`).
+        cache: the cache.
+        block_size: bytes per block, at most (a limit under 8 blocks of it takes smaller
+            ones: an eighth of the limit, in 4 KiB steps).
+        version: what changes with the file's content (its ETag, mtime ...); None when
+            the store reports none (then the cache cannot tell a rewritten file from the
+            entries, and the key includes this process's id: entries are not shared).
+    """
+
+    def __init__(self, source: Any, cache: BlockCache, block_size: int, version: str | None):
+        if block_size < 1:
+            raise ValueError(f"cache_block must be >= 1, not {block_size}")
+        self.source = source
+        self.url, self.size = source.url, int(source.size)
+        self.cache = cache
+        self.block_size = min(int(block_size), max(4096, cache.limit // 8 // 4096 * 4096))
+        unshared = f"pid={os.getpid()},{id(self)}" if version is None else version
+        self.key = file_key(source.url, self.size, f"{unshared}\nblock={self.block_size}")
+        self.stats = CacheStats()
+        self.closed = False
+        self._uses: dict[int, np.ndarray] = {}  # block -> its use clocks, ascending
+        self._sched_lock = threading.Lock()
+
+    @property
+    def fetch(self):
+        """The remote source's :class:`~recio.storage.options.FetchOptions`."""
+        return self.source.fetch
+
+    def __getstate__(self) -> dict:
+        return {"source": self.source, "cache": self.cache, "block_size": self.block_size,
+                "key": self.key}  # fmt: skip
+
+    def __setstate__(self, state: dict) -> None:
+        self.source, self.cache = state["source"], state["cache"]
+        self.url, self.size = self.source.url, int(self.source.size)
+        self.block_size, self.key = state["block_size"], state["key"]
+        self.stats = CacheStats()
+        self.closed = False
+        self._uses = {}
+        self._sched_lock = threading.Lock()
+
+    def _blocks(self, offset: int, length: int) -> range:
+        if length <= 0:
+            return range(0)
+        return range(offset // self.block_size, (offset + length - 1) // self.block_size + 1)
+
+    def _length(self, block: int) -> int:
+        return min(self.block_size, self.size - block * self.block_size)
+
+    def schedule(self, when: Any, offsets: Any, lengths: Any) -> None:
+        """Set the reads coming: range k (``offsets[k]``, ``lengths[k]``) at ``when[k]``.
+
+        ``when`` are clocks (:func:`clock`). Replaces the schedule given before; blocks
+        not in it have no use ahead (Belady evicts them first).
+        """
+        when = np.asarray(when, dtype=np.int64)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        lengths = np.asarray(lengths, dtype=np.int64)
+        keep = lengths > 0
+        when, offsets, lengths = when[keep], offsets[keep], lengths[keep]
+        first = offsets // self.block_size
+        count = (offsets + lengths - 1) // self.block_size - first + 1
+        # every (block, clock) pair: a range over several blocks gives one pair for each
+        within = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        b = np.repeat(first, count) + within
+        c = np.repeat(when, count)
+        uses: dict[int, np.ndarray] = {}
+        if len(b):
+            order = np.lexsort((c, b))
+            b, c = b[order], c[order]
+            cuts = np.flatnonzero(np.diff(b)) + 1
+            heads = b[np.concatenate([[0], cuts])].tolist()
+            for block, clocks in zip(heads, np.split(c, cuts), strict=True):
+                uses[block] = clocks
+        with self._sched_lock:
+            self._uses = uses
+
+    def next_use(self, block: int, until: int | None) -> int | None:
+        """The clock of ``block``'s first scheduled use after ``until``.
+
+        NEVER when it has none; None without a schedule or without ``until``.
+        """
+        if until is None or not self._uses:
+            return None
+        clocks = self._uses.get(block)
+        if clocks is None:
+            return NEVER
+        k = int(np.searchsorted(clocks, until, side="right"))
+        return int(clocks[k]) if k < len(clocks) else NEVER
+
+    def read(self, offset: int, length: int) -> bytes | memoryview:
+        """``length`` bytes from ``offset`` (fewer at the end of the file)."""
+        return self.read_ranges([(offset, length)])[0]
+
+    def read_ranges(
+        self, ranges: Sequence[tuple[int, int]], *, until: int | None = None
+    ) -> list[bytes | memoryview]:
+        """The bytes of each (offset, length) range, from cached blocks or fetched ones.
+
+        Args:
+            ranges: the ranges, clipped to the file's size.
+            until: the clock of the last step these reads are for (see :func:`clock`):
+                what the blocks are needed for after it decides what is kept.
+
+        Raises:
+            RemoteReadError: a fetch still fails after its retries.
+            ValueError: the source is closed.
+        """
+        if self.closed:
+            raise ValueError(f"I/O on a closed file {self.url}")
+        clipped = [(int(o), max(0, min(int(o) + int(n), self.size) - int(o))) for o, n in ranges]
+        wanted = sorted({b for o, n in clipped for b in self._blocks(o, n)})
+        blocks = [(b, self._length(b), self.next_use(b, until)) for b in wanted]
+        if self.stats.trace is not None:
+            self.stats.trace.extend((b, -1 if until is None else until) for b in wanted)
+        data = self.cache.get(self.key, blocks, self._fetch, self.stats, until)
+        out: list[bytes | memoryview] = []
+        bs = self.block_size
+        for offset, length in clipped:
+            span = self._blocks(offset, length)
+            if not span:
+                out.append(b"")
+                continue
+            first = span[0]
+            if len(span) == 1:
+                start = offset - first * bs
+                out.append(memoryview(data[first])[start : start + length])
+                continue
+            parts, pos, end = [], offset, offset + length
+            for b in span:
+                lo, hi = max(pos, b * bs), min(end, (b + 1) * bs)
+                parts.append(memoryview(data[b])[lo - b * bs : hi - b * bs])
+                pos = hi
+            out.append(b"".join(parts))
+        return out
+
+    def _fetch(self, blocks: list[tuple[int, int]]) -> list[Any]:
+        return self.source.read_ranges([(b * self.block_size, n) for b, n in blocks], gap=0)
+
+    def close(self) -> None:
+        """Close the remote source; reads raise ``ValueError`` from now on."""
+        self.closed = True
+        self.source.close()
+
+
+def replay(
+    trace: Sequence[tuple[int, int]], sizes: dict[int, int] | int, limit: int, policy: str
+) -> float:
+    """The hit rate a cache of ``limit`` bytes would have had on ``trace`` under ``policy``.
+
+    ``trace`` is a :attr:`CacheStats.trace`: (block, until) in order; ``sizes`` each block's
+    entry bytes (or one size for all). Belady here knows the trace's own future exactly, so
+    it is the bound the scheduled cache approaches; "lru" is what it would have been
+    without the schedule.
+    """
+    if policy not in ("belady", "lru"):
+        raise ValueError(f"policy must be 'belady' or 'lru', not {policy!r}")
+    size_of = (lambda b: sizes) if isinstance(sizes, int) else sizes.__getitem__
+    blocks = [b for b, _ in trace]
+    nxt = [NEVER] * len(blocks)
+    seen: dict[int, int] = {}
+    for i in range(len(blocks) - 1, -1, -1):
+        nxt[i] = seen.get(blocks[i], NEVER)
+        seen[blocks[i]] = i
+    resident: dict[int, int] = {}  # block -> priority (next use, or last use for LRU)
+    used = hits = 0
+    for i, b in enumerate(blocks):
+        priority = nxt[i] if policy == "belady" else i
+        if b in resident:
+            hits += 1
+            resident[b] = priority
+            continue
+        need = size_of(b)
+        if need > limit:
+            continue
+        while used + need > limit and resident:
+            if policy == "belady":
+                victim = max(resident, key=resident.__getitem__)
+                if resident[victim] <= priority:
+                    break
+            else:
+                victim = min(resident, key=resident.__getitem__)
+            used -= size_of(victim)
+            del resident[victim]
+        if used + need <= limit:
+            resident[b] = priority
+            used += need
+    return hits / len(blocks) if blocks else 0.0
+
+
+#: The bytes an entry of ``n`` data bytes takes.
+def entry_bytes(n: int) -> int:
+    """The bytes an entry holding ``n`` data bytes takes on disk (its header included)."""
+    return _HEADER.size + n

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""The iterator from a far-away S3 (added latency, capped bandwidth) against local disk.
+
+    python tools/bench_far_remote.py [--images 400] [--delay 0.03] [--rate 100e6] \\
+        [--rounds 3] [--seconds 3] [--json OUT]
+
+Needs an S3 server (``tools/s3_server.sh start``; ``RECIO_S3_ENDPOINT``, default
+http://127.0.0.1:8333, testing/testing). The sample dataset (``recio bench``'s shapes,
+``--images`` of them) is written locally and uploaded; a delay proxy (tests/delayproxy.py,
+in a process of its own) adds ``--delay`` seconds to every request and caps each connection
+at ``--rate`` bytes/s. Side by side, in alternating rounds, with the same iterator settings
+(RandomResizedCrop 64 + flip, uint8, batch 64, 2 decode threads):
+
+- local disk and S3, global and block shuffle;
+- S3, block shuffle, through a block cache of half the dataset (``cache_limit``): its
+  first (cold) epoch, then the later ones, with Belady (the iterator's schedule) and
+  with LRU; and the hit rate LRU would have had on the Belady run's own trace.
+
+For each: images/s (median of rounds) and its ratio to local with the same shuffle; the
+client's CPU per image (this process's CPU time: decode, fetch and parse threads; the
+proxy and the server are other processes); bytes fetched per image; and the server's CPU
+in the same window (cores busy, and its share of the CPU that server, proxy and client
+used together).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run from a checkout
+
+import psutil  # noqa: E402
+
+from recio import storage  # noqa: E402
+from recio.bench.sample import build_sample_rec  # noqa: E402
+from recio.iterator import ImageRecordIter  # noqa: E402
+from recio.storage.blockcache import entry_bytes, replay  # noqa: E402
+
+ITER_ARGS = dict(data_shape=(3, 64, 64), batch_size=64, shuffle=True, seed=0,
+                 random_resized_crop=True, rand_mirror=True, dtype="uint8",
+                 preprocess_threads=2)  # fmt: skip
+
+
+def s3_options(endpoint: str) -> dict:
+    return {
+        "endpoint_url": endpoint,
+        "key": os.environ.get("AWS_ACCESS_KEY_ID", "testing"),
+        "secret": os.environ.get("AWS_SECRET_ACCESS_KEY", "testing"),
+        "skip_instance_cache": True,
+    }
+
+
+def listener(port: int) -> psutil.Process:
+    """The process listening on 127.0.0.1:``port`` (the S3 server)."""
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
+            return psutil.Process(conn.pid)
+    raise SystemExit(f"no process found listening on port {port}")
+
+
+def cpu(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+def start_proxy(upstream: int, delay: float, rate: float) -> tuple[subprocess.Popen, int]:
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "tests.delayproxy", "--upstream", str(upstream),
+         "--delay", str(delay), "--rate", str(rate)],
+        cwd=REPO, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    return proxy, int(proxy.stdout.readline())
+
+
+def fetched_bytes(it: ImageRecordIter) -> int:
+    source = it.records.source
+    if hasattr(source, "schedule"):  # the block cache: what it fetched
+        return source.stats.bytes_fetched
+    return int(getattr(source, "stats", {}).get("bytes", 0))
+
+
+class Measure:
+    """Images, wall, client CPU, server and proxy CPU, bytes fetched over whole epochs."""
+
+    def __init__(self, server: psutil.Process, proxy: psutil.Process) -> None:
+        self.server, self.proxy = server, proxy
+
+    def epochs(self, it: ImageRecordIter, seconds: float, at_least: int = 1) -> dict:
+        b0, images, done = fetched_bytes(it), 0, 0
+        s0, p0 = cpu(self.server), cpu(self.proxy)
+        c0, t0 = time.process_time(), time.perf_counter()
+        while done < at_least or time.perf_counter() - t0 < seconds:
+            for batch in it:
+                images += len(batch.index) - batch.pad
+            done += 1
+        wall = time.perf_counter() - t0
+        client = time.process_time() - c0
+        server, proxy = cpu(self.server) - s0, cpu(self.proxy) - p0
+        return {
+            "images_per_s": images / wall,
+            "client_cpu_ms_per_image": 1e3 * client / images,
+            "bytes_fetched_per_image": (fetched_bytes(it) - b0) / images,
+            "server_cores": server / wall,
+            "server_cpu_share": server / max(server + proxy + client, 1e-9),
+            "epochs": done,
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=400)
+    parser.add_argument("--delay", type=float, default=0.03, help="seconds added per request")
+    parser.add_argument("--rate", type=float, default=100e6, help="bytes/s per connection")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0, help="per configuration, round")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+
+    endpoint = os.environ.get("RECIO_S3_ENDPOINT", "http://127.0.0.1:8333")
+    bucket = os.environ.get("RECIO_S3_BUCKET", "test")
+    port = int(endpoint.rsplit(":", 1)[1])
+    work = tempfile.mkdtemp(prefix="recio-far-")
+    local = build_sample_rec(work, args.images)
+    url = f"s3://{bucket}/bench-far-{os.getpid()}/sample.rec"
+    fs, path = storage.filesystem(url, s3_options(endpoint))
+    fs.put_file(local, path)
+    fs.put_file(local[:-4] + ".idx", path[:-4] + ".idx")
+    size = os.path.getsize(local)
+    proxy, proxy_port = start_proxy(port, args.delay, args.rate)
+    far = s3_options(f"http://127.0.0.1:{proxy_port}")
+    measure = Measure(listener(port), psutil.Process(proxy.pid))
+    print(
+        f"{args.images} images, {size / 1e6:.1f} MB; S3 at {endpoint} behind a proxy adding "
+        f"{args.delay * 1e3:.0f} ms a request, {args.rate / 1e6:.0f} MB/s a connection"
+    )
+
+    def plain(where: str, mode: str) -> ImageRecordIter:
+        if where == "local":
+            return ImageRecordIter(local, shuffle_mode=mode, **ITER_ARGS)
+        return ImageRecordIter(url, shuffle_mode=mode, storage_options=far, **ITER_ARGS)
+
+    results: dict[str, list[dict]] = {}
+    hit_rates: dict[str, list[float]] = {"belady": [], "lru": [], "lru_replayed": []}
+    try:
+        for _ in range(args.rounds):
+            for where in ("local", "S3"):
+                for mode in ("global", "block"):
+                    with plain(where, mode) as it:
+                        measure.epochs(it, 0)  # warm-up: connections, the link estimate
+                        row = measure.epochs(it, args.seconds)
+                    results.setdefault(f"{where}, {mode} shuffle", []).append(row)
+            for policy in ("belady", "lru"):
+                cache = tempfile.mkdtemp(prefix="cache-", dir=work)
+                fetch = storage.FetchOptions(cache_policy=policy)
+                with ImageRecordIter(url, shuffle_mode="block", storage_options=far,
+                                     cache_dir=cache, cache_limit=size // 2, fetch=fetch,
+                                     **ITER_ARGS) as it:  # fmt: skip
+                    source = it.records.source
+                    source.stats.trace = []
+                    cold = measure.epochs(it, 0)
+                    warm_hits = source.stats.hits + source.stats.waited
+                    warm_used = warm_hits + source.stats.misses
+                    row = measure.epochs(it, args.seconds)
+                    stats = source.stats
+                    used = stats.hits + stats.waited + stats.misses - warm_used
+                    rate = (stats.hits + stats.waited - warm_hits) / max(used, 1)
+                    hit_rates[policy].append(rate)
+                    if policy == "belady":
+                        block = entry_bytes(source.block_size)
+                        hit_rates["lru_replayed"].append(
+                            replay(stats.trace, block, size // 2, "lru")
+                        )
+                name = f"S3, block shuffle, cache of half ({policy})"
+                results.setdefault(name + ", first epoch", []).append(cold)
+                results.setdefault(name + ", later epochs", []).append(row)
+                shutil.rmtree(cache, ignore_errors=True)
+    finally:
+        proxy.kill()
+        proxy.wait()
+        fs.rm(path.rsplit("/", 1)[0], recursive=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+    summary = {}
+    for name, rows in results.items():
+        entry = {k: statistics.median(r[k] for r in rows) for k in rows[0] if k != "epochs"}
+        mode = "global" if "global" in name else "block"
+        base = summary.get(f"local, {mode} shuffle")
+        if base:
+            entry["ratio_to_local"] = entry["images_per_s"] / base["images_per_s"]
+            entry["cpu_per_image_to_local"] = (
+                entry["client_cpu_ms_per_image"] / base["client_cpu_ms_per_image"]
+            )
+        summary[name] = entry
+    print(f"{'':<52} {'img/s':>7} {'x local':>7} {'CPU ms/img':>10} {'x local':>7} "
+          f"{'KB/img':>7} {'server cores':>12} {'share':>6}")  # fmt: skip
+    for name, e in summary.items():
+        print(f"{name:<52} {e['images_per_s']:7.0f} {e.get('ratio_to_local', 1):7.2f} "
+              f"{e['client_cpu_ms_per_image']:10.3f} {e.get('cpu_per_image_to_local', 1):7.2f} "
+              f"{e['bytes_fetched_per_image'] / 1e3:7.1f} {e['server_cores']:12.2f} "
+              f"{e['server_cpu_share']:6.1%}")  # fmt: skip
+    rates = {k: statistics.median(v) for k, v in hit_rates.items() if v}
+    print("block hit rate, later epochs: " + ", ".join(f"{k} {v:.1%}" for k, v in rates.items()))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"summary": summary, "hit_rates": rates, "rounds": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
