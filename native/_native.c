@@ -153,6 +153,7 @@ static void decode_task(void *vctx, void *state, size_t i) {
   batch_ctx *c = vctx;
   rc_worker *w = ((thread_state *)state)->dec;
   image_ref image;
+  c->errors[i * RC_ERRLEN] = 0; /* the text stays empty where no step writes one */
   if (!c->records) {
     image = c->images[i];
   } else if ((c->status[i] = parse_record(c->records, i, &image)) != RC_OK) {
@@ -744,7 +745,8 @@ static int job_open(PoolObject *self, const job_args *a, Py_ssize_t n, job_views
     PyErr_SetString(PyExc_ValueError, "out and status (and draw_records, to draw) are required");
     goto fail;
   }
-  v->errors = PyMem_Calloc(n ? (size_t)n : 1, RC_ERRLEN);
+  /* not zeroed (a batch's 32 KB would sweep the cache): decode_task ends each text */
+  v->errors = PyMem_Malloc((n ? (size_t)n : 1) * RC_ERRLEN);
   if (!v->errors) {
     PyErr_NoMemory();
     goto fail;
@@ -843,7 +845,11 @@ PyDoc_STRVAR(decode_records_doc,
              "inside base gets status STATUS_RECORD and is not decoded: the caller parses it "
              "the exact way.");
 
-static PyObject *Pool_decode_records(PoolObject *self, PyObject *args) {
+static PyObject *pending_new(PoolObject *self, batch_ctx *ctx, job_views *v,
+                             const records_in *records, Py_buffer *const views[6], Py_ssize_t n);
+
+/* decode_records, run now (submit 0) or queued as a Pending (submit 1). */
+static PyObject *records_call(PoolObject *self, PyObject *args, int submit) {
   PyObject *base_obj, *offsets_obj, *labels_obj, *ids_obj, *starts_obj, *lengths_obj;
   job_args a = {.draw = Py_None, .draw_records = Py_None, .gain = Py_None, .mean_img = Py_None};
   if (!PyArg_ParseTuple(args, "OOOOOO" JOB_FORMAT "|OOOO:decode_records", &base_obj, &offsets_obj,
@@ -885,7 +891,12 @@ static PyObject *Pool_decode_records(PoolObject *self, PyObject *args) {
   batch_ctx ctx;
   if (job_open(self, &a, n, &v, &ctx) == 0) {
     ctx.records = &records;
-    result = job_run(self, &ctx, n);
+    if (submit) /* the Pending takes the views over: those below are left empty */
+      result =
+          pending_new(self, &ctx, &v, &records,
+                      (Py_buffer *const[6]){&base, &offsets, &labels, &ids, &starts, &lengths}, n);
+    else
+      result = job_run(self, &ctx, n);
     job_release(&v);
   }
 done:
@@ -896,6 +907,185 @@ done:
   if (offsets.obj) PyBuffer_Release(&offsets);
   PyBuffer_Release(&base);
   return result;
+}
+
+static PyObject *Pool_decode_records(PoolObject *self, PyObject *args) {
+  return records_call(self, args, 0);
+}
+
+/* NOTE [pending jobs]: Pool.submit_records queues a decode_records job (rc_pool_submit) and
+ * returns a Pending that owns everything the job uses: the buffer views (the base map, the
+ * offsets, every output), the records' and the batch's contexts and the rc_job. The pool's
+ * threads touch it only until the job is finished, so the views are released, and the memory
+ * freed, only after that: by result(), or by dealloc, which waits for a job still running
+ * with the GIL released (close() ends such a wait: rc_pool_shutdown skips the items left).
+ * The pool is busy only during submit itself (NOTE [close vs batch]); a Pending holds a
+ * reference to its Pool (its budget). In a forked child the job never finishes (no threads):
+ * the Pending refuses to wait, and its dealloc releases the views without waiting. */
+typedef struct {
+  PyObject_HEAD
+  PoolObject *pool;
+  pid_t pid;
+  Py_ssize_t n;
+  int submitted; /* the job was queued: finished only once the pool says so */
+  int released;  /* the views are released (after the job finished, or never queued) */
+  PyObject *result;
+  rc_job job;
+  batch_ctx ctx;
+  job_views v;
+  records_in records;
+  Py_buffer views[6];
+} PendingObject;
+
+static PyTypeObject PendingType;
+
+static void pending_release(PendingObject *self) {
+  if (self->released) return;
+  self->released = 1;
+  job_release(&self->v);
+  for (int i = 0; i < 6; i++)
+    if (self->views[i].obj) PyBuffer_Release(&self->views[i]);
+}
+
+static PyObject *pending_new(PoolObject *pool, batch_ctx *ctx, job_views *v,
+                             const records_in *records, Py_buffer *const views[6], Py_ssize_t n) {
+  PendingObject *self = PyObject_New(PendingObject, &PendingType);
+  if (!self) return NULL;
+  self->pool = (PoolObject *)Py_NewRef((PyObject *)pool);
+  self->pid = getpid();
+  self->n = n;
+  self->submitted = self->released = 0;
+  self->result = NULL;
+  self->v = *v;
+  memset(v, 0, sizeof *v);
+  self->records = *records;
+  for (int i = 0; i < 6; i++) {
+    self->views[i] = *views[i];
+    views[i]->obj = NULL;
+  }
+  self->ctx = *ctx;
+  self->ctx.records = &self->records;
+  if (self->ctx.draw) self->ctx.draw = &self->v.draw;
+  rc_job_init(&self->job, decode_task, &self->ctx, (size_t)n);
+  rc_pool *p = enter_pool(pool);
+  int rc = p ? rc_pool_submit(p, &self->job) : -1;
+  if (p) leave_pool(pool);
+  self->submitted = rc == 0;
+  if (rc < 0) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "decode pool is closed");
+    Py_DECREF(self);
+    return NULL;
+  }
+  return (PyObject *)self;
+}
+
+static int pending_forked(PendingObject *self) {
+  if (self->pid == getpid()) return 0;
+  PyErr_SetString(PyExc_RuntimeError, "decode job was submitted in another process (fork)");
+  return 1;
+}
+
+/* Waits for the job, the GIL released; timeout < 0: without limit. 1: finished. */
+static int pending_wait(PendingObject *self, double timeout) {
+  if (!self->submitted) return 1;
+  int done;
+  if (timeout > 1e9) timeout = -1; /* no time_t overflow: that is for ever */
+  Py_BEGIN_ALLOW_THREADS
+  done = rc_job_wait(&self->job, timeout);
+  Py_END_ALLOW_THREADS
+  return done;
+}
+
+static PyObject *Pending_wait(PendingObject *self, PyObject *args) {
+  PyObject *timeout_obj = Py_None;
+  if (!PyArg_ParseTuple(args, "|O:wait", &timeout_obj)) return NULL;
+  double timeout = -1;
+  if (timeout_obj != Py_None) {
+    timeout = PyFloat_AsDouble(timeout_obj);
+    if (timeout == -1 && PyErr_Occurred()) return NULL;
+    if (!(timeout >= 0)) {
+      PyErr_SetString(PyExc_ValueError, "timeout must be a non-negative number or None");
+      return NULL;
+    }
+  }
+  if (self->released) Py_RETURN_TRUE;
+  if (pending_forked(self)) return NULL;
+  return PyBool_FromLong(pending_wait(self, timeout));
+}
+
+static PyObject *Pending_result(PendingObject *self, PyObject *unused) {
+  if (self->result) return Py_NewRef(self->result);
+  if (self->released) {
+    PyErr_SetString(PyExc_ValueError, "decode pool is closed");
+    return NULL;
+  }
+  if (pending_forked(self)) return NULL;
+  pending_wait(self, -1);
+  PyObject *result;
+  if (rc_job_cancelled(&self->job))
+    result = NULL;
+  else
+    result = all_ok(self->ctx.status, self->n)
+                 ? Py_NewRef(Py_None)
+                 : per_image(self->ctx.status, self->ctx.errors, self->n, no_result, NULL);
+  const int cancelled = result == NULL && !PyErr_Occurred();
+  pending_release(self);
+  if (cancelled) PyErr_SetString(PyExc_ValueError, "decode pool is closed");
+  self->result = result ? Py_NewRef(result) : NULL;
+  return result;
+}
+
+static PyObject *Pending_get_done(PendingObject *self, void *closure) {
+  if (self->released || !self->submitted) Py_RETURN_TRUE;
+  if (pending_forked(self)) return NULL;
+  return PyBool_FromLong(rc_job_wait(&self->job, 0));
+}
+
+static void Pending_dealloc(PendingObject *self) {
+  const int here = self->pid == getpid();
+  if (here && !self->released) pending_wait(self, -1);
+  pending_release(self);
+  if (here) rc_job_destroy(&self->job); /* a child's copy may be a locked mutex: left alone */
+  Py_XDECREF(self->result);
+  Py_XDECREF(self->pool);
+  PyObject_Free(self);
+}
+
+static PyMethodDef Pending_methods[] = {
+    {"wait", (PyCFunction)Pending_wait, METH_VARARGS,
+     "wait(timeout=None) -> bool: waits (GIL released) until the job is finished, at most "
+     "timeout seconds; whether it is."},
+    {"result", (PyCFunction)Pending_result, METH_NOARGS,
+     "result() -> list[str | None] | None: waits for the job and gives what decode_records "
+     "would have (ValueError if the pool was closed before every image ran); releases the "
+     "buffers the job held."},
+    {NULL},
+};
+
+static PyGetSetDef Pending_getset[] = {
+    {"done", (getter)Pending_get_done, NULL, "whether the job is finished", NULL},
+    {NULL},
+};
+
+static PyTypeObject PendingType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "recio._native.Pending",
+    .tp_doc = PyDoc_STR("A decode job queued on the pool (Pool.submit_records)."),
+    .tp_basicsize = sizeof(PendingObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)Pending_dealloc,
+    .tp_methods = Pending_methods,
+    .tp_getset = Pending_getset,
+};
+
+PyDoc_STRVAR(submit_records_doc,
+             "submit_records(...) -> Pending\n\n"
+             "decode_records' arguments, the job queued on the pool instead of run: returns at "
+             "once a Pending whose result() is what decode_records returns. The pool's threads go "
+             "from one queued job to the next without waiting for the caller. Every buffer "
+             "passed is held, and written to, until the job is finished.");
+
+static PyObject *Pool_submit_records(PoolObject *self, PyObject *args) {
+  return records_call(self, args, 1);
 }
 
 PyDoc_STRVAR(transcode_batch_doc,
@@ -1113,6 +1303,7 @@ static PyObject *Pool_get_closed(PoolObject *self, void *closure) {
 static PyMethodDef Pool_methods[] = {
     {"decode_batch", (PyCFunction)Pool_decode_batch, METH_VARARGS, decode_batch_doc},
     {"decode_records", (PyCFunction)Pool_decode_records, METH_VARARGS, decode_records_doc},
+    {"submit_records", (PyCFunction)Pool_submit_records, METH_VARARGS, submit_records_doc},
     {"image_sizes", (PyCFunction)Pool_image_sizes, METH_VARARGS, image_sizes_doc},
     {"transcode_batch", (PyCFunction)Pool_transcode_batch, METH_VARARGS, transcode_batch_doc},
     {"resize_encode", (PyCFunction)Pool_resize_encode, METH_VARARGS, resize_encode_doc},
@@ -1413,7 +1604,7 @@ static int add_status_codes(PyObject *m) {
 }
 
 PyMODINIT_FUNC PyInit__native(void) {
-  if (PyType_Ready(&PoolType) < 0) return NULL;
+  if (PyType_Ready(&PoolType) < 0 || PyType_Ready(&PendingType) < 0) return NULL;
   PyObject *m = PyModule_Create(&native_module);
   if (!m) return NULL;
   /* No Py_MOD_GIL_NOT_USED: a free-threaded build turns the GIL on when it imports this

@@ -1,17 +1,25 @@
 /* recio thread pool (see pool.h).
  *
- * NOTE [pool handshake]: rc_pool_run publishes (fn, ctx, n), bumps `generation` and broadcasts;
- * each thread wakes on a new generation, claims items with an atomic fetch-add until they run
- * out, then decrements `active`; the last one signals `done`. `run_mu` serialises batches and
- * shutdown, so a batch is never torn down while threads still use it.
+ * NOTE [job queue]: rc_pool_submit appends a job to the queue and broadcasts `wake`. Every idle
+ * thread joins the job at the head (workers++), claims its items with an atomic fetch-add
+ * until they run out, then takes the job off the head (if no other thread has yet) and leaves
+ * it (workers--); the one that leaves it last marks it finished under the job's own mutex and
+ * signals its waiter. Once off the queue no thread joins a job again, so the last to leave is
+ * the last to touch it. The threads go straight from one job to the next: a batch queued
+ * behind the running one starts without any caller's thread waking up in between. A waiter
+ * needs only its job (not the pool), so it may wait after the pool is freed. Shutdown sets
+ * `stopping` and `cancel`: the threads skip the items left, finish every queued job
+ * (cancelled) and end when the queue is empty.
  */
 #define _GNU_SOURCE
 #include "pool.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 typedef struct {
   rc_pool *pool;
@@ -21,51 +29,60 @@ typedef struct {
 } rc_thread;
 
 struct rc_pool {
-  pthread_mutex_t run_mu; /* one batch (or shutdown) at a time */
-  pthread_mutex_t mu;
-  pthread_cond_t wake, done;
-  uint64_t generation;
+  pthread_mutex_t run_mu; /* one shutdown at a time */
+  pthread_mutex_t mu;     /* the queue, stopping */
+  pthread_cond_t wake;
+  rc_job *head, *tail;
   int stopping, stopped;
-  int active;
-  rc_task_fn fn;
-  void *ctx;
-  size_t n;
-  atomic_size_t next;
+  atomic_int cancel;
   int nthreads;
   rc_thread *threads;
+  /* the state of one-item runs, made in the caller's thread (inline_mu) */
+  pthread_mutex_t inline_mu;
+  void *inline_state;
   rc_state_free_fn state_free;
 };
+
+static void job_finish(rc_job *j) {
+  pthread_mutex_lock(&j->mu);
+  j->finished = 1;
+  pthread_cond_broadcast(&j->cv);
+  pthread_mutex_unlock(&j->mu);
+}
 
 static void *thread_main(void *arg) {
   rc_thread *t = arg;
   rc_pool *p = t->pool;
-  uint64_t seen = 0;
+  pthread_mutex_lock(&p->mu);
   for (;;) {
-    pthread_mutex_lock(&p->mu);
-    while (!p->stopping && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
-    if (p->stopping) {
-      pthread_mutex_unlock(&p->mu);
-      return NULL;
-    }
-    seen = p->generation;
-    rc_task_fn fn = p->fn;
-    void *ctx = p->ctx;
-    size_t n = p->n;
+    while (!p->stopping && !p->head) pthread_cond_wait(&p->wake, &p->mu);
+    rc_job *j = p->head;
+    if (!j) break; /* stopping, and nothing queued */
+    j->workers++;
     pthread_mutex_unlock(&p->mu);
     for (;;) {
-      size_t i = atomic_fetch_add(&p->next, 1);
-      if (i >= n) break;
-      fn(ctx, t->state, i);
+      size_t i = atomic_fetch_add(&j->next, 1);
+      if (i >= j->n) break;
+      if (atomic_load_explicit(&p->cancel, memory_order_relaxed))
+        atomic_store(&j->cancelled, 1);
+      else
+        j->fn(j->ctx, t->state, i);
     }
     pthread_mutex_lock(&p->mu);
-    if (--p->active == 0) pthread_cond_signal(&p->done);
-    pthread_mutex_unlock(&p->mu);
+    if (p->head == j) {
+      p->head = j->queued;
+      if (!p->head) p->tail = NULL;
+    }
+    if (--j->workers == 0) job_finish(j); /* off the queue: nobody joins it again */
   }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
 }
 
 static void stop_threads(rc_pool *p) {
   pthread_mutex_lock(&p->mu);
   p->stopping = 1;
+  atomic_store(&p->cancel, 1);
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
   for (int i = 0; i < p->nthreads; i++)
@@ -77,6 +94,17 @@ static void free_states(rc_pool *p) {
     if (p->threads[i].state) p->state_free(p->threads[i].state);
     p->threads[i].state = NULL;
   }
+  pthread_mutex_lock(&p->inline_mu);
+  if (p->inline_state) p->state_free(p->inline_state);
+  p->inline_state = NULL;
+  pthread_mutex_unlock(&p->inline_mu);
+}
+
+static void init_sync(rc_pool *p) {
+  pthread_mutex_init(&p->run_mu, NULL);
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_mutex_init(&p->inline_mu, NULL);
+  pthread_cond_init(&p->wake, NULL);
 }
 
 rc_pool *rc_pool_new(int n, rc_state_new_fn state_new, rc_state_free_fn state_free) {
@@ -88,14 +116,12 @@ rc_pool *rc_pool_new(int n, rc_state_new_fn state_new, rc_state_free_fn state_fr
     free(p);
     return NULL;
   }
-  pthread_mutex_init(&p->run_mu, NULL);
-  pthread_mutex_init(&p->mu, NULL);
-  pthread_cond_init(&p->wake, NULL);
-  pthread_cond_init(&p->done, NULL);
-  atomic_init(&p->next, 0);
+  init_sync(p);
+  atomic_init(&p->cancel, 0);
   p->nthreads = n;
   p->state_free = state_free;
-  int ok = 1;
+  p->inline_state = state_new();
+  int ok = p->inline_state != NULL;
   for (int i = 0; i < n && ok; i++) {
     p->threads[i].pool = p;
     p->threads[i].state = state_new();
@@ -119,30 +145,90 @@ int rc_pool_size(const rc_pool *p) {
   return p->nthreads;
 }
 
-int rc_pool_run(rc_pool *p, rc_task_fn fn, void *ctx, size_t n) {
-  pthread_mutex_lock(&p->run_mu);
-  if (p->stopped) {
-    pthread_mutex_unlock(&p->run_mu);
+void rc_job_init(rc_job *j, rc_task_fn fn, void *ctx, size_t n) {
+  j->fn = fn;
+  j->ctx = ctx;
+  j->n = n;
+  atomic_init(&j->next, 0);
+  atomic_init(&j->cancelled, 0);
+  j->workers = 0;
+  j->queued = NULL;
+  j->finished = 0;
+  pthread_mutex_init(&j->mu, NULL);
+  pthread_cond_init(&j->cv, NULL);
+}
+
+void rc_job_destroy(rc_job *j) {
+  pthread_mutex_destroy(&j->mu);
+  pthread_cond_destroy(&j->cv);
+}
+
+int rc_pool_submit(rc_pool *p, rc_job *j) {
+  pthread_mutex_lock(&p->mu);
+  if (p->stopping) {
+    pthread_mutex_unlock(&p->mu);
     return -1;
   }
-  if (n == 1) {
-    /* One item: run it here with the first worker's state (idle: run_mu is ours), saving the
-     * two thread hand-offs a one-image call (im2rec, image_sizes of one) would cost. */
-    fn(ctx, p->threads[0].state, 0);
-  } else if (n > 1) {
-    pthread_mutex_lock(&p->mu);
-    p->fn = fn;
-    p->ctx = ctx;
-    p->n = n;
-    atomic_store(&p->next, 0);
-    p->active = p->nthreads;
-    p->generation++;
-    pthread_cond_broadcast(&p->wake);
-    while (p->active > 0) pthread_cond_wait(&p->done, &p->mu);
+  if (j->n == 0) {
     pthread_mutex_unlock(&p->mu);
+    job_finish(j);
+    return 0;
   }
-  pthread_mutex_unlock(&p->run_mu);
+  if (p->tail)
+    p->tail->queued = j;
+  else
+    p->head = j;
+  p->tail = j;
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->mu);
   return 0;
+}
+
+int rc_job_wait(rc_job *j, double timeout) {
+  pthread_mutex_lock(&j->mu);
+  if (timeout < 0) {
+    while (!j->finished) pthread_cond_wait(&j->cv, &j->mu);
+  } else if (!j->finished) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    const time_t whole = (time_t)timeout;
+    until.tv_sec += whole;
+    until.tv_nsec += (long)((timeout - (double)whole) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    while (!j->finished)
+      if (pthread_cond_timedwait(&j->cv, &j->mu, &until) == ETIMEDOUT) break;
+  }
+  const int done = j->finished;
+  pthread_mutex_unlock(&j->mu);
+  return done;
+}
+
+int rc_job_cancelled(rc_job *j) {
+  return atomic_load(&j->cancelled);
+}
+
+int rc_pool_run(rc_pool *p, rc_task_fn fn, void *ctx, size_t n) {
+  if (n == 1) {
+    /* One item: run it here with the caller's own state, saving the two thread hand-offs a
+     * one-image call (im2rec, image_sizes of one) would cost. */
+    pthread_mutex_lock(&p->inline_mu);
+    void *state = p->inline_state;
+    if (state) fn(ctx, state, 0);
+    pthread_mutex_unlock(&p->inline_mu);
+    return state ? 0 : -1;
+  }
+  rc_job j;
+  rc_job_init(&j, fn, ctx, n);
+  int rc = rc_pool_submit(p, &j);
+  if (rc == 0) {
+    rc_job_wait(&j, -1);
+    rc = rc_job_cancelled(&j) ? -1 : 0;
+  }
+  rc_job_destroy(&j);
+  return rc;
 }
 
 void rc_pool_shutdown(rc_pool *p) {
@@ -156,20 +242,21 @@ void rc_pool_shutdown(rc_pool *p) {
 }
 
 void rc_pool_forget(rc_pool *p) {
-  /* The threads live only in the parent; the child keeps its copies of the states' memory. */
-  p->stopped = 1;
-  pthread_mutex_init(&p->run_mu, NULL);
-  pthread_mutex_init(&p->mu, NULL);
-  pthread_cond_init(&p->wake, NULL);
-  pthread_cond_init(&p->done, NULL);
+  /* The threads live only in the parent; the child keeps its copies of the states' memory,
+   * and of the queued jobs (never finished here: their waiters must not wait, see
+   * NOTE [pending jobs] in _native.c). */
+  p->stopped = p->stopping = 1;
+  p->head = p->tail = NULL;
+  p->inline_state = NULL;
+  init_sync(p);
 }
 
 void rc_pool_free(rc_pool *p) {
   if (!p) return;
   pthread_mutex_destroy(&p->run_mu);
   pthread_mutex_destroy(&p->mu);
+  pthread_mutex_destroy(&p->inline_mu);
   pthread_cond_destroy(&p->wake);
-  pthread_cond_destroy(&p->done);
   free(p->threads);
   free(p);
 }

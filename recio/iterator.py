@@ -1,26 +1,29 @@
 """ImageRecordIter: batches of decoded, augmented images, ready before the trainer asks.
 
-    [reader thread ──read_q──▶] 2 decode threads (native pool, GIL released) ──ready_q──▶ __next__
+    local:  __next__ ──submit──▶ native pool's queue (batches decoded back to back) ──▶ Batch
+    remote: reader thread ──read_q──▶ 2 decode threads (native pool) ──ready_q──▶ __next__
 
-For a remote file a reader thread fetches the upcoming batches' bytes ahead (coalesced
-ranged reads); a local file's batches are read from its map by the decode threads. A decode
-thread has the native pool read the records, draw each image's crop and flip (keyed per
-record, :class:`~recio.augment.KeyedDraw`) and write the pixels straight into a batch buffer
-(:class:`BatchBuffers`), in one call for a local file (:mod:`recio.read_decode`). Two
-decode threads take the batches in turn, so that the next batch waits in the pool while one
-thread's Python runs (NOTE [two decode threads]). The queues are bounded:
+A local file's batches are queued on the native pool by the consumer itself, a few ahead
+(NOTE [queued batches]): the pool reads the records from the file's map, draws each image's
+crop and flip (keyed per record, :class:`~recio.augment.KeyedDraw`) and writes the pixels
+straight into a batch buffer (:class:`BatchBuffers`), in one native call per batch
+(:mod:`recio.read_decode`), with no Python thread in between. For a remote file a reader
+thread fetches the upcoming batches' bytes ahead (coalesced ranged reads) and two decode
+threads take the batches in turn (NOTE [two decode threads]). Either way
 ``prefetch_buffer`` batches are decoded ahead (at least three), and memory stays at about
 ``prefetch_buffer + 1`` batches.
 
-Threads belong to a ``_Pipeline`` that the iterator owns; they never refer to the iterator
-itself, so an iterator dropped without ``close()`` is collected and its finalizer stops
-them. Errors in either thread travel through the queue and are raised by ``__next__`` with
+Threads belong to a ``_Pipeline`` (a local file's queued batches to a ``_QueuedPipeline``)
+that the iterator owns; they never refer to the iterator itself, so an iterator dropped
+without ``close()`` is collected and its finalizer stops them. Errors (in a thread, or in a
+batch's native call) travel in turn with the batches and are raised by ``__next__`` with
 their origin. What the iterator shares with the DALI stage (batches, stats, position,
 ``on_error``) is in :mod:`recio.consumer`; its arguments are checked in :mod:`recio.config`.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import queue
 import threading
@@ -35,7 +38,7 @@ from .config import IterConfig
 from .consumer import Batch, IterStats, PositionedIterator
 from .decode import DecodePool
 from .mxnet_inputs import ImageList, load_mean_image
-from .read_decode import read_and_decode
+from .read_decode import BatchReader, PendingBatch, submit_read_and_decode
 from .storage.blockcache import clock
 from .storage.options import FetchOptions
 from .storage.prefetch import Lookahead, Prefetcher
@@ -116,7 +119,7 @@ class ImageRecordIter(PositionedIterator):
         self.buffers = BatchBuffers(
             config.batch_shape, np.dtype(config.normalize.dtype), _ready_depth(config) + 4
         )
-        self._pipeline: _Pipeline | None = None
+        self._pipeline: _Pipeline | _QueuedPipeline | None = None
         self._lookahead = Lookahead()  # remote sources: the next epoch's first fetches
         self._finalizer = weakref.finalize(self, _shutdown, [None], self.pool, self._lookahead)
 
@@ -125,8 +128,11 @@ class ImageRecordIter(PositionedIterator):
     def _produce(self) -> Batch:
         if self._pipeline is None:
             self._start_pipeline()
-        with maybe_span(self.tracer, "consumer wait"):
+        if self.tracer is None:  # a context manager less per batch: small images feel it
             item = self._pipeline.get()
+        else:
+            with self.tracer.span("consumer wait"):
+                item = self._pipeline.get()
         if isinstance(item, _Failure):
             self._stop_pipeline()
             raise item.error
@@ -156,7 +162,8 @@ class ImageRecordIter(PositionedIterator):
     # --- threads -----------------------------------------------------------------------
 
     def _start_pipeline(self) -> None:
-        self._pipeline = _Pipeline(self, self._epoch, self._step)
+        kind = _QueuedPipeline if self.records.is_local else _Pipeline
+        self._pipeline = kind(self, self._epoch, self._step)
         self._finalizer.detach()
         self._finalizer = weakref.finalize(
             self, _shutdown, [self._pipeline], self.pool, self._lookahead
@@ -276,11 +283,10 @@ class _Stop(Exception):
     pass
 
 
-class _Pipeline:
-    """The reader and decode threads of one run from (epoch, step) on."""
+class _Run:
+    """What both pipelines need of the iterator, copied (never the iterator itself)."""
 
     def __init__(self, it: ImageRecordIter, epoch: int, step: int) -> None:
-        # Copy what the threads need; never keep the iterator itself.
         config = it.config
         self.records = it.records
         self.sampler = it.sampler
@@ -295,7 +301,6 @@ class _Pipeline:
         self.label_maps = it.mix.label_maps if it.mix is not None else ()
         self.raise_bad_headers = config.on_error == "raise"
         self.tracer = it.tracer
-        self.lookahead = it._lookahead
         self.describe = it.records.describe
         norm = config.normalize
         self.decode_kwargs = {
@@ -311,28 +316,73 @@ class _Pipeline:
         self.end_step = self.sampler.steps_in_epoch(epoch)
         self.stopping = threading.Event()
         self.buffers = it.buffers
+
+    def _raw(self, plan, payloads) -> _RawBatch:
+        epochs = self.sampler.slot_epochs(plan)
+        return _RawBatch(
+            self.epoch, plan.step, plan.positions, plan.pad, payloads, epochs, plan.keys
+        )
+
+    def _submit(self, raw: _RawBatch, out: np.ndarray) -> PendingBatch:
+        return submit_read_and_decode(
+            self.records, raw.positions, self.pool, out, label_width=self.read_label_width,
+            draw=self.draw, decode_kwargs=self.decode_kwargs, payloads=raw.payloads,
+            raise_bad_headers=self.raise_bad_headers, epochs=raw.epochs, keys=raw.keys,
+            label_maps=self.label_maps,
+        )  # fmt: skip
+
+    def _batch(self, raw: _RawBatch, out: np.ndarray, got) -> tuple:
+        """The consumer's item of a decoded batch: the Batch, and what the stats count."""
+        status, labels, ids, reasons = got.status, got.labels, got.ids, got.reasons or ()
+        if got.reasons is not None:
+            labels, ids = self._bad_images(raw, got, out)
+        if self.imglist is not None:  # MXNet's path_imglist: the list's labels, by header id
+            labels = self.imglist.lookup(ids)
+        label = labels[:, 0] if self.label_width == 1 else labels
+        batch = Batch(out, label, ids, raw.pad, raw.epoch, raw.step)
+        return batch, status, reasons, got.ids
+
+    def _bad_images(self, raw: _RawBatch, got, out: np.ndarray):
+        """Apply ``on_error`` to a batch with bad slots (the decoder zeroed them)."""
+        fill = self.policy.fill_from(
+            got.status,
+            got.reasons,
+            lambda j: self.describe(int(raw.positions[j]), int(got.ids[j])),
+            f"batch {raw.step} (epoch {raw.epoch}) of {self.records.url}",
+        )
+        if fill is None:  # replace: blank images, their own labels
+            return got.labels, got.ids
+        bad = np.flatnonzero(got.status)
+        out[bad] = out[fill[bad]]
+        return got.labels[fill], got.ids[fill]
+
+
+class _Pipeline(_Run):
+    """A remote file's reader and decode threads, from (epoch, step) on."""
+
+    def __init__(self, it: ImageRecordIter, epoch: int, step: int) -> None:
+        super().__init__(it, epoch, step)
+        config = it.config
+        self.lookahead = it._lookahead
         self.read_q: queue.Queue = queue.Queue(maxsize=_queue_depth(config))
         self.ready_q: queue.Queue = queue.Queue(maxsize=_ready_depth(config))
-        # NOTE [two decode threads]: the pool runs one batch at a time, and a decode thread
-        # holds the GIL between two of its batches (taking the next one, the output array,
-        # the statuses, the hand-off), waiting for it too when the reader has it. With one
-        # decode thread the pool idles meanwhile, a tenth of the time on small images. With
-        # two, the second one's batch waits inside the pool (GIL released) and starts the
-        # moment the first one's ends. They take the batches in step order (under
-        # _take_lock) and hand them on in that order (_put_in_turn), errors included, so
-        # the consumer sees exactly what one thread would give it; one more batch array is
-        # in flight.
+        # NOTE [two decode threads]: a remote file's decode thread holds the GIL between two
+        # of its batches (taking the next one from the reader, the output array, the
+        # statuses, the hand-off), and waits for the reader too. With one decode thread the
+        # pool idles meanwhile, a tenth of the time on small images. With two, the second
+        # one's batch is queued in the pool (NOTE [job queue] in native/pool.c, GIL
+        # released) and starts the moment the first one's ends. They take the batches in
+        # step order (under _take_lock) and hand them on in that order (_put_in_turn),
+        # errors included, so the consumer sees exactly what one thread would give it; one
+        # more batch array is in flight. (A local file needs no thread: NOTE [queued
+        # batches].)
         self._taken = self.first_step  # the next step a decode thread takes from read_q
         self._take_lock = threading.Lock()
         self._turn = self.first_step  # the step whose batch goes into ready_q next
         self._turn_cv = threading.Condition()
-        # A local file's batches are planned by the decode threads themselves (nothing to
-        # fetch ahead, and a thread and a queue fewer for every batch to pass through).
-        self.local = self.records.is_local
-        work = [(self._decode, self.ready_q, "recio-decoder"),
+        work = [(self._read, self.read_q, "recio-reader"),
+                (self._decode, self.ready_q, "recio-decoder"),
                 (self._decode, self.ready_q, "recio-decoder-2")]  # fmt: skip
-        if not self.local:
-            work.insert(0, (self._read, self.read_q, "recio-reader"))
         self.threads = [
             threading.Thread(target=self._guard, args=(fn, out_q), name=name, daemon=True)
             for fn, out_q, name in work
@@ -446,24 +496,15 @@ class _Pipeline:
             with maybe_span(self.tracer, "queue wait (read queue full)"):
                 self._put(self.read_q, raw)
 
-    def _raw(self, plan, payloads) -> _RawBatch:
-        epochs = self.sampler.slot_epochs(plan)
-        return _RawBatch(
-            self.epoch, plan.step, plan.positions, plan.pad, payloads, epochs, plan.keys
-        )
-
     def _decode(self) -> None:
         while True:
             with self._take_lock:  # steps are taken in order: step k is read_q's k-th item
                 if self._taken >= self.end_step:
                     return
                 step = self._taken
-                if not self.local:
-                    with maybe_span(self.tracer, "queue wait (for reader)"):
-                        raw = self._get(self.read_q)
+                with maybe_span(self.tracer, "queue wait (for reader)"):
+                    raw = self._get(self.read_q)
                 self._taken += 1
-            if self.local:
-                raw = self._raw(self.sampler.plan(self.epoch, step), None)
             if isinstance(raw, _Failure):
                 self._put_in_turn(step, raw)
                 return
@@ -481,20 +522,8 @@ class _Pipeline:
     def _decode_one(self, raw: _RawBatch) -> tuple:
         out = self.buffers.take()
         with maybe_span(self.tracer, "decode+augment", step=raw.step):
-            got = read_and_decode(
-                self.records, raw.positions, self.pool, out, label_width=self.read_label_width,
-                draw=self.draw, decode_kwargs=self.decode_kwargs, payloads=raw.payloads,
-                raise_bad_headers=self.raise_bad_headers, epochs=raw.epochs, keys=raw.keys,
-                label_maps=self.label_maps,
-            )  # fmt: skip
-        status, labels, ids, reasons = got.status, got.labels, got.ids, got.reasons or ()
-        if got.reasons is not None:
-            labels, ids = self._bad_images(raw, got, out)
-        if self.imglist is not None:  # MXNet's path_imglist: the list's labels, by header id
-            labels = self.imglist.lookup(ids)
-        label = labels[:, 0] if self.label_width == 1 else labels
-        batch = Batch(out, label, ids, raw.pad, raw.epoch, raw.step)
-        return batch, status, reasons, got.ids
+            got = self._submit(raw, out).result()
+        return self._batch(raw, out, got)
 
     def _put_in_turn(self, step: int, item) -> None:
         """Put the item of ``step`` into ready_q once those of the steps before it are in."""
@@ -509,19 +538,86 @@ class _Pipeline:
             self._turn += 1
             self._turn_cv.notify_all()
 
-    def _bad_images(self, raw: _RawBatch, got, out: np.ndarray):
-        """Apply ``on_error`` to a batch with bad slots (the decoder zeroed them)."""
-        fill = self.policy.fill_from(
-            got.status,
-            got.reasons,
-            lambda j: self.describe(int(raw.positions[j]), int(got.ids[j])),
-            f"batch {raw.step} (epoch {raw.epoch}) of {self.records.url}",
-        )
-        if fill is None:  # replace: blank images, their own labels
-            return got.labels, got.ids
-        bad = np.flatnonzero(got.status)
-        out[bad] = out[fill[bad]]
-        return got.labels[fill], got.ids[fill]
+
+class _QueuedPipeline(_Run):
+    """A local file's batches, queued on the pool by the consumer itself.
+
+    NOTE [queued batches]: a local file has nothing to fetch ahead, so no Python thread of
+    its own: ``get`` (the consumer's ``__next__``) plans and submits the next batches until
+    ``depth`` are queued on the native pool (:func:`~recio.read_decode.
+    submit_read_and_decode`), waits for the oldest one with the GIL released, and finishes
+    it (the exact parse of the records the pool leaves, Pillow's formats, ``on_error``).
+    The pool's threads go from one queued batch to the next on their own (NOTE [job queue]
+    in native/pool.c), so no Python thread has to wake up between two batches, and the only
+    Python per batch is the consumer's: no hand-off between threads, no queue. As many
+    batches are in flight as in the threaded pipeline (``prefetch_buffer``, at least
+    three: those queued and the one being finished). A batch that cannot be submitted (the
+    file closed, say) is delivered as a failure in its turn, after the batches before it.
+    ``stop`` (from any thread) waits for a running ``get`` to return, then for the pool to
+    be done with every queued batch, so
+    nothing writes into a batch buffer or reads the file's map once it returns.
+    """
+
+    def __init__(self, it: ImageRecordIter, epoch: int, step: int) -> None:
+        super().__init__(it, epoch, step)
+        # one fewer than the threaded pipeline's two decoding and ready ones: the batch being
+        # finished is the other (the same arrays in flight)
+        self.depth = _ready_depth(it.config) + 1
+        self._next = self.first_step  # the next step to submit
+        self._queued: collections.deque = collections.deque()  # (step, raw, out, pending, t0)
+        self._lock = threading.RLock()  # get against a stop() from another thread
+        self.reader = BatchReader(
+            self.records, self.pool, it.config.batch_shape, it.buffers.dtype,
+            label_width=self.read_label_width, draw=self.draw, decode_kwargs=self.decode_kwargs,
+            raise_bad_headers=self.raise_bad_headers, label_maps=self.label_maps,
+        )  # fmt: skip
+
+    def get(self):
+        with self._lock:
+            if self.stopping.is_set():
+                return _Failure(ValueError("the ImageRecordIter was closed"))
+            self._fill()
+            step, raw, out, pending, t0 = self._queued[0]
+            if isinstance(pending, _Failure):
+                self._queued.popleft()
+                return pending
+            while not pending.wait(_POLL):
+                if self.stopping.is_set():  # close() from another thread
+                    return _Failure(ValueError("the ImageRecordIter was closed"))
+            self._queued.popleft()
+            if self.tracer is not None:  # the pool's work on it, from submit to done
+                end = self.tracer.now_us()
+                self.tracer.add("decode+augment", t0, end, thread_name="recio-decoder", step=step)
+            self._fill()  # the pool has the next ones before this one's Python runs
+            try:
+                return self._batch(raw, out, pending.result())
+            except Exception as exc:  # noqa: BLE001 - raised by __next__, as the threads' are
+                return _Failure(exc)
+
+    def _fill(self) -> None:
+        """Submit batches until ``depth`` are queued or the epoch's last one is."""
+        while len(self._queued) < self.depth and self._next < self.end_step:
+            step = self._next
+            self._next += 1
+            t0 = self.tracer.now_us() if self.tracer is not None else 0.0
+            try:
+                raw = self._raw(self.sampler.plan(self.epoch, step), None)
+                out = self.buffers.take()
+                pending = self.reader.submit(raw.positions, out, epochs=raw.epochs, keys=raw.keys)
+            except Exception as exc:  # noqa: BLE001 - delivered in its turn
+                self._queued.append((step, None, None, _Failure(exc), t0))
+                self._next = self.end_step
+                return
+            self._queued.append((step, raw, out, pending, t0))
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self._lock:
+            queued, self._queued = self._queued, collections.deque()
+            for _, _, _, pending, _ in queued:
+                if not isinstance(pending, _Failure):
+                    with contextlib.suppress(RuntimeError):  # forked: the parent's, not ours
+                        pending.wait()  # the pool is done with its buffers (close: cancelled)
 
 
 class _MarkMismatches:

@@ -27,7 +27,13 @@ from .mixing import LabelMap
 from .reader import RecordFile, check_label_width, read_batch
 from .shards import ShardedRecords
 
-__all__ = ["DecodedBatch", "read_and_decode"]
+__all__ = [
+    "BatchReader",
+    "DecodedBatch",
+    "PendingBatch",
+    "read_and_decode",
+    "submit_read_and_decode",
+]
 
 _RECORD = int(Status.RECORD)
 _CORRUPT = int(Status.CORRUPT)
@@ -75,37 +81,159 @@ def read_and_decode(
             ``raise_bad_headers``.
         ValueError: ``label_width`` > 1 for a record with a single label.
     """
+    return submit_read_and_decode(
+        records, positions, pool, out, label_width=label_width, draw=draw,
+        decode_kwargs=decode_kwargs, payloads=payloads, raise_bad_headers=raise_bad_headers,
+        epochs=epochs, keys=keys, label_maps=label_maps,
+    ).result()  # fmt: skip
+
+
+def submit_read_and_decode(
+    records: RecordFile | ShardedRecords,
+    positions: np.ndarray,
+    pool: DecodePool,
+    out: np.ndarray,
+    *,
+    label_width: int,
+    draw: KeyedDraw,
+    decode_kwargs: dict[str, Any],
+    payloads: Sequence[Any] | None = None,
+    raise_bad_headers: bool = False,
+    epochs: np.ndarray | None = None,
+    keys: np.ndarray | None = None,
+    label_maps: Sequence[LabelMap | None] = (),
+) -> PendingBatch:
+    """:func:`read_and_decode`, its native calls queued on the pool (local files).
+
+    Returns at once with the local files' records queued (one native job per file and
+    epoch, :meth:`~recio.decode.DecodePool.submit_records`); :meth:`PendingBatch.result`
+    waits for them and does the rest (the exact parse, remote payloads, labels), raising
+    what :func:`read_and_decode` raises. ``out`` is written until then.
+    """
     positions = np.asarray(positions, dtype=np.int64)
     keys = positions if keys is None else np.asarray(keys, dtype=np.int64)
     parts = _parts(records, positions, draw, epochs, label_maps)
     if len(parts) == 1:  # one file and one epoch's draws, the slots in order: straight into out
         (part,) = parts
-        got = _one_file(
+        one = _submit_file(
             part.records, part.positions, keys, pool, out, _width(part, label_width),
             part.draw, decode_kwargs, payloads, raise_bad_headers,
         )  # fmt: skip
-        if part.labels is not None:
-            got.labels = part.labels.apply(got.labels, label_width)
-        return got
-    n = len(positions)
-    status = np.zeros(n, dtype=np.int32)
-    labels = np.zeros((n, label_width), dtype=np.float32)
-    ids = np.zeros(n, dtype=np.int64)
-    reasons: list[str | None] = [None] * n
+        return PendingBatch([(part, None, one)], len(positions), out, label_width)
+    calls = []
     for part in parts:
         slots = part.slots
         into = np.empty((len(slots), *out.shape[1:]), dtype=out.dtype)
-        got = _one_file(
+        one = _submit_file(
             part.records, part.positions, keys[slots], pool, into, _width(part, label_width),
             part.draw, decode_kwargs, None if payloads is None else [payloads[j] for j in slots],
             raise_bad_headers,
         )  # fmt: skip
-        if part.labels is not None:
-            got.labels = part.labels.apply(got.labels, label_width)
-        out[slots], status[slots], labels[slots], ids[slots] = into, got.status, got.labels, got.ids
-        for j, why in zip(slots.tolist(), got.reasons or (), strict=False):
-            reasons[j] = why
-    return DecodedBatch(status, labels, ids, reasons if status.any() else None)
+        calls.append((part, into, one))
+    return PendingBatch(calls, len(positions), out, label_width)
+
+
+class BatchReader:
+    """:func:`submit_read_and_decode` for the batches of one pipeline, its constants made once.
+
+    A batch of one local file, drawn from one epoch, with no mapped labels (the common
+    case: one ``.rec``, no rollover into the next epoch) is queued through a
+    :meth:`~recio.decode.DecodePool.records_job` made here: the options checked and the
+    draw's parameters made once, not per batch. Any other batch takes
+    :func:`submit_read_and_decode`'s path; both give the same result.
+    """
+
+    def __init__(
+        self,
+        records: RecordFile | ShardedRecords,
+        pool: DecodePool,
+        out_shape: tuple[int, ...],
+        dtype: Any,
+        *,
+        label_width: int,
+        draw: KeyedDraw,
+        decode_kwargs: dict[str, Any],
+        raise_bad_headers: bool = False,
+        label_maps: Sequence[LabelMap | None] = (),
+    ) -> None:
+        self.records, self.pool, self.draw = records, pool, draw
+        self.label_width, self.decode_kwargs = label_width, decode_kwargs
+        self.raise_bad_headers, self.label_maps = raise_bad_headers, label_maps
+        self._job = None
+        if isinstance(records, RecordFile) and records._is_local and not label_maps:
+            self._job = pool.records_job(
+                out_shape, dtype, label_width=label_width, draw=draw, **decode_kwargs
+            )
+
+    def submit(
+        self,
+        positions: np.ndarray,
+        out: np.ndarray,
+        *,
+        payloads: Sequence[Any] | None = None,
+        epochs: np.ndarray | None = None,
+        keys: np.ndarray | None = None,
+    ) -> PendingBatch | _FilePending:
+        """:func:`submit_read_and_decode` of ``positions`` into ``out``, as this reader's."""
+        records = self.records
+        if (
+            self._job is None
+            or payloads is not None
+            or keys is not None
+            or (epochs is not None and not (epochs == self.draw.epoch).all())
+        ):
+            return submit_read_and_decode(
+                records, positions, self.pool, out, label_width=self.label_width,
+                draw=self.draw, decode_kwargs=self.decode_kwargs, payloads=payloads,
+                raise_bad_headers=self.raise_bad_headers, epochs=epochs, keys=keys,
+                label_maps=self.label_maps,
+            )  # fmt: skip
+        positions = np.asarray(positions, dtype=np.int64)
+        records._check_open()
+        view = records._local_view(positions)
+        offsets = records.offsets[positions]
+        pending = self._job.submit(view, offsets, out, positions)
+        args = (records, positions, positions, self.pool, out, self.label_width, self.draw,
+                self.decode_kwargs, None, self.raise_bad_headers)  # fmt: skip
+        return _FilePending(args, offsets, pending, view)
+
+
+class PendingBatch:
+    """A batch of :func:`submit_read_and_decode`: its native jobs queued, the rest to do."""
+
+    def __init__(self, calls: list, n: int, out: np.ndarray, label_width: int) -> None:
+        self._calls, self._n, self._out, self._width = calls, n, out, label_width
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait (GIL released) until the pool is done with every queued job of the batch.
+
+        ``timeout``: at most that many seconds per job. Returns whether they are done.
+        """
+        return all(one.wait(timeout) for _, _, one in self._calls)
+
+    def result(self) -> DecodedBatch:
+        """The decoded batch: waits for the pool, then finishes what its calls leave."""
+        if len(self._calls) == 1 and self._calls[0][1] is None:
+            part, _, one = self._calls[0]
+            got = one.result()
+            if part.labels is not None:
+                got.labels = part.labels.apply(got.labels, self._width)
+            return got
+        n, out = self._n, self._out
+        status = np.zeros(n, dtype=np.int32)
+        labels = np.zeros((n, self._width), dtype=np.float32)
+        ids = np.zeros(n, dtype=np.int64)
+        reasons: list[str | None] = [None] * n
+        for part, into, one in self._calls:
+            slots = part.slots
+            got = one.result()
+            if part.labels is not None:
+                got.labels = part.labels.apply(got.labels, self._width)
+            out[slots], status[slots], labels[slots] = into, got.status, got.labels
+            ids[slots] = got.ids
+            for j, why in zip(slots.tolist(), got.reasons or (), strict=False):
+                reasons[j] = why
+        return DecodedBatch(status, labels, ids, reasons if status.any() else None)
 
 
 class _Part(NamedTuple):
@@ -144,45 +272,75 @@ def _parts(records, positions: np.ndarray, draw: KeyedDraw, epochs, label_maps) 
     return parts
 
 
-def _one_file(
+def _submit_file(
     records, positions, keys, pool, out, label_width, draw, decode_kwargs, payloads,
     raise_bad_headers,
-) -> DecodedBatch:  # fmt: skip
-    """:func:`read_and_decode` of one file; ``keys`` are the records' numbers for the draws."""
-    n = len(positions)
+) -> _FilePending:  # fmt: skip
+    """One file's part of a batch, its native call queued; ``keys``: the draws' keys."""
+    args = (records, positions, keys, pool, out, label_width, draw, decode_kwargs, payloads,
+            raise_bad_headers)  # fmt: skip
     if payloads is None and records._is_local:
         records._check_open()
         view = records._local_view(positions)
         offsets = records.offsets[positions]
-        got = pool.decode_records(
+        pending = pool.submit_records(
             view, offsets, out, label_width=label_width, draw=draw, records=keys,
             **decode_kwargs,
         )  # fmt: skip
-        status, labels, ids = got.status, got.labels, got.ids
-        reasons = pool.last_errors() if status.any() else None
-        if records.checksums is not None:  # the exact path below checks the slots it reads
-            reasons = _verify_decoded(
-                records, view, positions, out, status, labels, ids, reasons, raise_bad_headers
-            )
-        if label_width > 1:  # a record of one label (flag 0) has its image right after the header
-            single = got.images.starts - offsets == FRAME_HEADER_SIZE + IR_HEADER_SIZE
-            check_label_width(records, positions, single & (status != _RECORD), label_width)
-        slow = np.flatnonzero(status == _RECORD)
-        if not len(slow):
-            return DecodedBatch(status, labels, ids, reasons)
-    else:
-        status = np.zeros(n, dtype=np.int32)
-        labels = np.zeros((n, label_width), dtype=np.float32)
-        ids = np.zeros(n, dtype=np.int64)
-        reasons = None
-        slow = np.arange(n)
-    exact = _decode_exact(
-        records, positions, keys, slow, pool, out, label_width, draw, decode_kwargs, payloads,
-        raise_bad_headers, (status, labels, ids),
-    )  # fmt: skip
-    if exact is not None:
-        reasons = _merged_reasons(reasons, n, slow, exact)
-    return DecodedBatch(status, labels, ids, reasons if status.any() else None)
+        return _FilePending(args, offsets, pending, view)
+    return _FilePending(args, None, None)
+
+
+class _FilePending:
+    """One file's part of a batch: the queued native call, then the exact parse it leaves."""
+
+    __slots__ = ("args", "offsets", "pending", "view")
+
+    def __init__(
+        self, args: tuple, offsets: np.ndarray | None, pending: Any, view: Any = None
+    ) -> None:
+        self.args, self.offsets, self.pending, self.view = args, offsets, pending, view
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self.pending is None or self.pending.wait(timeout)
+
+    def result(self) -> DecodedBatch:
+        (records, positions, keys, pool, out, label_width, draw, decode_kwargs, payloads,
+         raise_bad_headers) = self.args  # fmt: skip
+        n = len(positions)
+        if self.pending is not None:
+            got = self.pending.result()
+            offsets = self.offsets
+            status, labels, ids = got.status, got.labels, got.ids
+            failed = self.pending.failed
+            reasons = pool.last_errors() if failed or failed is None and status.any() else None
+            if records.checksums is not None:  # the exact path below checks the slots it reads
+                reasons = _verify_decoded(
+                    records, self.view, positions, out, status, labels, ids, reasons,
+                    raise_bad_headers,
+                )  # fmt: skip
+                failed = failed or bool(status.any())
+            if label_width > 1:  # one label (flag 0): the image right after the header
+                single = got.images.starts - offsets == FRAME_HEADER_SIZE + IR_HEADER_SIZE
+                check_label_width(records, positions, single & (status != _RECORD), label_width)
+            if failed is False:  # every image decoded: none for the exact parse
+                return DecodedBatch(status, labels, ids, None)
+            slow = np.flatnonzero(status == _RECORD)
+            if not len(slow):
+                return DecodedBatch(status, labels, ids, reasons)
+        else:
+            status = np.zeros(n, dtype=np.int32)
+            labels = np.zeros((n, label_width), dtype=np.float32)
+            ids = np.zeros(n, dtype=np.int64)
+            reasons = None
+            slow = np.arange(n)
+        exact = _decode_exact(
+            records, positions, keys, slow, pool, out, label_width, draw, decode_kwargs,
+            payloads, raise_bad_headers, (status, labels, ids),
+        )  # fmt: skip
+        if exact is not None:
+            reasons = _merged_reasons(reasons, n, slow, exact)
+        return DecodedBatch(status, labels, ids, reasons if status.any() else None)
 
 
 def _verify_decoded(

@@ -162,6 +162,31 @@ def test_iterator_resumes_exactly_with_colour_and_geometry(rec) -> None:
     assert all(np.array_equal(a, b) for a, b in zip(rest, whole[2:], strict=True))
 
 
+def test_local_and_remote_paths_agree_with_every_augmentation(rec, memfs, tmp_path) -> None:
+    """A local file's batches (queued on the pool with their constants made once) and a
+    remote one's (the general path) give the same pixels: the per-job constants (mean
+    image, random contrast/illumination gain, colour, warp) reach both."""
+    import fsspec
+
+    mean = (np.arange(3 * 24 * 24, dtype=np.float32).reshape(3, 24, 24) % 50) + 60
+    np.save(tmp_path / "mean.npy", mean)
+    url = "memory://augment/data.rec"
+    fs = fsspec.filesystem("memory")
+    fs.put_file(rec, url)
+    fs.put_file(rec[:-4] + ".idx", url[:-4] + ".idx")
+    kw = dict(
+        shuffle=True, seed=5, rand_mirror=True, mean_img=str(tmp_path / "mean.npy"), scale=0.5,
+        max_random_contrast=0.3, max_random_illumination=10, pca_noise=0.1, **WARP,
+    )  # fmt: skip
+    local, remote = _all(rec, **kw), _all(url, **kw)
+    assert len(local) == len(remote) == 4
+    for a, b in zip(local, remote, strict=True):
+        np.testing.assert_array_equal(a, b)
+    # and the mean image and the gain did change the pixels
+    plain = _all(rec, shuffle=True, seed=5, rand_mirror=True, **WARP)
+    assert not np.allclose(plain[0], local[0])
+
+
 def test_iterator_refuses_pad_with_random_resized_crop(rec) -> None:
     with pytest.raises(ValueError, match="pad=2 does not combine with random_resized_crop"):
         ImageRecordIter(rec, **ARGS, pad=2, random_resized_crop=True)

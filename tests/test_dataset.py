@@ -60,13 +60,13 @@ def test_samples_and_labels_are_mxfacedatasets(face):
 
 def test_getitems_decodes_a_batch_in_one_call(face, monkeypatch):
     calls = []
-    original = DecodePool.decode_records
+    original = DecodePool.submit_records  # decode_records' too
 
     def counting(self, base, offsets, out, **kw):
         calls.append(len(offsets))
         return original(self, base, offsets, out, **kw)
 
-    monkeypatch.setattr(DecodePool, "decode_records", counting)
+    monkeypatch.setattr(DecodePool, "submit_records", counting)
     ds = uint8_dataset(face)
     batch = ds.__getitems__([3, 0, 7])
     assert calls == [3]

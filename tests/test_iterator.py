@@ -285,14 +285,19 @@ def test_close_from_another_thread_while_the_consumer_waits(tmp_path):
     assert not recio_threads(), [t.name for t in recio_threads()]
 
 
-def test_threads_stop_on_close_and_when_dropped(rec):
+@pytest.mark.parametrize("where", ["local", "remote"])
+def test_threads_stop_on_close_and_when_dropped(rec, memfs, where):
+    """A remote file's reader and decode threads stop on close() and when the iterator is
+    dropped; a local file's batches are queued on the pool by the consumer itself (NOTE
+    [queued batches]), which starts no thread at all."""
+    url = rec if where == "local" else _upload(rec, "memory://threads/data.rec", {})
     _EARLIER.update(threading.enumerate())
-    it = make_iter(rec)
+    it = make_iter(url)
     next(iter(it))
-    assert recio_threads()
+    assert bool(recio_threads()) == (where == "remote"), recio_threads()
     it.close()
     assert not recio_threads()
-    it = make_iter(rec)
+    it = make_iter(url)
     next(iter(it))
     del it
     gc.collect()
@@ -593,15 +598,21 @@ def test_multi_frame_records_decode_as_single_frame_ones(tmp_path):
         assert a.stats.decoded == 12 and not a.stats.bad_records
 
 
-def test_two_decode_threads_hand_batches_on_in_order(tmp_path):
-    """The decode threads take batches in turn (NOTE [two decode threads]); the consumer
-    gets them in step order all the same, and a failure after the batches before it."""
+@pytest.mark.parametrize("where", ["local", "remote"])
+def test_batches_come_in_order_with_a_failure_in_its_turn(tmp_path, memfs, where):
+    """A remote file's decode threads take batches in turn (NOTE [two decode threads]), a
+    local file's are queued on the pool several at a time (NOTE [queued batches]); the
+    consumer gets them in step order all the same, and a failure after the batches before
+    it."""
     rec = make_rec(tmp_path, n=150, corrupt=(61,))
+    if where == "remote":
+        rec = _upload(rec, "memory://order/data.rec", {})
     plan = Sampler(150, 2, shuffle=True, seed=3)
     with make_iter(rec, batch_size=2, shuffle=True, seed=3, on_error="skip") as it:
         epoch = iter(it)
         batches = [next(epoch)]
-        assert {"recio-decoder", "recio-decoder-2"} <= {t.name for t in threading.enumerate()}
+        decoders = {"recio-decoder", "recio-decoder-2"} <= {t.name for t in threading.enumerate()}
+        assert decoders == (where == "remote")
         batches += list(epoch)
     assert [b.step for b in batches] == list(range(75))
     for b in batches:
@@ -617,3 +628,31 @@ def test_two_decode_threads_hand_batches_on_in_order(tmp_path):
             for b in it:
                 got.append(b.step)
     assert got == list(range(bad_step))
+
+
+def test_ctrl_c_with_batches_queued_leaves_the_iterator_closable(tmp_path):
+    """A KeyboardInterrupt in the consumer while a local file's batches are queued on the
+    pool (NOTE [queued batches]) reaches the training loop; close() then waits for the
+    queued batches, stops the pool and returns (no hang, no write after it)."""
+    import _thread
+
+    rec = make_rec(tmp_path, n=64)
+    it = make_iter(rec, batch_size=2)
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    with pytest.raises(KeyboardInterrupt):
+        timer.start()
+        for _ in range(10_000):
+            for _batch in it:
+                pass
+    timer.join()
+    queued = list(it._pipeline._queued) if it._pipeline is not None else []
+    outs = [entry[2] for entry in queued if entry[2] is not None]
+    t0 = time.monotonic()
+    it.close()
+    assert time.monotonic() - t0 < 10
+    assert it.pool._closed and it._pipeline is None
+    snap = [o.copy() for o in outs]
+    time.sleep(0.05)
+    assert all(np.array_equal(s, o) for s, o in zip(snap, outs, strict=True))
+    with pytest.raises(ValueError, match="was closed"):
+        next(it)

@@ -670,3 +670,157 @@ def test_decode_pool_close_while_the_pillow_part_runs() -> None:
             outcomes.append("refused")
         closer.join()
     assert set(outcomes) <= {"done", "refused"}  # anything else raised out of the loop
+
+
+def _record_base(sizes: list[tuple[int, int]]) -> tuple[bytes, np.ndarray]:
+    """A .rec's bytes of one JPEG record per size (label k, id 100 + k), and the offsets."""
+    from recio.format import IRHeader, pack
+
+    base, offsets = bytearray(), []
+    for k, (w, h) in enumerate(sizes):
+        payload = pack(IRHeader(0, float(k), 100 + k, 0), encode(w, h, seed=k))
+        offsets.append(len(base))
+        base += struct.pack("<II", 0xCED7230A, len(payload)) + payload
+        base += b"\0" * (-len(base) % 4)
+    return bytes(base), np.array(offsets, np.int64)
+
+
+def test_submitted_batches_queue_and_decode_as_decode_records() -> None:
+    """submit_records returns at once; batches queued back to back each come out as
+    decode_records gives them (NOTE [pending jobs]); result() is kept, and releases the
+    buffers it held (a bytearray base can be resized again)."""
+    base, offsets = _record_base([(20 + 4 * k, 16 + 2 * k) for k in range(12)])
+    base = bytearray(base + b"\0\0\0\0XXXX")  # and a record that is not one
+    offsets = np.append(offsets, len(base) - 8)
+    n = len(offsets)
+    pool = _native.Pool(2)
+    try:
+        want_out, want_status, want_heads = _records_args(n)
+        want = pool.decode_records(base, offsets, *want_heads, want_out, want_status, 12, 16, 0,
+                                   1, *DECODE_ARGS)  # fmt: skip
+        jobs = []
+        for _ in range(4):
+            out, status, heads = _records_args(n)
+            pending = pool.submit_records(base, offsets, *heads, out, status, 12, 16, 0, 1,
+                                          *DECODE_ARGS)  # fmt: skip
+            jobs.append((pending, out, status, heads))
+        with pytest.raises(BufferError):
+            base.append(0)  # held by the queued jobs
+        for pending, out, status, heads in jobs:
+            assert pending.wait(30) and pending.done and pending.wait(0)
+            got = pending.result()
+            assert got == want and pending.result() is got
+            np.testing.assert_array_equal(out, want_out)
+            assert status.tolist() == want_status.tolist() == [0] * 12 + [decode.STATUS_RECORD]
+            for a, b in zip(heads, want_heads, strict=True):
+                np.testing.assert_array_equal(a, b)
+        del jobs, pending
+        base.append(0)  # every view released
+        with pytest.raises(ValueError, match="timeout"):
+            pool.submit_records(base, offsets[:2], *_records_args(2)[2], *_records_args(2)[:2],
+                                12, 16, 0, 1, *DECODE_ARGS).wait(-1)  # fmt: skip
+    finally:
+        pool.close()
+    with pytest.raises(ValueError, match="closed"):
+        pool.submit_records(base, offsets, *want_heads, want_out, want_status, 12, 16, 0, 1,
+                            *DECODE_ARGS)  # fmt: skip
+
+
+def test_close_with_batches_queued_stops_them_and_writes_nothing_after() -> None:
+    """close() from another thread while batches are queued: the running images end, the
+    rest are skipped; once close() returns nothing writes into any output, each result() is
+    the batch's or 'pool is closed', and dropping a Pending never waited for is safe."""
+    script = """
+    import struct, threading, time
+    import numpy as np
+    from recio import _native
+    from recio.format import IRHeader, pack
+    from tests.images import encode
+
+    payload = pack(IRHeader(0, 1.0, 7, 0), encode(320, 240, seed=1))
+    frame = struct.pack("<II", 0xCED7230A, len(payload)) + payload
+    frame += b"\\0" * (-len(frame) % 4)
+    n = 48
+    base = frame * n
+    offsets = np.arange(n, dtype=np.int64) * len(frame)
+    for trial in range(6):
+        pool = _native.Pool(2)
+        jobs = []
+        for _ in range(12):
+            out = np.zeros((n, 64, 64, 3), np.uint8)
+            heads = (np.zeros((n, 1), np.float32), np.zeros(n, np.int64), np.zeros(n, np.int64),
+                     np.zeros(n, np.int64))
+            st = np.full(n, -1, np.int32)
+            p = pool.submit_records(base, offsets, *heads, out, st, 64, 64, 0, 1, None, None,
+                                    None, 0, 0, 1, 1, 1 << 27)
+            jobs.append((p, out))
+        closer = threading.Thread(target=pool.close)
+        time.sleep(0.002 * trial)
+        closer.start()
+        closer.join(30)
+        assert not closer.is_alive()
+        assert all(p.done for p, _ in jobs)
+        snap = [out.copy() for _, out in jobs]
+        time.sleep(0.05)
+        assert all(np.array_equal(s, out) for s, (_, out) in zip(snap, jobs))
+        outcomes = []
+        for p, out in jobs[:-3]:
+            try:
+                outcomes.append(p.result() is None and out.any())
+            except ValueError as e:
+                assert "closed" in str(e), e
+                outcomes.append("closed")
+        assert outcomes[-1] == "closed", outcomes  # the last ones never ran
+        del jobs  # three never waited for
+    print("ok")
+    """
+    res = _run(script, 120)
+    assert res.returncode == 0, f"rc={res.returncode}\n{res.stdout[-2000:]}\n{res.stderr[-4000:]}"
+    assert res.stdout.split()[-1] == "ok"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_pending_batch_in_a_forked_child_refuses_to_wait() -> None:
+    """A child forked while a batch is queued has no pool threads to finish it: there the
+    Pending refuses to wait (RuntimeError) and is dropped without waiting (no hang)."""
+    script = """
+    import os, signal, struct, traceback
+    import numpy as np
+    from recio import _native
+    from recio.format import IRHeader, pack
+    from tests.images import encode
+
+    payload = pack(IRHeader(0, 1.0, 7, 0), encode(320, 240, seed=1))
+    frame = struct.pack("<II", 0xCED7230A, len(payload)) + payload
+    frame += b"\\0" * (-len(frame) % 4)
+    n = 256
+    offsets = np.arange(n, dtype=np.int64) * len(frame)
+    heads = [np.zeros((n, 1), np.float32)] + [np.zeros(n, np.int64) for _ in range(3)]
+    out, st = np.zeros((n, 64, 64, 3), np.uint8), np.full(n, -1, np.int32)
+    pool = _native.Pool(2)
+    p = pool.submit_records(frame * n, offsets, *heads, out, st, 64, 64, 0, 1, None, None,
+                            None, 0, 0, 1, 1, 1 << 27)
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(20)  # a hang dies of SIGALRM
+        try:
+            for call in (lambda: p.wait(1), p.result, lambda: p.done):
+                try:
+                    call()
+                    os._exit(3)
+                except RuntimeError as e:
+                    assert "another process" in str(e), e
+            del p
+            pool.close()
+            os._exit(0)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+    assert p.result() is None and st.tolist() == [0] * n
+    _, status = os.waitpid(pid, 0)
+    pool.close()
+    print(os.waitstatus_to_exitcode(status))
+    """
+    res = _run(script, 120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split()[-1] == "0", res.stdout + res.stderr

@@ -218,3 +218,45 @@ def test_a_rollover_batch_draws_each_record_from_its_own_epoch(tmp_path):
         assert [r for r, _ in other] == [r for r, _ in whole]
         for k, ((rid, pixels), (_, want)) in enumerate(zip(other, whole, strict=True)):
             np.testing.assert_array_equal(pixels, want, err_msg=f"slot {k}, record {rid}")
+
+
+def test_a_batch_reader_queues_batches_that_decode_as_read_and_decode(mixed, pool):
+    """BatchReader's prepared path (one local file, one epoch's draws) and its general one
+    (rollover slots of two epochs) give read_and_decode's pixels, labels, ids, statuses and
+    reasons, with several batches queued on the pool at once."""
+    from recio.read_decode import BatchReader
+
+    rng = np.random.default_rng(5)
+    batches = [rng.permutation(40)[:16] for _ in range(4)]
+    draw = KeyedDraw(SPEC, 4, 1)
+    with RecordFile(mixed) as records:
+        reader = BatchReader(
+            records, pool, (16, 3, 20, 24), np.float32, label_width=2, draw=draw,
+            decode_kwargs=KWARGS,
+        )  # fmt: skip
+        assert reader._job is not None  # the prepared path is the one under test
+        outs = [np.full((16, 3, 20, 24), np.nan, dtype=np.float32) for _ in batches]
+        epochs = np.array([1] * 8 + [2] * 8)
+        queued = [reader.submit(p, o) for p, o in zip(batches, outs, strict=True)]
+        rolled = np.empty_like(outs[0])
+        queued.append(reader.submit(batches[0], rolled, epochs=epochs))
+        assert all(q.wait(30) for q in queued)
+        got = [q.result() for q in queued]
+        for positions, out, g in zip(batches, outs, got[:-1], strict=True):
+            ref_out, ref = _decode(records, positions, pool, exact=False)
+            np.testing.assert_array_equal(out, ref_out)
+            np.testing.assert_array_equal(g.status, ref.status)
+            np.testing.assert_array_equal(g.labels, ref.labels)
+            np.testing.assert_array_equal(g.ids, ref.ids)
+            assert g.reasons == ref.reasons
+            assert g.status.any() and all(g.reasons[j] for j in np.flatnonzero(g.status))
+        want = np.full_like(rolled, np.nan)
+        ref = read_and_decode(
+            records, batches[0], pool, want, label_width=2, draw=draw, decode_kwargs=KWARGS,
+            epochs=epochs,
+        )  # fmt: skip
+        np.testing.assert_array_equal(rolled, want)
+        np.testing.assert_array_equal(got[-1].status, ref.status)
+        assert not np.array_equal(rolled[8:], outs[0][8:])  # epoch 2's draws, not epoch 1's
+        with pytest.raises(ValueError, match="out must be"):
+            reader.submit(batches[0], np.empty((16, 3, 24, 20), np.float32))

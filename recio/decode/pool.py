@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import threading
@@ -358,6 +359,38 @@ class DecodePool:
         exact way (:func:`recio.reader.read_batch`); so does every record on the Python
         backend. Other arguments as :meth:`decode_batch`.
         """
+        return self.submit_records(
+            base, offsets, out, label_width=label_width, draw=draw, records=records,
+            interpolation=interpolation, mean=mean, std=std, layout=layout,
+            channel_order=channel_order, scale=scale, mean_img=mean_img,
+        ).result()  # fmt: skip
+
+    def submit_records(
+        self,
+        base: Any,
+        offsets: np.ndarray,
+        out: np.ndarray,
+        *,
+        label_width: int = 1,
+        draw: KeyedDraw | None = None,
+        records: np.ndarray | None = None,
+        interpolation: str = "bilinear",
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+        layout: str = "NHWC",
+        channel_order: str = "RGB",
+        scale: float = 1.0,
+        mean_img: np.ndarray | None = None,
+    ) -> PendingRecords:
+        """:meth:`decode_records`, queued: returns at once, the pool decodes meanwhile.
+
+        The pool's threads work through the queued batches in turn, going from one to the
+        next without a Python thread waking up in between (NOTE [job queue] in
+        native/pool.c). ``out`` and ``base`` are written / read until the job is finished:
+        keep them until :meth:`PendingRecords.result` (which also finishes what the native
+        pool leaves: Pillow's formats, the failed slots zeroed). Arguments are checked here,
+        before anything is queued.
+        """
         self._check_open()
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         n = len(offsets)
@@ -372,19 +405,50 @@ class DecodePool:
         ids = np.full(n, -1, dtype=np.int64)
         starts, lengths = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
         status = np.full(n, int(Status.RECORD), dtype=np.int32)
-        errors: list[str | None] | None = None
-        todo: list[int] = []
+        handle = None
         if self.backend == "native" and n:
-            errors = self._native.decode_records(
+            handle = self._native.submit_records(
                 base, offsets, labels, ids, starts, lengths, *self._native_job(job, status),
                 *job.native_extra,
             )  # fmt: skip
-            todo = np.flatnonzero(status == _UNSUPPORTED).tolist() if errors is not None else []
-        elif n:
-            errors = [None] * n
-        images = Spans.inside(memoryview(base).cast("B"), starts, lengths)
-        self._finish(job, images, status, errors, todo)
-        return DecodedRecords(status, labels, ids, images)
+        return PendingRecords(self, job, base, status, labels, ids, starts, lengths, handle)
+
+    def records_job(
+        self,
+        out_shape: tuple[int, ...],
+        dtype: Any,
+        *,
+        label_width: int = 1,
+        draw: KeyedDraw | None = None,
+        interpolation: str = "bilinear",
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+        layout: str = "NHWC",
+        channel_order: str = "RGB",
+        scale: float = 1.0,
+        mean_img: np.ndarray | None = None,
+    ) -> RecordsJob:
+        """:meth:`submit_records` for many batches into outputs of one image shape and dtype.
+
+        Everything the batches share (the checked options, the lookup table, the draw's
+        native parameters) is made here once, so that each :meth:`RecordsJob.submit` does
+        little more than allocate its batch's small arrays and queue it (native backend;
+        the Python one takes :meth:`submit_records`' path). ``out_shape``: any batch size.
+        """
+        probe = np.empty((0, *tuple(out_shape)[1:]), dtype=dtype)
+        records = None if draw is None else np.zeros(0, dtype=np.int64)
+        job = _Job.build(
+            0, probe, None, None, draw, records, interpolation, mean, std, layout, channel_order,
+            scale, mean_img,
+        )  # fmt: skip
+        width = int(label_width)
+        if width < 1:
+            raise ValueError(f"label_width must be at least 1, not {label_width}")
+        kwargs = dict(
+            label_width=width, draw=draw, interpolation=interpolation, mean=mean, std=std,
+            layout=layout, channel_order=channel_order, scale=scale, mean_img=mean_img,
+        )  # fmt: skip
+        return RecordsJob(self, job, kwargs, probe.shape[1:], probe.dtype)
 
     def _native_job(self, job: _Job, status: np.ndarray) -> tuple:
         """The arguments every native decode takes, from ``out`` to ``max_pixels``."""
@@ -530,6 +594,128 @@ class DecodedRecords(NamedTuple):
     labels: np.ndarray  # float32 (N, label_width); flag 0 gives its label in every column
     ids: np.ndarray  # int64 (N,) from the IRHeaders, -1 where unparsed
     images: Spans  # where each image is in the base (empty where unparsed)
+
+
+class PendingRecords:
+    """A :meth:`DecodePool.submit_records` batch: wait for it, then take its result once."""
+
+    __slots__ = ("_base", "_handle", "_job", "_pool", "_result", "_rows", "failed")
+
+    def __init__(self, pool, job, base, status, labels, ids, starts, lengths, handle) -> None:
+        # job: the batch's _Job, or (RecordsJob, out, crops, flips, records) to make it from
+        # where an image needs it (Pillow, the failed slots)
+        self._pool, self._job, self._base, self._handle = pool, job, base, handle
+        self._rows = (status, labels, ids, starts, lengths)
+        self._result: DecodedRecords | None = None
+        self.failed: bool | None = None  # after result(): whether any status is not 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait (GIL released) until the native pool is done, at most ``timeout`` seconds.
+
+        Returns whether it is done; :meth:`result` then returns without waiting for it.
+        """
+        return True if self._handle is None else self._handle.wait(timeout)
+
+    def result(self) -> DecodedRecords:
+        """What :meth:`DecodePool.decode_records` returns; waits for the pool first.
+
+        Its errors are this thread's :meth:`DecodePool.last_errors`.
+
+        Raises:
+            ValueError: the pool was closed before every image was decoded.
+        """
+        if self._result is not None:
+            return self._result
+        status, labels, ids, starts, lengths = self._rows
+        n = len(status)
+        errors: list[str | None] | None = None
+        todo: list[int] = []
+        if self._handle is not None:
+            errors = self._handle.result()
+            self._handle = None  # its buffer views are released
+            todo = np.flatnonzero(status == _UNSUPPORTED).tolist() if errors is not None else []
+        elif n:
+            errors = [None] * n
+        images = Spans.inside(memoryview(self._base).cast("B"), starts, lengths)
+        pool = self._pool
+        if errors is None:  # every image decoded: nothing to finish
+            pool._last.errors, pool._last.n = None, n
+        else:
+            job = self._job
+            if not isinstance(job, _Job):
+                job = job[0].job_for(*job[1:])
+            pool._finish(job, images, status, errors, todo)
+        self.failed = errors is not None and bool(status.any())
+        self._result = DecodedRecords(status, labels, ids, images)
+        return self._result
+
+
+class RecordsJob:
+    """:meth:`DecodePool.records_job`: the shared arguments of many ``submit_records``."""
+
+    __slots__ = (
+        "_args", "_draw", "_dtype", "_extra", "_job", "_kwargs", "_pool", "_shape", "_width",
+    )  # fmt: skip
+
+    def __init__(self, pool: DecodePool, job: _Job, kwargs: dict, shape: tuple, dtype) -> None:
+        self._pool, self._job, self._kwargs = pool, job, kwargs
+        self._width, self._shape, self._dtype = kwargs["label_width"], shape, dtype
+        self._args = None
+        self._draw = job.native_extra[0]  # the draw's native tuple, or None
+        self._extra = job.native_extra[2:]  # (gain, mean_img): the same for every batch
+        if pool.backend == "native":
+            # out, status, crops and flips (0, 1, 6, 7) are each batch's own
+            self._args = list(pool._native_job(job, np.zeros(0, dtype=np.int32)))
+
+    def submit(
+        self, base: Any, offsets: np.ndarray, out: np.ndarray, records: np.ndarray | None = None
+    ) -> PendingRecords:
+        """:meth:`DecodePool.submit_records` of ``offsets`` (int64) into ``out``.
+
+        ``records``: the keys of the draws (int64, one per offset), with a draw.
+        """
+        pool = self._pool
+        pool._check_open()
+        n = len(offsets)
+        if (
+            type(out) is not np.ndarray
+            or out.shape[1:] != self._shape
+            or out.dtype != self._dtype
+            or out.shape[0] < n
+            or not out.flags.c_contiguous
+            or not out.flags.writeable
+        ):
+            raise ValueError(
+                f"out must be a writeable C-contiguous {self._dtype} array of at least {n}"
+                f" images of shape {self._shape}, got {getattr(out, 'shape', type(out))}"
+            )
+        if self._args is None or not n or offsets.dtype != np.int64:
+            return pool.submit_records(base, offsets, out, records=records, **self._kwargs)
+        if out.shape[0] != n:
+            out = out[:n]
+        labels = np.zeros((n, self._width), dtype=np.float32)
+        ids, starts, lengths = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+        status = np.empty(n, dtype=np.int32)  # every slot's is written (parse or decode)
+        args = self._args.copy()
+        args[0], args[1] = out, status
+        draw: tuple = (None, None)
+        if self._draw is not None:
+            if records is None or len(records) != n or records.dtype != np.int64:
+                raise ValueError(f"records must be int64 of shape ({n},) to draw")
+            args[6], args[7] = np.zeros((n, 4), dtype=np.int32), np.zeros(n, dtype=np.uint8)
+            draw = (self._draw, records)
+        handle = pool._native.submit_records(
+            base, offsets, labels, ids, starts, lengths, *args, *draw, *self._extra
+        )
+        job = (self, out, args[6], args[7], records)
+        return PendingRecords(pool, job, base, status, labels, ids, starts, lengths, handle)
+
+    def job_for(self, out: np.ndarray, crops, flips, records) -> _Job:
+        """The _Job of one batch (for the images the native pool leaves to Pillow)."""
+        job = copy.copy(self._job)
+        job.out, job.crops, job.flips, job.records = out, crops, flips, records
+        job.native_extra = (None if records is None else self._draw, records, *self._extra)
+        return job
 
 
 def _native_images(buffers: Sequence[Any] | Spans) -> tuple[Any, tuple]:
