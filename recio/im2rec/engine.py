@@ -49,7 +49,7 @@ from .pack import (
     TooManyErrors,
     _check_list,
     _nothing_written,
-    _read_list,
+    _read_list_into,
     _record_stream,
     output_names,
     shard_slice,
@@ -442,14 +442,7 @@ def pack_on_cluster(
     start = time.perf_counter()
     bar = None
     try:
-        entries, linenos, bad_lines = _read_list(lst, storage_options)
-        report.images = len(entries)
-        report.skipped.extend(bad_lines)
-        if max_errors is not None and len(bad_lines) > max_errors:
-            raise TooManyErrors(
-                f"{len(bad_lines)} lines of the list unreadable, more than --max-errors "
-                f"{max_errors} (first: {bad_lines[0]['path']}: {bad_lines[0]['reason']})"
-            )
+        entries, linenos, bad_lines = _read_list_into(report, lst, storage_options, max_errors)
         _check_list(lst, entries, linenos, root, opts)
         if not entries:
             raise TooManyErrors(_nothing_written(report, lst, root))

@@ -152,6 +152,25 @@ def read_list(url: str, storage_options: dict[str, Any] | None = None):
     return entries, bad
 
 
+def _read_list_into(
+    report: PackReport, lst: str, storage_options: dict[str, Any] | None, max_errors: int | None
+) -> tuple[list[ListEntry], list[int], list[dict]]:
+    """:func:`_read_list` of ``lst``, its unreadable lines also put into ``report``.
+
+    Raises:
+        TooManyErrors: more unreadable lines than ``max_errors``.
+    """
+    entries, linenos, bad_lines = _read_list(lst, storage_options)
+    report.images = len(entries)
+    report.skipped.extend(bad_lines)
+    if max_errors is not None and len(bad_lines) > max_errors:
+        raise TooManyErrors(
+            f"{len(bad_lines)} lines of the list unreadable, more than --max-errors "
+            f"{max_errors} (first: {bad_lines[0]['path']}: {bad_lines[0]['reason']})"
+        )
+    return entries, linenos, bad_lines
+
+
 def _read_list(url: str, storage_options: dict[str, Any] | None):
     """``(entries, line numbers of the entries, bad_lines)`` of a .lst."""
     entries: list[ListEntry] = []
@@ -392,14 +411,7 @@ def pack_list(
     rotated: tuple[str, int] | None = None  # pass-through: the first EXIF-rotated JPEG
     n_rotated = 0
     try:
-        entries, linenos, bad_lines = _read_list(lst, storage_options)
-        report.images = len(entries)
-        report.skipped.extend(bad_lines)
-        if max_errors is not None and len(bad_lines) > max_errors:
-            raise TooManyErrors(
-                f"{len(bad_lines)} lines of the list unreadable, more than --max-errors "
-                f"{max_errors} (first: {bad_lines[0]['path']}: {bad_lines[0]['reason']})"
-            )
+        entries, linenos, _ = _read_list_into(report, lst, storage_options, max_errors)
         _check_list(lst, entries, linenos, root, opts, layout)
         index = None
         if face:  # NOTE [insightface layout]: index = the key the image gets if none is skipped
