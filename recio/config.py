@@ -110,6 +110,17 @@ class Normalize:
         """Whether mean/std/scale change the pixels at all (a mean image aside)."""
         return self.mean != (0.0, 0.0, 0.0) or self.std != (1.0, 1.0, 1.0) or self.scale != 1
 
+    @property
+    def channel_mean_std(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """``mean`` and ``std`` per output channel: ``channel_order``'s (reversed for BGR).
+
+        ``mean``/``std`` are MXNet's ``mean_r/g/b``, ``std_r/g/b``: of the red, green and
+        blue channels wherever the output puts them.
+        """
+        if self.channel_order == "BGR":
+            return self.mean[::-1], self.std[::-1]
+        return self.mean, self.std
+
 
 @dataclass(frozen=True)
 class Sharding:

@@ -206,8 +206,8 @@ class RecordDataset:
                 settings["geometry"],
             ),
             decode_kwargs={
-                "mean": norm.mean if norm.enabled else None,
-                "std": norm.std if norm.enabled else None,
+                "mean": norm.channel_mean_std[0] if norm.enabled else None,
+                "std": norm.channel_mean_std[1] if norm.enabled else None,
                 "layout": norm.layout,
                 "channel_order": norm.channel_order,
             },

@@ -305,8 +305,8 @@ class _Run:
         norm = config.normalize
         self.decode_kwargs = {
             "interpolation": config.interpolation,
-            "mean": norm.mean if norm.enabled else None,
-            "std": norm.std if norm.enabled else None,
+            "mean": norm.channel_mean_std[0] if norm.enabled else None,
+            "std": norm.channel_mean_std[1] if norm.enabled else None,
             "layout": norm.layout,
             "channel_order": norm.channel_order,
             "scale": norm.scale,

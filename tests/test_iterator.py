@@ -656,3 +656,23 @@ def test_ctrl_c_with_batches_queued_leaves_the_iterator_closable(tmp_path):
     assert all(np.array_equal(s, o) for s, o in zip(snap, outs, strict=True))
     with pytest.raises(ValueError, match="was closed"):
         next(it)
+
+
+@pytest.mark.parametrize("order", ["RGB", "BGR"])
+def test_mean_and_std_are_of_the_red_green_and_blue_channels(tmp_path, order):
+    """mean_r/std_r are the red channel's wherever channel_order puts it (as mean_img's)."""
+    img = np.zeros((8, 8, 3), np.uint8)
+    img[..., 0], img[..., 2] = 200, 40  # red and blue
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="PNG")
+    rec, idx = str(tmp_path / "r.rec"), str(tmp_path / "r.idx")
+    with MXIndexedRecordIO(idx, rec, "w") as w:
+        for k in range(4):
+            w.write_idx(k, pack(IRHeader(0, 0.0, k, 0), buf.getvalue()))
+    kw = dict(mean_r=100, std_r=2, mean_b=10, channel_order=order)
+    with ImageRecordIter(rec, (3, 8, 8), 4, **kw) as it:
+        data = next(iter(it)).data
+    red, blue = (0, 2) if order == "RGB" else (2, 0)
+    assert np.allclose(data[:, red], (200 - 100) / 2)
+    assert np.allclose(data[:, blue], 40 - 10)
+    assert np.allclose(data[:, 1], 0)

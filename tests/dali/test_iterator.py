@@ -25,6 +25,18 @@ def test_pixels_match_cpu_iterator_for_the_same_crops(rec):
 
 
 @needs_dali
+def test_bgr_output_takes_each_colour_its_own_mean_and_std(rec):
+    # mean_r/std_r are the red channel's in BGR output too, as on the CPU iterator
+    kw = dict(channel_order="BGR", mean_r=200, mean_g=110, mean_b=20, std_r=10, std_g=60)
+    it, ref = pair(rec, data_shape=(3, 24, 24), **kw)
+    a, b = next(iter(it)), next(iter(ref))
+    diff = np.abs(a.data - b.data)
+    assert diff.mean() < 0.5, diff.mean()  # a few levels apart at most, / std
+    blue_first = next(iter(pair(rec, data_shape=(3, 24, 24), channel_order="BGR")[0])).data
+    np.testing.assert_allclose(a.data[:, 0], blue_first[:, 0] - 20, atol=1e-3)
+
+
+@needs_dali
 def test_plain_crop_without_resize_is_nearly_exact(rec):
     it, ref = pair(rec, data_shape=(3, 24, 24), layout="NHWC", dtype="uint8")
     a, b = next(iter(it)), next(iter(ref))
