@@ -48,6 +48,7 @@ from .pack import (
     PackReport,
     TooManyErrors,
     _check_list,
+    _failed_status,
     _nothing_written,
     _read_list_into,
     _record_stream,
@@ -493,12 +494,7 @@ def pack_on_cluster(
                 "(the shards published are whole and are reused by a rerun)"
             )
     except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            report.status = "interrupted"
-        elif isinstance(exc, (TooManyErrors, ValueError)):
-            report.status = "aborted"
-        else:
-            report.status = "failed"
+        report.status = _failed_status(exc)
         raise
     finally:
         if bar is not None:

@@ -486,12 +486,8 @@ def pack_list(
                 "come from this run; run it again",
                 ", ".join(published),
             )
-        elif isinstance(exc, KeyboardInterrupt):
-            report.status = "interrupted"
-        elif isinstance(exc, (TooManyErrors, ValueError)):  # the input was refused
-            report.status = "aborted"
-        else:  # reading, writing or publishing failed
-            report.status = "failed"
+        else:
+            report.status = _failed_status(exc)
         raise
     finally:
         if bar is not None:
@@ -499,6 +495,15 @@ def pack_list(
         report.seconds = time.perf_counter() - start
     report.status = "complete"
     return report
+
+
+def _failed_status(exc: BaseException) -> str:
+    """A report's status for a run that ``exc`` ended."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(exc, (TooManyErrors, ValueError)):  # the input was refused
+        return "aborted"
+    return "failed"  # reading, writing or publishing failed
 
 
 _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
