@@ -478,15 +478,23 @@ def cmd_checksum(args: argparse.Namespace) -> int:
 
     For several shards: each shard's beside it; a shard refused does not stop the others.
     """
+    return _per_shard(args, _checksum, "checksum")
+
+
+def _per_shard(args: argparse.Namespace, one, command: str) -> int:
+    """``one(url, args)`` for the .rec, or for each of its shards.
+
+    A shard refused does not stop the others; it makes the exit status 1.
+    """
     shards = _shard_urls(args)
     if shards is None:
-        return _checksum(args.rec[0], args)
+        return one(args.rec[0], args)
     refused = 0
     for url in shards:
         try:
-            _checksum(url, args)
+            one(url, args)
         except Refused as exc:
-            print(f"recio checksum: {exc}", file=sys.stderr)
+            print(f"recio {command}: {exc}", file=sys.stderr)
             refused += 1
     if refused:
         print(f"{refused} of {len(shards)} shards refused", file=sys.stderr)
@@ -538,19 +546,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     For several shards: each shard's .idx beside it; a shard refused does not stop the
     others (exit status 1 at the end).
     """
-    shards = _shard_urls(args)
-    if shards is None:
-        return _index(args.rec[0], args)
-    refused = 0
-    for url in shards:
-        try:
-            _index(url, args)
-        except Refused as exc:
-            print(f"recio index: {exc}", file=sys.stderr)
-            refused += 1
-    if refused:
-        print(f"{refused} of {len(shards)} shards refused", file=sys.stderr)
-    return 1 if refused else 0
+    return _per_shard(args, _index, "index")
 
 
 def _index(rec: str, args: argparse.Namespace) -> int:
