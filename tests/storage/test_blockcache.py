@@ -363,7 +363,9 @@ def test_the_iterator_skips_and_counts_a_record_wrong_at_the_store(damaged, tmp_
         ids = [int(i) for b in it for i in b.index]
         assert 100 + K not in ids and len(ids) == CHECKED_N
         assert it.stats.skipped == 1 and it.stats.checksum_mismatches == 1
-        assert damaged.sent() == 2
+        # the first fetch and the refetch (and the next epoch's read-ahead may have read it
+        # again: one more); served from the cache, the refetch would leave this at 1
+        assert damaged.sent() >= 2
     args["cache_dir"] = str(tmp_path / "raise")
     with (
         ImageRecordIter(damaged.url, on_error="raise", **args) as it,
