@@ -201,7 +201,7 @@ def test_eight_ranks_on_one_node_share_one_cache(tmp_path):
     assert (covered == 1).all(), f"bytes sent {np.bincount(covered)} times"
     fits = [stats for _, stats in by_run[0].values()]
     # (counted as the ranks stopped: one may still be fetching for its next epoch's read-ahead)
-    assert 0 < sum(s["misses"] for s in fits) <= -(-size // 4096) and all(s["hits"] for s in fits)
+    assert 0 < sum(s["misses"] for s in fits) <= -(-size // 4096) < sum(s["hits"] for s in fits)
     small = [stats for _, stats in by_run[1].values()]
     assert sum(s["evicted"] + s["bypassed"] for s in small) > 0
 
