@@ -215,6 +215,7 @@ class Sampler:
         self.start = _check_start(start, num_records, self.last_batch)
         # epoch -> (record positions in order, their draw keys or None)
         self._order_cache: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
+        self._steps_cache: dict[int, tuple[int, int, int]] = {}  # epoch -> _steps
 
     def resumed(self, epoch: int, consumed: int, **changes) -> Sampler:
         """This sampler (with ``changes`` to its arguments) starting at ``(epoch, consumed)``."""
@@ -289,6 +290,14 @@ class Sampler:
         ``base`` is where step ``first`` begins in the stream (epoch-relative; rollover:
         from the start of epoch 0's order).
         """
+        steps = self._steps_cache.get(epoch)  # asked once a batch (steps_in_epoch)
+        if steps is None:
+            if len(self._steps_cache) > 2:
+                self._steps_cache.clear()
+            steps = self._steps_cache[epoch] = self._count_steps(epoch)
+        return steps
+
+    def _count_steps(self, epoch: int) -> tuple[int, int, int]:
         n, g = self.num_records, self.global_batch
         e0, c0 = self.start
         if self.last_batch is LastBatch.ROLLOVER:
