@@ -247,8 +247,9 @@ class BatchBuffers:
         return self._hand_out(buffer, buffer.__array_interface__)
 
     def _hand_out(self, buffer: np.ndarray, interface: dict) -> np.ndarray:
-        # the buffer's __array_interface__ is made once (a dict, its typestr formatted: a
-        # tenth of a small-image batch's Python), and shared by its leases: numpy only reads it
+        # the buffer's __array_interface__ is made once (a dict, its typestr formatted: 11 k
+        # instructions, on small images 5 % of a batch's serial work), and shared by its
+        # leases: numpy only reads it
         lease = _Lease(buffer, interface)
         self._slots.append((buffer, interface, weakref.ref(lease)))
         return np.asarray(lease)

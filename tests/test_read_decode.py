@@ -308,3 +308,35 @@ def test_lean_local_batches_with_reused_rows_decode_as_read_and_decode(mixed, tm
                 np.testing.assert_array_equal(out, want)
                 np.testing.assert_array_equal(labels, ref.labels)
                 np.testing.assert_array_equal(ids, ref.ids)
+
+
+def test_a_pool_parses_a_draw_once_and_a_new_one_anew(mixed):
+    """The native pool keeps the draw tuple it parsed last (a pipeline's readers pass the
+    same one with every batch): batches of readers with different draws, in turn on one
+    pool, each give what a fresh pool gives for its draw."""
+    from recio.read_decode import BatchReader
+
+    positions = np.arange(0, 40, 6)  # the jpeg records
+    draws = [KeyedDraw(SPEC, 4, 1), KeyedDraw(SPEC, 4, 2), KeyedDraw(SPEC, 9, 1)]
+    shape = (len(positions), 3, 20, 24)
+    with RecordFile(mixed) as records:
+        want = []
+        for draw in draws:
+            with DecodePool(1) as fresh:
+                out = np.zeros(shape, np.float32)
+                read_and_decode(
+                    records, positions, fresh, out, label_width=2, draw=draw,
+                    decode_kwargs=KWARGS,
+                )  # fmt: skip
+                want.append(out)
+        assert not np.array_equal(want[0], want[1]) and not np.array_equal(want[0], want[2])
+        with DecodePool(1) as pool:
+            readers = [
+                BatchReader(records, pool, shape, np.float32, label_width=2, draw=draw,
+                            decode_kwargs=KWARGS)
+                for draw in draws
+            ]  # fmt: skip
+            for k in [0, 0, 1, 0, 2, 2, 1]:
+                out = np.zeros(shape, np.float32)
+                readers[k].submit(positions, out).result()
+                np.testing.assert_array_equal(out, want[k], err_msg=f"draw {k}")
