@@ -254,9 +254,10 @@ print(decode.pool._native.SIMD, h.hexdigest())
 
 @native_only
 def test_avx2_and_sse2_passes_give_the_same_bytes():
-    """The vertical pass and the single-channel horizontal pass have AVX2 versions picked
-    at run time; with RECIO_SIMD=sse2 the SSE2 ones run. Same images, same bytes, at every
-    kernel width, for transcodes (planes) and decodes (interleaved RGB rows)."""
+    """The vertical pass (which a plane's horizontal pass also runs, over its transposed
+    rows) has an AVX2 version picked at run time; with RECIO_SIMD=sse2 the SSE2 one runs.
+    Same images, same bytes, at every kernel width, for transcodes (planes) and decodes
+    (interleaved RGB rows)."""
 
     def digest(**env: str) -> str:
         run = subprocess.run(
