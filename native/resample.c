@@ -663,3 +663,117 @@ void rc_coeffs_free(rc_coeffs *c) {
   free(c->kk);
   free(c->prekk);
 }
+
+/* ---- whole planes: the horizontal pass as a vertical pass over the transposed rows ---- */
+
+#ifdef __SSE2__
+/* One 16x16 tile: four rounds of interleaving (bytes, 16-, 32-, 64-bit units) turn 16 rows
+ * into 16 columns. */
+static void transpose16(const uint8_t *src, size_t ss, uint8_t *dst, size_t ds) {
+  __m128i a[16], b[16];
+  for (int i = 0; i < 16; i++) a[i] = _mm_loadu_si128((const __m128i *)(src + i * ss));
+  for (int i = 0; i < 8; i++) { /* b[8g + i]: rows 2i, 2i+1; columns 8g.. 8g+7 */
+    b[i] = _mm_unpacklo_epi8(a[2 * i], a[2 * i + 1]);
+    b[8 + i] = _mm_unpackhi_epi8(a[2 * i], a[2 * i + 1]);
+  }
+  for (int g = 0; g < 2; g++) /* a[4q + i]: rows 4i.. 4i+3; columns 4q.. 4q+3 */
+    for (int i = 0; i < 4; i++) {
+      a[8 * g + i] = _mm_unpacklo_epi16(b[8 * g + 2 * i], b[8 * g + 2 * i + 1]);
+      a[8 * g + 4 + i] = _mm_unpackhi_epi16(b[8 * g + 2 * i], b[8 * g + 2 * i + 1]);
+    }
+  for (int q = 0; q < 4; q++) /* b[2p + i]: rows 8i.. 8i+7; columns 2p, 2p+1 */
+    for (int i = 0; i < 2; i++) {
+      b[4 * q + i] = _mm_unpacklo_epi32(a[4 * q + 2 * i], a[4 * q + 2 * i + 1]);
+      b[4 * q + 2 + i] = _mm_unpackhi_epi32(a[4 * q + 2 * i], a[4 * q + 2 * i + 1]);
+    }
+  for (int p = 0; p < 8; p++) {
+    _mm_storeu_si128((__m128i *)(dst + (size_t)(2 * p) * ds),
+                     _mm_unpacklo_epi64(b[2 * p], b[2 * p + 1]));
+    _mm_storeu_si128((__m128i *)(dst + (size_t)(2 * p + 1) * ds),
+                     _mm_unpackhi_epi64(b[2 * p], b[2 * p + 1]));
+  }
+}
+#endif
+
+void rc_transpose(const uint8_t *src, size_t sstride, uint8_t *dst, size_t dstride, int rows,
+                  int cols) {
+#ifdef __SSE2__
+  for (int r0 = 0; r0 < rows; r0 += 16)
+    for (int c0 = 0; c0 < cols; c0 += 16) {
+      const int nr = rows - r0 < 16 ? rows - r0 : 16, nc = cols - c0 < 16 ? cols - c0 : 16;
+      const uint8_t *s = src + (size_t)r0 * sstride + c0;
+      uint8_t *d = dst + (size_t)c0 * dstride + r0;
+      if (nr == 16 && nc == 16) {
+        transpose16(s, sstride, d, dstride);
+        continue;
+      }
+      /* An edge tile: through two local tiles, so no byte outside the block is touched. */
+      uint8_t a[256] = {0}, t[256];
+      for (int r = 0; r < nr; r++) memcpy(a + 16 * r, s + (size_t)r * sstride, (size_t)nc);
+      transpose16(a, 16, t, 16);
+      for (int c = 0; c < nc; c++) memcpy(d + (size_t)c * dstride, t + 16 * c, (size_t)nr);
+    }
+#else
+  for (int c = 0; c < cols; c++)
+    for (int r = 0; r < rows; r++) dst[(size_t)c * dstride + r] = src[(size_t)r * sstride + c];
+#endif
+}
+
+static size_t round16(int v) {
+  return ((size_t)v + 15) & ~(size_t)15;
+}
+
+uint64_t rc_resample_plane_bytes(int in_w, int out_w, int out_h) {
+  const uint64_t t = round16(out_h);
+  return (uint64_t)out_h * round16(in_w) + (uint64_t)in_w * t + (uint64_t)out_w * t + 3 * RC_SLACK;
+}
+
+static int grow(rc_buf b, size_t need) {
+  return rc_grow((void **)b.p, b.cap, need);
+}
+
+int rc_resample_plane(const uint8_t *src, size_t sstride, const rc_coeffs *ch, const rc_coeffs *cv,
+                      uint8_t *dst, size_t dstride, int out_w, int out_h, rc_buf mid, rc_buf midt,
+                      rc_buf outt) {
+  /* The input columns any output uses. */
+  int cx0 = ch->bounds[0], cx1 = cx0 + 1;
+  for (int xx = 0; xx < out_w; xx++) {
+    const int a = ch->bounds[2 * xx], e = a + ch->bounds[2 * xx + 1];
+    if (a < cx0) cx0 = a;
+    if (e > cx1) cx1 = e;
+  }
+  const int cw = cx1 - cx0;
+  /* Vertical pass (or, for a row-for-row window, the source rows themselves). */
+  const uint8_t *rows;
+  size_t rstride;
+  if (cv->identity) {
+    rows = src + (size_t)cv->bounds[0] * sstride + cx0;
+    rstride = sstride;
+  } else {
+    rstride = round16(cw);
+    if (grow(mid, rstride * out_h + RC_SLACK)) return -1;
+    /* Whole vectors: the columns past cw read the next row (or the source's RC_SLACK after
+     * the last) and land in the padding. */
+    for (int yy = 0; yy < out_h; yy++)
+      rc_vpass(src + cx0, sstride, rstride, cv->bounds[2 * yy], cv->bounds[2 * yy + 1],
+               cv->kk + (size_t)yy * cv->ksize, *mid.p + (size_t)yy * rstride);
+    rows = *mid.p;
+  }
+  if (ch->identity) {
+    for (int yy = 0; yy < out_h; yy++)
+      memcpy(dst + (size_t)yy * dstride, rows + (size_t)yy * rstride + (ch->bounds[0] - cx0),
+             (size_t)out_w);
+    return 0;
+  }
+  /* Horizontal pass: columns become rows, each output column one vertical pass over them. */
+  const size_t tstride = round16(out_h);
+  if (grow(midt, tstride * cw + RC_SLACK) || grow(outt, tstride * out_w + RC_SLACK)) return -1;
+  rc_transpose(rows, rstride, *midt.p, tstride, out_h, cw);
+  if (tstride > (size_t)out_h) /* the passes run whole vectors: keep the padding defined */
+    for (int x = 0; x < cw; x++) memset(*midt.p + (size_t)x * tstride + out_h, 0, tstride - out_h);
+  for (int xx = 0; xx < out_w; xx++)
+    rc_vpass(*midt.p, tstride, tstride, ch->bounds[2 * xx] - cx0, ch->bounds[2 * xx + 1],
+             ch->kk + (size_t)xx * ch->ksize, *outt.p + (size_t)xx * tstride);
+  rc_transpose(*outt.p, tstride, dst, dstride, out_w, out_h);
+  return 0;
+}

@@ -64,4 +64,27 @@ int rc_simd_avx2(void);
 /* One past the last input row that rc_precompute(.., in0, in1, out_size, ..) reads. */
 int rc_end_row(double in0, double in1, int out_size, int in_size, int interp);
 
+/* A growable scratch buffer that the caller owns (a worker's field and its capacity). */
+typedef struct {
+  uint8_t **p;
+  size_t *cap;
+} rc_buf;
+
+/* Copies a rows x cols block of bytes to its transpose: dst[c * dstride + r] = src[r * sstride
+ * + c] (SSE2 16x16 tiles where compiled in, the edges one byte at a time). */
+void rc_transpose(const uint8_t *src, size_t sstride, uint8_t *dst, size_t dstride, int rows,
+                  int cols);
+
+/* Scratch bytes rc_resample_plane needs for an in_w-wide window resampled to out_w x out_h. */
+uint64_t rc_resample_plane_bytes(int in_w, int out_w, int out_h);
+
+/* Resamples one single-channel plane to out_w x out_h with coefficients ch (columns) and cv
+ * (rows): the vertical pass row by row, then the horizontal pass as a vertical pass over the
+ * transposed rows (whole 32-column vector steps, no gathers), transposed back. The bytes equal
+ * rc_vpass then rc_hpass1 per row. `src` rows are `sstride` bytes; three scratch buffers grow
+ * as needed. Returns -1 when out of memory. */
+int rc_resample_plane(const uint8_t *src, size_t sstride, const rc_coeffs *ch, const rc_coeffs *cv,
+                      uint8_t *dst, size_t dstride, int out_w, int out_h, rc_buf mid, rc_buf midt,
+                      rc_buf outt);
+
 #endif
