@@ -48,10 +48,6 @@ void rc_split3(const uint8_t *in, uint8_t *d0, uint8_t *d1, uint8_t *d2, int n);
 void rc_vpass(const uint8_t *tmp, size_t stride, size_t width, int ymin, int ymax, const int16_t *k,
               uint8_t *line);
 
-/* Horizontal pass over single-channel samples; `line` holds the row from column `off` on and
- * must stay readable ksize + 8 bytes past the last sample used. */
-void rc_hpass1(const uint8_t *line, int off, uint8_t *out, int out_n, const rc_coeffs *c);
-
 /* Picks the passes' instruction set once, at module import (before any thread runs): AVX2
  * on x86-64 where the CPU has it, unless the environment says RECIO_SIMD=sse2; until called,
  * the AVX2 passes are off. Returns what runs: "avx2", "sse2" (built with SSE2, always so on
@@ -80,8 +76,8 @@ uint64_t rc_resample_plane_bytes(int in_w, int out_w, int out_h);
 
 /* Resamples one single-channel plane to out_w x out_h with coefficients ch (columns) and cv
  * (rows): the vertical pass row by row, then the horizontal pass as a vertical pass over the
- * transposed rows (whole 32-column vector steps, no gathers), transposed back. The bytes equal
- * rc_vpass then rc_hpass1 per row. `src` rows are `sstride` bytes; three scratch buffers grow
+ * transposed rows (whole 32-column vector steps, no gathers), transposed back: the same bytes
+ * as a horizontal pass over each row. `src` rows are `sstride` bytes; three scratch buffers grow
  * as needed. Returns -1 when out of memory. */
 int rc_resample_plane(const uint8_t *src, size_t sstride, const rc_coeffs *ch, const rc_coeffs *cv,
                       uint8_t *dst, size_t dstride, int out_w, int out_h, rc_buf mid, rc_buf midt,
