@@ -479,3 +479,213 @@ void rc_colour_apply(const rc_colour *c, const double v[RC_COLOUR_VALUES], uint8
     run_pass(&o, n, rgb, NULL, rgb, NULL);
   }
 }
+
+/* ---- the fused colour and store (colour.h's rc_colour_plan) ---- */
+
+int rc_colour_fused(void) {
+#ifdef RC_COLOUR_AVX2
+  return colour_avx2;
+#else
+  return 0;
+#endif
+}
+
+void rc_colour_plan_begin(rc_colour_plan *p, const rc_colour *c, const double v[RC_COLOUR_VALUES],
+                          int bgr) {
+  p->hls = c->random_h || c->random_s || c->random_l;
+  p->dh = (int)v[0], p->ds = (int)v[1], p->dl = (int)v[2];
+  const int bright = c->brightness > 0;
+  p->contrast = c->contrast > 0, p->sat = c->saturation > 0, p->pca = c->pca_noise > 0;
+  p->t1_on = bright || p->contrast;
+  p->ab = (float)v[3], p->ac = (float)v[4], p->as = (float)v[5], p->bs = (float)(1.0 - v[5]);
+  p->alpha_c = v[4];
+  for (int k = 0; k < 3; k++) p->add[k] = (float)v[6 + k];
+  for (int i = 0; i < 256; i++) p->tb[i] = bright ? round_clip((float)i * p->ab) : (float)i;
+  p->src[0] = bgr ? 2 : 0, p->src[1] = 1, p->src[2] = bgr ? 0 : 2;
+}
+
+#ifdef RC_COLOUR_AVX2
+static size_t row_sums_avx2(const rc_colour_plan *p, const uint8_t *rgb, size_t npix,
+                            double sums[3]);
+#endif
+
+void rc_colour_row_prepare(const rc_colour_plan *p, uint8_t *rgb, size_t npix, double sums[3]) {
+  if (p->hls)
+    for (size_t i = 0; i < npix; i++) hls_jitter(rgb + 3 * i, p->dh, p->ds, p->dl);
+  if (!p->contrast) return;
+  size_t i = 0;
+#ifdef RC_COLOUR_AVX2
+  if (colour_avx2) i = row_sums_avx2(p, rgb, npix, sums);
+#endif
+  for (; i < npix; i++) /* (whole numbers: exact) */
+    for (int k = 0; k < 3; k++) sums[k] += p->tb[rgb[3 * i + k]];
+}
+
+void rc_colour_plan_finish(rc_colour_plan *p, const double sums[3], size_t npix, const void *lut,
+                           int itemsize) {
+  float beta = 0;
+  if (p->contrast) { /* as rc_colour_apply: the luma weights in MXNet's order */
+    const double mean =
+        (sums[2] * 0.299 + sums[1] * 0.587 + sums[0] * 0.114) / (double)(npix ? npix : 1);
+    beta = (float)((1.0 - p->alpha_c) * mean);
+  }
+  for (int i = 0; i < 256; i++)
+    p->t1[i] = p->contrast ? round_clip(p->tb[i] * p->ac + beta) : p->tb[i];
+  p->itemsize = itemsize;
+  for (int k = 0; k < 3; k++) {
+    const float add = p->add[p->src[k]];
+    for (int i = 0; i < 256; i++) {
+      /* without saturation the value read is the byte itself: brightness and contrast too */
+      const int y = p->sat ? i : (int)p->t1[i];
+      const int z = p->pca ? (int)round_clip((float)y + add) : y;
+      if (itemsize == 4)
+        p->out[k][i] = ((const uint32_t *)lut)[k * 256 + z];
+      else if (itemsize == 2)
+        p->out[k][i] = ((const uint16_t *)lut)[k * 256 + z];
+      else
+        p->out[k][i] = (uint32_t)z;
+    }
+  }
+}
+
+/* One pixel of rc_colour_store_row in C: the SIMD loop's arithmetic, value for value. */
+static inline void store_pixel(const rc_colour_plan *p, const uint8_t *s, int x, void *const dst[3],
+                               const float *const mean[3], float contrast) {
+  int y[3] = {s[0], s[1], s[2]};
+  if (p->sat) {
+    float f[3];
+    for (int c = 0; c < 3; c++) f[c] = p->t1_on ? p->t1[s[c]] : (float)s[c];
+    const float gb = grey_of(f) * p->bs;
+    for (int c = 0; c < 3; c++) y[c] = (int)round_clip(f[c] * p->as + gb);
+  }
+  for (int k = 0; k < 3; k++) {
+    const uint32_t v = p->out[k][y[p->src[k]]];
+    if (p->itemsize == 4) {
+      float f;
+      memcpy(&f, &v, 4);
+      ((float *)dst[k])[x] = mean[k] ? f - contrast * mean[k][x] : f;
+    } else if (p->itemsize == 2) {
+      ((uint16_t *)dst[k])[x] = (uint16_t)v;
+    } else {
+      ((uint8_t *)dst[k])[x] = (uint8_t)v;
+    }
+  }
+}
+
+#ifdef RC_COLOUR_AVX2
+/* Eight pixels (24 bytes at s) as three vectors of one channel's values each, from the bytes
+ * (pshufb: each channel's bytes together in the low 8 bytes, then widened). */
+AVX2_INLINE void split8(const uint8_t *s, __m256i v[3]) {
+  const __m128i lo = _mm_loadu_si128((const __m128i *)s);
+  const __m128i hi = _mm_loadl_epi64((const __m128i *)(s + 16));
+  const __m128i m_lo[3] = {
+      _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+      _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+      _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1)};
+  const __m128i m_hi[3] = {
+      _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, -1, -1, -1, -1, -1, -1, -1, -1),
+      _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, -1, -1, -1, -1, -1, -1, -1, -1),
+      _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, -1, -1, -1, -1, -1, -1, -1, -1)};
+#pragma GCC unroll 3
+  for (int c = 0; c < 3; c++)
+    v[c] = _mm256_cvtepu8_epi32(
+        _mm_or_si128(_mm_shuffle_epi8(lo, m_lo[c]), _mm_shuffle_epi8(hi, m_hi[c])));
+}
+
+/* The contrast's sums (rc_colour_row_prepare) 24 values a step: value i + 8t + l of lane l
+ * of acc[t] is channel (8t + l) % 3. Returns the pixels done. */
+__attribute__((target("avx2"))) static size_t row_sums_avx2(const rc_colour_plan *p,
+                                                            const uint8_t *rgb, size_t npix,
+                                                            double sums[3]) {
+  __m256 acc[3] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  size_t i = 0;
+  /* (per-lane sums stay exact, whole numbers under 2^24, for rows up to 500 k pixels) */
+  for (; i + 8 <= npix && i < 500000; i += 8) {
+    const uint8_t *s = rgb + 3 * i;
+#pragma GCC unroll 3
+    for (int t = 0; t < 3; t++) {
+      const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(s + 8 * t)));
+      acc[t] = _mm256_add_ps(acc[t], _mm256_i32gather_ps(p->tb, idx, 4));
+    }
+  }
+  float lanes[24];
+  for (int t = 0; t < 3; t++) _mm256_storeu_ps(lanes + 8 * t, acc[t]);
+  for (int t = 0; t < 3; t++)
+    for (int l = 0; l < 8; l++) sums[(8 * t + l) % 3] += lanes[8 * t + l];
+  return i;
+}
+
+AVX2_INLINE void store_row_avx2_k(const rc_colour_plan *p, const uint8_t *rgb, int W, int flip,
+                                  void *const dst[3], const float *const mean[3], float contrast,
+                                  int sat, int t1) {
+  const __m256 as = _mm256_set1_ps(p->as), bs = _mm256_set1_ps(p->bs);
+  const __m256 ct = _mm256_set1_ps(contrast);
+  const __m256i rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  int x = 0;
+  for (; x + 8 <= W; x += 8) {
+    __m256i idx[3];
+    split8(rgb + 3 * x, idx);
+    if (sat) {
+      __m256 f[3];
+#pragma GCC unroll 3
+      for (int c = 0; c < 3; c++)
+        f[c] = t1 ? _mm256_i32gather_ps(p->t1, idx[c], 4) : _mm256_cvtepi32_ps(idx[c]);
+      /* grey_of's order: (b * 0.299 + g * 0.587) + r * 0.114 */
+      const __m256 g = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(f[2], _mm256_set1_ps(0.299f)),
+                                                   _mm256_mul_ps(f[1], _mm256_set1_ps(0.587f))),
+                                     _mm256_mul_ps(f[0], _mm256_set1_ps(0.114f)));
+      const __m256 gb = _mm256_mul_ps(g, bs);
+#pragma GCC unroll 3
+      for (int c = 0; c < 3; c++)
+        idx[c] = _mm256_cvtps_epi32(round_clip8(_mm256_add_ps(_mm256_mul_ps(f[c], as), gb)));
+    }
+    const int at = flip ? W - 8 - x : x;
+#pragma GCC unroll 3
+    for (int k = 0; k < 3; k++) {
+      __m256i v = _mm256_i32gather_epi32((const int *)p->out[k], idx[p->src[k]], 4);
+      if (flip) v = _mm256_permutevar8x32_epi32(v, rev);
+      if (p->itemsize == 4) {
+        float *d = (float *)dst[k] + at;
+        if (mean[k])
+          _mm256_storeu_ps(d, _mm256_sub_ps(_mm256_castsi256_ps(v),
+                                            _mm256_mul_ps(ct, _mm256_loadu_ps(mean[k] + at))));
+        else
+          _mm256_storeu_si256((__m256i *)d, v);
+      } else {
+        const __m128i w =
+            _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        if (p->itemsize == 2)
+          _mm_storeu_si128((__m128i *)((uint16_t *)dst[k] + at), w);
+        else
+          _mm_storel_epi64((__m128i *)((uint8_t *)dst[k] + at), _mm_packus_epi16(w, w));
+      }
+    }
+  }
+  for (; x < W; x++) store_pixel(p, rgb + 3 * x, flip ? W - 1 - x : x, dst, mean, contrast);
+}
+
+__attribute__((target("avx2"))) static void store_row_avx2(const rc_colour_plan *p,
+                                                           const uint8_t *rgb, int W, int flip,
+                                                           void *const dst[3],
+                                                           const float *const mean[3],
+                                                           float contrast) {
+  if (!p->sat)
+    store_row_avx2_k(p, rgb, W, flip, dst, mean, contrast, 0, 0);
+  else if (p->t1_on)
+    store_row_avx2_k(p, rgb, W, flip, dst, mean, contrast, 1, 1);
+  else
+    store_row_avx2_k(p, rgb, W, flip, dst, mean, contrast, 1, 0);
+}
+#endif
+
+void rc_colour_store_row(const rc_colour_plan *p, const uint8_t *rgb, int W, int flip,
+                         void *const dst[3], const float *const mean[3], float contrast) {
+#ifdef RC_COLOUR_AVX2
+  if (colour_avx2) {
+    store_row_avx2(p, rgb, W, flip, dst, mean, contrast);
+    return;
+  }
+#endif
+  for (int x = 0; x < W; x++)
+    store_pixel(p, rgb + 3 * x, flip ? W - 1 - x : x, dst, mean, contrast);
+}
