@@ -226,9 +226,8 @@ static int colour_avx2; /* rc_colour_init: the CPU has AVX2 and RECIO_SIMD is no
 #define AVX2_INLINE static inline __attribute__((always_inline, target("avx2")))
 #define SHUF8(a, b, i, j, k, l) _mm256_shuffle_ps(a, b, _MM_SHUFFLE(l, k, j, i))
 
-AVX2_INLINE __m256 round_clip8(__m256 x) {
-  const __m256 magic = _mm256_set1_ps(12582912.0f);
-  x = _mm256_sub_ps(_mm256_add_ps(x, magic), magic);
+AVX2_INLINE __m256 round_clip8(__m256 x) { /* (vroundps: half to even, as the magic) */
+  x = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   return _mm256_min_ps(_mm256_max_ps(x, _mm256_setzero_ps()), _mm256_set1_ps(255.0f));
 }
 
@@ -496,7 +495,7 @@ void rc_colour_plan_begin(rc_colour_plan *p, const rc_colour *c, const double v[
   p->dh = (int)v[0], p->ds = (int)v[1], p->dl = (int)v[2];
   const int bright = c->brightness > 0;
   p->contrast = c->contrast > 0, p->sat = c->saturation > 0, p->pca = c->pca_noise > 0;
-  p->t1_on = bright || p->contrast;
+  p->bright = bright, p->t1_on = bright || p->contrast;
   p->ab = (float)v[3], p->ac = (float)v[4], p->as = (float)v[5], p->bs = (float)(1.0 - v[5]);
   p->alpha_c = v[4];
   for (int k = 0; k < 3; k++) p->add[k] = (float)v[6 + k];
@@ -529,9 +528,19 @@ void rc_colour_plan_finish(rc_colour_plan *p, const double sums[3], size_t npix,
         (sums[2] * 0.299 + sums[1] * 0.587 + sums[0] * 0.114) / (double)(npix ? npix : 1);
     beta = (float)((1.0 - p->alpha_c) * mean);
   }
+  p->beta = beta;
   for (int i = 0; i < 256; i++)
     p->t1[i] = p->contrast ? round_clip(p->tb[i] * p->ac + beta) : p->tb[i];
   p->itemsize = itemsize;
+  /* the item is the value itself: uint8, or float32 through the identity table */
+  p->direct = itemsize == 1;
+  if (itemsize == 4) {
+    p->direct = 1;
+    for (int i = 0; i < 3 * 256; i++) { /* (bit for bit: -0.0 is not 0) */
+      const float f = (float)(i % 256);
+      p->direct &= memcmp((const float *)lut + i, &f, sizeof f) == 0;
+    }
+  }
   for (int k = 0; k < 3; k++) {
     const float add = p->add[p->src[k]];
     for (int i = 0; i < 256; i++) {
@@ -598,14 +607,18 @@ __attribute__((target("avx2"))) static size_t row_sums_avx2(const rc_colour_plan
                                                             const uint8_t *rgb, size_t npix,
                                                             double sums[3]) {
   __m256 acc[3] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  const __m256 ab = _mm256_set1_ps(p->ab);
+  const int bright = p->bright;
   size_t i = 0;
   /* (per-lane sums stay exact, whole numbers under 2^24, for rows up to 500 k pixels) */
   for (; i + 8 <= npix && i < 500000; i += 8) {
     const uint8_t *s = rgb + 3 * i;
 #pragma GCC unroll 3
-    for (int t = 0; t < 3; t++) {
-      const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(s + 8 * t)));
-      acc[t] = _mm256_add_ps(acc[t], _mm256_i32gather_ps(p->tb, idx, 4));
+    for (int t = 0; t < 3; t++) { /* (tb's arithmetic: a gather is slower on some CPUs) */
+      const __m128i b = _mm_loadl_epi64((const __m128i *)(s + 8 * t));
+      __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+      if (bright) x = round_clip8(_mm256_mul_ps(x, ab));
+      acc[t] = _mm256_add_ps(acc[t], x);
     }
   }
   float lanes[24];
@@ -615,50 +628,87 @@ __attribute__((target("avx2"))) static size_t row_sums_avx2(const rc_colour_plan
   return i;
 }
 
+/* Output channel k's vector v (8 items, in the order of the source pixels) stored at `at`:
+ * mirrored when flip, less contrast * mean where a mean image is given. */
+AVX2_INLINE void put8(const rc_colour_plan *p, int k, __m256i v, int flip, void *const dst[3],
+                      const float *const mean[3], __m256 ct, int at) {
+  if (flip) v = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0));
+  if (p->itemsize == 4) {
+    float *d = (float *)dst[k] + at;
+    if (mean[k])
+      _mm256_storeu_ps(d, _mm256_sub_ps(_mm256_castsi256_ps(v),
+                                        _mm256_mul_ps(ct, _mm256_loadu_ps(mean[k] + at))));
+    else
+      _mm256_storeu_si256((__m256i *)d, v);
+  } else {
+    const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    if (p->itemsize == 2)
+      _mm_storeu_si128((__m128i *)((uint16_t *)dst[k] + at), w);
+    else
+      _mm_storel_epi64((__m128i *)((uint8_t *)dst[k] + at), _mm_packus_epi16(w, w));
+  }
+}
+
+/* rc_colour_store_row's loop, 8 pixels a step. sat: saturation runs (else brightness and
+ * contrast are in the tables, unless direct); direct: the item is the value itself (uint8,
+ * or float32 with no normalisation), computed with PCA's shift and no table (a gather costs
+ * more than the arithmetic on some CPUs). */
 AVX2_INLINE void store_row_avx2_k(const rc_colour_plan *p, const uint8_t *rgb, int W, int flip,
                                   void *const dst[3], const float *const mean[3], float contrast,
-                                  int sat, int t1) {
+                                  int sat, int direct) {
   const __m256 as = _mm256_set1_ps(p->as), bs = _mm256_set1_ps(p->bs);
+  const __m256 ab = _mm256_set1_ps(p->ab), ac = _mm256_set1_ps(p->ac);
+  const __m256 beta = _mm256_set1_ps(p->beta);
   const __m256 ct = _mm256_set1_ps(contrast);
-  const __m256i rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  const __m256 add[3] = {_mm256_set1_ps(p->add[0]), _mm256_set1_ps(p->add[1]),
+                         _mm256_set1_ps(p->add[2])};
+  const int s0 = p->src[0], s2 = p->src[2];
   int x = 0;
   for (; x + 8 <= W; x += 8) {
     __m256i idx[3];
     split8(rgb + 3 * x, idx);
-    if (sat) {
-      __m256 f[3];
+    const int at = flip ? W - 8 - x : x;
+    if (!sat && !direct) { /* everything in the tables */
+      put8(p, 0, _mm256_i32gather_epi32((const int *)p->out[0], idx[s0], 4), flip, dst, mean, ct,
+           at);
+      put8(p, 1, _mm256_i32gather_epi32((const int *)p->out[1], idx[1], 4), flip, dst, mean, ct,
+           at);
+      put8(p, 2, _mm256_i32gather_epi32((const int *)p->out[2], idx[s2], 4), flip, dst, mean, ct,
+           at);
+      continue;
+    }
+    __m256 f[3];
 #pragma GCC unroll 3
-      for (int c = 0; c < 3; c++)
-        f[c] = t1 ? _mm256_i32gather_ps(p->t1, idx[c], 4) : _mm256_cvtepi32_ps(idx[c]);
+    for (int c = 0; c < 3; c++) { /* t1's arithmetic */
+      f[c] = _mm256_cvtepi32_ps(idx[c]);
+      if (p->bright) f[c] = round_clip8(_mm256_mul_ps(f[c], ab));
+      if (p->contrast) f[c] = round_clip8(_mm256_add_ps(_mm256_mul_ps(f[c], ac), beta));
+    }
+    if (sat) {
       /* grey_of's order: (b * 0.299 + g * 0.587) + r * 0.114 */
       const __m256 g = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(f[2], _mm256_set1_ps(0.299f)),
                                                    _mm256_mul_ps(f[1], _mm256_set1_ps(0.587f))),
                                      _mm256_mul_ps(f[0], _mm256_set1_ps(0.114f)));
       const __m256 gb = _mm256_mul_ps(g, bs);
 #pragma GCC unroll 3
-      for (int c = 0; c < 3; c++)
-        idx[c] = _mm256_cvtps_epi32(round_clip8(_mm256_add_ps(_mm256_mul_ps(f[c], as), gb)));
+      for (int c = 0; c < 3; c++) f[c] = round_clip8(_mm256_add_ps(_mm256_mul_ps(f[c], as), gb));
     }
-    const int at = flip ? W - 8 - x : x;
+    if (direct) {
+      if (p->pca)
 #pragma GCC unroll 3
-    for (int k = 0; k < 3; k++) {
-      __m256i v = _mm256_i32gather_epi32((const int *)p->out[k], idx[p->src[k]], 4);
-      if (flip) v = _mm256_permutevar8x32_epi32(v, rev);
-      if (p->itemsize == 4) {
-        float *d = (float *)dst[k] + at;
-        if (mean[k])
-          _mm256_storeu_ps(d, _mm256_sub_ps(_mm256_castsi256_ps(v),
-                                            _mm256_mul_ps(ct, _mm256_loadu_ps(mean[k] + at))));
-        else
-          _mm256_storeu_si256((__m256i *)d, v);
-      } else {
-        const __m128i w =
-            _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-        if (p->itemsize == 2)
-          _mm_storeu_si128((__m128i *)((uint16_t *)dst[k] + at), w);
-        else
-          _mm_storel_epi64((__m128i *)((uint8_t *)dst[k] + at), _mm_packus_epi16(w, w));
-      }
+        for (int c = 0; c < 3; c++) f[c] = round_clip8(_mm256_add_ps(f[c], add[c]));
+      const __m256 v[3] = {f[s0], f[1], f[s2]};
+#pragma GCC unroll 3
+      for (int k = 0; k < 3; k++)
+        put8(p, k, p->itemsize == 4 ? _mm256_castps_si256(v[k]) : _mm256_cvtps_epi32(v[k]), flip,
+             dst, mean, ct, at);
+    } else {
+      const __m256i y[3] = {_mm256_cvtps_epi32(f[s0]), _mm256_cvtps_epi32(f[1]),
+                            _mm256_cvtps_epi32(f[s2])};
+#pragma GCC unroll 3
+      for (int k = 0; k < 3; k++)
+        put8(p, k, _mm256_i32gather_epi32((const int *)p->out[k], y[k], 4), flip, dst, mean, ct,
+             at);
     }
   }
   for (; x < W; x++) store_pixel(p, rgb + 3 * x, flip ? W - 1 - x : x, dst, mean, contrast);
@@ -669,12 +719,14 @@ __attribute__((target("avx2"))) static void store_row_avx2(const rc_colour_plan 
                                                            void *const dst[3],
                                                            const float *const mean[3],
                                                            float contrast) {
-  if (!p->sat)
-    store_row_avx2_k(p, rgb, W, flip, dst, mean, contrast, 0, 0);
-  else if (p->t1_on)
+  if (p->direct && p->sat)
     store_row_avx2_k(p, rgb, W, flip, dst, mean, contrast, 1, 1);
-  else
+  else if (p->direct)
+    store_row_avx2_k(p, rgb, W, flip, dst, mean, contrast, 0, 1);
+  else if (p->sat)
     store_row_avx2_k(p, rgb, W, flip, dst, mean, contrast, 1, 0);
+  else
+    store_row_avx2_k(p, rgb, W, flip, dst, mean, contrast, 0, 0);
 }
 #endif
 

@@ -28,9 +28,9 @@ const char *rc_colour_init(void);
  * value of its source channel), and only saturation, which mixes the channels, is computed
  * per pixel. Each value is the one rc_colour_apply and the store give, bit for bit. */
 typedef struct {
-  int hls, contrast, sat, t1_on;
+  int hls, bright, contrast, sat, t1_on;
   int dh, ds, dl;
-  float ab, ac, as, bs;
+  float ab, ac, as, bs, beta;
   double alpha_c; /* contrast's factor, for its shift from the mean grey */
   float add[3];   /* PCA's shift of each source channel (0 without PCA) */
   int pca;
@@ -39,6 +39,7 @@ typedef struct {
   uint32_t out[3][256]; /* output channel k: PCA, then the store's item, of a value */
   int src[3];           /* output channel k's source channel (BGR order swaps 0 and 2) */
   int itemsize;
+  int direct; /* the item is the value itself (uint8; float32 with the identity table) */
 } rc_colour_plan;
 
 /* Whether rc_colour_store_row is available (AVX2 picked by rc_colour_init). */

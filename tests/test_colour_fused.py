@@ -36,21 +36,29 @@ SPECS = {
 }
 
 
-CASES = [(name, dtype) for name in sorted(SPECS) for dtype in ("uint8", "float16", "float32")
-         if dtype == "float32" or not SPECS[name].affine]  # (affine: float32 only)  # fmt: skip
+# the output: dtype and normalisation ("plain": the identity table, stored without a lookup)
+OUTPUTS = {
+    "uint8": ("uint8", {}),
+    "float16": ("float16", {"mean": (120, 110, 100), "std": (60, 61, 62)}),
+    "float32": ("float32", {"mean": (120, 110, 100), "std": (60, 61, 62)}),
+    "float32 plain": ("float32", {}),
+}
+# (random contrast and illumination: float32 only)
+CASES = [(name, out) for name in sorted(SPECS) for out in OUTPUTS
+         if OUTPUTS[out][0] == "float32" or not SPECS[name].affine]  # fmt: skip
 
 
 @pytest.mark.needs_native
-@pytest.mark.parametrize(("name", "dtype"), CASES)
-def test_fused_store_is_the_reference_byte_for_byte(name, dtype):
+@pytest.mark.parametrize(("name", "output"), CASES)
+def test_fused_store_is_the_reference_byte_for_byte(name, output):
     """Output = window size (no resampling): the same pre-colour pixels in both backends.
     Width 21: two turns of the 8-pixel loop and 5 pixels for the C one; mirrored images go
     through the store's flip."""
     spec = SPECS[name]
     buffers = [jpeg(make_pixels(21, 13 + i, seed=i)) for i in range(6)]
     draw = KeyedDraw(CropSpec(13, 21, rand_crop=True, rand_mirror=True), 5, 2, spec)
-    kw = {} if dtype == "uint8" else {"mean": (120, 110, 100), "std": (60, 61, 62)}
-    if dtype == "float32" and name in ("all", "illumination"):
+    dtype, kw = OUTPUTS[output]
+    if output == "float32" and name in ("all", "illumination"):
         kw = {"std": (2, 3, 4), "scale": 0.5,
               "mean_img": np.random.default_rng(1).uniform(0, 50, (3, 13, 21))}  # fmt: skip
     outs = []
@@ -83,7 +91,7 @@ pixels_only = dataclasses.replace(ALL, max_random_contrast=0, max_random_illumin
 for spec in (pixels_only, ColourSpec(contrast=0.5, saturation=0.5, pca_noise=0.2)):
     for geometry in (None, warp):
         for dtype, kw in (("uint8", {}), ("float16", {"mean": (1, 2, 3)}),
-                          ("float32", {"std": (50, 60, 70)})):
+                          ("float32", {"std": (50, 60, 70)}), ("float32", {})):
             draw = KeyedDraw(CropSpec(27, 35, random_resized_crop=geometry is None,
                                       rand_mirror=True), 0, 0, spec, geometry)
             out = np.zeros((4, 3, 27, 35), dtype)
