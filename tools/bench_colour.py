@@ -3,12 +3,19 @@ brightness/contrast/saturation 0.4 and pca_noise 0.1, side by side in one run; o
 MXNet 1.9.1's ImageRecordIter with the same settings on the same .rec.
 
     python tools/bench_colour.py [--rec data.rec] [--images 300] [--rounds 5] [--threads 2]
+                                 [--dtype float32] [--normalize]
                                  [--mxnet /path/to/mxnet-venv/bin/python]
 
 Each round reads one epoch in every setting (their order turned round each round) and
 prints images/s; the summary is the median per setting and the ratio to RRC + flip alone.
 Without --rec it builds recio's sample dataset (JPEGs of 160-480 px sides) in a temporary
-directory.
+directory. ``--normalize`` adds ImageNet's mean/std (the store's table is then looked up).
+
+For instruction counts, ``--decode-only SETTING`` decodes the first ``--count`` records of
+the .rec once (one ``decode_batch``, one thread, NCHW) in that setting, for callgrind::
+
+    valgrind --tool=callgrind --collect-atstart=no --toggle-collect=rc_decode_drawn \
+        python tools/bench_colour.py --rec R.rec --decode-only rrc+flip+colour --count 16
 """
 
 from __future__ import annotations
@@ -20,13 +27,20 @@ import subprocess
 import tempfile
 import time
 
+import numpy as np
+
 from recio import ImageRecordIter
+from recio.augment import ColourSpec, CropSpec, KeyedDraw
 from recio.bench.sample import build_sample_rec
+from recio.decode import DecodePool
+from recio.recordio import MXIndexedRecordIO, unpack
 
 COLOUR = {"brightness": 0.4, "contrast": 0.4, "saturation": 0.4, "pca_noise": 0.1}
 BASE = {"data_shape": (3, 224, 224), "batch_size": 32, "random_resized_crop": True,
         "rand_mirror": True, "shuffle": True, "dtype": "float32"}  # fmt: skip
 SETTINGS = {"rrc+flip": {}, "rrc+flip+colour": COLOUR}
+IMAGENET = {"mean_r": 123.68, "mean_g": 116.78, "mean_b": 103.94, "std_r": 58.4,
+            "std_g": 57.12, "std_b": 57.38}  # fmt: skip
 
 MXNET = """
 import json, sys, time
@@ -50,11 +64,29 @@ print(json.dumps(rates))
 
 
 def epoch_rate(rec: str, threads: int, extra: dict) -> float:
-    with ImageRecordIter(rec, preprocess_threads=threads, **BASE, **extra) as it:
+    with ImageRecordIter(rec, preprocess_threads=threads, **{**BASE, **extra}) as it:
         n, t = 0, time.perf_counter()
         for b in it:
             n += len(b.index) - b.pad
         return n / (time.perf_counter() - t)
+
+
+def decode_only(rec: str, name: str, count: int, dtype: str, normalize: bool) -> None:
+    """One decode_batch of the first ``count`` records in setting ``name`` (for callgrind)."""
+    idx = rec[: -len(".rec")] + ".idx"
+    with MXIndexedRecordIO(idx, rec, "r") as r:
+        bufs = [unpack(r.read_idx(k))[1] for k in list(r.keys)[:count]]
+    colour = ColourSpec(**COLOUR) if "colour" in name else ColourSpec()
+    draw = KeyedDraw(CropSpec(224, 224, random_resized_crop=True, rand_mirror=True), 0, 0, colour)
+    out = np.zeros((len(bufs), 3, 224, 224), dtype)
+    kw = {}
+    if normalize:
+        kw = {"mean": tuple(IMAGENET[f"mean_{c}"] for c in "rgb"),
+              "std": tuple(IMAGENET[f"std_{c}"] for c in "rgb")}  # fmt: skip
+    with DecodePool(1) as pool:
+        status = pool.decode_batch(bufs, out, draw=draw, records=np.arange(len(bufs)),
+                                   layout="NCHW", **kw)  # fmt: skip
+    print(f"{name}: {len(bufs)} images decoded, {int((status != 0).sum())} failed")
 
 
 def main() -> None:
@@ -63,8 +95,20 @@ def main() -> None:
     ap.add_argument("--images", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "uint8"])
+    ap.add_argument("--normalize", action="store_true", help="ImageNet's mean/std")
     ap.add_argument("--mxnet", help="an MXNet 1.9.1 environment's python, for its baseline")
+    ap.add_argument("--decode-only", choices=list(SETTINGS), help="one batch, for callgrind")
+    ap.add_argument("--count", type=int, default=16, help="--decode-only's records")
     args = ap.parse_args()
+    if args.decode_only:
+        if not args.rec:
+            ap.error("--decode-only needs --rec")
+        decode_only(args.rec, args.decode_only, args.count, args.dtype, args.normalize)
+        return
+    BASE["dtype"] = args.dtype
+    if args.normalize:
+        BASE.update(IMAGENET)
     with tempfile.TemporaryDirectory() as tmp:
         rec = args.rec or build_sample_rec(tmp, args.images)
         rates: dict[str, list[float]] = {name: [] for name in SETTINGS}
@@ -77,7 +121,7 @@ def main() -> None:
             for name, extra in SETTINGS.items():
                 out = subprocess.run(
                     [args.mxnet, "-c", MXNET, rec, str(args.threads), str(args.rounds),
-                     json.dumps(extra)],
+                     json.dumps({**extra, **(IMAGENET if args.normalize else {})})],
                     check=True, capture_output=True, text=True,
                 )  # fmt: skip
                 rates[f"mxnet {name}"] = json.loads(out.stdout.strip().splitlines()[-1])
