@@ -7,7 +7,8 @@ MXNet 1.9.1's ImageRecordIter with the same settings on the same .rec.
                                  [--mxnet /path/to/mxnet-venv/bin/python]
 
 Each round reads one epoch in every setting (their order turned round each round) and
-prints images/s; the summary is the median per setting and the ratio to RRC + flip alone.
+prints images/s and images per CPU second of this process (steadier on a shared machine);
+the summary is the median per setting and the ratio to RRC + flip alone.
 Without --rec it builds recio's sample dataset (JPEGs of 160-480 px sides) in a temporary
 directory. ``--normalize`` adds ImageNet's mean/std (the store's table is then looked up).
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -63,12 +65,19 @@ print(json.dumps(rates))
 """
 
 
-def epoch_rate(rec: str, threads: int, extra: dict) -> float:
+def cpu_seconds() -> float:
+    """This process's CPU time so far, all threads (steadier than wall time under load)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def epoch_rate(rec: str, threads: int, extra: dict) -> tuple[float, float]:
+    """One epoch's images per second and per CPU second."""
     with ImageRecordIter(rec, preprocess_threads=threads, **{**BASE, **extra}) as it:
-        n, t = 0, time.perf_counter()
+        n, t, c = 0, time.perf_counter(), cpu_seconds()
         for b in it:
             n += len(b.index) - b.pad
-        return n / (time.perf_counter() - t)
+        return n / (time.perf_counter() - t), n / (cpu_seconds() - c)
 
 
 def decode_only(rec: str, name: str, count: int, dtype: str, normalize: bool) -> None:
@@ -112,11 +121,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rec = args.rec or build_sample_rec(tmp, args.images)
         rates: dict[str, list[float]] = {name: [] for name in SETTINGS}
+        cpu: dict[str, list[float]] = {name: [] for name in SETTINGS}
         for r in range(args.rounds):
             names = list(SETTINGS) if r % 2 == 0 else list(SETTINGS)[::-1]
             for name in names:
-                rates[name].append(epoch_rate(rec, args.threads, SETTINGS[name]))
-            print(f"round {r}: " + ", ".join(f"{n} {rates[n][-1]:.0f}/s" for n in SETTINGS))
+                wall, per_cpu = epoch_rate(rec, args.threads, SETTINGS[name])
+                rates[name].append(wall)
+                cpu[name].append(per_cpu)
+            done = [f"{n} {rates[n][-1]:.0f}/s ({cpu[n][-1]:.0f}/cpu-s)" for n in SETTINGS]
+            print(f"round {r}: " + ", ".join(done))
         if args.mxnet:
             for name, extra in SETTINGS.items():
                 out = subprocess.run(
@@ -129,6 +142,10 @@ def main() -> None:
     for name, values in rates.items():
         med = statistics.median(values)
         print(f"{name:24s} median {med:7.0f} images/s  ({med / base:.3f} x rrc+flip)")
+    base = statistics.median(cpu["rrc+flip"])
+    for name, values in cpu.items():
+        med = statistics.median(values)
+        print(f"{name:24s} median {med:7.0f} images/cpu-s  ({med / base:.3f} x rrc+flip)")
 
 
 if __name__ == "__main__":
