@@ -569,14 +569,17 @@ static inline void store_pixel(const rc_colour_plan *p, const uint8_t *s, int x,
   }
   for (int k = 0; k < 3; k++) {
     const uint32_t v = p->out[k][y[p->src[k]]];
+    /* NCHW: item x of plane k; NHWC: item 3x + k of the row */
+    const size_t i = p->nhwc ? (size_t)3 * x + k : (size_t)x;
+    void *d = p->nhwc ? dst[0] : dst[k];
     if (p->itemsize == 4) {
       float f;
       memcpy(&f, &v, 4);
-      ((float *)dst[k])[x] = mean[k] ? f - contrast * mean[k][x] : f;
+      ((float *)d)[i] = mean[k] ? f - contrast * mean[k][x] : f;
     } else if (p->itemsize == 2) {
-      ((uint16_t *)dst[k])[x] = (uint16_t)v;
+      ((uint16_t *)d)[i] = (uint16_t)v;
     } else {
-      ((uint8_t *)dst[k])[x] = (uint8_t)v;
+      ((uint8_t *)d)[i] = (uint8_t)v;
     }
   }
 }
@@ -649,6 +652,59 @@ AVX2_INLINE void put8(const rc_colour_plan *p, int k, __m256i v, int flip, void 
   }
 }
 
+/* The three output channels' vectors of 8 pixels stored: each into its plane (NCHW), or
+ * interleaved into one row (NHWC: items 3x + k), mirrored and less the mean as put8. */
+AVX2_INLINE void put24(const rc_colour_plan *p, __m256i v[3], int flip, void *const dst[3],
+                       const float *const mean[3], __m256 ct, int at) {
+  if (!p->nhwc) {
+#pragma GCC unroll 3
+    for (int k = 0; k < 3; k++) put8(p, k, v[k], flip, dst, mean, ct, at);
+    return;
+  }
+#pragma GCC unroll 3
+  for (int k = 0; k < 3; k++) {
+    if (flip) v[k] = _mm256_permutevar8x32_epi32(v[k], _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0));
+    if (p->itemsize == 4 && mean[k])
+      v[k] = _mm256_castps_si256(_mm256_sub_ps(_mm256_castsi256_ps(v[k]),
+                                               _mm256_mul_ps(ct, _mm256_loadu_ps(mean[k] + at))));
+  }
+  /* o0 = a0 b0 c0 a1 b1 c1 a2 b2, o1 = c2 a3 b3 c3 a4 b4 c4 a5, o2 = b5 c5 a6 b6 c6 a7 b7 c7 */
+  const __m256i a = v[0], b = v[1], c = v[2];
+  const __m256i pa0 = _mm256_setr_epi32(0, 0, 0, 1, 0, 0, 2, 0);
+  const __m256i pb0 = _mm256_setr_epi32(0, 0, 0, 0, 1, 0, 0, 2);
+  const __m256i pc0 = _mm256_setr_epi32(0, 0, 0, 0, 0, 1, 0, 0);
+  const __m256i pa1 = _mm256_setr_epi32(0, 3, 0, 0, 4, 0, 0, 5);
+  const __m256i pb1 = _mm256_setr_epi32(0, 0, 3, 0, 0, 4, 0, 0);
+  const __m256i pc1 = _mm256_setr_epi32(2, 0, 0, 3, 0, 0, 4, 0);
+  const __m256i pa2 = _mm256_setr_epi32(0, 0, 6, 0, 0, 7, 0, 0);
+  const __m256i pb2 = _mm256_setr_epi32(5, 0, 0, 6, 0, 0, 7, 0);
+  const __m256i pc2 = _mm256_setr_epi32(0, 5, 0, 0, 6, 0, 0, 7);
+  __m256i o[3];
+  o[0] = _mm256_blend_epi32(_mm256_blend_epi32(_mm256_permutevar8x32_epi32(a, pa0),
+                                               _mm256_permutevar8x32_epi32(b, pb0), 0x92),
+                            _mm256_permutevar8x32_epi32(c, pc0), 0x24);
+  o[1] = _mm256_blend_epi32(_mm256_blend_epi32(_mm256_permutevar8x32_epi32(a, pa1),
+                                               _mm256_permutevar8x32_epi32(b, pb1), 0x24),
+                            _mm256_permutevar8x32_epi32(c, pc1), 0x49);
+  o[2] = _mm256_blend_epi32(_mm256_blend_epi32(_mm256_permutevar8x32_epi32(a, pa2),
+                                               _mm256_permutevar8x32_epi32(b, pb2), 0x49),
+                            _mm256_permutevar8x32_epi32(c, pc2), 0x92);
+#pragma GCC unroll 3
+  for (int j = 0; j < 3; j++) {
+    const size_t i = (size_t)3 * at + 8 * j; /* the row's item */
+    if (p->itemsize == 4) {
+      _mm256_storeu_si256((__m256i *)((float *)dst[0] + i), o[j]);
+    } else {
+      const __m128i w =
+          _mm_packus_epi32(_mm256_castsi256_si128(o[j]), _mm256_extracti128_si256(o[j], 1));
+      if (p->itemsize == 2)
+        _mm_storeu_si128((__m128i *)((uint16_t *)dst[0] + i), w);
+      else
+        _mm_storel_epi64((__m128i *)((uint8_t *)dst[0] + i), _mm_packus_epi16(w, w));
+    }
+  }
+}
+
 /* rc_colour_store_row's loop, 8 pixels a step. sat: saturation runs (else brightness and
  * contrast are in the tables, unless direct); direct: the item is the value itself (uint8,
  * or float32 with no normalisation), computed with PCA's shift and no table (a gather costs
@@ -669,12 +725,10 @@ AVX2_INLINE void store_row_avx2_k(const rc_colour_plan *p, const uint8_t *rgb, i
     split8(rgb + 3 * x, idx);
     const int at = flip ? W - 8 - x : x;
     if (!sat && !direct) { /* everything in the tables */
-      put8(p, 0, _mm256_i32gather_epi32((const int *)p->out[0], idx[s0], 4), flip, dst, mean, ct,
-           at);
-      put8(p, 1, _mm256_i32gather_epi32((const int *)p->out[1], idx[1], 4), flip, dst, mean, ct,
-           at);
-      put8(p, 2, _mm256_i32gather_epi32((const int *)p->out[2], idx[s2], 4), flip, dst, mean, ct,
-           at);
+      __m256i v[3] = {_mm256_i32gather_epi32((const int *)p->out[0], idx[s0], 4),
+                      _mm256_i32gather_epi32((const int *)p->out[1], idx[1], 4),
+                      _mm256_i32gather_epi32((const int *)p->out[2], idx[s2], 4)};
+      put24(p, v, flip, dst, mean, ct, at);
       continue;
     }
     __m256 f[3];
@@ -697,18 +751,19 @@ AVX2_INLINE void store_row_avx2_k(const rc_colour_plan *p, const uint8_t *rgb, i
       if (p->pca)
 #pragma GCC unroll 3
         for (int c = 0; c < 3; c++) f[c] = round_clip8(_mm256_add_ps(f[c], add[c]));
-      const __m256 v[3] = {f[s0], f[1], f[s2]};
+      const __m256 u[3] = {f[s0], f[1], f[s2]};
+      __m256i v[3];
 #pragma GCC unroll 3
       for (int k = 0; k < 3; k++)
-        put8(p, k, p->itemsize == 4 ? _mm256_castps_si256(v[k]) : _mm256_cvtps_epi32(v[k]), flip,
-             dst, mean, ct, at);
+        v[k] = p->itemsize == 4 ? _mm256_castps_si256(u[k]) : _mm256_cvtps_epi32(u[k]);
+      put24(p, v, flip, dst, mean, ct, at);
     } else {
       const __m256i y[3] = {_mm256_cvtps_epi32(f[s0]), _mm256_cvtps_epi32(f[1]),
                             _mm256_cvtps_epi32(f[s2])};
+      __m256i v[3];
 #pragma GCC unroll 3
-      for (int k = 0; k < 3; k++)
-        put8(p, k, _mm256_i32gather_epi32((const int *)p->out[k], y[k], 4), flip, dst, mean, ct,
-             at);
+      for (int k = 0; k < 3; k++) v[k] = _mm256_i32gather_epi32((const int *)p->out[k], y[k], 4);
+      put24(p, v, flip, dst, mean, ct, at);
     }
   }
   for (; x < W; x++) store_pixel(p, rgb + 3 * x, flip ? W - 1 - x : x, dst, mean, contrast);

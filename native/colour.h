@@ -40,9 +40,10 @@ typedef struct {
   int src[3];           /* output channel k's source channel (BGR order swaps 0 and 2) */
   int itemsize;
   int direct; /* the item is the value itself (uint8; float32 with the identity table) */
+  int nhwc;   /* the output interleaved (rc_colour_store_row's dst[0]), else planes */
 } rc_colour_plan;
 
-/* Whether rc_colour_store_row is available (AVX2 picked by rc_colour_init). */
+/* Whether rc_colour_store_row runs its SIMD loop (AVX2 picked by rc_colour_init). */
 int rc_colour_fused(void);
 
 /* The per-image part of the plan that needs no mean grey: from c and its draws v. */
@@ -60,8 +61,9 @@ void rc_colour_plan_finish(rc_colour_plan *p, const double sums[3], size_t npix,
                            int itemsize);
 
 /* One row of W pixels (RGB, mirrored when flip) coloured and stored into the three output
- * planes dst[k] (this row of output channel k); for float32 with mean[k] not NULL, the value
- * less contrast * mean[k][x] (the store's mean image). */
+ * planes dst[k] (this row of output channel k), or with p->nhwc into the one interleaved
+ * row dst[0]; for float32 with mean[k] not NULL (this row of the mean image's plane k), the
+ * value less contrast * mean[k][x] (the store's mean image). */
 void rc_colour_store_row(const rc_colour_plan *p, const uint8_t *rgb, int W, int flip,
                          void *const dst[3], const float *const mean[3], float contrast);
 

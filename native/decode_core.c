@@ -470,13 +470,13 @@ static void store(rc_worker *w, const rc_opts *o, const double *colour, int norm
     store_row(o, line, out, yy, flip);
 }
 
-/* NOTE [fused colour]: with colour on, an NCHW output on AVX2 is coloured and stored in one
+/* NOTE [fused colour]: with colour on, an output on AVX2 is coloured and stored in one
  * pass per row (colour.h's rc_colour_plan: the store's table folded into the colour's).
  * Without contrast each row goes out as it is resampled; contrast's mean grey needs every
- * row first, so they are kept (image) and stored after. Elsewhere the colour runs over the
- * whole image (rc_colour_apply), then the store. */
+ * row first, so they are kept (image) and stored after. Without AVX2 the colour runs over
+ * the whole image (rc_colour_apply), then the store. */
 static int fuse_colour(const rc_opts *o, int recolour) {
-  return recolour && o->layout == RC_LAYOUT_NCHW && rc_colour_fused();
+  return recolour && rc_colour_fused();
 }
 
 /* The table the fused store folds in: what store() would look values up in. */
@@ -484,16 +484,18 @@ static void finish_plan(rc_worker *w, const rc_opts *o, int norm, rc_colour_plan
                         const double sums[3]) {
   const void *lut = o->itemsize == 1 ? NULL : norm ? (const void *)w->lut : o->lut;
   rc_colour_plan_finish(plan, sums, (size_t)o->out_w * o->out_h, lut, o->itemsize);
+  plan->nhwc = o->layout == RC_LAYOUT_NHWC;
 }
 
 /* One output row coloured and stored by the plan (NOTE [fused colour]). */
 static void fused_store(const rc_opts *o, const rc_colour_plan *plan, const double *colour,
                         int norm, const uint8_t *line, void *out, int yy, int flip) {
   const size_t plane = (size_t)o->out_w * o->out_h, at = (size_t)yy * o->out_w;
+  const int nhwc = o->layout == RC_LAYOUT_NHWC;
   void *dst[3];
   const float *mean[3];
   for (int k = 0; k < 3; k++) {
-    dst[k] = (char *)out + ((size_t)k * plane + at) * o->itemsize;
+    dst[k] = (char *)out + (nhwc ? 3 * at : (size_t)k * plane + at) * o->itemsize;
     mean[k] = norm && o->mean_img ? o->mean_img + (size_t)k * plane + at : NULL;
   }
   rc_colour_store_row(plan, line, o->out_w, flip, dst, mean, (float)colour[9]);

@@ -1,6 +1,6 @@
 """The fused colour and store (native/colour.h's rc_colour_plan, NOTE [fused colour] in
-native/decode_core.c): an NCHW output coloured and written in one pass per row gives the
-bytes of the colour pass over the whole image followed by the store.
+native/decode_core.c): an output coloured and written in one pass per row (NCHW or NHWC)
+gives the bytes of the colour pass over the whole image followed by the store.
 
 Against the numpy reference (the Pillow backend) where both decoders see the same pixels,
 for every dtype, channel order, mirror and subset of the colour steps; and against the
@@ -49,8 +49,9 @@ CASES = [(name, out) for name in sorted(SPECS) for out in OUTPUTS
 
 
 @pytest.mark.needs_native
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize(("name", "output"), CASES)
-def test_fused_store_is_the_reference_byte_for_byte(name, output):
+def test_fused_store_is_the_reference_byte_for_byte(name, output, layout):
     """Output = window size (no resampling): the same pre-colour pixels in both backends.
     Width 21: two turns of the 8-pixel loop and 5 pixels for the C one; mirrored images go
     through the store's flip."""
@@ -65,9 +66,9 @@ def test_fused_store_is_the_reference_byte_for_byte(name, output):
     for backend in ("native", "python"):
         for order in ("RGB", "BGR"):
             with DecodePool(2, backend=backend, dct_scaling="off") as pool:
-                out = np.zeros((6, 3, 13, 21), dtype)
+                out = np.zeros((6, 3, 13, 21) if layout == "NCHW" else (6, 13, 21, 3), dtype)
                 status = pool.decode_batch(buffers, out, draw=draw, records=np.arange(6),
-                                           layout="NCHW", channel_order=order, **kw)  # fmt: skip
+                                           layout=layout, channel_order=order, **kw)  # fmt: skip
                 assert (status == 0).all()
                 outs.append(out)
     assert np.array_equal(outs[0], outs[2]) and np.array_equal(outs[1], outs[3])
@@ -94,11 +95,12 @@ for spec in (pixels_only, ColourSpec(contrast=0.5, saturation=0.5, pca_noise=0.2
                           ("float32", {"std": (50, 60, 70)}), ("float32", {})):
             draw = KeyedDraw(CropSpec(27, 35, random_resized_crop=geometry is None,
                                       rand_mirror=True), 0, 0, spec, geometry)
-            out = np.zeros((4, 3, 27, 35), dtype)
-            with DecodePool(1) as pool:
-                pool.decode_batch(buffers, out, draw=draw, records=np.arange(4), layout="NCHW",
-                                  channel_order="BGR", **kw)
-            h.update(out.tobytes())
+            for layout, shape in (("NCHW", (4, 3, 27, 35)), ("NHWC", (4, 27, 35, 3))):
+                out = np.zeros(shape, dtype)
+                with DecodePool(1) as pool:
+                    pool.decode_batch(buffers, out, draw=draw, records=np.arange(4),
+                                      layout=layout, channel_order="BGR", **kw)
+                h.update(out.tobytes())
 draw = KeyedDraw(CropSpec(27, 35, random_resized_crop=True), 0, 0, ALL)
 out = np.zeros((4, 3, 27, 35), np.float32)
 with DecodePool(1) as pool:

@@ -13,7 +13,7 @@ Without --rec it builds recio's sample dataset (JPEGs of 160-480 px sides) in a 
 directory. ``--normalize`` adds ImageNet's mean/std (the store's table is then looked up).
 
 For instruction counts, ``--decode-only SETTING`` decodes the first ``--count`` records of
-the .rec once (one ``decode_batch``, one thread, NCHW) in that setting, for callgrind::
+the .rec once (one ``decode_batch``, one thread, ``--layout``) in that setting, for callgrind::
 
     valgrind --tool=callgrind --collect-atstart=no --toggle-collect=rc_decode_drawn \
         python tools/bench_colour.py --rec R.rec --decode-only rrc+flip+colour --count 16
@@ -80,21 +80,22 @@ def epoch_rate(rec: str, threads: int, extra: dict) -> tuple[float, float]:
         return n / (time.perf_counter() - t), n / (cpu_seconds() - c)
 
 
-def decode_only(rec: str, name: str, count: int, dtype: str, normalize: bool) -> None:
+def decode_only(rec: str, name: str, count: int, dtype: str, normalize: bool, layout: str) -> None:
     """One decode_batch of the first ``count`` records in setting ``name`` (for callgrind)."""
     idx = rec[: -len(".rec")] + ".idx"
     with MXIndexedRecordIO(idx, rec, "r") as r:
         bufs = [unpack(r.read_idx(k))[1] for k in list(r.keys)[:count]]
     colour = ColourSpec(**COLOUR) if "colour" in name else ColourSpec()
     draw = KeyedDraw(CropSpec(224, 224, random_resized_crop=True, rand_mirror=True), 0, 0, colour)
-    out = np.zeros((len(bufs), 3, 224, 224), dtype)
+    shape = (len(bufs), 3, 224, 224) if layout == "NCHW" else (len(bufs), 224, 224, 3)
+    out = np.zeros(shape, dtype)
     kw = {}
     if normalize:
         kw = {"mean": tuple(IMAGENET[f"mean_{c}"] for c in "rgb"),
               "std": tuple(IMAGENET[f"std_{c}"] for c in "rgb")}  # fmt: skip
     with DecodePool(1) as pool:
         status = pool.decode_batch(bufs, out, draw=draw, records=np.arange(len(bufs)),
-                                   layout="NCHW", **kw)  # fmt: skip
+                                   layout=layout, **kw)  # fmt: skip
     print(f"{name}: {len(bufs)} images decoded, {int((status != 0).sum())} failed")
 
 
@@ -109,11 +110,12 @@ def main() -> None:
     ap.add_argument("--mxnet", help="an MXNet 1.9.1 environment's python, for its baseline")
     ap.add_argument("--decode-only", choices=list(SETTINGS), help="one batch, for callgrind")
     ap.add_argument("--count", type=int, default=16, help="--decode-only's records")
+    ap.add_argument("--layout", default="NCHW", choices=["NCHW", "NHWC"], help="--decode-only's")
     args = ap.parse_args()
     if args.decode_only:
         if not args.rec:
             ap.error("--decode-only needs --rec")
-        decode_only(args.rec, args.decode_only, args.count, args.dtype, args.normalize)
+        decode_only(args.rec, args.decode_only, args.count, args.dtype, args.normalize, args.layout)
         return
     BASE["dtype"] = args.dtype
     if args.normalize:
