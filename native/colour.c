@@ -226,9 +226,8 @@ static int colour_avx2; /* rc_colour_init: the CPU has AVX2 and RECIO_SIMD is no
 #define AVX2_INLINE static inline __attribute__((always_inline, target("avx2")))
 #define SHUF8(a, b, i, j, k, l) _mm256_shuffle_ps(a, b, _MM_SHUFFLE(l, k, j, i))
 
-AVX2_INLINE __m256 round_clip8(__m256 x) {
-  const __m256 magic = _mm256_set1_ps(12582912.0f);
-  x = _mm256_sub_ps(_mm256_add_ps(x, magic), magic);
+AVX2_INLINE __m256 round_clip8(__m256 x) { /* (vroundps: half to even, as the magic) */
+  x = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   return _mm256_min_ps(_mm256_max_ps(x, _mm256_setzero_ps()), _mm256_set1_ps(255.0f));
 }
 
@@ -478,4 +477,322 @@ void rc_colour_apply(const rc_colour *c, const double v[RC_COLOUR_VALUES], uint8
     o.bright = bright;
     run_pass(&o, n, rgb, NULL, rgb, NULL);
   }
+}
+
+/* ---- the fused colour and store (colour.h's rc_colour_plan) ---- */
+
+int rc_colour_fused(void) {
+#ifdef RC_COLOUR_AVX2
+  return colour_avx2;
+#else
+  return 0;
+#endif
+}
+
+void rc_colour_plan_begin(rc_colour_plan *p, const rc_colour *c, const double v[RC_COLOUR_VALUES],
+                          int bgr) {
+  p->hls = c->random_h || c->random_s || c->random_l;
+  p->dh = (int)v[0], p->ds = (int)v[1], p->dl = (int)v[2];
+  const int bright = c->brightness > 0;
+  p->contrast = c->contrast > 0, p->sat = c->saturation > 0, p->pca = c->pca_noise > 0;
+  p->bright = bright, p->t1_on = bright || p->contrast;
+  p->ab = (float)v[3], p->ac = (float)v[4], p->as = (float)v[5], p->bs = (float)(1.0 - v[5]);
+  p->alpha_c = v[4];
+  for (int k = 0; k < 3; k++) p->add[k] = (float)v[6 + k];
+  for (int i = 0; i < 256; i++) p->tb[i] = bright ? round_clip((float)i * p->ab) : (float)i;
+  p->src[0] = bgr ? 2 : 0, p->src[1] = 1, p->src[2] = bgr ? 0 : 2;
+}
+
+#ifdef RC_COLOUR_AVX2
+static size_t row_sums_avx2(const rc_colour_plan *p, const uint8_t *rgb, size_t npix,
+                            double sums[3]);
+#endif
+
+void rc_colour_row_prepare(const rc_colour_plan *p, uint8_t *rgb, size_t npix, double sums[3]) {
+  if (p->hls)
+    for (size_t i = 0; i < npix; i++) hls_jitter(rgb + 3 * i, p->dh, p->ds, p->dl);
+  if (!p->contrast) return;
+  size_t i = 0;
+#ifdef RC_COLOUR_AVX2
+  if (colour_avx2) i = row_sums_avx2(p, rgb, npix, sums);
+#endif
+  for (; i < npix; i++) /* (whole numbers: exact) */
+    for (int k = 0; k < 3; k++) sums[k] += p->tb[rgb[3 * i + k]];
+}
+
+void rc_colour_plan_finish(rc_colour_plan *p, const double sums[3], size_t npix, const void *lut,
+                           int itemsize) {
+  float beta = 0;
+  if (p->contrast) { /* as rc_colour_apply: the luma weights in MXNet's order */
+    const double mean =
+        (sums[2] * 0.299 + sums[1] * 0.587 + sums[0] * 0.114) / (double)(npix ? npix : 1);
+    beta = (float)((1.0 - p->alpha_c) * mean);
+  }
+  p->beta = beta;
+  for (int i = 0; i < 256; i++)
+    p->t1[i] = p->contrast ? round_clip(p->tb[i] * p->ac + beta) : p->tb[i];
+  p->itemsize = itemsize;
+  /* the item is the value itself: uint8, or float32 through the identity table */
+  p->direct = itemsize == 1;
+  if (itemsize == 4) {
+    p->direct = 1;
+    for (int i = 0; i < 3 * 256; i++) { /* (bit for bit: -0.0 is not 0) */
+      const float f = (float)(i % 256);
+      p->direct &= memcmp((const float *)lut + i, &f, sizeof f) == 0;
+    }
+  }
+  for (int k = 0; k < 3; k++) {
+    const float add = p->add[p->src[k]];
+    for (int i = 0; i < 256; i++) {
+      /* without saturation the value read is the byte itself: brightness and contrast too */
+      const int y = p->sat ? i : (int)p->t1[i];
+      const int z = p->pca ? (int)round_clip((float)y + add) : y;
+      if (itemsize == 4)
+        p->out[k][i] = ((const uint32_t *)lut)[k * 256 + z];
+      else if (itemsize == 2)
+        p->out[k][i] = ((const uint16_t *)lut)[k * 256 + z];
+      else
+        p->out[k][i] = (uint32_t)z;
+    }
+  }
+}
+
+/* One pixel of rc_colour_store_row in C: the SIMD loop's arithmetic, value for value. */
+static inline void store_pixel(const rc_colour_plan *p, const uint8_t *s, int x, void *const dst[3],
+                               const float *const mean[3], float contrast) {
+  int y[3] = {s[0], s[1], s[2]};
+  if (p->sat) {
+    float f[3];
+    for (int c = 0; c < 3; c++) f[c] = p->t1_on ? p->t1[s[c]] : (float)s[c];
+    const float gb = grey_of(f) * p->bs;
+    for (int c = 0; c < 3; c++) y[c] = (int)round_clip(f[c] * p->as + gb);
+  }
+  for (int k = 0; k < 3; k++) {
+    const uint32_t v = p->out[k][y[p->src[k]]];
+    /* NCHW: item x of plane k; NHWC: item 3x + k of the row */
+    const size_t i = p->nhwc ? (size_t)3 * x + k : (size_t)x;
+    void *d = p->nhwc ? dst[0] : dst[k];
+    if (p->itemsize == 4) {
+      float f;
+      memcpy(&f, &v, 4);
+      ((float *)d)[i] = mean[k] ? f - contrast * mean[k][x] : f;
+    } else if (p->itemsize == 2) {
+      ((uint16_t *)d)[i] = (uint16_t)v;
+    } else {
+      ((uint8_t *)d)[i] = (uint8_t)v;
+    }
+  }
+}
+
+#ifdef RC_COLOUR_AVX2
+/* Eight pixels (24 bytes at s) as three vectors of one channel's values each, from the bytes
+ * (pshufb: each channel's bytes together in the low 8 bytes, then widened). */
+AVX2_INLINE void split8(const uint8_t *s, __m256i v[3]) {
+  const __m128i lo = _mm_loadu_si128((const __m128i *)s);
+  const __m128i hi = _mm_loadl_epi64((const __m128i *)(s + 16));
+  const __m128i m_lo[3] = {
+      _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+      _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+      _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1)};
+  const __m128i m_hi[3] = {
+      _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, -1, -1, -1, -1, -1, -1, -1, -1),
+      _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, -1, -1, -1, -1, -1, -1, -1, -1),
+      _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, -1, -1, -1, -1, -1, -1, -1, -1)};
+#pragma GCC unroll 3
+  for (int c = 0; c < 3; c++)
+    v[c] = _mm256_cvtepu8_epi32(
+        _mm_or_si128(_mm_shuffle_epi8(lo, m_lo[c]), _mm_shuffle_epi8(hi, m_hi[c])));
+}
+
+/* The contrast's sums (rc_colour_row_prepare) 24 values a step: value i + 8t + l of lane l
+ * of acc[t] is channel (8t + l) % 3. Returns the pixels done. */
+__attribute__((target("avx2"))) static size_t row_sums_avx2(const rc_colour_plan *p,
+                                                            const uint8_t *rgb, size_t npix,
+                                                            double sums[3]) {
+  __m256 acc[3] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  const __m256 ab = _mm256_set1_ps(p->ab);
+  const int bright = p->bright;
+  size_t i = 0;
+  /* (per-lane sums stay exact, whole numbers under 2^24, for rows up to 500 k pixels) */
+  for (; i + 8 <= npix && i < 500000; i += 8) {
+    const uint8_t *s = rgb + 3 * i;
+#pragma GCC unroll 3
+    for (int t = 0; t < 3; t++) { /* (tb's arithmetic: a gather is slower on some CPUs) */
+      const __m128i b = _mm_loadl_epi64((const __m128i *)(s + 8 * t));
+      __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+      if (bright) x = round_clip8(_mm256_mul_ps(x, ab));
+      acc[t] = _mm256_add_ps(acc[t], x);
+    }
+  }
+  float lanes[24];
+  for (int t = 0; t < 3; t++) _mm256_storeu_ps(lanes + 8 * t, acc[t]);
+  for (int t = 0; t < 3; t++)
+    for (int l = 0; l < 8; l++) sums[(8 * t + l) % 3] += lanes[8 * t + l];
+  return i;
+}
+
+/* Output channel k's vector v (8 items, in the order of the source pixels) stored at `at`:
+ * mirrored when flip, less contrast * mean where a mean image is given. */
+AVX2_INLINE void put8(const rc_colour_plan *p, int k, __m256i v, int flip, void *const dst[3],
+                      const float *const mean[3], __m256 ct, int at) {
+  if (flip) v = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0));
+  if (p->itemsize == 4) {
+    float *d = (float *)dst[k] + at;
+    if (mean[k])
+      _mm256_storeu_ps(d, _mm256_sub_ps(_mm256_castsi256_ps(v),
+                                        _mm256_mul_ps(ct, _mm256_loadu_ps(mean[k] + at))));
+    else
+      _mm256_storeu_si256((__m256i *)d, v);
+  } else {
+    const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    if (p->itemsize == 2)
+      _mm_storeu_si128((__m128i *)((uint16_t *)dst[k] + at), w);
+    else
+      _mm_storel_epi64((__m128i *)((uint8_t *)dst[k] + at), _mm_packus_epi16(w, w));
+  }
+}
+
+/* The three output channels' vectors of 8 pixels stored: each into its plane (NCHW), or
+ * interleaved into one row (NHWC: items 3x + k), mirrored and less the mean as put8. */
+AVX2_INLINE void put24(const rc_colour_plan *p, __m256i v[3], int flip, void *const dst[3],
+                       const float *const mean[3], __m256 ct, int at) {
+  if (!p->nhwc) {
+#pragma GCC unroll 3
+    for (int k = 0; k < 3; k++) put8(p, k, v[k], flip, dst, mean, ct, at);
+    return;
+  }
+#pragma GCC unroll 3
+  for (int k = 0; k < 3; k++) {
+    if (flip) v[k] = _mm256_permutevar8x32_epi32(v[k], _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0));
+    if (p->itemsize == 4 && mean[k])
+      v[k] = _mm256_castps_si256(_mm256_sub_ps(_mm256_castsi256_ps(v[k]),
+                                               _mm256_mul_ps(ct, _mm256_loadu_ps(mean[k] + at))));
+  }
+  /* o0 = a0 b0 c0 a1 b1 c1 a2 b2, o1 = c2 a3 b3 c3 a4 b4 c4 a5, o2 = b5 c5 a6 b6 c6 a7 b7 c7 */
+  const __m256i a = v[0], b = v[1], c = v[2];
+  const __m256i pa0 = _mm256_setr_epi32(0, 0, 0, 1, 0, 0, 2, 0);
+  const __m256i pb0 = _mm256_setr_epi32(0, 0, 0, 0, 1, 0, 0, 2);
+  const __m256i pc0 = _mm256_setr_epi32(0, 0, 0, 0, 0, 1, 0, 0);
+  const __m256i pa1 = _mm256_setr_epi32(0, 3, 0, 0, 4, 0, 0, 5);
+  const __m256i pb1 = _mm256_setr_epi32(0, 0, 3, 0, 0, 4, 0, 0);
+  const __m256i pc1 = _mm256_setr_epi32(2, 0, 0, 3, 0, 0, 4, 0);
+  const __m256i pa2 = _mm256_setr_epi32(0, 0, 6, 0, 0, 7, 0, 0);
+  const __m256i pb2 = _mm256_setr_epi32(5, 0, 0, 6, 0, 0, 7, 0);
+  const __m256i pc2 = _mm256_setr_epi32(0, 5, 0, 0, 6, 0, 0, 7);
+  __m256i o[3];
+  o[0] = _mm256_blend_epi32(_mm256_blend_epi32(_mm256_permutevar8x32_epi32(a, pa0),
+                                               _mm256_permutevar8x32_epi32(b, pb0), 0x92),
+                            _mm256_permutevar8x32_epi32(c, pc0), 0x24);
+  o[1] = _mm256_blend_epi32(_mm256_blend_epi32(_mm256_permutevar8x32_epi32(a, pa1),
+                                               _mm256_permutevar8x32_epi32(b, pb1), 0x24),
+                            _mm256_permutevar8x32_epi32(c, pc1), 0x49);
+  o[2] = _mm256_blend_epi32(_mm256_blend_epi32(_mm256_permutevar8x32_epi32(a, pa2),
+                                               _mm256_permutevar8x32_epi32(b, pb2), 0x49),
+                            _mm256_permutevar8x32_epi32(c, pc2), 0x92);
+#pragma GCC unroll 3
+  for (int j = 0; j < 3; j++) {
+    const size_t i = (size_t)3 * at + 8 * j; /* the row's item */
+    if (p->itemsize == 4) {
+      _mm256_storeu_si256((__m256i *)((float *)dst[0] + i), o[j]);
+    } else {
+      const __m128i w =
+          _mm_packus_epi32(_mm256_castsi256_si128(o[j]), _mm256_extracti128_si256(o[j], 1));
+      if (p->itemsize == 2)
+        _mm_storeu_si128((__m128i *)((uint16_t *)dst[0] + i), w);
+      else
+        _mm_storel_epi64((__m128i *)((uint8_t *)dst[0] + i), _mm_packus_epi16(w, w));
+    }
+  }
+}
+
+/* rc_colour_store_row's loop, 8 pixels a step. sat: saturation runs (else brightness and
+ * contrast are in the tables, unless direct); direct: the item is the value itself (uint8,
+ * or float32 with no normalisation), computed with PCA's shift and no table (a gather costs
+ * more than the arithmetic on some CPUs). */
+AVX2_INLINE void store_row_avx2_k(const rc_colour_plan *p, const uint8_t *rgb, int W, int flip,
+                                  void *const dst[3], const float *const mean[3], float contrast,
+                                  int sat, int direct) {
+  const __m256 as = _mm256_set1_ps(p->as), bs = _mm256_set1_ps(p->bs);
+  const __m256 ab = _mm256_set1_ps(p->ab), ac = _mm256_set1_ps(p->ac);
+  const __m256 beta = _mm256_set1_ps(p->beta);
+  const __m256 ct = _mm256_set1_ps(contrast);
+  const __m256 add[3] = {_mm256_set1_ps(p->add[0]), _mm256_set1_ps(p->add[1]),
+                         _mm256_set1_ps(p->add[2])};
+  const int s0 = p->src[0], s2 = p->src[2];
+  int x = 0;
+  for (; x + 8 <= W; x += 8) {
+    __m256i idx[3];
+    split8(rgb + 3 * x, idx);
+    const int at = flip ? W - 8 - x : x;
+    if (!sat && !direct) { /* everything in the tables */
+      __m256i v[3] = {_mm256_i32gather_epi32((const int *)p->out[0], idx[s0], 4),
+                      _mm256_i32gather_epi32((const int *)p->out[1], idx[1], 4),
+                      _mm256_i32gather_epi32((const int *)p->out[2], idx[s2], 4)};
+      put24(p, v, flip, dst, mean, ct, at);
+      continue;
+    }
+    __m256 f[3];
+#pragma GCC unroll 3
+    for (int c = 0; c < 3; c++) { /* t1's arithmetic */
+      f[c] = _mm256_cvtepi32_ps(idx[c]);
+      if (p->bright) f[c] = round_clip8(_mm256_mul_ps(f[c], ab));
+      if (p->contrast) f[c] = round_clip8(_mm256_add_ps(_mm256_mul_ps(f[c], ac), beta));
+    }
+    if (sat) {
+      /* grey_of's order: (b * 0.299 + g * 0.587) + r * 0.114 */
+      const __m256 g = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(f[2], _mm256_set1_ps(0.299f)),
+                                                   _mm256_mul_ps(f[1], _mm256_set1_ps(0.587f))),
+                                     _mm256_mul_ps(f[0], _mm256_set1_ps(0.114f)));
+      const __m256 gb = _mm256_mul_ps(g, bs);
+#pragma GCC unroll 3
+      for (int c = 0; c < 3; c++) f[c] = round_clip8(_mm256_add_ps(_mm256_mul_ps(f[c], as), gb));
+    }
+    if (direct) {
+      if (p->pca)
+#pragma GCC unroll 3
+        for (int c = 0; c < 3; c++) f[c] = round_clip8(_mm256_add_ps(f[c], add[c]));
+      const __m256 u[3] = {f[s0], f[1], f[s2]};
+      __m256i v[3];
+#pragma GCC unroll 3
+      for (int k = 0; k < 3; k++)
+        v[k] = p->itemsize == 4 ? _mm256_castps_si256(u[k]) : _mm256_cvtps_epi32(u[k]);
+      put24(p, v, flip, dst, mean, ct, at);
+    } else {
+      const __m256i y[3] = {_mm256_cvtps_epi32(f[s0]), _mm256_cvtps_epi32(f[1]),
+                            _mm256_cvtps_epi32(f[s2])};
+      __m256i v[3];
+#pragma GCC unroll 3
+      for (int k = 0; k < 3; k++) v[k] = _mm256_i32gather_epi32((const int *)p->out[k], y[k], 4);
+      put24(p, v, flip, dst, mean, ct, at);
+    }
+  }
+  for (; x < W; x++) store_pixel(p, rgb + 3 * x, flip ? W - 1 - x : x, dst, mean, contrast);
+}
+
+__attribute__((target("avx2"))) static void store_row_avx2(const rc_colour_plan *p,
+                                                           const uint8_t *rgb, int W, int flip,
+                                                           void *const dst[3],
+                                                           const float *const mean[3],
+                                                           float contrast) {
+  if (p->direct && p->sat)
+    store_row_avx2_k(p, rgb, W, flip, dst, mean, contrast, 1, 1);
+  else if (p->direct)
+    store_row_avx2_k(p, rgb, W, flip, dst, mean, contrast, 0, 1);
+  else if (p->sat)
+    store_row_avx2_k(p, rgb, W, flip, dst, mean, contrast, 1, 0);
+  else
+    store_row_avx2_k(p, rgb, W, flip, dst, mean, contrast, 0, 0);
+}
+#endif
+
+void rc_colour_store_row(const rc_colour_plan *p, const uint8_t *rgb, int W, int flip,
+                         void *const dst[3], const float *const mean[3], float contrast) {
+#ifdef RC_COLOUR_AVX2
+  if (colour_avx2) {
+    store_row_avx2(p, rgb, W, flip, dst, mean, contrast);
+    return;
+  }
+#endif
+  for (int x = 0; x < W; x++)
+    store_pixel(p, rgb + 3 * x, flip ? W - 1 - x : x, dst, mean, contrast);
 }

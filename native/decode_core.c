@@ -470,6 +470,37 @@ static void store(rc_worker *w, const rc_opts *o, const double *colour, int norm
     store_row(o, line, out, yy, flip);
 }
 
+/* NOTE [fused colour]: with colour on, an output on AVX2 is coloured and stored in one
+ * pass per row (colour.h's rc_colour_plan: the store's table folded into the colour's).
+ * Without contrast each row goes out as it is resampled; contrast's mean grey needs every
+ * row first, so they are kept (image) and stored after. Without AVX2 the colour runs over
+ * the whole image (rc_colour_apply), then the store. */
+static int fuse_colour(const rc_opts *o, int recolour) {
+  return recolour && rc_colour_fused();
+}
+
+/* The table the fused store folds in: what store() would look values up in. */
+static void finish_plan(rc_worker *w, const rc_opts *o, int norm, rc_colour_plan *plan,
+                        const double sums[3]) {
+  const void *lut = o->itemsize == 1 ? NULL : norm ? (const void *)w->lut : o->lut;
+  rc_colour_plan_finish(plan, sums, (size_t)o->out_w * o->out_h, lut, o->itemsize);
+  plan->nhwc = o->layout == RC_LAYOUT_NHWC;
+}
+
+/* One output row coloured and stored by the plan (NOTE [fused colour]). */
+static void fused_store(const rc_opts *o, const rc_colour_plan *plan, const double *colour,
+                        int norm, const uint8_t *line, void *out, int yy, int flip) {
+  const size_t plane = (size_t)o->out_w * o->out_h, at = (size_t)yy * o->out_w;
+  const int nhwc = o->layout == RC_LAYOUT_NHWC;
+  void *dst[3];
+  const float *mean[3];
+  for (int k = 0; k < 3; k++) {
+    dst[k] = (char *)out + (nhwc ? 3 * at : (size_t)k * plane + at) * o->itemsize;
+    mean[k] = norm && o->mean_img ? o->mean_img + (size_t)k * plane + at : NULL;
+  }
+  rc_colour_store_row(plan, line, o->out_w, flip, dst, mean, (float)colour[9]);
+}
+
 /* The colour draws of `record` into colour (identities without a draw); whether they change
  * the 8-bit pixels (the return) and whether the store needs this image's own table (*norm). */
 static int draw_colour(const rc_draw *draw, int64_t record, const rc_opts *o,
@@ -558,8 +589,13 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
   double colour[RC_COLOUR_VALUES];
   int norm;
   const int recolour = draw_colour(draw, record, o, colour, &norm);
-  const uint64_t colour_bytes =
-      recolour ? out_stride * o->out_h + RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
+  const int fuse = fuse_colour(o, recolour);
+  rc_colour_plan plan;
+  if (fuse) rc_colour_plan_begin(&plan, &draw->colour, colour, o->bgr);
+  /* the rows kept for the colour (NOTE [fused colour]); the scratch of rc_colour_apply */
+  const int keep = recolour && (!fuse || plan.contrast);
+  const uint64_t scratch = recolour && !fuse ? RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
+  const uint64_t colour_bytes = (keep ? out_stride * o->out_h : 0) + scratch;
   const uint64_t need = coef + libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch +
                         out_stride + rc_warp_scratch_bytes(&wp, o->out_w) + colour_bytes + 4096;
   const int over = reserve_decode(w, o, coef, need, err);
@@ -567,9 +603,8 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
   if (rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK) ||
       rc_grow((void **)&w->line, &w->line_cap, rc_warp_scratch_bytes(&wp, o->out_w)) ||
       /* (rc_warp_row writes a byte past a row: the last row's into the slack) */
-      (recolour && rc_grow((void **)&w->image, &w->image_cap, out_stride * o->out_h + RC_SLACK)) ||
-      (recolour && rc_grow((void **)&w->planes, &w->planes_cap,
-                           RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h))))
+      (keep && rc_grow((void **)&w->image, &w->image_cap, out_stride * o->out_h + RC_SLACK)) ||
+      (scratch && rc_grow((void **)&w->planes, &w->planes_cap, scratch)))
     return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
   rc_warp_prepare(&wp, o->out_w, SW, mirror, w->line); /* (flipped here: a plain store) */
   jpeg_start_decompress(ci);
@@ -591,14 +626,25 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
   if (read_rows(w, R0, R1, o->roi ? R1 : SH, nch, row_stride))
     return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
   jpeg_abort_decompress(ci);
-  /* As decode(): colour over the whole (already mirrored) output, then the store. */
+  /* As decode(): the colour and store of the (already mirrored) rows. */
   if (norm) image_lut(o, colour, w->lut);
+  double sums[3] = {0, 0, 0};
+  if (fuse && !plan.contrast) finish_plan(w, o, norm, &plan, sums);
   for (int yy = 0; yy < o->out_h; yy++) {
-    uint8_t *row = recolour ? w->image + (size_t)yy * out_stride : w->hline;
+    uint8_t *row = keep ? w->image + (size_t)yy * out_stride : w->hline;
     rc_warp_row(&wp, w->tmp, row_stride, (int)xoff, R0, SW, SH, yy, o->out_w, row);
-    if (!recolour) store(w, o, colour, norm, row, out, yy, 0);
+    if (fuse) {
+      rc_colour_row_prepare(&plan, row, (size_t)o->out_w, sums);
+      if (!plan.contrast) fused_store(o, &plan, colour, norm, row, out, yy, 0);
+    } else if (!recolour) {
+      store(w, o, colour, norm, row, out, yy, 0);
+    }
   }
-  if (recolour) {
+  if (fuse && plan.contrast) {
+    finish_plan(w, o, norm, &plan, sums);
+    for (int yy = 0; yy < o->out_h; yy++)
+      fused_store(o, &plan, colour, norm, w->image + (size_t)yy * out_stride, out, yy, 0);
+  } else if (recolour && !fuse) {
     rc_colour_apply(&draw->colour, colour, w->image, (size_t)o->out_w * o->out_h, w->planes);
     for (int yy = 0; yy < o->out_h; yy++)
       store(w, o, colour, norm, w->image + (size_t)yy * out_stride, out, yy, 0);
@@ -686,17 +732,23 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
   const int align = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
   const uint64_t row_w = o->roi && rw + 4 * align < SW ? (uint64_t)rw + 4 * align : (uint64_t)SW;
   const uint64_t coef = coef_buffer_bytes(ci);
-  const uint64_t colour_bytes =
-      recolour ? out_stride * o->out_h + RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
+  const int fuse = fuse_colour(o, recolour);
+  rc_colour_plan plan;
+  if (fuse) rc_colour_plan_begin(&plan, &draw->colour, colour, o->bgr);
+  /* the rows kept for the colour (NOTE [fused colour]): all, or one for the HLS jitter */
+  const size_t kept = !recolour                ? 0
+                      : !fuse || plan.contrast ? out_stride * o->out_h
+                      : plan.hls               ? out_stride
+                                               : 0;
+  const uint64_t scratch = recolour && !fuse ? RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
   const uint64_t need = coef + libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch +
-                        (uint64_t)rw * 3 + out_stride + colour_bytes + 4096;
+                        (uint64_t)rw * 3 + out_stride + kept + scratch + 4096;
   const int over = reserve_decode(w, o, coef, need, err);
   if (over) return over;
   if (rc_grow((void **)&w->line, &w->line_cap, (size_t)rw * 3 + rc_hpass_slack(&w->ch)) ||
       rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK) ||
-      (recolour && rc_grow((void **)&w->image, &w->image_cap, out_stride * o->out_h)) ||
-      (recolour && rc_grow((void **)&w->planes, &w->planes_cap,
-                           RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h))))
+      (kept && rc_grow((void **)&w->image, &w->image_cap, kept)) ||
+      (scratch && rc_grow((void **)&w->planes, &w->planes_cap, scratch)))
     return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
 
   jpeg_start_decompress(ci);
@@ -729,6 +781,8 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
   /* (at scale 1 the store flips the row; else the horizontal pass has) */
   const int store_flip = w->ch.identity ? mirror : 0;
   if (norm) image_lut(o, colour, w->lut);
+  double sums[3] = {0, 0, 0};
+  if (fuse && !plan.contrast) finish_plan(w, o, norm, &plan, sums);
   for (int yy = 0; yy < o->out_h; yy++) {
     const int ymin = w->cv.bounds[2 * yy] - first, ytaps = w->cv.bounds[2 * yy + 1];
     const uint8_t *vrow = w->line;
@@ -742,12 +796,25 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
       rc_hpass(vrow, w->hline, o->out_w, &w->ch, mirror);
       done = w->hline;
     }
-    if (recolour) /* kept for the colour pass over the whole image */
+    if (fuse) { /* (the rows read may be the decoder's: the jitter changes a copy) */
+      if (kept) {
+        uint8_t *row = w->image + (plan.contrast ? (size_t)yy * out_stride : 0);
+        memcpy(row, done, out_stride);
+        rc_colour_row_prepare(&plan, row, (size_t)o->out_w, sums);
+        done = row;
+      }
+      if (!plan.contrast) fused_store(o, &plan, colour, norm, done, out, yy, store_flip);
+    } else if (recolour) { /* kept for the colour pass over the whole image */
       memcpy(w->image + (size_t)yy * out_stride, done, out_stride);
-    else
+    } else {
       store(w, o, colour, norm, done, out, yy, store_flip);
+    }
   }
-  if (recolour) {
+  if (fuse && plan.contrast) {
+    finish_plan(w, o, norm, &plan, sums);
+    for (int yy = 0; yy < o->out_h; yy++)
+      fused_store(o, &plan, colour, norm, w->image + (size_t)yy * out_stride, out, yy, store_flip);
+  } else if (recolour && !fuse) {
     rc_colour_apply(&draw->colour, colour, w->image, (size_t)o->out_w * o->out_h, w->planes);
     for (int yy = 0; yy < o->out_h; yy++)
       store(w, o, colour, norm, w->image + (size_t)yy * out_stride, out, yy, store_flip);

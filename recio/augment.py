@@ -513,16 +513,35 @@ def apply_colour(rgb: np.ndarray, spec: ColourSpec, draws: ColourDraws, i: int) 
         hls[:, 1] = np.clip(hls[:, 1] + dl, 0, 255)
         hls[:, 2] = np.clip(hls[:, 2] + ds, 0, 255)
         p = _from_hls(hls)
+    if not (spec.brightness or spec.contrast or spec.saturation or spec.pca_noise):
+        return p.reshape(shape)
     ab, ac, asat = (_F(v) for v in draws.alpha[i])
+    # Each step rounds and clips (saturate_cast<uchar>), so the values stay whole numbers in
+    # 0..255 and are kept as float32 between the steps, in place.
+    f = p.astype(_F)
     if spec.brightness:
-        p = _round_u8(p.astype(_F) * ab)
+        f *= ab
+        _round_clip(f)
     if spec.contrast:
-        r, g, b = (float(v) for v in p.sum(0, dtype=np.int64))  # from the channels' sums
-        mean = (b * 0.299 + g * 0.587 + r * 0.114) / len(p)
-        p = _round_u8(p.astype(_F) * ac + _F((1.0 - float(draws.alpha[i, 1])) * mean))
+        # the channels' sums, exact (a column at a time: numpy's sum over axis 0 is slower)
+        r, g, b = (float(f[:, k].sum(dtype=np.float64)) for k in range(3))
+        mean = (b * 0.299 + g * 0.587 + r * 0.114) / len(f)
+        f *= ac
+        f += _F((1.0 - float(draws.alpha[i, 1])) * mean)
+        _round_clip(f)
     if spec.saturation:
-        grey = gray_f32(p)[:, None]
-        p = _round_u8(p.astype(_F) * asat + grey * _F(1.0 - float(draws.alpha[i, 2])))
+        grey = gray_f32(f)
+        grey *= _F(1.0 - float(draws.alpha[i, 2]))
+        f *= asat
+        f += grey[:, None]
+        _round_clip(f)
     if spec.pca_noise:
-        p = _round_u8(p.astype(_F) + draws.pca[i].astype(_F))
-    return p.reshape(shape)
+        f += draws.pca[i].astype(_F)
+        _round_clip(f)
+    return f.astype(np.uint8).reshape(shape)
+
+
+def _round_clip(x: np.ndarray) -> None:
+    """:func:`_round_u8` in place, on float32: round half to even, clip to 0..255."""
+    np.rint(x, out=x)
+    np.clip(x, 0, 255, out=x)

@@ -319,6 +319,12 @@ class IterConfig:
         check_choice("last_batch", self.last_batch, [b.value for b in LastBatch])
         check_choice("on_error", self.on_error, ON_ERROR)
         check_choice("interpolation", self.interpolation, INTERPOLATIONS)
+        if self.geometry.resample == "opencv" and self.interpolation != "bilinear":
+            raise ValueError(
+                f"interpolation={self.interpolation!r} picks one of recio's own filters; with "
+                "resample='opencv' the filter is OpenCV's inter_method (0 nearest, 1 bilinear, "
+                "2 bicubic, 3 area, 4 Lanczos, 9 by direction, 10 random)"
+            )
         if self.preprocess_threads is not None:
             check_int("preprocess_threads", self.preprocess_threads, 1)
         if self.prefetch_buffer is not None:

@@ -24,6 +24,7 @@ DataLoader: non-persistent workers take a copy of the dataset then).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -75,6 +76,9 @@ class RecordDataset:
             jitter, brightness, contrast, saturation, PCA lighting), as the iterator's.
         geometry: MXNet's geometry (:class:`~recio.geometry.GeometrySpec`: rotation,
             shear, scale, aspect, pad), each image warped once, as the iterator's.
+        resample: "pillow" (recio's antialiasing filters) or "opencv" (MXNet's resampling,
+            ``cv::resize``, even without geometry parameters); the same as
+            ``GeometrySpec(resample=)``. None: the geometry's (default "pillow").
         normalize: ``(pixel - mean) / std``, dtype and layout of the images
             (:class:`~recio.config.Normalize`; default float32 CHW, unnormalised).
         label_width: labels per sample; 1 gives a scalar label (the first, for records with
@@ -107,6 +111,7 @@ class RecordDataset:
         crop: CropSpec | None = None,
         colour: ColourSpec | None = None,
         geometry: GeometrySpec | None = None,
+        resample: str | None = None,
         normalize: Normalize | None = None,
         label_width: int = 1,
         label_dtype: str = "float32",
@@ -127,6 +132,10 @@ class RecordDataset:
             raise ValueError(f"crop gives {crop.out_height}x{crop.out_width}, data_shape {shape}")
         elif rand_mirror and not crop.rand_mirror:
             raise ValueError("give rand_mirror in the CropSpec when a crop= is given")
+        if resample is not None:
+            if geometry is not None and geometry.resample != resample:
+                raise ValueError("give resample in the GeometrySpec when a geometry= is given")
+            geometry = dataclasses.replace(geometry or GeometrySpec(), resample=resample)
         self.settings = {
             "path_imgrec": check_rec_spec("path_imgrec", path_imgrec),
             "path_imgidx": check_rec_spec("path_imgidx", path_imgidx, optional=True),

@@ -27,6 +27,9 @@ import numpy as np
 if TYPE_CHECKING:
     from .augment import KeyedDraw
 
+# How an iterator or dataset resamples without geometry parameters: recio's Pillow-exact,
+# antialiasing filters, or OpenCV's as MXNet runs them (cv::resize, inter_method's filter).
+RESAMPLE = ("pillow", "opencv")
 INTER_METHODS = {
     0: "nearest",
     1: "bilinear",
@@ -77,7 +80,11 @@ class GeometrySpec:
 
     A draw with a geometry (``KeyedDraw(geometry=...)``) samples every image through the warp
     with OpenCV's filters, even with all the defaults (MXNet's resize and centre crop, as
-    MXNet resamples); without one, recio's Pillow-exact filters and crop windows.
+    MXNet resamples); without one, recio's Pillow-exact filters and crop windows. The
+    iterators and datasets pass a geometry on when it is :attr:`enabled`: a parameter other
+    than MXNet's default, or ``resample="opencv"`` (OpenCV's resampling with no geometry
+    parameter at all, to evaluate on the pixels MXNet trained on); ``resample="pillow"``,
+    the default, leaves a geometry of defaults off.
     """
 
     max_rotate_angle: int = 0
@@ -94,6 +101,7 @@ class GeometrySpec:
     pad: int = 0
     fill_value: int = 255
     inter_method: int = 1
+    resample: str = "pillow"  # "opencv": sampled as above even with all the defaults
 
     def __post_init__(self) -> None:
         for name in ("max_rotate_angle", "rotate", "max_crop_size", "min_crop_size", "pad"):
@@ -143,6 +151,10 @@ class GeometrySpec:
         if not 0 <= fill <= 255:
             raise ValueError(f"fill_value must be in [0, 255], not {fill}")
         object.__setattr__(self, "fill_value", fill)
+        if not isinstance(self.resample, str) or self.resample not in RESAMPLE:
+            raise ValueError(
+                f"resample must be one of {', '.join(map(repr, RESAMPLE))}, not {self.resample!r}"
+            )
         if self.inter_method not in INTER_METHODS or isinstance(self.inter_method, bool):
             names = ", ".join(f"{k} {v}" for k, v in INTER_METHODS.items())
             raise ValueError(
@@ -182,8 +194,18 @@ class GeometrySpec:
 
     @property
     def enabled(self) -> bool:
-        """Whether anything differs from MXNet's defaults (fill_value alone changes nothing)."""
-        return self.warp or self.pad > 0 or self.crop_sizes is not None or self.inter_method != 1
+        """Whether images go through the warp: OpenCV's resampling asked for, or MXNet's.
+
+        That is, ``resample="opencv"`` or any parameter other than MXNet's default
+        (``fill_value`` alone changes nothing).
+        """
+        return (
+            self.warp
+            or self.pad > 0
+            or self.crop_sizes is not None
+            or self.inter_method != 1
+            or self.resample == "opencv"
+        )
 
     def non_default(self) -> list[str]:
         """The parameters given other than MXNet's defaults."""

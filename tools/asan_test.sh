@@ -20,7 +20,8 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
   python -m pytest -q -p no:cacheprovider tests/decode/test_pool.py tests/decode/test_pillow.py \
   tests/decode/test_fuzz.py tests/decode/test_resample.py tests/test_native.py \
   tests/test_read_decode.py tests/test_geometry.py tests/test_colour.py \
-  tests/test_colour_geometry.py tests/test_checksum.py -m "not dali" \
+  tests/test_colour_geometry.py tests/test_colour_fused.py tests/test_resample_opencv.py \
+  tests/test_checksum.py -m "not dali" \
   --deselect tests/decode/test_pool.py::test_no_memory_growth "$@"
 # (not DALI's tests: its own libraries abort under the preloaded ASan runtime)
 # im2rec's process pool forks: in a pytest process of its own, with no decode threads of
