@@ -460,16 +460,21 @@ class _Pipeline(_Run):
         prefetcher = self.lookahead.take(key) or self._prefetcher(
             plans, self.first_step, self.epoch
         )
+
+        def ahead() -> None:
+            # Every fetch of this epoch is issued: the next epoch's first window goes out
+            # now, while this epoch's last jobs are fetched and used, so that it is there
+            # when the next epoch starts (taken if the consumer goes on to it, else closed).
+            if nxt and not self.stopping.is_set():
+                first = self._prefetcher(nxt, 0, self.epoch + 1, lead=False)
+                first.start()
+                self.lookahead.put((self.epoch + 1, 0), first)
+
+        prefetcher.when_issued(ahead)
         try:
             self._read_batches(plans, (payloads for _, payloads in prefetcher))
         finally:
             prefetcher.close()
-        # Every read of this epoch is issued: start the next epoch's first fetches while the
-        # decoder finishes this one (taken if the consumer goes on to it, else closed).
-        if nxt:
-            ahead = self._prefetcher(nxt, 0, self.epoch + 1, lead=False)
-            ahead.start()
-            self.lookahead.put((self.epoch + 1, 0), ahead)
 
     def _plans(self, epoch: int, first_step: int) -> list:
         steps = range(first_step, self.sampler.steps_in_epoch(epoch))

@@ -521,6 +521,23 @@ def test_remote_next_epoch_is_fetched_ahead_and_matches_local(rec, memfs, mode):
     assert remote._lookahead.key is None  # closed with the iterator
 
 
+@pytest.mark.parametrize("mode", ["global", "block"])
+def test_next_epochs_first_fetch_starts_with_this_epochs_last(rec, memfs, mode):
+    """Epoch 1's first window is in flight as soon as epoch 0's last fetch is issued:
+    here (one fetch job an epoch) while 18 of epoch 0's 19 batches are still to come."""
+    url = _upload(rec, f"memory://early/{mode}.rec", {})
+    kw = dict(shuffle=True, seed=4, shuffle_mode=mode, batch_size=2)
+    with make_iter(url, **kw) as remote:
+        epoch = iter(remote)
+        next(epoch)
+        deadline = time.monotonic() + 10
+        while remote._lookahead.key != (1, 0) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert remote._lookahead.key == (1, 0)
+        assert len(list(epoch)) == len(remote) - 1 == 18
+        assert len(list(remote)) == 19  # the next epoch, from what was fetched ahead
+
+
 # --- face-recognition layouts: metadata records are not samples --------------------------
 
 
