@@ -29,7 +29,6 @@ the same window (cores busy, and its share of the CPU that server, proxy and cli
 together); the most requests the proxy held at once (connections busy in parallel); and
 the median wait for an epoch's first batch.
 """
-"""
 
 from __future__ import annotations
 
@@ -236,7 +235,8 @@ def main() -> None:
             )
         summary[name] = entry
     print(f"{'':<58} {'img/s':>7} {'x local':>7} {'CPU ms/img':>10} {'x local':>7} "
-          f"{'KB/img':>7} {'server cores':>12} {'share':>6} {'conns':>5} {'1st ms':>6}")  # fmt: skip
+          f"{'KB/img':>7} {'server cores':>12} {'share':>6} {'conns':>5} "
+          f"{'1st ms':>6}")  # fmt: skip
     for name, e in summary.items():
         print(f"{name:<58} {e['images_per_s']:7.0f} {e.get('ratio_to_local', 1):7.2f} "
               f"{e['client_cpu_ms_per_image']:10.3f} {e.get('cpu_per_image_to_local', 1):7.2f} "
@@ -246,8 +246,10 @@ def main() -> None:
     plain_s3 = summary.get("S3, block shuffle", {}).get("images_per_s")
     unverified = summary.get("S3, block shuffle, checksums not verified", {}).get("images_per_s")
     if plain_s3 and unverified:
-        print(f"checksum verification, S3 block shuffle: {1 - plain_s3 / unverified:+.1%} "
-              "of the images/s")
+        print(
+            f"checksum verification, S3 block shuffle: {1 - plain_s3 / unverified:+.1%} "
+            "of the images/s"
+        )
     rates = {k: statistics.median(v) for k, v in hit_rates.items() if v}
     print("block hit rate, later epochs: " + ", ".join(f"{k} {v:.1%}" for k, v in rates.items()))
     if args.json:

@@ -200,7 +200,6 @@ def test_through_the_delay_proxy_and_the_block_cache(s3_server, s3_rec, tmp_path
         proxy.close()
 
 
-
 def test_a_job_goes_over_every_connection_at_once(s3_server, s3_rec):
     """One read_ranges call of adjacent ranges (one 2.4 MB span) is cut into
     ``concurrency`` requests that the proxy holds all at once: it takes about one
