@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import queue
 import threading
 import weakref
@@ -34,11 +35,13 @@ from typing import Any
 import numpy as np
 
 from .augment import KeyedDraw
+from .checksum import MismatchedPayload
 from .config import IterConfig
 from .consumer import Batch, IterStats, PositionedIterator
-from .decode import DecodePool
+from .decode import DecodePool, Status
 from .mxnet_inputs import ImageList, load_mean_image
-from .read_decode import BatchReader, PendingBatch, submit_read_and_decode
+from .read_decode import BatchReader, DecodedBatch, PendingBatch, submit_read_and_decode
+from .reader import RecordFile
 from .storage.blockcache import clock
 from .storage.options import FetchOptions
 from .storage.prefetch import Lookahead, Prefetcher
@@ -380,6 +383,19 @@ class _Pipeline(_Run):
         self._take_lock = threading.Lock()
         self._turn = self.first_step  # the step whose batch goes into ready_q next
         self._turn_cv = threading.Condition()
+        # NOTE [remote batches on the pool]: one file, one label, no mapped labels, the
+        # native decoder: the prefetcher fetches the records' extents as stored (checked
+        # against the sidecar, not parsed in Python), and a decode thread queues each batch
+        # on the pool as one native call over them, joined into one buffer: the call a
+        # local batch makes over its map (frames, headers, crop draws and pixels in C). A
+        # batch the native call leaves records of (several frames, a checksum mismatch)
+        # goes the exact way, from the same extents.
+        self.extents = (
+            isinstance(self.records, RecordFile)
+            and self.pool.backend == "native"
+            and self.read_label_width == 1
+            and not self.label_maps
+        )
         work = [(self._read, self.read_q, "recio-reader"),
                 (self._decode, self.ready_q, "recio-decoder"),
                 (self._decode, self.ready_q, "recio-decoder-2")]  # fmt: skip
@@ -484,7 +500,7 @@ class _Pipeline(_Run):
         group = self.sampler.fetch_group()
         fetch = self.records.fetch or FetchOptions()
         return Prefetcher(
-            _MarkMismatches(self.records),
+            (_Extents if self.extents else _MarkMismatches)(self.records),
             [p.positions for p in plans],
             depth=2 if group is None else 1,
             group_batches=group,
@@ -527,8 +543,41 @@ class _Pipeline(_Run):
     def _decode_one(self, raw: _RawBatch) -> tuple:
         out = self.buffers.take()
         with maybe_span(self.tracer, "decode+augment", step=raw.step):
-            got = self._submit(raw, out).result()
+            got = self._decode_extents(raw, out) if self.extents else None
+            if got is None:
+                if self.extents:  # the exact way: the payloads parsed from the extents
+                    raw = dataclasses.replace(raw, payloads=self._payloads(raw))
+                got = self._submit(raw, out).result()
         return self._batch(raw, out, got)
+
+    def _decode_extents(self, raw: _RawBatch, out: np.ndarray) -> DecodedBatch | None:
+        """One native call over the batch's extents (NOTE [remote batches on the pool]).
+
+        None where it leaves records to the exact way (then nothing of it is used).
+        """
+        extents = raw.payloads
+        if raw.epochs is not None or any(type(e) is MismatchedPayload for e in extents):
+            return None
+        lengths = np.fromiter(map(len, extents), dtype=np.int64, count=len(extents))
+        offsets = np.zeros(len(extents), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=offsets[1:])
+        pending = self.pool.submit_records(
+            b"".join(extents), offsets, out, label_width=1, draw=self.draw,
+            records=raw.positions if raw.keys is None else raw.keys, **self.decode_kwargs,
+        )  # fmt: skip
+        got = pending.result()
+        if pending.failed and (got.status == _RECORD).any():
+            return None
+        reasons = self.pool.last_errors() if pending.failed else None
+        return DecodedBatch(got.status, got.labels, got.ids, reasons)
+
+    def _payloads(self, raw: _RawBatch) -> list:
+        """The records' payloads, parsed from their fetched extents (mismatches as they are)."""
+        frame = self.records._framed
+        return [
+            e if type(e) is MismatchedPayload else frame(int(i), e)
+            for i, e in zip(raw.positions.tolist(), raw.payloads, strict=True)
+        ]
 
     def _put_in_turn(self, step: int, item) -> None:
         """Put the item of ``step`` into ready_q once those of the steps before it are in."""
@@ -640,6 +689,35 @@ class _MarkMismatches:
 
     def read_many(self, indices, **kwargs):
         return self.records.read_many(indices, bad="mark", **kwargs)
+
+
+class _Extents(_MarkMismatches):
+    """The records as stored, for one native call a batch (NOTE [remote batches on the pool]).
+
+    ``read_many`` returns each record's extent (its frames, as the ``.idx`` bounds them),
+    checked against the sidecar where there is one (a mismatch fetched once more, then a
+    :class:`~recio.checksum.MismatchedPayload`), without parsing them.
+    """
+
+    def read_many(self, indices, *, until: int | None = None):
+        records = self.records
+        records._check_open()
+        positions = np.asarray(indices, dtype=np.int64)
+        ranges = list(
+            zip(records.offsets[positions].tolist(), records.lengths[positions].tolist(),
+                strict=True)
+        )  # fmt: skip
+        if until is not None and records.cached:
+            datas = list(records.source.read_ranges(ranges, until=until))
+        else:
+            datas = list(records.source.read_ranges(ranges))
+        if records.checksums is not None:
+            for j, error in records._check_extents(positions, datas).items():
+                datas[j] = MismatchedPayload(error)
+        return datas
+
+
+_RECORD = int(Status.RECORD)
 
 
 def _traced(tracer: Tracer | None, name: str, items):
