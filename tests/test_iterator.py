@@ -615,6 +615,33 @@ def test_multi_frame_records_decode_as_single_frame_ones(tmp_path):
         assert a.stats.decoded == 12 and not a.stats.bad_records
 
 
+def test_remote_batches_are_one_native_call_and_exact_only_where_needed(
+    tmp_path, memfs, monkeypatch
+):
+    """NOTE [remote batches on the pool]: a remote batch is decoded from its records'
+    extents in one native call, as a local one from its map; only a batch holding a record
+    of several frames goes the exact way (read_batch), and the pixels are local's."""
+    import recio.read_decode
+
+    split = _rec_with_comments(tmp_path, {2, 9})
+    url = _upload(split, "memory://native/split.rec", {})
+    exact, real = [], recio.read_decode.read_batch
+
+    def spy(records, positions, *args, **kwargs):
+        exact.append((records.url == url, sorted(int(p) for p in positions)))
+        return real(records, positions, *args, **kwargs)
+
+    monkeypatch.setattr(recio.read_decode, "read_batch", spy)
+    with make_iter(split, batch_size=4) as local, make_iter(url, batch_size=4) as remote:
+        for x, y in zip(local, remote, strict=True):
+            np.testing.assert_array_equal(x.data, y.data)
+            assert x.index.tolist() == y.index.tolist() and x.label.tolist() == y.label.tolist()
+        assert remote.stats.decoded == 12 and not remote.stats.bad_records
+    # remote: the two batches with a split record whole; local: those records alone
+    assert sorted(exact) == [(False, [2]), (False, [9]), (True, [0, 1, 2, 3]),
+                             (True, [8, 9, 10, 11])]  # fmt: skip
+
+
 @pytest.mark.parametrize("where", ["local", "remote"])
 def test_batches_come_in_order_with_a_failure_in_its_turn(tmp_path, memfs, where):
     """A remote file's decode threads take batches in turn (NOTE [two decode threads]), a
