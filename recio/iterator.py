@@ -9,7 +9,8 @@ crop and flip (keyed per record, :class:`~recio.augment.KeyedDraw`) and writes t
 straight into a batch buffer (:class:`BatchBuffers`), in one native call per batch
 (:mod:`recio.read_decode`), with no Python thread in between. For a remote file a reader
 thread fetches the upcoming batches' bytes ahead (coalesced ranged reads) and two decode
-threads take the batches in turn (NOTE [two decode threads]). Either way
+threads take the batches in turn (NOTE [two decode threads]), each batch one native call
+over its records as fetched (NOTE [remote batches on the pool]). Either way
 ``prefetch_buffer`` batches are decoded ahead (at least three), and memory stays at about
 ``prefetch_buffer + 1`` batches.
 
