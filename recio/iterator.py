@@ -504,6 +504,8 @@ class _Pipeline(_Run):
             (_Extents if self.extents else _MarkMismatches)(self.records),
             [p.positions for p in plans],
             depth=2 if group is None else 1,
+            # global shuffle: a job of a quarter of the memory bound (NOTE [adaptive fetch])
+            group_bytes=fetch.read_ahead // 4 if fetch.adaptive else _GLOBAL_JOB,
             group_batches=group,
             first_batch=first_step,
             epoch=epoch if self.records.cached else None,
@@ -719,6 +721,7 @@ class _Extents(_MarkMismatches):
 
 
 _RECORD = int(Status.RECORD)
+_GLOBAL_JOB = 32 << 20  # record bytes a global-shuffle fetch job holds (not adaptive)
 
 
 def _traced(tracer: Tracer | None, name: str, items):

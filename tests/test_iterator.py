@@ -615,6 +615,26 @@ def test_multi_frame_records_decode_as_single_frame_ones(tmp_path):
         assert a.stats.decoded == 12 and not a.stats.bad_records
 
 
+def test_global_shuffle_fetch_jobs_are_a_quarter_of_the_read_ahead(rec, memfs, monkeypatch):
+    """NOTE [adaptive fetch]: the larger a global-shuffle job, the denser its records and
+    the fuller its requests; a quarter of the memory bound, or 32 MB where not adaptive."""
+    import recio.iterator
+    from recio.storage import FetchOptions
+
+    made, real = [], recio.iterator.Prefetcher
+    monkeypatch.setattr(
+        recio.iterator, "Prefetcher", lambda *a, **k: made.append(k["group_bytes"]) or real(*a, **k)
+    )
+    url = _upload(rec, "memory://jobs/data.rec", {})
+    with make_iter(url, shuffle=True, fetch=FetchOptions(read_ahead=40 << 20)) as it:
+        assert len(list(it)) == 5
+    assert made and set(made) == {10 << 20}
+    made.clear()
+    with make_iter(url, shuffle=True, fetch=FetchOptions(adaptive=False)) as it:
+        assert len(list(it)) == 5
+    assert made and set(made) == {32 << 20}
+
+
 def test_remote_batches_are_one_native_call_and_exact_only_where_needed(
     tmp_path, memfs, monkeypatch
 ):

@@ -14,6 +14,12 @@ smallest duration seen bounds the latency; the large requests give the rate). Fr
   time (``latency + J / (concurrency × rate)``), not ``J / rate`` on a few connections
   while the others idle. One 100 MB/s connection is slower than a decoder of small
   images on two cores; eight are not;
+- job size, global shuffle: a quarter of ``read_ahead``. A job's records are a random
+  sample of the file, so the larger the job, the denser they lie and the fewer, fuller
+  requests they merge into (neighbours within ``gap`` are read with the bytes between):
+  on 8,000 images of 33 KB, jobs of 32 MB fetched 2.8× the records' bytes and needed
+  more requests than eight connections at 30 ms give; of 64 MB, far fewer
+  (tools/bench_far_remote.py). Block shuffle's jobs are its windows;
 - read-ahead (``Prefetcher``): Little's law, jobs in flight = consumption rate × a job's
   fetch time / a job's bytes, plus one, within ``FetchOptions.read_ahead`` bytes: the
   user's memory bound for fetched, not yet decoded data.
