@@ -882,8 +882,10 @@ int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_
   for (int c = 0; c < ncomp; c++)
     src_bytes += (uint64_t)sstride[c] * need_imcu * imcu_rows[c] + RC_SLACK;
   const uint64_t coef = coef_buffer_bytes(ci);
-  const int over =
-      reserve_decode(w, o, coef, coef + libjpeg_rows_bytes(ci) + src_bytes + out_bytes, err);
+  const int over = reserve_decode(w, o, coef,
+                                  coef + libjpeg_rows_bytes(ci) + src_bytes + out_bytes +
+                                      rc_resample_plane_bytes(sw[0], o->out_w, o->out_h),
+                                  err);
   if (over) return over;
   jpeg_start_decompress(ci);
   for (int c = 0; c < nout; c++) {
@@ -922,35 +924,11 @@ int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_
     if (rc_precompute(&w->ch, sw[c], ix0, ix1, ow, o->interp) ||
         rc_precompute(&w->cv, sh[c], iy0, iy1, oh, o->interp))
       return snprintf(err, RC_ERRLEN, "out of memory (coefficients)"), RC_NOMEM;
-    int cx0 = w->ch.bounds[0], cx1 = cx0 + 1;
-    for (int xx = 0; xx < ow; xx++) {
-      int a = w->ch.bounds[2 * xx], e = a + w->ch.bounds[2 * xx + 1];
-      if (a < cx0) cx0 = a;
-      if (e > cx1) cx1 = e;
-    }
-    if (rc_grow((void **)&w->line, &w->line_cap, (size_t)(cx1 - cx0) + w->ch.ksize + RC_SLACK))
+    const rc_buf mid = {&w->tmp, &w->tmp_cap}, midt = {&w->line, &w->line_cap};
+    const rc_buf outt = {&w->hline, &w->hline_cap};
+    if (rc_resample_plane(w->src_plane[c], sstride[c], &w->ch, &w->cv, out->data[c], out->stride[c],
+                          ow, oh, mid, midt, outt))
       return snprintf(err, RC_ERRLEN, "out of memory (resample buffers)"), RC_NOMEM;
-    /* The zero taps at a row's end read past it: keep those bytes defined. */
-    memset(w->line + (cx1 - cx0), 0, (size_t)w->ch.ksize + RC_SLACK);
-    const uint8_t *src = w->src_plane[c];
-    for (int yy = 0; yy < oh; yy++) {
-      const int ymin = w->cv.bounds[2 * yy], ytaps = w->cv.bounds[2 * yy + 1];
-      const uint8_t *srow = src + (size_t)ymin * sstride[c] + cx0;
-      uint8_t *dst = out->data[c] + (size_t)yy * out->stride[c];
-      if (w->cv.identity && w->ch.identity) {
-        memcpy(dst, srow + (w->ch.bounds[0] - cx0), (size_t)ow);
-        continue;
-      }
-      if (w->cv.identity) /* a copy: hpass1 reads past the row's end */
-        memcpy(w->line, srow, (size_t)(cx1 - cx0));
-      else
-        rc_vpass(src + cx0, sstride[c], (size_t)(cx1 - cx0), ymin, ytaps,
-                 w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
-      if (w->ch.identity)
-        memcpy(dst, w->line + (w->ch.bounds[0] - cx0), (size_t)ow);
-      else
-        rc_hpass1(w->line, cx0, dst, ow, &w->ch);
-    }
   }
   for (int c = nsrc; c < nout; c++) /* colour from a greyscale JPEG: neutral chroma */
     memset(out->data[c], 128, out->stride[c] * (ph / 2));

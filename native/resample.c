@@ -281,74 +281,6 @@ __attribute__((target("avx2"))) static size_t vpass_avx2(const uint8_t *base, si
   return i;
 }
 
-/* The same sums as hpass1_simd, eight outputs per step with AVX2 gathers (the passes on
- * YCbCr planes spend most of their time collecting each output's taps one by one). Chosen
- * at run time, so the extension still runs on CPUs without AVX2. Results are identical. */
-__attribute__((target("avx2"))) static int hpass1_avx2(const uint8_t *line, int off, uint8_t *out,
-                                                       int out_n, const rc_coeffs *c) {
-  const int ksize = c->ksize;
-  if (ksize != 4 && ksize != 6 && ksize != 8) return 0;
-  const __m256i zero = _mm256_setzero_si256();
-  const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
-  const __m256i evens = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-  const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
-  const __m128i mask6 = _mm_set_epi16(0, 0, -1, -1, -1, -1, -1, -1);
-  const __m256i offset = _mm256_set1_epi32(off);
-  int xx = 0;
-  for (; xx + 8 <= out_n; xx += 8) {
-    /* bounds hold (first, taps) pairs: the eight firsts, less the row's offset */
-    __m256i b0 = _mm256_permutevar8x32_epi32(
-        _mm256_loadu_si256((const __m256i *)(c->bounds + 2 * xx)), evens);
-    __m256i b1 = _mm256_permutevar8x32_epi32(
-        _mm256_loadu_si256((const __m256i *)(c->bounds + 2 * xx + 8)), evens);
-    __m256i first = _mm256_sub_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), offset);
-    const int16_t *k = c->kk + (size_t)xx * ksize;
-    __m256i sums;
-    if (ksize == 4) { /* four taps per output: one 32-bit gather for all eight */
-      __m256i px = _mm256_i32gather_epi32((const int *)line, first, 1);
-      __m256i ka = _mm256_loadu_si256((const __m256i *)k);        /* outputs 0-3 */
-      __m256i kb = _mm256_loadu_si256((const __m256i *)(k + 16)); /* outputs 4-7 */
-      /* per 128-bit lane, unpacklo holds outputs (0,1 | 4,5), unpackhi (2,3 | 6,7) */
-      __m256i mlo = _mm256_madd_epi16(_mm256_unpacklo_epi8(px, zero),
-                                      _mm256_permute2x128_si256(ka, kb, 0x20));
-      __m256i mhi = _mm256_madd_epi16(_mm256_unpackhi_epi8(px, zero),
-                                      _mm256_permute2x128_si256(ka, kb, 0x31));
-      sums = _mm256_hadd_epi32(mlo, mhi); /* lanes: outputs 0-3 | 4-7 */
-    } else {                              /* six or eight taps: 64-bit gathers, four outputs each */
-      __m256i part[2];
-      for (int g = 0; g < 2; g++) {
-        __m128i idx = g ? _mm256_extracti128_si256(first, 1) : _mm256_castsi256_si128(first);
-        __m256i px = _mm256_i32gather_epi64((const long long *)line, idx, 1);
-        const int16_t *kg = k + (size_t)4 * g * ksize;
-        __m128i k0 = _mm_loadu_si128((const __m128i *)kg);
-        __m128i k1 = _mm_loadu_si128((const __m128i *)(kg + ksize));
-        __m128i k2 = _mm_loadu_si128((const __m128i *)(kg + 2 * ksize));
-        __m128i k3 = _mm_loadu_si128((const __m128i *)(kg + 3 * ksize));
-        if (ksize == 6) {
-          k0 = _mm_and_si128(k0, mask6);
-          k1 = _mm_and_si128(k1, mask6);
-          k2 = _mm_and_si128(k2, mask6);
-          k3 = _mm_and_si128(k3, mask6);
-        }
-        /* per lane, unpacklo holds outputs (0 | 2) of the four, unpackhi (1 | 3) */
-        __m256i mlo = _mm256_madd_epi16(_mm256_unpacklo_epi8(px, zero), _mm256_set_m128i(k2, k0));
-        __m256i mhi = _mm256_madd_epi16(_mm256_unpackhi_epi8(px, zero), _mm256_set_m128i(k3, k1));
-        part[g] = _mm256_hadd_epi32(mlo, mhi); /* lanes: (0, 0, 1, 1) | (2, 2, 3, 3) */
-      }
-      /* lanes (0 1 4 5 | 2 3 6 7) of the eight outputs, then in order */
-      sums = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(part[0], part[1]), order);
-    }
-    sums = _mm256_srai_epi32(_mm256_add_epi32(sums, half), PRECISION_BITS);
-    __m256i w16 = _mm256_packs_epi32(sums, sums); /* lanes: 0-3 0-3 | 4-7 4-7 */
-    __m256i b8 = _mm256_packus_epi16(w16, w16);
-    int32_t lo4 = _mm_cvtsi128_si32(_mm256_castsi256_si128(b8));
-    int32_t hi4 = _mm_cvtsi128_si32(_mm256_extracti128_si256(b8, 1));
-    memcpy(out + xx, &lo4, 4);
-    memcpy(out + xx + 4, &hi4, 4);
-  }
-  return xx;
-}
-
 /* NOTE [hpass avx2]: the horizontal pass over RGB rows, four output pixels per step, two in
  * each 256-bit register (one per 128-bit lane), four taps per group: a 16-byte load at the
  * group's first pixel holds its four pixels (12 bytes); two in-lane shuffles spread taps (0, 1)
@@ -540,115 +472,6 @@ void rc_vpass(const uint8_t *tmp, size_t stride, size_t width, int ymin, int yma
   }
 }
 
-/* Horizontal pass over one row of single-channel samples; `line` holds the row from column
- * `off` on, readable ksize bytes past the last sample used. */
-static inline __attribute__((always_inline)) void hpass1_k(const uint8_t *line, int off,
-                                                           uint8_t *out, int out_n,
-                                                           const rc_coeffs *c, const int ksize) {
-  for (int xx = 0; xx < out_n; xx++) {
-    const int16_t *k = c->kk + (size_t)xx * ksize;
-    const uint8_t *p = line + (c->bounds[2 * xx] - off);
-    int32_t s = 1 << (PRECISION_BITS - 1);
-    for (int x = 0; x < ksize; x++) s += p[x] * k[x];
-    out[xx] = clip8(s);
-  }
-}
-
-#ifdef __SSE2__
-static inline __m128i load32(const uint8_t *p) {
-  int32_t v;
-  memcpy(&v, p, 4);
-  return _mm_cvtsi32_si128(v);
-}
-
-static inline __m128i load16(const uint8_t *p) {
-  uint16_t v;
-  memcpy(&v, p, 2);
-  return _mm_cvtsi32_si128(v);
-}
-
-/* Four outputs' (rounded, shifted) sums as four bytes. */
-static inline int32_t pack4(__m128i sums) {
-  sums = _mm_srai_epi32(_mm_add_epi32(sums, _mm_set1_epi32(1 << (PRECISION_BITS - 1))),
-                        PRECISION_BITS);
-  const __m128i zero = _mm_setzero_si128();
-  return _mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(sums, zero), zero));
-}
-
-/* SIMD horizontal pass for single-channel rows, four outputs per step: ksize 2 and 4 gather the
- * taps of four outputs into one register; ksize 6 and 8 take eight taps per output (lanes past
- * ksize are masked) and add the four partial sums across. Needs ksize + 8 readable bytes past
- * each row's last tap and 8 int16 past the last kernel (see precompute). */
-static int hpass1_simd(const uint8_t *line, int off, uint8_t *out, int out_n, const rc_coeffs *c) {
-  const int ksize = c->ksize;
-  if (ksize != 2 && ksize != 4 && ksize != 6 && ksize != 8) return 0;
-  const __m128i zero = _mm_setzero_si128();
-  const __m128i mask6 = _mm_set_epi16(0, 0, -1, -1, -1, -1, -1, -1);
-  int xx = 0;
-  for (; xx + 4 <= out_n; xx += 4) {
-    const uint8_t *p[4];
-    for (int j = 0; j < 4; j++) p[j] = line + (c->bounds[2 * (xx + j)] - off);
-    const int16_t *k = c->kk + (size_t)xx * ksize;
-    __m128i sums;
-    if (ksize == 2) {
-      __m128i v = _mm_unpacklo_epi32(_mm_unpacklo_epi16(load16(p[0]), load16(p[1])),
-                                     _mm_unpacklo_epi16(load16(p[2]), load16(p[3])));
-      sums = _mm_madd_epi16(_mm_unpacklo_epi8(v, zero), _mm_loadu_si128((const __m128i *)k));
-    } else if (ksize == 4) {
-      __m128i v = _mm_unpacklo_epi64(_mm_unpacklo_epi32(load32(p[0]), load32(p[1])),
-                                     _mm_unpacklo_epi32(load32(p[2]), load32(p[3])));
-      __m128i m0 = _mm_madd_epi16(_mm_unpacklo_epi8(v, zero), _mm_loadu_si128((const __m128i *)k));
-      __m128i m1 =
-          _mm_madd_epi16(_mm_unpackhi_epi8(v, zero), _mm_loadu_si128((const __m128i *)(k + 8)));
-      __m128 a = _mm_castsi128_ps(m0), b = _mm_castsi128_ps(m1);
-      sums = _mm_add_epi32(_mm_castps_si128(_mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
-                           _mm_castps_si128(_mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
-    } else {
-      __m128i m[4];
-      for (int j = 0; j < 4; j++) {
-        __m128i px = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)p[j]), zero);
-        __m128i kv = _mm_loadu_si128((const __m128i *)(k + (size_t)j * ksize));
-        if (ksize == 6) kv = _mm_and_si128(kv, mask6);
-        m[j] = _mm_madd_epi16(px, kv);
-      }
-      __m128i t0 = _mm_add_epi32(_mm_unpacklo_epi32(m[0], m[1]), _mm_unpackhi_epi32(m[0], m[1]));
-      __m128i t1 = _mm_add_epi32(_mm_unpacklo_epi32(m[2], m[3]), _mm_unpackhi_epi32(m[2], m[3]));
-      sums = _mm_add_epi32(_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1));
-    }
-    int32_t v4 = pack4(sums);
-    memcpy(out + xx, &v4, 4);
-  }
-  return xx;
-}
-#endif
-
-/* c's coefficients from output `first` on. */
-static rc_coeffs from_output(const rc_coeffs *c, int first) {
-  rc_coeffs rest = *c;
-  rest.bounds += 2 * first;
-  rest.kk += (size_t)first * c->ksize;
-  return rest;
-}
-
-/* Each path takes what it can (AVX2 eight outputs a step, SSE2 four; none for wide kernels)
- * and leaves the rest to the next; the scalar loop ends it. */
-void rc_hpass1(const uint8_t *line, int off, uint8_t *out, int out_n, const rc_coeffs *c) {
-  int done = 0;
-#ifdef RC_HAVE_AVX2_PATH
-  if (have_avx2()) done = hpass1_avx2(line, off, out, out_n, c);
-#endif
-#ifdef __SSE2__
-  if (done < out_n) {
-    rc_coeffs rest = from_output(c, done);
-    done += hpass1_simd(line, off, out + done, out_n - done, &rest);
-  }
-#endif
-  if (done < out_n) {
-    rc_coeffs rest = from_output(c, done);
-    hpass1_k(line, off, out + done, out_n - done, &rest, c->ksize);
-  }
-}
-
 /* One past the last input row that resampling [in0, in1) to out_size rows reads (with a row to
  * spare; precompute's windows are centre +- support, rounded). */
 int rc_end_row(double in0, double in1, int out_size, int in_size, int interp) {
@@ -662,4 +485,118 @@ void rc_coeffs_free(rc_coeffs *c) {
   free(c->bounds);
   free(c->kk);
   free(c->prekk);
+}
+
+/* ---- whole planes: the horizontal pass as a vertical pass over the transposed rows ---- */
+
+#ifdef __SSE2__
+/* One 16x16 tile: four rounds of interleaving (bytes, 16-, 32-, 64-bit units) turn 16 rows
+ * into 16 columns. */
+static void transpose16(const uint8_t *src, size_t ss, uint8_t *dst, size_t ds) {
+  __m128i a[16], b[16];
+  for (int i = 0; i < 16; i++) a[i] = _mm_loadu_si128((const __m128i *)(src + i * ss));
+  for (int i = 0; i < 8; i++) { /* b[8g + i]: rows 2i, 2i+1; columns 8g.. 8g+7 */
+    b[i] = _mm_unpacklo_epi8(a[2 * i], a[2 * i + 1]);
+    b[8 + i] = _mm_unpackhi_epi8(a[2 * i], a[2 * i + 1]);
+  }
+  for (int g = 0; g < 2; g++) /* a[4q + i]: rows 4i.. 4i+3; columns 4q.. 4q+3 */
+    for (int i = 0; i < 4; i++) {
+      a[8 * g + i] = _mm_unpacklo_epi16(b[8 * g + 2 * i], b[8 * g + 2 * i + 1]);
+      a[8 * g + 4 + i] = _mm_unpackhi_epi16(b[8 * g + 2 * i], b[8 * g + 2 * i + 1]);
+    }
+  for (int q = 0; q < 4; q++) /* b[2p + i]: rows 8i.. 8i+7; columns 2p, 2p+1 */
+    for (int i = 0; i < 2; i++) {
+      b[4 * q + i] = _mm_unpacklo_epi32(a[4 * q + 2 * i], a[4 * q + 2 * i + 1]);
+      b[4 * q + 2 + i] = _mm_unpackhi_epi32(a[4 * q + 2 * i], a[4 * q + 2 * i + 1]);
+    }
+  for (int p = 0; p < 8; p++) {
+    _mm_storeu_si128((__m128i *)(dst + (size_t)(2 * p) * ds),
+                     _mm_unpacklo_epi64(b[2 * p], b[2 * p + 1]));
+    _mm_storeu_si128((__m128i *)(dst + (size_t)(2 * p + 1) * ds),
+                     _mm_unpackhi_epi64(b[2 * p], b[2 * p + 1]));
+  }
+}
+#endif
+
+void rc_transpose(const uint8_t *src, size_t sstride, uint8_t *dst, size_t dstride, int rows,
+                  int cols) {
+#ifdef __SSE2__
+  for (int r0 = 0; r0 < rows; r0 += 16)
+    for (int c0 = 0; c0 < cols; c0 += 16) {
+      const int nr = rows - r0 < 16 ? rows - r0 : 16, nc = cols - c0 < 16 ? cols - c0 : 16;
+      const uint8_t *s = src + (size_t)r0 * sstride + c0;
+      uint8_t *d = dst + (size_t)c0 * dstride + r0;
+      if (nr == 16 && nc == 16) {
+        transpose16(s, sstride, d, dstride);
+        continue;
+      }
+      /* An edge tile: through two local tiles, so no byte outside the block is touched. */
+      uint8_t a[256] = {0}, t[256];
+      for (int r = 0; r < nr; r++) memcpy(a + 16 * r, s + (size_t)r * sstride, (size_t)nc);
+      transpose16(a, 16, t, 16);
+      for (int c = 0; c < nc; c++) memcpy(d + (size_t)c * dstride, t + 16 * c, (size_t)nr);
+    }
+#else
+  for (int c = 0; c < cols; c++)
+    for (int r = 0; r < rows; r++) dst[(size_t)c * dstride + r] = src[(size_t)r * sstride + c];
+#endif
+}
+
+static size_t round16(int v) {
+  return ((size_t)v + 15) & ~(size_t)15;
+}
+
+uint64_t rc_resample_plane_bytes(int in_w, int out_w, int out_h) {
+  const uint64_t t = round16(out_h);
+  return (uint64_t)out_h * round16(in_w) + (uint64_t)in_w * t + (uint64_t)out_w * t + 3 * RC_SLACK;
+}
+
+static int grow(rc_buf b, size_t need) {
+  return rc_grow((void **)b.p, b.cap, need);
+}
+
+int rc_resample_plane(const uint8_t *src, size_t sstride, const rc_coeffs *ch, const rc_coeffs *cv,
+                      uint8_t *dst, size_t dstride, int out_w, int out_h, rc_buf mid, rc_buf midt,
+                      rc_buf outt) {
+  /* The input columns any output uses. */
+  int cx0 = ch->bounds[0], cx1 = cx0 + 1;
+  for (int xx = 0; xx < out_w; xx++) {
+    const int a = ch->bounds[2 * xx], e = a + ch->bounds[2 * xx + 1];
+    if (a < cx0) cx0 = a;
+    if (e > cx1) cx1 = e;
+  }
+  const int cw = cx1 - cx0;
+  /* Vertical pass (or, for a row-for-row window, the source rows themselves). */
+  const uint8_t *rows;
+  size_t rstride;
+  if (cv->identity) {
+    rows = src + (size_t)cv->bounds[0] * sstride + cx0;
+    rstride = sstride;
+  } else {
+    rstride = round16(cw);
+    if (grow(mid, rstride * out_h + RC_SLACK)) return -1;
+    /* Whole vectors: the columns past cw read the next row (or the source's RC_SLACK after
+     * the last) and land in the padding. */
+    for (int yy = 0; yy < out_h; yy++)
+      rc_vpass(src + cx0, sstride, rstride, cv->bounds[2 * yy], cv->bounds[2 * yy + 1],
+               cv->kk + (size_t)yy * cv->ksize, *mid.p + (size_t)yy * rstride);
+    rows = *mid.p;
+  }
+  if (ch->identity) {
+    for (int yy = 0; yy < out_h; yy++)
+      memcpy(dst + (size_t)yy * dstride, rows + (size_t)yy * rstride + (ch->bounds[0] - cx0),
+             (size_t)out_w);
+    return 0;
+  }
+  /* Horizontal pass: columns become rows, each output column one vertical pass over them. */
+  const size_t tstride = round16(out_h);
+  if (grow(midt, tstride * cw + RC_SLACK) || grow(outt, tstride * out_w + RC_SLACK)) return -1;
+  rc_transpose(rows, rstride, *midt.p, tstride, out_h, cw);
+  if (tstride > (size_t)out_h) /* the passes run whole vectors: keep the padding defined */
+    for (int x = 0; x < cw; x++) memset(*midt.p + (size_t)x * tstride + out_h, 0, tstride - out_h);
+  for (int xx = 0; xx < out_w; xx++)
+    rc_vpass(*midt.p, tstride, tstride, ch->bounds[2 * xx] - cx0, ch->bounds[2 * xx + 1],
+             ch->kk + (size_t)xx * ch->ksize, *outt.p + (size_t)xx * tstride);
+  rc_transpose(*outt.p, tstride, dst, dstride, out_w, out_h);
+  return 0;
 }

@@ -48,10 +48,6 @@ void rc_split3(const uint8_t *in, uint8_t *d0, uint8_t *d1, uint8_t *d2, int n);
 void rc_vpass(const uint8_t *tmp, size_t stride, size_t width, int ymin, int ymax, const int16_t *k,
               uint8_t *line);
 
-/* Horizontal pass over single-channel samples; `line` holds the row from column `off` on and
- * must stay readable ksize + 8 bytes past the last sample used. */
-void rc_hpass1(const uint8_t *line, int off, uint8_t *out, int out_n, const rc_coeffs *c);
-
 /* Picks the passes' instruction set once, at module import (before any thread runs): AVX2
  * on x86-64 where the CPU has it, unless the environment says RECIO_SIMD=sse2; until called,
  * the AVX2 passes are off. Returns what runs: "avx2", "sse2" (built with SSE2, always so on
@@ -63,5 +59,28 @@ int rc_simd_avx2(void);
 
 /* One past the last input row that rc_precompute(.., in0, in1, out_size, ..) reads. */
 int rc_end_row(double in0, double in1, int out_size, int in_size, int interp);
+
+/* A growable scratch buffer that the caller owns (a worker's field and its capacity). */
+typedef struct {
+  uint8_t **p;
+  size_t *cap;
+} rc_buf;
+
+/* Copies a rows x cols block of bytes to its transpose: dst[c * dstride + r] = src[r * sstride
+ * + c] (SSE2 16x16 tiles where compiled in, the edges one byte at a time). */
+void rc_transpose(const uint8_t *src, size_t sstride, uint8_t *dst, size_t dstride, int rows,
+                  int cols);
+
+/* Scratch bytes rc_resample_plane needs for an in_w-wide window resampled to out_w x out_h. */
+uint64_t rc_resample_plane_bytes(int in_w, int out_w, int out_h);
+
+/* Resamples one single-channel plane to out_w x out_h with coefficients ch (columns) and cv
+ * (rows): the vertical pass row by row, then the horizontal pass as a vertical pass over the
+ * transposed rows (whole 32-column vector steps, no gathers), transposed back: the same bytes
+ * as a horizontal pass over each row. `src` rows are `sstride` bytes; three scratch buffers grow
+ * as needed. Returns -1 when out of memory. */
+int rc_resample_plane(const uint8_t *src, size_t sstride, const rc_coeffs *ch, const rc_coeffs *cv,
+                      uint8_t *dst, size_t dstride, int out_w, int out_h, rc_buf mid, rc_buf midt,
+                      rc_buf outt);
 
 #endif

@@ -141,6 +141,9 @@ class ImageRecordIter(PositionedIterator):
             self._stop_pipeline()
             raise item.error
         batch, status, reasons, record_ids = item
+        if status is None:  # every image decoded (a lean batch)
+            self.stats.decoded += len(record_ids) - batch.pad
+            return batch
         self.stats.count_batch(
             status,
             record_ids,
@@ -236,19 +239,23 @@ class BatchBuffers:
             return self._take()
 
     def _take(self) -> np.ndarray:
-        for i, (buffer, lease) in enumerate(self._slots):
+        for i, (buffer, interface, lease) in enumerate(self._slots):
             if lease() is None:
                 del self._slots[i]
                 self.reused += 1
-                return self._hand_out(buffer)
+                return self._hand_out(buffer, interface)
         if len(self._slots) >= self.limit:
             del self._slots[0]  # still held by the consumer: theirs now
         self.allocated += 1
-        return self._hand_out(np.empty(self.shape, dtype=self.dtype))
+        buffer = np.empty(self.shape, dtype=self.dtype)
+        return self._hand_out(buffer, buffer.__array_interface__)
 
-    def _hand_out(self, buffer: np.ndarray) -> np.ndarray:
-        lease = _Lease(buffer)
-        self._slots.append((buffer, weakref.ref(lease)))
+    def _hand_out(self, buffer: np.ndarray, interface: dict) -> np.ndarray:
+        # the buffer's __array_interface__ is made once (a dict, its typestr formatted: 11 k
+        # instructions, on small images 5 % of a batch's serial work), and shared by its
+        # leases: numpy only reads it
+        lease = _Lease(buffer, interface)
+        self._slots.append((buffer, interface, weakref.ref(lease)))
         return np.asarray(lease)
 
 
@@ -262,9 +269,9 @@ class _Lease:
 
     __slots__ = ("__array_interface__", "__weakref__", "buffer")
 
-    def __init__(self, buffer: np.ndarray) -> None:
+    def __init__(self, buffer: np.ndarray, interface: dict) -> None:
         self.buffer = buffer
-        self.__array_interface__ = buffer.__array_interface__
+        self.__array_interface__ = interface  # buffer's own
 
 
 @dataclass
@@ -613,6 +620,17 @@ class _QueuedPipeline(_Run):
     ``stop`` (from any thread) waits for a running ``get`` to return, then for the pool to
     be done with every queued batch, so
     nothing writes into a batch buffer or reads the file's map once it returns.
+
+    NOTE [lean batches]: on small images the consumer's Python per batch is what one
+    process can feed (two pool threads and the consumer share the cores), so the common
+    batch (a local file, one epoch's draws, no padding, no mixture) takes a short path: its
+    positions a slice of the epoch's order (NOTE [sliced plans] in :mod:`recio.sampler`),
+    its status, span, crop and flip arrays a set reused in turn (``depth + 2`` sets: a set
+    comes round again only after its batch was counted), and, when the native call decoded
+    every image and nothing is left to check, no status array for the stats to look at
+    (:meth:`~recio.read_decode.LocalPending.decoded`). Any other batch, and a lean one with
+    a bad image, checksums or several labels, goes the general way
+    (:meth:`~recio.read_decode.LocalPending.result`): the same batches either way.
     """
 
     def __init__(self, it: ImageRecordIter, epoch: int, step: int) -> None:
@@ -628,6 +646,9 @@ class _QueuedPipeline(_Run):
             label_width=self.read_label_width, draw=self.draw, decode_kwargs=self.decode_kwargs,
             raise_bad_headers=self.raise_bad_headers, label_maps=self.label_maps,
         )  # fmt: skip
+        # The common batch (NOTE [lean batches]): its plan a slice, its small arrays reused.
+        self._slices = self.sampler.slices(epoch) if self.reader.local else None
+        self._rows = [self.reader.rows(it.config.batch_size) for _ in range(self.depth + 2)]
 
     def get(self):
         with self._lock:
@@ -647,9 +668,21 @@ class _QueuedPipeline(_Run):
                 self.tracer.add("decode+augment", t0, end, thread_name="recio-decoder", step=step)
             self._fill()  # the pool has the next ones before this one's Python runs
             try:
+                if raw is None:  # a lean batch
+                    got = pending.decoded()
+                    if got is not None:
+                        return self._decoded(step, out, *got)
+                    raw = _RawBatch(self.epoch, step, pending.positions, 0, None, None)
                 return self._batch(raw, out, pending.result())
             except Exception as exc:  # noqa: BLE001 - raised by __next__, as the threads' are
                 return _Failure(exc)
+
+    def _decoded(self, step: int, out: np.ndarray, labels: np.ndarray, ids: np.ndarray) -> tuple:
+        """:meth:`_batch` of a lean batch whose every image was decoded (status None)."""
+        if self.imglist is not None:  # MXNet's path_imglist: the list's labels, by header id
+            labels = self.imglist.lookup(ids)
+        label = labels[:, 0] if self.label_width == 1 else labels
+        return Batch(out, label, ids, 0, self.epoch, step), None, (), ids
 
     def _fill(self) -> None:
         """Submit batches until ``depth`` are queued or the epoch's last one is."""
@@ -658,6 +691,13 @@ class _QueuedPipeline(_Run):
             self._next += 1
             t0 = self.tracer.now_us() if self.tracer is not None else 0.0
             try:
+                sliced = None if self._slices is None else self._slices.get(step)
+                if sliced is not None and sliced[1] is None:  # lean (NOTE [lean batches])
+                    out = self.buffers.take()
+                    rows = self._rows[step % len(self._rows)]
+                    pending = self.reader.submit_local(sliced[0], out, rows)
+                    self._queued.append((step, None, out, pending, t0))
+                    continue
                 raw = self._raw(self.sampler.plan(self.epoch, step), None)
                 out = self.buffers.take()
                 pending = self.reader.submit(raw.positions, out, epochs=raw.epochs, keys=raw.keys)

@@ -455,12 +455,15 @@ class RecordFile:
             data = datas[0]
         return self._parse_extent(i, data)
 
-    def _check_extents(self, indices: Sequence[int], datas: list) -> dict[int, ChecksumError]:
+    def _check_extents(
+        self, indices: Sequence[int], datas: list, until: int | None = None
+    ) -> dict[int, ChecksumError]:
         """Check remote records' extents as fetched (``datas``) against the sidecar.
 
-        One that does not match is fetched again once (damaged on the way, or in a cache):
-        if that matches, it replaces the first in ``datas``; else slot -> the error.
-        Called only with a sidecar loaded.
+        One that does not match is fetched again once from the store (damaged there or on
+        the way; through a block cache, its entries are dropped first): if that matches, it
+        replaces the first in ``datas``; else slot -> the error. Called only with a sidecar
+        loaded.
         """
         assert self.checksums is not None
         positions = np.asarray(indices, dtype=np.int64)
@@ -471,7 +474,7 @@ class RecordFile:
             i = int(positions[j])
             with self._stats_lock:
                 self.checksum_stats["refetched"] += 1
-            again = [self._refetch(i)]
+            again = [self._refetch(i, until)]
             crc, end = extent_crcs(again)
             if end[0] >= 0 and crc[0] == self.checksums.table[i]:
                 datas[j] = again[0]
@@ -481,9 +484,12 @@ class RecordFile:
             problems[j] = self.checksums.mismatch(self, i, int(crc[0]), refetched=True)
         return problems
 
-    def _refetch(self, i: int):
-        """Record ``i``'s extent fetched again from the store."""
-        return self.source.read(int(self.offsets[i]), int(self.lengths[i]))
+    def _refetch(self, i: int, until: int | None = None):
+        """Record ``i``'s extent fetched again from the store (never a cache's copy)."""
+        offset, length = int(self.offsets[i]), int(self.lengths[i])
+        if self.cached:
+            return self.source.refetch(offset, length, until=until)
+        return self.source.read(offset, length)
 
     def verify_view(self, view: memoryview, positions: np.ndarray) -> dict[int, ChecksumError]:
         """Check the records at ``positions`` of a local map against the sidecar.
@@ -538,7 +544,7 @@ class RecordFile:
             datas = list(self.source.read_ranges(ranges, until=until))
         else:
             datas = list(self.source.read_ranges(ranges))
-        problems = self._check_extents(indices, datas) if self.checksums is not None else {}
+        problems = {} if self.checksums is None else self._check_extents(indices, datas, until)
         out: list = [None] * len(datas)
         for j, (i, data) in enumerate(zip(indices, datas, strict=False)):
             if j not in problems:

@@ -215,6 +215,7 @@ class Sampler:
         self.start = _check_start(start, num_records, self.last_batch)
         # epoch -> (record positions in order, their draw keys or None)
         self._order_cache: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
+        self._steps_cache: dict[int, tuple[int, int, int]] = {}  # epoch -> _steps
 
     def resumed(self, epoch: int, consumed: int, **changes) -> Sampler:
         """This sampler (with ``changes`` to its arguments) starting at ``(epoch, consumed)``."""
@@ -289,6 +290,14 @@ class Sampler:
         ``base`` is where step ``first`` begins in the stream (epoch-relative; rollover:
         from the start of epoch 0's order).
         """
+        steps = self._steps_cache.get(epoch)  # asked once a batch (steps_in_epoch)
+        if steps is None:
+            if len(self._steps_cache) > 2:
+                self._steps_cache.clear()
+            steps = self._steps_cache[epoch] = self._count_steps(epoch)
+        return steps
+
+    def _count_steps(self, epoch: int) -> tuple[int, int, int]:
         n, g = self.num_records, self.global_batch
         e0, c0 = self.start
         if self.last_batch is LastBatch.ROLLOVER:
@@ -371,6 +380,30 @@ class Sampler:
         # Padding is always at the end of a batch: strided positions only grow.
         return StepPlan(epoch, step, positions, pad, stream_positions, keys)
 
+    def slices(self, epoch: int) -> EpochSlices:
+        """``epoch``'s batches of this rank as slices of its order, where they can be.
+
+        NOTE [sliced plans]: a batch with no padding whose slots all lie in ``epoch``'s own
+        order (every batch but a pad epoch's last, and under rollover the ones that reach
+        into another epoch) is a run of this rank's lane of the order: positions ``r, r +
+        P, ...`` of it. :meth:`EpochSlices.get` gives it as a slice of that lane, made once
+        per epoch, instead of :meth:`plan`'s arrays and object per batch (the consumer of
+        a local file plans each batch under the GIL). Its positions and keys are exactly
+        :meth:`plan`'s, and its draws are ``epoch``'s (:meth:`slot_epochs` would say so).
+        """
+        first, end, base = self._steps(epoch)
+        n, parts = self.num_records, self.num_parts
+        # where step ``first``'s first slot is in epoch's order (rollover: may be before it)
+        local = base + self.part_index - (epoch * n if self.last_batch is LastBatch.ROLLOVER else 0)
+        lane = local % parts
+        order, keys = self._ordered(epoch)
+        if parts > 1:  # this rank's lane, contiguous: a batch is then a plain slice of it
+            order = np.ascontiguousarray(order[lane::parts])
+            keys = None if keys is None else np.ascontiguousarray(keys[lane::parts])
+        return EpochSlices(
+            first, end, local, parts, self.batch_size, self.global_batch, n, order, keys
+        )
+
     def slot_epochs(self, plan: StepPlan) -> np.ndarray | None:
         """Each slot's epoch, where a rollover batch reaches into another epoch's order.
 
@@ -405,6 +438,47 @@ class Sampler:
             positions[done:upto] = self.order(int(e))[local]
             done = upto
         return positions
+
+
+class EpochSlices:
+    """One epoch's batches of one rank as slices of its lane of the order (NOTE [sliced plans]).
+
+    Made by :meth:`Sampler.slices`; :meth:`get` is its only use.
+    """
+
+    __slots__ = ("_batch", "_end", "_first", "_global", "_keys", "_local", "_n", "_order", "_parts")
+
+    def __init__(
+        self,
+        first: int,
+        end: int,
+        local: int,
+        parts: int,
+        batch: int,
+        global_batch: int,
+        n: int,
+        order: np.ndarray,
+        keys: np.ndarray | None,
+    ) -> None:
+        self._first, self._end, self._local, self._parts = first, end, local, parts
+        self._batch, self._global, self._n = batch, global_batch, n
+        self._order, self._keys = order, keys
+
+    def get(self, step: int) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """``(positions, keys)`` of ``plan(epoch, step)`` as slices, or None where it is not one.
+
+        None: the step has padding, reaches into another epoch's order, or is not one of
+        the epoch's; :meth:`Sampler.plan` gives it (or its ``IndexError``). The arrays are
+        views of the sampler's cached order: read-only.
+        """
+        if not self._first <= step < self._end:
+            return None
+        lo = self._local + (step - self._first) * self._global  # its first slot, in the order
+        if lo < 0 or lo + self._parts * (self._batch - 1) >= self._n:
+            return None
+        i = lo // self._parts  # in the lane: lo is lane + i * parts
+        j = i + self._batch
+        return self._order[i:j], None if self._keys is None else self._keys[i:j]
 
 
 def _check_start(start: tuple[int, int], n: int, last_batch: LastBatch) -> tuple[int, int]:

@@ -1,7 +1,9 @@
 """A TCP proxy on 127.0.0.1 that makes a local server look far away: latency and bandwidth.
 
 ``DelayProxy(upstream_port, delay_s=0.03, rate=100e6)`` holds every HTTP request
-``delay_s`` seconds before forwarding it (so the answer's first byte comes at least that
+(``protocol="turns"``: every message the client sends after the server has answered, for
+binary request/answer protocols such as HDFS's DataNode transfers) ``delay_s`` seconds
+before forwarding it (so the answer's first byte comes at least that
 late) and sends each connection's answers at no more than ``rate`` bytes per second (a
 token bucket of 64 KiB). ``stats`` counts requests, connections, bytes sent down and the
 seconds of delay added; ``stats["peak_held"]`` is the most requests held at once (in their
@@ -40,16 +42,22 @@ class DelayProxy:
         delay_s: float = 0.03,
         rate: float = 100e6,
         port: int = 0,
+        host: str = "127.0.0.1",
+        protocol: str = "http",
     ) -> None:
         if delay_s < 0 or rate <= 0:
             raise ValueError(f"delay_s must be >= 0 and rate > 0, not {delay_s}, {rate}")
+        if protocol not in ("http", "turns"):
+            raise ValueError(f"protocol must be 'http' or 'turns', not {protocol!r}")
         self.upstream = (upstream_host, upstream_port)
         self.delay_s, self.rate = float(delay_s), float(rate)
+        self.protocol = protocol
         self.stats = {"requests": 0, "connections": 0, "bytes_down": 0, "delay_s": 0.0,
                       "held": 0, "peak_held": 0}  # fmt: skip
         self.arrivals: deque[float] = deque(maxlen=100_000)
         self._lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", port))
+        self._listener = socket.create_server((host, port))
+        self.host = host
         self.port = self._listener.getsockname()[1]
         self._closed = False
         threading.Thread(target=self._accept, daemon=True, name="delayproxy").start()
@@ -57,7 +65,7 @@ class DelayProxy:
     @property
     def endpoint(self) -> str:
         """``http://127.0.0.1:port``: what a client connects to instead of the server."""
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def _add(self, key: str, value: float) -> None:
         with self._lock:
@@ -93,13 +101,17 @@ class DelayProxy:
             return
         for s in (client, server):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threading.Thread(target=self._down, args=(server, client), daemon=True).start()
+        answered = [True]  # "turns": the server spoke since the client's last request
+        threading.Thread(target=self._down, args=(server, client, answered), daemon=True).start()
         try:
             while True:
                 data = client.recv(_CHUNK)
                 if not data:
                     break
-                if data.startswith(_METHODS):  # a new request (clients do not pipeline)
+                if data.startswith(_METHODS) if self.protocol == "http" else answered[0]:
+                    # a new request (HTTP clients do not pipeline; in a binary protocol, the
+                    # client's first bytes after an answer)
+                    answered[0] = False
                     self._arrive()
                     if self.delay_s:
                         time.sleep(self.delay_s)
@@ -111,7 +123,7 @@ class DelayProxy:
         with contextlib.suppress(OSError):
             server.shutdown(socket.SHUT_WR)
 
-    def _down(self, server: socket.socket, client: socket.socket) -> None:
+    def _down(self, server: socket.socket, client: socket.socket, answered: list) -> None:
         """Server to client, paced to ``rate`` bytes/s on this connection."""
         free_at = time.monotonic()  # when the bucket next has room for a chunk
         try:
@@ -125,6 +137,7 @@ class DelayProxy:
                     time.sleep(free_at - now)
                 self._add("bytes_down", len(data))  # before: the client may read it at once
                 client.sendall(data)
+                answered[0] = True
                 free_at += len(data) / self.rate
         except OSError:
             pass

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -15,6 +18,8 @@ from recio.sampler import epoch_order
 from recio.storage.prefetch import Prefetcher
 
 from .conftest import Server, port_open
+from .images import encode
+from .rangeserver import RangeServer
 
 
 def write_rec(
@@ -82,3 +87,76 @@ def read_across_restart(rf: RecordFile, server: Server, n: int = 120) -> None:
         if failed:
             raise failed[0]
     assert got == order.tolist()
+
+
+def write_images(folder, n: int, pad: int = 600) -> dict[str, bytes]:
+    """``n`` small JPEGs (id = 100 + key, padded), their .idx and checksum sidecar."""
+    with MXIndexedRecordIO(str(folder / "im.idx"), str(folder / "im.rec"), "w") as w:
+        for key in range(n):
+            body = encode(12 + key % 5, 12 + key % 3, seed=key) + bytes(pad)
+            w.write_idx(key, pack(IRHeader(0, float(key % 3), 100 + key, 0), body))
+    return {f"/im.{e}": (folder / f"im.{e}").read_bytes() for e in ("rec", "idx", "crc")}
+
+
+DAMAGED_KEY, DAMAGED_N = 9, 24  # the record damaged in checked_images, of its records
+
+
+def checked_images(root: Path) -> tuple[dict[str, bytes], list[bytes], int, int]:
+    """DAMAGED_N small JPEGs with their checksum sidecar (the files a server serves), each
+    record's payload, and where a byte of record DAMAGED_KEY's padding is (flipped there,
+    the image still decodes: only the checksum can tell), and that record's offset."""
+    files = write_images(root, n=DAMAGED_N)
+    with RecordFile(str(root / "im.rec")) as local:
+        want = [bytes(local.read(i)) for i in range(DAMAGED_N)]
+        at = int(local.offsets[DAMAGED_KEY] + local.lengths[DAMAGED_KEY]) - 10
+        return files, want, at, int(local.offsets[DAMAGED_KEY])
+
+
+class DamagedStore:
+    """:func:`checked_images` served with record DAMAGED_KEY's byte flipped; ``sent()``: the
+    ranged GETs that carried that byte; ``repair()`` replaces the object with the right one."""
+
+    def __init__(self, checked) -> None:
+        files, self.want, self.at, self.offset = checked
+        self.good = files["/im.rec"]
+        bad = bytearray(self.good)
+        bad[self.at] ^= 0x40
+        self.server = RangeServer({**files, "/im.rec": bytes(bad)})
+        self.url = f"{self.server.url}/im.rec"
+
+    def sent(self) -> int:
+        return sum(p == "/im.rec" and s <= self.at < e for p, s, e in self.server.ranges)
+
+    def repair(self) -> None:
+        self.server.files["/im.rec"] = self.good
+
+
+class Peak:
+    """The most bytes ``folder`` held while the ``with`` block ran (sampled every ms)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.peak, self._done = folder, 0, threading.Event()
+        self._thread = threading.Thread(target=self._sample)
+
+    def _sample(self) -> None:
+        while True:
+            with contextlib.suppress(FileNotFoundError):  # not made yet
+                self.peak = max(self.peak, dir_bytes(self.folder))
+            if self._done.wait(0.001):
+                return
+
+    def __enter__(self) -> Peak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def dir_bytes(path: Path) -> int:
+    total = 0
+    for e in os.scandir(path):
+        with contextlib.suppress(FileNotFoundError):  # evicted between listing and stat
+            total += e.stat().st_size
+    return total

@@ -179,8 +179,8 @@ from recio.dataset import RecordDataset
 from recio.decode import DecodePool
 from recio.recordio import MXIndexedRecordIO, unpack
 
-rec, idx, n, collate = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "collate"
-url = sys.argv[5] if len(sys.argv) > 5 else rec
+rec, idx, n, collate, context = sys.argv[1:4] + [sys.argv[4] == "collate", sys.argv[5]]
+n, url = int(n), sys.argv[6] if len(sys.argv) > 6 else rec
 with MXIndexedRecordIO(idx, rec, "r") as r:
     images = [unpack(r.read_idx(k))[1] for k in range(1, n + 1)]
 want = np.empty((n, 3, 24, 24), dtype=np.uint8)
@@ -194,7 +194,7 @@ for rank in range(2):
     sampler = DistributedSampler(ds, num_replicas=2, rank=rank, shuffle=True, seed=1)
     kw = {"collate_fn": RecordDataset.collate} if collate else {}
     loader = DataLoader(
-        ds, batch_size=3, sampler=sampler, num_workers=2, multiprocessing_context="fork", **kw
+        ds, batch_size=3, sampler=sampler, num_workers=2, multiprocessing_context=context, **kw
     )
     for images, label in loader:
         assert images.shape[1:] == (3, 24, 24)
@@ -205,13 +205,13 @@ print(labels)
 """
 
 
-def _run_loader_check(face, collate: str, url: str | None = None) -> None:
+def _run_loader_check(face, collate: str, url: str | None = None, context: str = "fork") -> None:
     # In a fresh interpreter: forked workers inherit whatever the test process holds (an
     # HDFS client's runtime from other tests cannot be torn down in a fork).
     import subprocess
     import sys
 
-    args = [face.rec, face.idx, str(face.num_images), collate, *([url] if url else [])]
+    args = [face.rec, face.idx, str(face.num_images), collate, context, *([url] if url else [])]
     proc = subprocess.run(
         [sys.executable, "-c", _LOADER_CHECK, *args], capture_output=True, text=True, timeout=300
     )
@@ -229,7 +229,9 @@ def test_dataloader_workers_and_distributed_sampler_give_every_image_once(face, 
 
 @needs_torch
 @pytest.mark.hdfs
-def test_forked_workers_read_from_hdfs(face, hdfs_prefix):
+def test_forkserver_workers_read_from_hdfs(face, hdfs_prefix):
+    # README's advice for HDFS: a forked worker inherits an hdfs-native client that does not
+    # survive the fork (its first read waits about a minute), a forkserver's starts afresh.
     from recio import storage
 
     fs, root = storage.filesystem(hdfs_prefix)
@@ -237,6 +239,6 @@ def test_forked_workers_read_from_hdfs(face, hdfs_prefix):
     fs.put(face.rec, f"{root}/train.rec")
     fs.put(face.idx, f"{root}/train.idx")
     try:
-        _run_loader_check(face, "collate", f"{hdfs_prefix}/train.rec")
+        _run_loader_check(face, "collate", f"{hdfs_prefix}/train.rec", context="forkserver")
     finally:
         fs.rm(root, recursive=True)

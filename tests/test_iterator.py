@@ -740,3 +740,55 @@ def test_mean_and_std_are_of_the_red_green_and_blue_channels(tmp_path, order):
     assert np.allclose(data[:, red], (200 - 100) / 2)
     assert np.allclose(data[:, blue], 40 - 10)
     assert np.allclose(data[:, 1], 0)
+
+
+def _epochs_of(rec, epochs=2, **kw):
+    """Every batch (pixels, labels, ids, pad, epoch, step) of ``epochs`` epochs, and the stats."""
+    with make_iter(rec, **kw) as it:
+        got = [
+            (b.data.copy(), np.array(b.label), b.index.copy(), b.pad, b.epoch, b.step)
+            for _ in range(epochs)
+            for b in it
+        ]
+        return got, it.stats
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"last_batch": "pad", "num_parts": 2, "part_index": 1},
+        {"last_batch": "rollover", "batch_size": 5},
+        {"last_batch": "discard", "num_parts": 3, "part_index": 0, "batch_size": 4},
+        {"bad": True, "on_error": "skip"},
+        {"bad": True, "on_error": "replace", "last_batch": "rollover", "batch_size": 6},
+    ],
+)
+def test_lean_batches_are_the_general_paths_batches(rec, bad_rec, monkeypatch, kw):
+    """A local file's common batches take the lean path (NOTE [lean batches]: a slice of
+    the epoch's order, reused small arrays, no status array to count); every batch, label,
+    id and count is the general path's, for shards, last-batch policies and bad images."""
+    from recio.read_decode import BatchReader
+    from recio.sampler import EpochSlices
+
+    kw = dict(kw)
+    data = bad_rec if kw.pop("bad", False) else rec
+    kw.update(shuffle=True, seed=4, rand_mirror=True, random_resized_crop=True)
+    lean_calls = []
+    submit_local = BatchReader.submit_local
+
+    def counted(self, *args):
+        lean_calls.append(1)
+        return submit_local(self, *args)
+
+    monkeypatch.setattr(BatchReader, "submit_local", counted)
+    lean, lean_stats = _epochs_of(data, **kw)
+    assert lean_calls  # the lean path ran
+    monkeypatch.setattr(EpochSlices, "get", lambda self, step: None)  # every batch general
+    lean_calls.clear()
+    general, general_stats = _epochs_of(data, **kw)
+    assert not lean_calls
+    assert len(lean) == len(general)
+    for a, b in zip(lean, general, strict=True):
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
+    assert lean_stats == general_stats

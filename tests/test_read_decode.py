@@ -260,3 +260,83 @@ def test_a_batch_reader_queues_batches_that_decode_as_read_and_decode(mixed, poo
         assert not np.array_equal(rolled[8:], outs[0][8:])  # epoch 2's draws, not epoch 1's
         with pytest.raises(ValueError, match="out must be"):
             reader.submit(batches[0], np.empty((16, 3, 24, 20), np.float32))
+
+
+def test_lean_local_batches_with_reused_rows_decode_as_read_and_decode(mixed, tmp_path, pool):
+    """BatchReader.submit_local (NOTE [lean batches]): batches queued in turn on two sets of
+    reused rows give read_and_decode's pixels, labels, ids, statuses and reasons; a clean
+    batch's ``decoded()`` is its labels and ids, a batch with bad or multi-label records
+    leaves it to ``result()``."""
+    from recio.read_decode import BatchReader
+
+    clean = str(tmp_path / "clean.rec")
+    rng = np.random.default_rng(8)
+    with MXIndexedRecordIO(clean[:-4] + ".idx", clean, "w") as w:
+        for key in range(24):
+            body = jpeg(rng, int(rng.integers(30, 90)), int(rng.integers(30, 90)))
+            w.write_idx(key, pack(IRHeader(0, float(key % 7), 700 + key, 0), body))
+    draw = KeyedDraw(SPEC, 4, 1)
+    for rec, width, n in ((clean, 1, 24), (mixed, 2, 40)):
+        with RecordFile(rec) as records:
+            reader = BatchReader(
+                records, pool, (8, 3, 20, 24), np.float32, label_width=width, draw=draw,
+                decode_kwargs=KWARGS,
+            )  # fmt: skip
+            assert reader.local
+            sets = [reader.rows(8) for _ in range(2)]
+            for k in range(5):
+                positions = np.random.default_rng(k).permutation(n)[:8]
+                positions = np.ascontiguousarray(positions, dtype=np.int64)
+                out = np.full((8, 3, 20, 24), np.nan, dtype=np.float32)
+                got = reader.submit_local(positions, out, sets[k % 2])
+                assert got.wait(30)
+                want = np.full_like(out, np.nan)
+                ref = read_and_decode(
+                    records, positions, pool, want, label_width=width, draw=draw,
+                    decode_kwargs=KWARGS,
+                )  # fmt: skip
+                lean = got.decoded()
+                assert (lean is not None) == (rec == clean)
+                if lean is not None:
+                    labels, ids = lean
+                    assert not ref.status.any() and ref.reasons is None
+                else:
+                    res = got.result()
+                    labels, ids = res.labels, res.ids
+                    np.testing.assert_array_equal(res.status, ref.status)
+                    assert res.reasons == ref.reasons
+                np.testing.assert_array_equal(out, want)
+                np.testing.assert_array_equal(labels, ref.labels)
+                np.testing.assert_array_equal(ids, ref.ids)
+
+
+def test_a_pool_parses_a_draw_once_and_a_new_one_anew(mixed):
+    """The native pool keeps the draw tuple it parsed last (a pipeline's readers pass the
+    same one with every batch): batches of readers with different draws, in turn on one
+    pool, each give what a fresh pool gives for its draw."""
+    from recio.read_decode import BatchReader
+
+    positions = np.arange(0, 40, 6)  # the jpeg records
+    draws = [KeyedDraw(SPEC, 4, 1), KeyedDraw(SPEC, 4, 2), KeyedDraw(SPEC, 9, 1)]
+    shape = (len(positions), 3, 20, 24)
+    with RecordFile(mixed) as records:
+        want = []
+        for draw in draws:
+            with DecodePool(1) as fresh:
+                out = np.zeros(shape, np.float32)
+                read_and_decode(
+                    records, positions, fresh, out, label_width=2, draw=draw,
+                    decode_kwargs=KWARGS,
+                )  # fmt: skip
+                want.append(out)
+        assert not np.array_equal(want[0], want[1]) and not np.array_equal(want[0], want[2])
+        with DecodePool(1) as pool:
+            readers = [
+                BatchReader(records, pool, shape, np.float32, label_width=2, draw=draw,
+                            decode_kwargs=KWARGS)
+                for draw in draws
+            ]  # fmt: skip
+            for k in [0, 0, 1, 0, 2, 2, 1]:
+                out = np.zeros(shape, np.float32)
+                readers[k].submit(positions, out).result()
+                np.testing.assert_array_equal(out, want[k], err_msg=f"draw {k}")

@@ -263,3 +263,71 @@ def test_shard_positions_of_a_large_epoch_are_the_plans_positions():
                             seed=9, last_batch=policy)  # fmt: skip
                 epoch = 1
                 assert np.array_equal(s.shard_positions(epoch), _plan_by_plan(s, epoch))
+
+
+def _check_slices_equal_plans(sampler, epochs):
+    """Every step the slices give is exactly plan()'s; those they leave have padding or
+    reach into another epoch's order; returns how many steps were sliced."""
+    sliced = 0
+    for epoch in epochs:
+        slices = sampler.slices(epoch)
+        first, end = sampler.first_step(epoch), sampler.steps_in_epoch(epoch)
+        assert slices.get(first - 1) is None and slices.get(end) is None
+        for step in range(first, end):
+            plan = sampler.plan(epoch, step)
+            got = slices.get(step)
+            epochs_of = sampler.slot_epochs(plan)
+            own = plan.pad == 0 and (epochs_of is None or (epochs_of == epoch).all())
+            assert (got is not None) == own, (epoch, step)
+            if got is None:
+                continue
+            sliced += 1
+            positions, keys = got
+            assert positions.dtype == np.int64 and positions.flags.c_contiguous
+            np.testing.assert_array_equal(positions, plan.positions)
+            if plan.keys is None:
+                assert keys is None
+            else:
+                np.testing.assert_array_equal(keys, plan.keys)
+    return sliced
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 200),
+    batch=st.integers(1, 13),
+    parts=st.integers(1, 5),
+    policy=st.sampled_from(["pad", "discard", "rollover"]),
+    shuffle=st.sampled_from(["none", "global", "block"]),
+    start=st.integers(0, 250),
+    positions=st.booleans(),
+)
+def test_sliced_plans_are_the_plans(n, batch, parts, policy, shuffle, start, positions):
+    # NOTE [sliced plans]: each rank's slices, over several epochs, resumed or not
+    if policy == "discard" and n < batch * parts:
+        return
+    mapped = np.arange(n, dtype=np.int64) * 3 + 1 if positions else None
+    consumed = start % (n + 1)
+    if policy == "rollover":
+        consumed = -(start % (2 * n)) if start % 3 == 0 else consumed  # the epoch before's too
+        consumed = max(consumed, -n)
+    for r in range(parts):
+        sampler = Sampler(
+            n, batch, part_index=r, num_parts=parts, shuffle=shuffle, seed=7, last_batch=policy,
+            block_size=4, window=2, block_parts=4, positions=mapped, start=(1, consumed),
+        )  # fmt: skip
+        _check_slices_equal_plans(sampler, range(4))
+
+
+def test_sliced_plans_cover_the_full_batches_and_a_mixtures_keys():
+    # the common case is sliced: every full batch of an epoch, with a mixture's draw keys
+    from recio.mixing import MixPlan
+
+    bounds = np.array([0, 60, 100], dtype=np.int64)
+    plan = MixPlan(("A", "B"), (np.arange(60), np.arange(60, 100)), (90, 30), bounds, 100)
+    for r in range(2):
+        sampler = Sampler(120, 8, part_index=r, num_parts=2, shuffle=True, seed=2, mix=plan)
+        assert _check_slices_equal_plans(sampler, range(3)) == 3 * (120 // 16)
+        assert sampler.plan(0, 0).keys is not None
+    pad = Sampler(100, 8, shuffle=True, seed=1)
+    assert _check_slices_equal_plans(pad, range(2)) == 2 * (100 // 8)  # all but the padded

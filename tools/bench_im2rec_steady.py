@@ -19,6 +19,9 @@ Tools, taking turns in each round, each in a fresh folder, all at ``--resize 256
 * engine: ``recio im2rec --engine dask``, a local cluster of 2 worker processes, one shard
   per task (its start-up, ~2-3 s here, is in the whole-command time and cancels in the
   steady state). Its shards are checked byte-identical to recio's of the same round.
+* base: ``recio im2rec`` (threads) of another checkout given by ``--base-checkout`` (say,
+  a worktree of the main branch), to compare a change with what it changes in one run;
+  its records are not compared (a change may alter the bytes).
 
 Reported: medians over the rounds of each whole-command time and rate, the steady-state
 rates, recio / MXNet and engine / recio, and the steady-state CPU time per image of all of
@@ -77,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--shards", type=int, default=4, help="recio's --shards (4)")
     parser.add_argument("--tools", nargs="+", default=["mxnet", "recio", "engine"])
+    parser.add_argument(
+        "--base-checkout", metavar="DIR", help="another recio checkout: the 'base' tool"
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the results here")
     parser.add_argument("--workdir", help="scratch folder (default: a temporary one)")
     args = parser.parse_args(argv)
@@ -91,6 +97,15 @@ def main(argv: list[str] | None = None) -> int:
         "recio": [sys.executable, RECIO_IM2REC, *ARGS, *shards, "--quiet"],
         "engine": [sys.executable, RECIO_IM2REC, *ARGS, *shards, "--quiet", "--engine", "dask"],
     }
+    envs = {tool: env for tool in tools}
+    if args.base_checkout:
+        checkout = os.path.abspath(args.base_checkout)
+        script = os.path.join(checkout, "tools", "im2rec.py")
+        tools["base"] = [sys.executable, script, *ARGS, *shards, "--quiet"]
+        envs["base"] = {**os.environ, "PYTHONPATH": checkout}
+        subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(checkout, "recio")])
+    elif "base" in args.tools:
+        parser.error("--tools base needs --base-checkout")
     base = os.path.join(work, "base")
     subprocess.run(
         [sys.executable, RECIO_IM2REC, "--list", "--recursive", "--quiet", base, corpus],
@@ -119,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(out, ignore_errors=True)
                 os.makedirs(out)
                 shutil.copy(lists[n], os.path.join(out, "data.lst"))
-                t = run([*tools[tool], os.path.join(out, "data"), corpus], env)
+                t = run([*tools[tool], os.path.join(out, "data"), corpus], envs[tool])
                 times[tool][n].append(t)
                 cpus[tool][n].append(run.cpu)
                 outs[tool] = out
@@ -154,10 +169,14 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_s": {n: [round(c, 3) for c in cpus[tool][n]] for n in args.sizes},
         }
     r = results["tools"]
-    for a, b in (("recio", "mxnet"), ("engine", "recio")):
+    for a, b in (("recio", "mxnet"), ("engine", "recio"), ("recio", "base"), ("base", "mxnet")):
         if a in r and b in r:
             results[f"{a}_over_{b}"] = {
                 "steady": round(r[a]["steady_images_per_s"] / r[b]["steady_images_per_s"], 3),
+                # b's CPU per image over a's: how much less CPU a needs for the same work
+                "steady_cpu": round(
+                    r[b]["steady_cpu_ms_per_image"] / r[a]["steady_cpu_ms_per_image"], 3
+                ),
                 **{
                     f"whole_{n}": round(
                         r[a]["whole_command_images_per_s"][n]
@@ -173,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['fixed_cost_s']:.2f} s   CPU {row['steady_cpu_ms_per_image']:.3f} ms/image   "
             f"whole command {row['whole_command_images_per_s']}"
         )
-    for key in ("recio_over_mxnet", "engine_over_recio"):
+    for key in ("recio_over_mxnet", "engine_over_recio", "recio_over_base", "base_over_mxnet"):
         if key in results:
             print(f"{key}: {results[key]}")
     if args.json:

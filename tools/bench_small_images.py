@@ -3,6 +3,7 @@
 
     python tools/bench_small_images.py [--count 3000] [--rounds 5] [--sizes 16,112]
                                        [--keep DIR] [--only pool,pool2,iter1,...,dataset]
+    python tools/bench_small_images.py --callgrind [--epochs 1] --sizes 16 --keep DIR ...
 
 Builds, deterministically, a .rec of 112x112 JPEGs and one of 16x16 JPEGs (quality 95, 4:2:0)
 from ``tools/make_corpus.py``'s photo-like scenes, rendered at 160x160 and downscaled (in a
@@ -32,6 +33,12 @@ decode threads it has (the "ceiling" column). "All CPU on N cores" is what the m
 cores could deliver if the pool and the Python threads kept them all busy, N * 1e6 /
 (serial + pool CPU): the bound on a machine with no other load. CPU times move less with
 other people's jobs than rates do.
+
+``--callgrind`` counts instead (valgrind's callgrind, unmoved by load): the instructions of
+the consumer thread per batch, for ``ImageRecordIter`` with one decode thread over
+``--epochs`` epochs after a warm-up one (the main thread's count while it is inside the
+measured loop, which runs under ``functools.reduce``; the pool's threads not counted). That
+is the serial Python per batch that the wall-clock "serial" figure measures with noise.
 """
 
 from __future__ import annotations
@@ -176,9 +183,8 @@ def pool_runner(images: list[bytes], size: int, threads: int) -> Callable[[], tu
     return run
 
 
-def iter_runner(rec: str, size: int, threads: int) -> Callable[[], tuple[int, Run]]:
-    before = _tasks()
-    it = ImageRecordIter(
+def _iterator(rec: str, size: int, threads: int) -> ImageRecordIter:
+    return ImageRecordIter(
         path_imgrec=rec,
         data_shape=(3, size, size),
         batch_size=BATCH,
@@ -188,6 +194,11 @@ def iter_runner(rec: str, size: int, threads: int) -> Callable[[], tuple[int, Ru
         preprocess_threads=threads,
         last_batch="discard",
     )  # fmt: skip
+
+
+def iter_runner(rec: str, size: int, threads: int) -> Callable[[], tuple[int, Run]]:
+    before = _tasks()
+    it = _iterator(rec, size, threads)
     native = _tasks() - before  # the decode pool's threads, started with it
     for _ in it:  # warm-up epoch: image sizes read, batch arrays allocated
         pass
@@ -282,6 +293,51 @@ def dataset_runner(rec: str, size: int) -> Callable[[], tuple[int, Run]] | None:
     return loader_runner(ds, collate_fn=RecordDataset.collate)
 
 
+# --- instruction counts ----------------------------------------------------------------
+
+_TOGGLE = "functools_reduce"  # the C function the measured loop runs under
+
+
+def consumer_program(rec: str, size: int, epochs: int) -> None:
+    """What ``--callgrind`` counts: ``epochs`` epochs of iter1, after a warm-up epoch."""
+    import functools
+
+    it = _iterator(rec, size, 1)
+    for _ in it:
+        pass
+    n = sum(functools.reduce(lambda k, _: k + 1, it, 0) for _ in range(epochs))
+    print(f"batches {n}")
+    it.close()
+
+
+def callgrind(rec: str, size: int, epochs: int) -> None:
+    """Count the consumer thread's instructions per batch under callgrind, and print them."""
+    import re
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cg.%p")
+        code = (
+            f"import sys; sys.path.insert(0, {str(ROOT / 'tools')!r}); import bench_small_images"
+            f" as b; b.consumer_program({rec!r}, {size}, {epochs})"
+        )
+        run = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--collect-atstart=no",
+             f"--toggle-collect={_TOGGLE}", f"--callgrind-out-file={out}", sys.executable,
+             "-c", code],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        batches = int(re.search(r"batches (\d+)", run.stdout).group(1))
+        main = [f for f in os.listdir(tmp) if f.endswith("-01")]
+        with open(os.path.join(tmp, main[0])) as f:
+            total = int(re.search(r"^summary: (\d+)", f.read(), re.M).group(1))
+    print(
+        f"{size}x{size}, ImageRecordIter 1 thread, {batches} batches of {BATCH}: consumer thread"
+        f" {total / batches:,.0f} instructions per batch ({total / batches / BATCH:,.0f} per"
+        " image)"
+    )
+
+
 # --- the report ------------------------------------------------------------------------
 
 
@@ -363,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", help="build the .recs here (reused if present)")
     parser.add_argument("--only", default=",".join(CONFIGS), help=f"of {','.join(CONFIGS)}")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--callgrind", action="store_true", help="count instructions instead")
+    parser.add_argument("--epochs", type=int, default=1, help="--callgrind: epochs counted")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     only = [c for c in args.only.split(",") if c]
@@ -376,7 +434,10 @@ def main(argv: list[str] | None = None) -> int:
         recs = build_recs(out, args.count, sizes, args.jobs)
         print(f"{args.count} images per .rec, ready in {time.perf_counter() - t0:.1f} s")
         for size in sizes:
-            report(size, bench_size(recs[size], size, args.rounds, only))
+            if args.callgrind:
+                callgrind(recs[size], size, args.epochs)
+            else:
+                report(size, bench_size(recs[size], size, args.rounds, only))
     return 0
 
 

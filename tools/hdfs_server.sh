@@ -115,6 +115,11 @@ install() {
   echo "HDFS installed in $HDFS_HOME ($(ls "$HDFS_HOME/lib" | wc -l) jars)"
 }
 
+# The DataNode registers as host 127.0.0.2 (another loopback address) while its transfer port
+# listens on 127.0.0.1, the address the NameNode hands out: clients reach it directly, and a
+# client with dfs.client.use.datanode.hostname=true goes to 127.0.0.2:<that port>, where a
+# test's delay proxy can listen (tests/delayproxy.py). WebHDFS redirects to the host name,
+# so the DataNode's HTTP port listens on 127.0.0.2.
 configure() { # this instance's config (its ports, its data dir), in the state dir
   mkdir -p "$DIR"/{etc,logs,data,tmp}
   cat > "$DIR/etc/core-site.xml" <<XML
@@ -133,9 +138,9 @@ XML
  <property><name>dfs.namenode.http-address</name><value>127.0.0.1:$RECIO_WEBHDFS_PORT</value></property>
  <property><name>dfs.namenode.secondary.http-address</name><value>127.0.0.1:0</value></property>
  <property><name>dfs.datanode.address</name><value>127.0.0.1:$RECIO_HDFS_DN_PORT</value></property>
- <property><name>dfs.datanode.http.address</name><value>127.0.0.1:$RECIO_HDFS_DN_HTTP_PORT</value></property>
+ <property><name>dfs.datanode.http.address</name><value>127.0.0.2:$RECIO_HDFS_DN_HTTP_PORT</value></property>
  <property><name>dfs.datanode.ipc.address</name><value>127.0.0.1:$RECIO_HDFS_DN_IPC_PORT</value></property>
- <property><name>dfs.datanode.hostname</name><value>127.0.0.1</value></property>
+ <property><name>dfs.datanode.hostname</name><value>127.0.0.2</value></property>
  <property><name>dfs.namenode.datanode.registration.ip-hostname-check</name><value>false</value></property>
  <property><name>dfs.webhdfs.enabled</name><value>true</value></property>
  <property><name>dfs.permissions.enabled</name><value>false</value></property>

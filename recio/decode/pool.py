@@ -710,6 +710,49 @@ class RecordsJob:
         job = (self, out, args[6], args[7], records)
         return PendingRecords(pool, job, base, status, labels, ids, starts, lengths, handle)
 
+    @property
+    def native(self) -> bool:
+        """Whether :meth:`queue` may be used (the native backend)."""
+        return self._args is not None
+
+    def queue(
+        self, base: Any, offsets: np.ndarray, out: np.ndarray, records: np.ndarray | None, rows
+    ) -> tuple[Any, np.ndarray, np.ndarray]:
+        """:meth:`submit`'s native call alone, into the caller's arrays (native backend).
+
+        For a caller that made ``out`` as :meth:`submit` checks it (the native call checks
+        the sizes again, for memory safety), ``offsets`` int64 and, with a draw, ``records``
+        int64, one per offset. ``rows``: ``(status, starts, lengths, crops, flips)`` for
+        ``n = len(offsets)`` images (int32 n, int64 n, int64 n, int32 n×4, uint8 n), the
+        caller's to reuse once the batch is finished: every slot's status, start and length
+        is written, and with a draw its crop and flip before they are read. Returns the
+        native handle and the batch's fresh labels and ids; :meth:`pending` makes the
+        :class:`PendingRecords` of it.
+        """
+        self._pool._check_open()
+        n = len(offsets)
+        labels = np.zeros((n, self._width), dtype=np.float32)
+        ids = np.empty(n, np.int64)
+        status, starts, lengths, crops, flips = rows
+        args = self._args.copy()
+        args[0], args[1] = out, status
+        draw: tuple = (None, None)
+        if self._draw is not None:
+            args[6], args[7] = crops, flips
+            draw = (self._draw, records)
+        handle = self._pool._native.submit_records(
+            base, offsets, labels, ids, starts, lengths, *args, *draw, *self._extra
+        )
+        return handle, labels, ids
+
+    def pending(self, base, out, records, rows, handle, labels, ids) -> PendingRecords:
+        """The :class:`PendingRecords` of a :meth:`queue` call (its arguments and result)."""
+        status, starts, lengths, crops, flips = rows
+        if self._draw is None:  # the shared job's, as submit() passes them
+            crops, flips = self._args[6], self._args[7]
+        job = (self, out, crops, flips, records)
+        return PendingRecords(self._pool, job, base, status, labels, ids, starts, lengths, handle)
+
     def job_for(self, out: np.ndarray, crops, flips, records) -> _Job:
         """The _Job of one batch (for the images the native pool leaves to Pillow)."""
         job = copy.copy(self._job)

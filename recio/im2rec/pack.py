@@ -14,7 +14,9 @@ shard (:mod:`~recio.im2rec.engine`) and writes the same bytes as this single-mac
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import json
 import logging
 import math
@@ -430,7 +432,7 @@ def pack_list(
         )
         for rec, idx in names:
             writers.append(MXIndexedRecordIO(idx, rec, "w", storage_options=storage_options))
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _frozen_heap():
             # libjpeg-turbo warns on recoverable damage (as OpenCV accepts it); keep quiet
             warnings.filterwarnings("ignore", module="turbojpeg")
             kind = pool or default_pool(opts)
@@ -495,6 +497,20 @@ def pack_list(
         report.seconds = time.perf_counter() - start
     report.status = "complete"
     return report
+
+
+@contextlib.contextmanager
+def _frozen_heap():
+    """Leaves the objects alive now (the list's entries above all) out of garbage collection.
+
+    They live until the run ends, and the collector's passes over tens of thousands of
+    entries, while the images make and drop objects, are CPU for nothing (up to 1 %).
+    """
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _failed_status(exc: BaseException) -> str:

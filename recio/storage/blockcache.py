@@ -32,6 +32,14 @@ Sharing. A miss claims the block under the lock (an empty ``<entry>.<pid>.claim`
 process (or thread) that misses a block someone else has claimed waits for that entry
 instead of fetching it too, so on one node each block is fetched once while it fits. A
 claim whose process is gone is ignored.
+
+A record that fails its checksum. An entry's check covers the block as it was fetched, so
+bytes that were already wrong at the store (or on the way) pass it. When the reader finds a
+record wrong (its CRC32C in the sidecar, :mod:`recio.checksum`), it asks for the record again
+with :meth:`CachedSource.refetch`: the entries of the record's blocks are removed under the
+lock and fetched again from the store, never read back from the folder; if the record is
+still wrong, the reader's ``on_error`` handles it (the new entries stay: the store holds
+those bytes, and a later read checks the record again).
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -86,9 +94,18 @@ class CacheStats:
     bypassed: int = 0  # fetched blocks not stored (Belady: needed later than all resident)
     evicted: int = 0  # entries removed to make room
     corrupt: int = 0  # entries that failed their check: removed, fetched again
+    invalidated: int = 0  # whole entries dropped because a record in them was wrong (refetch)
     bytes_fetched: int = 0
     # (block, until) of every block use, for replay(), while a list (None: not kept)
     trace: list[tuple[int, int]] | None = None
+    # the prefetcher's threads read through one source at once: counts add under it
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **counts: int) -> None:
+        """Add to the named counts (from any thread)."""
+        with self._lock:
+            for name, n in counts.items():
+                setattr(self, name, getattr(self, name) + n)
 
     @property
     def hit_rate(self) -> float:
@@ -195,6 +212,20 @@ class BlockCache:
             os.unlink(path)
         raise _Corrupt(path)
 
+    def invalidate(self, key: str, blocks: Iterable[int]) -> int:
+        """Remove the entries of ``blocks`` of the file ``key``; how many there were.
+
+        For data whose own check passed but that the reader found wrong (a record's
+        checksum): the next read of those blocks fetches them from the store.
+        """
+        removed = 0
+        with self.locked():
+            for block in blocks:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.entry(key, block))
+                    removed += 1
+        return removed
+
     def _write(self, key: str, block: int, data: Any, priority: int) -> None:
         path = self.entry(key, block)
         tmp = f"{path}.{os.getpid()}.{threading.get_ident()}{_TMP}"
@@ -231,7 +262,7 @@ class BlockCache:
                 missing.append((block, length, next_use))
             else:
                 out[block] = data
-                stats.hits += 1
+                stats.add(hits=1)
         # The hits' next uses first: what this read just used must not look needed now
         # when the misses' room is made.
         self._touch(key, [(b, u) for b, _, u in blocks if b in out], until)
@@ -239,8 +270,7 @@ class BlockCache:
         try:
             if mine:
                 got = fetch([(b, n) for b, n, _ in mine])
-                stats.misses += len(mine)
-                stats.bytes_fetched += sum(len(d) for d in got)
+                stats.add(misses=len(mine), bytes_fetched=sum(len(d) for d in got))
                 for (block, _, _), data in zip(mine, got, strict=True):
                     out[block] = data
                 self._store(key, [(b, u, out[b]) for b, _, u in mine], stats, until)
@@ -256,7 +286,7 @@ class BlockCache:
         try:
             return self.load(key, block, length)
         except _Corrupt:
-            stats.corrupt += 1
+            stats.add(corrupt=1)
             return None
 
     def _claim(self, key: str, missing: list) -> tuple[list, list]:
@@ -310,13 +340,12 @@ class BlockCache:
                 data = self._checked_load(key, block, length, stats)
                 if data is not None:
                     out[block] = data
-                    stats.waited += 1
+                    stats.add(waited=1)
                 elif claimed:
                     still.append(item)
                 else:
                     got = fetch([(block, length)])[0]
-                    stats.misses += 1
-                    stats.bytes_fetched += len(got)
+                    stats.add(misses=1, bytes_fetched=len(got))
                     out[block] = got
             pending = still
             if pending:
@@ -334,10 +363,12 @@ class BlockCache:
                 priority = self._priority(next_use)
                 name = os.path.basename(self.entry(key, block))
                 if need > self.limit:
-                    stats.bypassed += 1
+                    stats.add(bypassed=1)
                     continue
                 while used + need > self.limit and entries:
-                    if belady:
+                    # A read with no schedule behind it (next_use None) evicts as LRU does:
+                    # its priority is a time, later than every other entry's.
+                    if belady and next_use is not None:
                         victim = max(entries, key=lambda n: entries[n][1])
                         if entries[victim][1] <= priority:
                             break  # every resident block is needed sooner
@@ -346,14 +377,14 @@ class BlockCache:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(os.path.join(self.dir, victim))
                     used -= entries.pop(victim)[0]
-                    stats.evicted += 1
+                    stats.add(evicted=1)
                 if used + need > self.limit:
-                    stats.bypassed += 1
+                    stats.add(bypassed=1)
                     continue
                 self._write(key, block, data, priority)
                 entries[name] = (need, priority)
                 used += need
-                stats.stored += 1
+                stats.add(stored=1)
 
     def _touch(self, key: str, uses: list[tuple[int, int | None]], until: int | None) -> None:
         """Give the entries just used their next priority (the earliest use still ahead)."""
@@ -552,6 +583,18 @@ class CachedSource(ByteSource):
                 pos = hi
             out.append(b"".join(parts))
         return out
+
+    def refetch(self, offset: int, length: int, *, until: int | None = None) -> Any:
+        """The range fetched again from the remote file, not served from the cache.
+
+        The entries of the blocks it covers are removed first (NOTE [block cache]: a record
+        that fails its checksum), so the read fetches them from the store and stores what
+        it gets in their place.
+        """
+        end = max(int(offset), min(int(offset) + int(length), self.size))
+        dropped = self.cache.invalidate(self.key, self._blocks(int(offset), end - int(offset)))
+        self.stats.add(invalidated=dropped)
+        return self.read_ranges([(offset, length)], until=until)[0]
 
     def _fetch(self, blocks: list[tuple[int, int]]) -> list[Any]:
         return self.source.read_ranges([(b * self.block_size, n) for b, n in blocks], gap=0)

@@ -4,7 +4,11 @@ bad images."""
 import numpy as np
 import pytest
 
+from recio import dali
+from recio.storage import FetchOptions
+
 from ..conftest import needs_dali
+from ..storage_helpers import DAMAGED_KEY, DAMAGED_N, DamagedStore, Peak, checked_images
 from .conftest import pair
 
 
@@ -141,3 +145,33 @@ def test_a_mixture_gives_the_cpu_iterators_ids_labels_and_stats(tmp_path):
         assert np.abs(x.data - y.data).mean() < 6
     assert got == want and got
     assert it.stats.sources == ref.stats.sources
+
+
+@needs_dali
+def test_the_dali_stage_reads_through_a_bounded_cache_and_refetches_past_it(tmp_path):
+    """cache_dir=/cache_limit= (LRU: the DALI stage gives no schedule), a limit of half the
+    dataset: the folder stays within it over two epochs, and later reads hit; a record wrong
+    at the store is fetched again from the store (not the cache's copy), then skipped and
+    counted; once the store is right, the record comes back."""
+    store = DamagedStore(checked_images(tmp_path))
+    folder = tmp_path / "cache"
+    limit = len(store.good) // 2
+    args = dict(data_shape=(3, 8, 8), batch_size=4, cache_dir=str(folder), cache_limit=limit,
+                fetch=FetchOptions(cache_block=4096, retries=1), on_error="skip")  # fmt: skip
+    try:
+        it = dali.DALIImageRecordIter(store.url, device="cpu", **args)
+        assert it.records.cached
+        with Peak(folder) as peak:
+            ids = [int(i) for b in it for i in b.index]
+            assert store.sent() == 2  # the first fetch and the refetch, both from the store
+            ids += [int(i) for b in it for i in b.index]
+        everything = list(range(100, 100 + DAMAGED_N))
+        assert sorted(set(ids)) == [i for i in everything if i != 100 + DAMAGED_KEY]
+        assert it.stats.skipped == 2 and DAMAGED_KEY in it.stats.bad_records
+        stats = it.records.source.stats
+        assert 0 < peak.peak <= limit and stats.hits > 0 and stats.evicted > 0, stats
+        store.repair()
+        assert sorted(int(i) for b in it for i in b.index) == everything
+        it.close()
+    finally:
+        store.server.close()

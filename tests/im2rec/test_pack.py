@@ -308,3 +308,38 @@ def test_pass_through_warns_about_exif_rotated_jpegs(tmp_path, images, caplog):
     caplog.clear()
     assert run(prefix, root) == 0  # re-encoding applies the orientation: nothing to say
     assert not [r for r in caplog.records if "EXIF" in r.getMessage()]
+
+
+def test_pack_freezes_the_heap_out_of_gc_while_it_runs_and_thaws_it_after(
+    tmp_path, images, monkeypatch
+):
+    """The list's entries are left out of garbage collection during the run (they live to
+    its end); afterwards, finished or failed, the collector sees everything again."""
+    import gc
+
+    from recio.im2rec import pack
+
+    prefix = make_list(tmp_path, images)
+    seen = []
+    real = pack._record_stream
+
+    def watched(*args, **kwargs):
+        seen.append(gc.get_freeze_count())
+        yield from real(*args, **kwargs)
+
+    monkeypatch.setattr(pack, "_record_stream", watched)
+    lst = f"{prefix}.lst"
+    n = len(list(parse_lst(Path(lst).read_text().splitlines())))
+    assert gc.get_freeze_count() == 0
+    report = pack.pack_list(lst, str(images), im2rec.EncodeOptions(resize=32), num_thread=2)
+    assert report.written == n and seen and seen[0] > n  # entries (and more) frozen
+    assert gc.get_freeze_count() == 0
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("writer failed")
+        yield
+
+    monkeypatch.setattr(pack, "_record_stream", broken)
+    with pytest.raises(RuntimeError, match="writer failed"):
+        pack.pack_list(lst, str(images), im2rec.EncodeOptions(resize=32))
+    assert gc.get_freeze_count() == 0

@@ -137,6 +137,54 @@ def test_same_bytes_every_time_and_in_any_batch(pool):
             assert together == alone
 
 
+def _smooth(width: int, height: int, mode: str, **save) -> bytes:
+    """A JPEG of slow gradients: a resize off by a column or a garbage edge shows."""
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float64)
+    g = 40 + 170 * (xx / max(width - 1, 1)) * 0.6 + 170 * (yy / max(height - 1, 1)) * 0.4
+    rgb = np.stack([g, 255 - g, 128 + 60 * np.sin(xx / 9 + yy / 13)], -1).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(rgb).convert(mode).save(buf, "JPEG", quality=98, **save)
+    return buf.getvalue()
+
+
+_PLANE_CASES = [
+    ((413, 545), (256, 337)),  # the common im2rec downscale
+    ((61, 35), (1, 1)),  # one pixel
+    ((61, 35), (2, 3)),  # fewer rows and columns than a 16x16 transpose tile
+    ((97, 61), (33, 61)),  # rows copied (vertical identity), columns resampled
+    ((97, 61), (97, 17)),  # columns copied, rows resampled
+    ((300, 20), (255, 17)),  # a strip: window wider than its transposed height
+    ((20, 300), (17, 255)),
+    ((40, 31), (131, 97)),  # upscaling, odd on both axes
+]
+
+
+# Colour only where the output is some pixels across: a 4:2:0 chroma sample of a 1x1 or
+# 2x3 output stands for a 2x2 luma block the image does not have (differences of 20-50).
+@pytest.mark.parametrize(
+    "kind, src, size",
+    [("grey", *c) for c in _PLANE_CASES]
+    + [(k, *c) for k in ("420", "444") for c in _PLANE_CASES if min(c[1]) >= 16],
+)
+def test_plane_resample_is_right_up_to_every_edge(pool, kind, src, size):
+    """The planes are resampled column-wise as passes over transposed rows, padded to
+    whole 16-byte tiles; every output row and column, the last ones too, matches Pillow's
+    resize of the decoded source."""
+    mode = "L" if kind == "grey" else "RGB"
+    save = {} if kind == "grey" else {"subsampling": {"420": 2, "444": 0}[kind]}
+    data = _smooth(*src, mode, **save)
+    im = transcode(pool, data, size, gray=kind == "grey", quality=98)
+    assert im.size == size
+    got = np.asarray(im).astype(np.int16)
+    ref = reference(data, size, (0, 0, *src), mode).astype(np.int16)
+    diff = np.abs(got - ref).reshape(size[1], size[0], -1).max(axis=2)
+    # Luma alone differs by JPEG's rounding; colour also by chroma resampled at half size.
+    bound = 4 if kind == "grey" else 14
+    assert diff[:, -1].max() <= bound and diff[-1, :].max() <= bound, (diff[:, -1], diff[-1])
+    assert diff[:, 0].max() <= bound and diff[0, :].max() <= bound
+    assert diff.max() <= bound
+
+
 def _photo(width: int, height: int, seed: int) -> np.ndarray:
     """RGB pixels with detail (a 1-pixel shift in a resize shows)."""
     rng = np.random.default_rng(seed)
@@ -206,9 +254,10 @@ print(decode.pool._native.SIMD, h.hexdigest())
 
 @native_only
 def test_avx2_and_sse2_passes_give_the_same_bytes():
-    """The vertical pass and the single-channel horizontal pass have AVX2 versions picked
-    at run time; with RECIO_SIMD=sse2 the SSE2 ones run. Same images, same bytes, at every
-    kernel width, for transcodes (planes) and decodes (interleaved RGB rows)."""
+    """The vertical pass (which a plane's horizontal pass also runs, over its transposed
+    rows) has an AVX2 version picked at run time; with RECIO_SIMD=sse2 the SSE2 one runs.
+    Same images, same bytes, at every kernel width, for transcodes (planes) and decodes
+    (interleaved RGB rows)."""
 
     def digest(**env: str) -> str:
         run = subprocess.run(

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pickle
 import subprocess
 import sys
-import textwrap
 import threading
 from pathlib import Path
 
@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 from recio import storage
+from recio.checksum import MismatchedPayload
 from recio.config import IterConfig
 from recio.dataset import RecordDataset
+from recio.errors import ChecksumError, DecodeError
 from recio.format import IRHeader, pack
 from recio.iterator import ImageRecordIter
 from recio.reader import RecordFile
@@ -24,9 +26,20 @@ from recio.recordio import MXIndexedRecordIO
 from recio.storage.blockcache import NEVER, BlockCache, CachedSource, clock, replay
 from recio.storage.prefetch import Prefetcher
 
+from ..cache_ranks import ARGS
 from ..images import encode
 from ..rangeserver import RangeServer
-from ..storage_helpers import ids_of, write_rec
+from ..storage_helpers import (
+    DAMAGED_KEY,
+    DAMAGED_N,
+    DamagedStore,
+    Peak,
+    checked_images,
+    dir_bytes,
+    ids_of,
+    write_images,
+    write_rec,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 N = 120
@@ -67,14 +80,6 @@ def run_epochs(rf: RecordFile, plan: list[list[np.ndarray]]) -> None:
             assert ids_of(payloads) == indices.tolist()
             got += indices.tolist()
         assert sorted(got) == list(range(N))
-
-
-def dir_bytes(path: Path) -> int:
-    total = 0
-    for e in os.scandir(path):
-        with contextlib.suppress(FileNotFoundError):  # evicted between listing and stat
-            total += e.stat().st_size
-    return total
 
 
 def test_two_epochs_from_a_cache_half_the_dataset_never_above_its_limit(served, tmp_path):
@@ -140,63 +145,65 @@ def test_corrupt_and_torn_entries_are_caught_and_fetched_again(served, tmp_path)
     assert not orphan.exists()  # removed under the lock: it took room no entry accounts for
 
 
-_CHILD = textwrap.dedent(
-    """
-    import os, sys, time
-    import numpy as np
-    from recio import storage
-    from recio.reader import RecordFile
-    url, cache, limit, seed, go = sys.argv[1:6]
-    fetch = storage.FetchOptions(cache_block=int(sys.argv[6]), retries=1)
-    rf = RecordFile(url, fetch=fetch, cache_dir=cache, cache_limit=int(limit))
-    while not os.path.exists(go):
-        time.sleep(0.001)
-    order = np.random.default_rng(int(seed)).permutation(len(rf))
-    for batch in np.array_split(order, 10):
-        for i, p in zip(batch.tolist(), rf.read_many(batch)):
-            assert bytes(p[24:25]) == bytes([i % 251]), i  # after the 24-byte IRHeader
-    s = rf.source.stats
-    print(s.misses, s.hits, s.waited)
-    """
-)
-
-
-def test_two_processes_sharing_a_cache_fetch_each_block_once(served, tmp_path):
-    cache, go = tmp_path / "cache", tmp_path / "go"
-    size = len(served.files["/d.rec"])
-    before = len(served.ranges)
+def test_eight_ranks_on_one_node_share_one_cache(tmp_path):
+    """8 rank processes (fresh interpreters, as torchrun starts them) iterate two epochs
+    through one cache folder: with a limit above the dataset the server sends each byte once
+    in all (so once per node, the second epoch all from the cache); with a limit of a third,
+    every rank still gets exactly its records every epoch. Sampled throughout: never above
+    the limit."""
+    files = write_images(tmp_path, n=64)
+    size = len(files["/im.rec"])
+    server = RangeServer(
+        {f"/{run}{p}": data for run in ("fits", "small") for p, data in files.items()}
+    )
+    limits = {"fits": 2 * size, "small": size // 3}
+    runs = [
+        dict(url=f"{server.url}/{name}/im.rec", cache_dir=str(tmp_path / name),
+             cache_limit=limit, block=4096, epochs=2)
+        for name, limit in limits.items()
+    ]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    children = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                _CHILD,
-                f"{served.url}/d.rec",
-                str(cache),
-                str(4 * size),
-                str(seed),
-                str(go),
-                str(BLOCK),
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for seed in (1, 2)
-    ]
-    go.touch()
-    outs = [c.communicate(timeout=120) for c in children]
-    for child, (_, err) in zip(children, outs, strict=True):
-        assert child.returncode == 0, err
-    fetched = [r for r in served.ranges[before:] if r[0] == "/d.rec"]
+    command = [sys.executable, "-m", "tests.cache_ranks"]
+    peaks = {name: Peak(tmp_path / name) for name in limits}
+    ranks = []
+    with contextlib.ExitStack() as stack:
+        for peak in peaks.values():
+            stack.enter_context(peak)
+        stack.callback(server.close)
+        stack.callback(lambda: [p.kill() for p in ranks if p.poll() is None])
+        for rank in range(8):
+            ranks.append(subprocess.Popen(
+                [*command, str(rank), str(tmp_path), json.dumps(runs)], cwd=REPO, env=env,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            ))  # fmt: skip
+        outs = [p.communicate(timeout=120) for p in ranks]
+    for p, (_, err) in zip(ranks, outs, strict=True):
+        assert p.returncode == 0, err
+    got = [[json.loads(line) for line in out.splitlines()] for out, _ in outs]
+    want = {}
+    for rank in range(8):
+        with ImageRecordIter(str(tmp_path / "im.rec"), part_index=rank, **ARGS) as local:
+            want[rank] = [[int(i) for b in local for i in b.index] for _ in range(2)]
+    by_run = [{rank: (got[rank][k]["ids"], got[rank][k]["stats"]) for rank in range(8)}
+              for k in range(len(runs))]  # fmt: skip
+    for k, name in enumerate(limits):
+        assert sorted(by_run[k]) == list(range(8))
+        for rank, (ids, _) in by_run[k].items():
+            assert ids == want[rank], (name, rank)
+        for epoch in range(2):  # the ranks together: every record once per epoch
+            every = sorted(i for ids, _ in by_run[k].values() for i in ids[epoch])
+            assert every == list(range(100, 164)), (name, epoch)
+        assert 0 < peaks[name].peak <= limits[name], (name, peaks[name].peak, limits[name])
     covered = np.zeros(size, dtype=np.int64)
-    for _, start, end in fetched:
-        covered[start:end] += 1
-    assert (covered == 1).all(), f"bytes fetched {np.bincount(covered)} times"
-    misses = [int(out.split()[0]) for out, _ in outs]
-    assert sum(misses) == -(-size // BLOCK)
+    for path, start, end in server.ranges:
+        if path == "/fits/im.rec":
+            covered[start:end] += 1
+    assert (covered == 1).all(), f"bytes sent {np.bincount(covered)} times"
+    fits = [stats for _, stats in by_run[0].values()]
+    # (counted as the ranks stopped: one may still be fetching for its next epoch's read-ahead)
+    assert 0 < sum(s["misses"] for s in fits) <= -(-size // 4096) < sum(s["hits"] for s in fits)
+    small = [stats for _, stats in by_run[1].values()]
+    assert sum(s["evicted"] + s["bypassed"] for s in small) > 0
 
 
 def test_replay_belady_beats_lru_on_a_loop():
@@ -298,3 +305,97 @@ def test_cache_keywords_are_checked_once(images):
     with pytest.raises(ValueError, match="cache_limit must be a number of bytes"):
         IterConfig.from_mxnet(f"{server.url}/im.rec", (3, 16, 16), 4, cache_dir="/c",
                               cache_limit=0)  # fmt: skip
+
+
+# --- a record wrong at the store: fetched again from it, never from the cache ----------------
+
+K, CHECKED_N = DAMAGED_KEY, DAMAGED_N
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    return checked_images(tmp_path_factory.mktemp("checked"))
+
+
+@pytest.fixture
+def damaged(checked):
+    store = DamagedStore(checked)
+    yield store
+    store.server.close()
+
+
+FETCH = storage.FetchOptions(cache_block=4096, retries=1)
+
+
+def test_a_record_wrong_at_the_store_is_fetched_again_from_it_not_from_the_cache(damaged, tmp_path):
+    """The block was wrong when fetched, so its entry's own check passes; the record's
+    checksum does not. Each time, the entry is dropped and the block fetched from the store:
+    while the store is wrong, the record is on_error's (marked; or a ChecksumError naming the
+    file, byte offset and record); once the object is replaced by a right one, the one refetch
+    gives the record, and the good block is what the cache keeps."""
+    want = damaged.want
+    with RecordFile(damaged.url, fetch=FETCH, cache_dir=str(tmp_path), cache_limit=1 << 20) as rf:
+        assert rf.cached and rf.checksums is not None  # "auto": remote data with a sidecar
+        got = rf.read_many(range(CHECKED_N), bad="mark")
+        assert isinstance(got[K], MismatchedPayload)
+        assert [bytes(p) for j, p in enumerate(got) if j != K] == want[:K] + want[K + 1 :]
+        assert damaged.sent() == 2  # the first fetch and one refetch, from the store
+        assert rf.checksum_stats == {"refetched": 1, "mismatched": 1}
+        with pytest.raises(ChecksumError, match="also when fetched again") as info:
+            rf.read(K)  # the cached entry (the store's wrong bytes): dropped, fetched again
+        assert (info.value.path, info.value.offset, info.value.record_index) == (
+            damaged.url, damaged.offset, K)  # fmt: skip
+        assert damaged.sent() == 3
+        damaged.repair()
+        assert bytes(rf.read(K)) == want[K] and damaged.sent() == 4
+        assert bytes(rf.read(K)) == want[K] and damaged.sent() == 4  # now a hit
+        blocks = len({o // 4096 for o in (damaged.offset, damaged.at)})  # those K spans
+        assert rf.source.stats.invalidated == 3 * blocks  # dropped by each refetch
+        assert rf.checksum_stats == {"refetched": 3, "mismatched": 2}
+
+
+def test_the_iterator_skips_and_counts_a_record_wrong_at_the_store(damaged, tmp_path):
+    """ImageRecordIter through the cache: the record fetched twice, then skipped and
+    counted; on_error="raise" names the file, byte offset and record."""
+    args = dict(data_shape=(3, 8, 8), batch_size=4, preprocess_threads=1, fetch=FETCH,
+                cache_dir=str(tmp_path / "skip"), cache_limit=1 << 20)  # fmt: skip
+    with ImageRecordIter(damaged.url, on_error="skip", **args) as it:
+        ids = [int(i) for b in it for i in b.index]
+        assert 100 + K not in ids and len(ids) == CHECKED_N
+        assert it.stats.skipped == 1 and it.stats.checksum_mismatches == 1
+        # the first fetch and the refetch (and the next epoch's read-ahead may have read it
+        # again: one more); served from the cache, the refetch would leave this at 1
+        assert damaged.sent() >= 2
+    args["cache_dir"] = str(tmp_path / "raise")
+    with (
+        ImageRecordIter(damaged.url, on_error="raise", **args) as it,
+        pytest.raises(ChecksumError) as info,
+    ):
+        list(it)
+    assert (info.value.path, info.value.offset, info.value.record_index) == (
+        damaged.url, damaged.offset, K)  # fmt: skip
+
+
+def test_map_style_reader_refetches_past_its_cache(damaged, tmp_path):
+    """RecordDataset(cache_dir=, cache_limit=), LRU within a limit under the dataset: a record
+    wrong at the store is raised (after its refetch) or replaced and counted; a read that
+    finds the wrong bytes in the cache fetches them from the store, once."""
+    limit = len(damaged.good) // 2
+    kw = dict(cache_dir=str(tmp_path / "c"), cache_limit=limit)
+    strict = RecordDataset(damaged.url, (3, 8, 8), **kw)
+    with pytest.raises((DecodeError, ChecksumError), match="checksum mismatch"):
+        strict[K]
+    assert damaged.sent() == 2
+    replacing = RecordDataset(damaged.url, (3, 8, 8), on_error="replace", **kw)
+    image, _ = replacing[K]  # the cache's entry: dropped, fetched once more, still wrong
+    assert not image.any() and "checksum mismatch" in replacing.bad_records[K]  # its .idx key
+    assert damaged.sent() == 3
+    damaged.repair()
+    image, _ = replacing[K]  # the cache still holds the wrong bytes: fetched from the store
+    assert image.any() and damaged.sent() == 4
+    with Peak(tmp_path / "c") as peak:
+        for i in np.random.default_rng(1).permutation(CHECKED_N).tolist():
+            image, label = replacing[i]
+            assert image.any() and label == i % 3, i
+    stats = replacing._records.source.stats
+    assert 0 < peak.peak <= limit and stats.evicted > 0 and stats.hits > 0, stats

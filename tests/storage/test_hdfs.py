@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import time
+import urllib.request
+
 import numpy as np
 import pytest
 
@@ -11,6 +15,8 @@ from recio.recordio import MXIndexedRecordIO
 from recio.sampler import epoch_order
 from recio.storage.prefetch import Prefetcher
 
+from ..conftest import _unavailable
+from ..delayproxy import DelayProxy
 from ..storage_helpers import ids_of, read_across_restart, write_rec
 
 pytestmark = pytest.mark.hdfs
@@ -68,3 +74,43 @@ def test_server_restart_mid_read(hdfs_prefix, hdfs_owned_server):
     rec = f"{hdfs_prefix}/r.rec"
     write_rec(rec, n=120, size=20_000)
     read_across_restart(RecordFile(rec), hdfs_owned_server)
+
+
+def datanode(hdfs_in_use) -> tuple[str, str, int]:
+    """The DataNode's registered host name, the address and transfer port the NameNode gives
+    out for it (from the NameNode's JMX)."""
+    web = hdfs_in_use.urls["RECIO_WEBHDFS_URL"].replace("webhdfs://", "http://")
+    query = f"{web}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo"
+    with urllib.request.urlopen(query, timeout=10) as answer:
+        live = json.loads(json.load(answer)["beans"][0]["LiveNodes"])
+    ((name, info),) = live.items()
+    ip, port = info["xferaddr"].rsplit(":", 1)
+    return name.rsplit(":", 1)[0], ip, int(port)
+
+
+def test_hdfs_reads_behind_the_delay_proxy_wait_its_delay(hdfs_prefix, hdfs_in_use):
+    """The DataNode behind the delay proxy: it registers as 127.0.0.2 (tools/hdfs_server.sh),
+    so a client with dfs.client.use.datanode.hostname connects there, where the proxy listens
+    on the DataNode's transfer port. Every block read waits the delay (the proxy counts each
+    request the client sends after an answer), and an epoch still gives every record once."""
+    host, ip, port = datanode(hdfs_in_use)
+    if host == ip:
+        _unavailable("HDFS", f"its DataNode registered as {ip}: no address left for a proxy")
+    rec = f"{hdfs_prefix}/far.rec"
+    write_rec(rec, n=40, size=2000)
+    delay = 0.1
+    proxy = DelayProxy(port, ip, delay_s=delay, rate=50e6, port=port, host=host, protocol="turns")
+    try:
+        with RecordFile(rec, storage_options={"dfs.client.use.datanode.hostname": "true"}) as rf:
+            opened = proxy.stats["requests"]
+            assert opened >= 1  # the .idx and the check at open came through the proxy
+            order = epoch_order(40, 0, 1, "global")
+            got, t0 = [], time.perf_counter()
+            for batch in np.array_split(order, 8):
+                got += ids_of(rf.read_many(batch))
+            took = time.perf_counter() - t0
+            requests = proxy.stats["requests"] - opened
+        assert got == order.tolist()
+        assert requests >= 8 and took >= 8 * delay, (requests, took)  # one wait per batch
+    finally:
+        proxy.close()
