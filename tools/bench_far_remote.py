@@ -26,8 +26,8 @@ For each: images/s (median of rounds) and its ratio to local with the same shuff
 client's CPU per image (this process's CPU time: decode, fetch and parse threads; the
 proxy and the server are other processes); bytes fetched per image; the server's CPU in
 the same window (cores busy, and its share of the CPU that server, proxy and client used
-together); the most requests the proxy held at once (connections busy in parallel); and
-the median wait for an epoch's first batch.
+together) and the proxy's (cores); the most requests the proxy held at once (connections
+busy in parallel); and the median wait for an epoch's first batch.
 """
 
 from __future__ import annotations
@@ -132,6 +132,7 @@ class Measure:
             "bytes_fetched_per_image": (fetched_bytes(it) - b0) / images,
             "server_cores": server / wall,
             "server_cpu_share": server / max(server + proxy + client, 1e-9),
+            "proxy_cores": proxy / wall,
             "peak_requests": proxy_stats(self.proxy)["peak_held"],
             "first_batch_ms": 1e3 * statistics.median(firsts),
             "epochs": done,
@@ -235,13 +236,13 @@ def main() -> None:
             )
         summary[name] = entry
     print(f"{'':<58} {'img/s':>7} {'x local':>7} {'CPU ms/img':>10} {'x local':>7} "
-          f"{'KB/img':>7} {'server cores':>12} {'share':>6} {'conns':>5} "
+          f"{'KB/img':>7} {'server cores':>12} {'share':>6} {'proxy':>5} {'conns':>5} "
           f"{'1st ms':>6}")  # fmt: skip
     for name, e in summary.items():
         print(f"{name:<58} {e['images_per_s']:7.0f} {e.get('ratio_to_local', 1):7.2f} "
               f"{e['client_cpu_ms_per_image']:10.3f} {e.get('cpu_per_image_to_local', 1):7.2f} "
               f"{e['bytes_fetched_per_image'] / 1e3:7.1f} {e['server_cores']:12.2f} "
-              f"{e['server_cpu_share']:6.1%} {e['peak_requests']:5.0f} "
+              f"{e['server_cpu_share']:6.1%} {e['proxy_cores']:5.2f} {e['peak_requests']:5.0f} "
               f"{e['first_batch_ms']:6.1f}")  # fmt: skip
     plain_s3 = summary.get("S3, block shuffle", {}).get("images_per_s")
     unverified = summary.get("S3, block shuffle, checksums not verified", {}).get("images_per_s")
