@@ -9,7 +9,8 @@ crop and flip (keyed per record, :class:`~recio.augment.KeyedDraw`) and writes t
 straight into a batch buffer (:class:`BatchBuffers`), in one native call per batch
 (:mod:`recio.read_decode`), with no Python thread in between. For a remote file a reader
 thread fetches the upcoming batches' bytes ahead (coalesced ranged reads) and two decode
-threads take the batches in turn (NOTE [two decode threads]). Either way
+threads take the batches in turn (NOTE [two decode threads]), each batch one native call
+over its records as fetched (NOTE [remote batches on the pool]). Either way
 ``prefetch_buffer`` batches are decoded ahead (at least three), and memory stays at about
 ``prefetch_buffer + 1`` batches.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import queue
 import threading
 import weakref
@@ -34,11 +36,13 @@ from typing import Any
 import numpy as np
 
 from .augment import KeyedDraw
+from .checksum import MismatchedPayload
 from .config import IterConfig
 from .consumer import Batch, IterStats, PositionedIterator
-from .decode import DecodePool
+from .decode import DecodePool, Status
 from .mxnet_inputs import ImageList, load_mean_image
-from .read_decode import BatchReader, PendingBatch, submit_read_and_decode
+from .read_decode import BatchReader, DecodedBatch, PendingBatch, submit_read_and_decode
+from .reader import RecordFile
 from .storage.blockcache import clock
 from .storage.options import FetchOptions
 from .storage.prefetch import Lookahead, Prefetcher
@@ -387,6 +391,19 @@ class _Pipeline(_Run):
         self._take_lock = threading.Lock()
         self._turn = self.first_step  # the step whose batch goes into ready_q next
         self._turn_cv = threading.Condition()
+        # NOTE [remote batches on the pool]: one file, one label, no mapped labels, the
+        # native decoder: the prefetcher fetches the records' extents as stored (checked
+        # against the sidecar, not parsed in Python), and a decode thread queues each batch
+        # on the pool as one native call over them, joined into one buffer: the call a
+        # local batch makes over its map (frames, headers, crop draws and pixels in C). A
+        # batch the native call leaves records of (several frames, a checksum mismatch)
+        # goes the exact way, from the same extents.
+        self.extents = (
+            isinstance(self.records, RecordFile)
+            and self.pool.backend == "native"
+            and self.read_label_width == 1
+            and not self.label_maps
+        )
         work = [(self._read, self.read_q, "recio-reader"),
                 (self._decode, self.ready_q, "recio-decoder"),
                 (self._decode, self.ready_q, "recio-decoder-2")]  # fmt: skip
@@ -467,16 +484,21 @@ class _Pipeline(_Run):
         prefetcher = self.lookahead.take(key) or self._prefetcher(
             plans, self.first_step, self.epoch
         )
+
+        def ahead() -> None:
+            # Every fetch of this epoch is issued: the next epoch's first window goes out
+            # now, while this epoch's last jobs are fetched and used, so that it is there
+            # when the next epoch starts (taken if the consumer goes on to it, else closed).
+            if nxt and not self.stopping.is_set():
+                first = self._prefetcher(nxt, 0, self.epoch + 1, lead=False)
+                first.start()
+                self.lookahead.put((self.epoch + 1, 0), first)
+
+        prefetcher.when_issued(ahead)
         try:
             self._read_batches(plans, (payloads for _, payloads in prefetcher))
         finally:
             prefetcher.close()
-        # Every read of this epoch is issued: start the next epoch's first fetches while the
-        # decoder finishes this one (taken if the consumer goes on to it, else closed).
-        if nxt:
-            ahead = self._prefetcher(nxt, 0, self.epoch + 1, lead=False)
-            ahead.start()
-            self.lookahead.put((self.epoch + 1, 0), ahead)
 
     def _plans(self, epoch: int, first_step: int) -> list:
         steps = range(first_step, self.sampler.steps_in_epoch(epoch))
@@ -486,9 +508,11 @@ class _Pipeline(_Run):
         group = self.sampler.fetch_group()
         fetch = self.records.fetch or FetchOptions()
         return Prefetcher(
-            _MarkMismatches(self.records),
+            (_Extents if self.extents else _MarkMismatches)(self.records),
             [p.positions for p in plans],
             depth=2 if group is None else 1,
+            # global shuffle: a job of a quarter of the memory bound (NOTE [adaptive fetch])
+            group_bytes=fetch.read_ahead // 4 if fetch.adaptive else _GLOBAL_JOB,
             group_batches=group,
             first_batch=first_step,
             epoch=epoch if self.records.cached else None,
@@ -529,8 +553,41 @@ class _Pipeline(_Run):
     def _decode_one(self, raw: _RawBatch) -> tuple:
         out = self.buffers.take()
         with maybe_span(self.tracer, "decode+augment", step=raw.step):
-            got = self._submit(raw, out).result()
+            got = self._decode_extents(raw, out) if self.extents else None
+            if got is None:
+                if self.extents:  # the exact way: the payloads parsed from the extents
+                    raw = dataclasses.replace(raw, payloads=self._payloads(raw))
+                got = self._submit(raw, out).result()
         return self._batch(raw, out, got)
+
+    def _decode_extents(self, raw: _RawBatch, out: np.ndarray) -> DecodedBatch | None:
+        """One native call over the batch's extents (NOTE [remote batches on the pool]).
+
+        None where it leaves records to the exact way (then nothing of it is used).
+        """
+        extents = raw.payloads
+        if raw.epochs is not None or any(type(e) is MismatchedPayload for e in extents):
+            return None
+        lengths = np.fromiter(map(len, extents), dtype=np.int64, count=len(extents))
+        offsets = np.zeros(len(extents), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=offsets[1:])
+        pending = self.pool.submit_records(
+            b"".join(extents), offsets, out, label_width=1, draw=self.draw,
+            records=raw.positions if raw.keys is None else raw.keys, **self.decode_kwargs,
+        )  # fmt: skip
+        got = pending.result()
+        if pending.failed and (got.status == _RECORD).any():
+            return None
+        reasons = self.pool.last_errors() if pending.failed else None
+        return DecodedBatch(got.status, got.labels, got.ids, reasons)
+
+    def _payloads(self, raw: _RawBatch) -> list:
+        """The records' payloads, parsed from their fetched extents (mismatches as they are)."""
+        frame = self.records._framed
+        return [
+            e if type(e) is MismatchedPayload else frame(int(i), e)
+            for i, e in zip(raw.positions.tolist(), raw.payloads, strict=True)
+        ]
 
     def _put_in_turn(self, step: int, item) -> None:
         """Put the item of ``step`` into ready_q once those of the steps before it are in."""
@@ -675,6 +732,36 @@ class _MarkMismatches:
 
     def read_many(self, indices, **kwargs):
         return self.records.read_many(indices, bad="mark", **kwargs)
+
+
+class _Extents(_MarkMismatches):
+    """The records as stored, for one native call a batch (NOTE [remote batches on the pool]).
+
+    ``read_many`` returns each record's extent (its frames, as the ``.idx`` bounds them),
+    checked against the sidecar where there is one (a mismatch fetched once more, then a
+    :class:`~recio.checksum.MismatchedPayload`), without parsing them.
+    """
+
+    def read_many(self, indices, *, until: int | None = None):
+        records = self.records
+        records._check_open()
+        positions = np.asarray(indices, dtype=np.int64)
+        ranges = list(
+            zip(records.offsets[positions].tolist(), records.lengths[positions].tolist(),
+                strict=True)
+        )  # fmt: skip
+        if until is not None and records.cached:
+            datas = list(records.source.read_ranges(ranges, until=until))
+        else:
+            datas = list(records.source.read_ranges(ranges))
+        if records.checksums is not None:
+            for j, error in records._check_extents(positions, datas).items():
+                datas[j] = MismatchedPayload(error)
+        return datas
+
+
+_RECORD = int(Status.RECORD)
+_GLOBAL_JOB = 32 << 20  # record bytes a global-shuffle fetch job holds (not adaptive)
 
 
 def _traced(tracer: Tracer | None, name: str, items):

@@ -5,11 +5,13 @@
 binary request/answer protocols such as HDFS's DataNode transfers) ``delay_s`` seconds
 before forwarding it (so the answer's first byte comes at least that
 late) and sends each connection's answers at no more than ``rate`` bytes per second (a
-token bucket of 64 KiB). ``stats`` counts requests, bytes sent down and the seconds of
-delay added.
+token bucket of 64 KiB). ``stats`` counts requests, connections, bytes sent down and the
+seconds of delay added; ``stats["peak_held"]`` is the most requests held at once (in their
+delay together: how many connections a client really kept busy in parallel), and
+``arrivals`` the ``time.monotonic()`` of each request's arrival (the latest 100,000).
 
 As a program it runs in a process of its own (so that its CPU is not the client's) and
-prints its port::
+prints its port; each line it reads on stdin makes it print its ``stats`` as one JSON line::
 
     python -m tests.delayproxy --upstream 8333 --delay 0.03 --rate 100e6
 """
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import socket
 import sys
 import threading
 import time
+from collections import deque
 
 _METHODS = (b"GET ", b"PUT ", b"POST ", b"HEAD ", b"DELETE ")
 _CHUNK = 64 << 10
@@ -48,7 +52,9 @@ class DelayProxy:
         self.upstream = (upstream_host, upstream_port)
         self.delay_s, self.rate = float(delay_s), float(rate)
         self.protocol = protocol
-        self.stats = {"requests": 0, "connections": 0, "bytes_down": 0, "delay_s": 0.0}
+        self.stats = {"requests": 0, "connections": 0, "bytes_down": 0, "delay_s": 0.0,
+                      "held": 0, "peak_held": 0}  # fmt: skip
+        self.arrivals: deque[float] = deque(maxlen=100_000)
         self._lock = threading.Lock()
         self._listener = socket.create_server((host, port))
         self.host = host
@@ -64,6 +70,18 @@ class DelayProxy:
     def _add(self, key: str, value: float) -> None:
         with self._lock:
             self.stats[key] += value
+
+    def _arrive(self) -> None:
+        with self._lock:
+            self.arrivals.append(time.monotonic())
+            self.stats["requests"] += 1
+            self.stats["held"] += 1
+            self.stats["peak_held"] = max(self.stats["peak_held"], self.stats["held"])
+
+    def reset_peak(self) -> None:
+        """Start counting ``peak_held`` afresh (from the requests held now)."""
+        with self._lock:
+            self.stats["peak_held"] = self.stats["held"]
 
     def _accept(self) -> None:
         while not self._closed:
@@ -94,10 +112,11 @@ class DelayProxy:
                     # a new request (HTTP clients do not pipeline; in a binary protocol, the
                     # client's first bytes after an answer)
                     answered[0] = False
-                    self._add("requests", 1)
+                    self._arrive()
                     if self.delay_s:
                         time.sleep(self.delay_s)
-                        self._add("delay_s", self.delay_s)
+                    self._add("delay_s", self.delay_s)
+                    self._add("held", -1)
                 server.sendall(data)
         except OSError:
             pass
@@ -116,10 +135,10 @@ class DelayProxy:
                 free_at = max(free_at, now)
                 if free_at > now:
                     time.sleep(free_at - now)
+                self._add("bytes_down", len(data))  # before: the client may read it at once
                 client.sendall(data)
                 answered[0] = True
                 free_at += len(data) / self.rate
-                self._add("bytes_down", len(data))
         except OSError:
             pass
         for s in (client, server):
@@ -146,7 +165,13 @@ def main(argv: list[str] | None = None) -> int:
     proxy = DelayProxy(args.upstream, delay_s=args.delay, rate=args.rate, port=args.port)
     print(proxy.port, flush=True)
     with contextlib.suppress(KeyboardInterrupt):
-        while True:
+        for line in sys.stdin:
+            with proxy._lock:
+                stats = dict(proxy.stats)
+            print(json.dumps(stats), flush=True)
+            if line.strip() == "reset":
+                proxy.reset_peak()
+        while True:  # stdin closed: run until killed
             time.sleep(3600)
     return 0
 

@@ -521,6 +521,23 @@ def test_remote_next_epoch_is_fetched_ahead_and_matches_local(rec, memfs, mode):
     assert remote._lookahead.key is None  # closed with the iterator
 
 
+@pytest.mark.parametrize("mode", ["global", "block"])
+def test_next_epochs_first_fetch_starts_with_this_epochs_last(rec, memfs, mode):
+    """Epoch 1's first window is in flight as soon as epoch 0's last fetch is issued:
+    here (one fetch job an epoch) while 18 of epoch 0's 19 batches are still to come."""
+    url = _upload(rec, f"memory://early/{mode}.rec", {})
+    kw = dict(shuffle=True, seed=4, shuffle_mode=mode, batch_size=2)
+    with make_iter(url, **kw) as remote:
+        epoch = iter(remote)
+        next(epoch)
+        deadline = time.monotonic() + 10
+        while remote._lookahead.key != (1, 0) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert remote._lookahead.key == (1, 0)
+        assert len(list(epoch)) == len(remote) - 1 == 18
+        assert len(list(remote)) == 19  # the next epoch, from what was fetched ahead
+
+
 # --- face-recognition layouts: metadata records are not samples --------------------------
 
 
@@ -596,6 +613,53 @@ def test_multi_frame_records_decode_as_single_frame_ones(tmp_path):
             np.testing.assert_array_equal(x.data, y.data)
             assert x.index.tolist() == y.index.tolist() and x.label.tolist() == y.label.tolist()
         assert a.stats.decoded == 12 and not a.stats.bad_records
+
+
+def test_global_shuffle_fetch_jobs_are_a_quarter_of_the_read_ahead(rec, memfs, monkeypatch):
+    """NOTE [adaptive fetch]: the larger a global-shuffle job, the denser its records and
+    the fuller its requests; a quarter of the memory bound, or 32 MB where not adaptive."""
+    import recio.iterator
+    from recio.storage import FetchOptions
+
+    made, real = [], recio.iterator.Prefetcher
+    monkeypatch.setattr(
+        recio.iterator, "Prefetcher", lambda *a, **k: made.append(k["group_bytes"]) or real(*a, **k)
+    )
+    url = _upload(rec, "memory://jobs/data.rec", {})
+    with make_iter(url, shuffle=True, fetch=FetchOptions(read_ahead=40 << 20)) as it:
+        assert len(list(it)) == 5
+    assert made and set(made) == {10 << 20}
+    made.clear()
+    with make_iter(url, shuffle=True, fetch=FetchOptions(adaptive=False)) as it:
+        assert len(list(it)) == 5
+    assert made and set(made) == {32 << 20}
+
+
+def test_remote_batches_are_one_native_call_and_exact_only_where_needed(
+    tmp_path, memfs, monkeypatch
+):
+    """NOTE [remote batches on the pool]: a remote batch is decoded from its records'
+    extents in one native call, as a local one from its map; only a batch holding a record
+    of several frames goes the exact way (read_batch), and the pixels are local's."""
+    import recio.read_decode
+
+    split = _rec_with_comments(tmp_path, {2, 9})
+    url = _upload(split, "memory://native/split.rec", {})
+    exact, real = [], recio.read_decode.read_batch
+
+    def spy(records, positions, *args, **kwargs):
+        exact.append((records.url == url, sorted(int(p) for p in positions)))
+        return real(records, positions, *args, **kwargs)
+
+    monkeypatch.setattr(recio.read_decode, "read_batch", spy)
+    with make_iter(split, batch_size=4) as local, make_iter(url, batch_size=4) as remote:
+        for x, y in zip(local, remote, strict=True):
+            np.testing.assert_array_equal(x.data, y.data)
+            assert x.index.tolist() == y.index.tolist() and x.label.tolist() == y.label.tolist()
+        assert remote.stats.decoded == 12 and not remote.stats.bad_records
+    # remote: the two batches with a split record whole; local: those records alone
+    assert sorted(exact) == [(False, [2]), (False, [9]), (True, [0, 1, 2, 3]),
+                             (True, [8, 9, 10, 11])]  # fmt: skip
 
 
 @pytest.mark.parametrize("where", ["local", "remote"])

@@ -1,26 +1,33 @@
 #!/usr/bin/env python3
 """The iterator from a far-away S3 (added latency, capped bandwidth) against local disk.
 
-    python tools/bench_far_remote.py [--images 400] [--delay 0.03] [--rate 100e6] \\
-        [--rounds 3] [--seconds 3] [--json OUT]
+    python tools/bench_far_remote.py [--images 8000] [--delay 0.03] [--rate 100e6] \\
+        [--rounds 3] [--seconds 3] [--workdir DIR] [--json OUT]
 
 Needs an S3 server (``tools/s3_server.sh start``; ``RECIO_S3_ENDPOINT``, default
 http://127.0.0.1:8333, testing/testing). The sample dataset (``recio bench``'s shapes,
-``--images`` of them) is written locally and uploaded; a delay proxy (tests/delayproxy.py,
-in a process of its own) adds ``--delay`` seconds to every request and caps each connection
-at ``--rate`` bytes/s. Side by side, in alternating rounds, with the same iterator settings
-(RandomResizedCrop 64 + flip, uint8, batch 64, 2 decode threads):
+``--images`` of them, 33 KB each; with ``--workdir`` made once and kept there) is written
+locally and uploaded with its checksum sidecar; a delay proxy (tests/delayproxy.py, in a
+process of its own) adds ``--delay`` seconds to every request and caps each connection at
+``--rate`` bytes/s. 8,000 images make a local epoch last about two seconds on two free
+cores, and four block-shuffle windows (2,048 records each), so that block shuffle streams
+and the epochs' boundaries weigh what they weigh in a real run. Side by side, in
+alternating rounds, with the same iterator settings (RandomResizedCrop 64 + flip, uint8,
+batch 64, 2 decode threads):
 
-- local disk and S3, global and block shuffle;
+- local disk and S3, global and block shuffle (S3 verifies the records' checksums, its
+  default for remote data; local does not);
+- S3, block shuffle, without checksum verification (what verifying costs end to end);
 - S3, block shuffle, through a block cache of half the dataset (``cache_limit``): its
   first (cold) epoch, then the later ones, with Belady (the iterator's schedule) and
   with LRU; and the hit rate LRU would have had on the Belady run's own trace.
 
 For each: images/s (median of rounds) and its ratio to local with the same shuffle; the
 client's CPU per image (this process's CPU time: decode, fetch and parse threads; the
-proxy and the server are other processes); bytes fetched per image; and the server's CPU
-in the same window (cores busy, and its share of the CPU that server, proxy and client
-used together).
+proxy and the server are other processes); bytes fetched per image; the server's CPU in
+the same window (cores busy, and its share of the CPU that server, proxy and client used
+together) and the proxy's (cores); the most requests the proxy held at once (connections
+busy in parallel); and the median wait for an epoch's first batch.
 """
 
 from __future__ import annotations
@@ -77,9 +84,16 @@ def start_proxy(upstream: int, delay: float, rate: float) -> tuple[subprocess.Po
     proxy = subprocess.Popen(
         [sys.executable, "-m", "tests.delayproxy", "--upstream", str(upstream),
          "--delay", str(delay), "--rate", str(rate)],
-        cwd=REPO, stdout=subprocess.PIPE, text=True,
+        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     return proxy, int(proxy.stdout.readline())
+
+
+def proxy_stats(proxy: subprocess.Popen, reset: bool = False) -> dict:
+    """The proxy's counters (tests/delayproxy.py); ``reset``: its peak starts afresh after."""
+    proxy.stdin.write("reset\n" if reset else "stats\n")
+    proxy.stdin.flush()
+    return json.loads(proxy.stdout.readline())
 
 
 def fetched_bytes(it: ImageRecordIter) -> int:
@@ -92,37 +106,47 @@ def fetched_bytes(it: ImageRecordIter) -> int:
 class Measure:
     """Images, wall, client CPU, server and proxy CPU, bytes fetched over whole epochs."""
 
-    def __init__(self, server: psutil.Process, proxy: psutil.Process) -> None:
+    def __init__(self, server: psutil.Process, proxy: subprocess.Popen) -> None:
         self.server, self.proxy = server, proxy
+        self.proxy_proc = psutil.Process(proxy.pid)
 
     def epochs(self, it: ImageRecordIter, seconds: float, at_least: int = 1) -> dict:
-        b0, images, done = fetched_bytes(it), 0, 0
-        s0, p0 = cpu(self.server), cpu(self.proxy)
+        b0, images, done, firsts = fetched_bytes(it), 0, 0, []
+        s0, p0 = cpu(self.server), cpu(self.proxy_proc)
+        proxy_stats(self.proxy, reset=True)
         c0, t0 = time.process_time(), time.perf_counter()
         while done < at_least or time.perf_counter() - t0 < seconds:
+            start = time.perf_counter()
             for batch in it:
+                if start:
+                    firsts.append(time.perf_counter() - start)
+                    start = 0.0
                 images += len(batch.index) - batch.pad
             done += 1
         wall = time.perf_counter() - t0
         client = time.process_time() - c0
-        server, proxy = cpu(self.server) - s0, cpu(self.proxy) - p0
+        server, proxy = cpu(self.server) - s0, cpu(self.proxy_proc) - p0
         return {
             "images_per_s": images / wall,
             "client_cpu_ms_per_image": 1e3 * client / images,
             "bytes_fetched_per_image": (fetched_bytes(it) - b0) / images,
             "server_cores": server / wall,
             "server_cpu_share": server / max(server + proxy + client, 1e-9),
+            "proxy_cores": proxy / wall,
+            "peak_requests": proxy_stats(self.proxy)["peak_held"],
+            "first_batch_ms": 1e3 * statistics.median(firsts),
             "epochs": done,
         }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--images", type=int, default=400)
+    parser.add_argument("--images", type=int, default=8000)
     parser.add_argument("--delay", type=float, default=0.03, help="seconds added per request")
     parser.add_argument("--rate", type=float, default=100e6, help="bytes/s per connection")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0, help="per configuration, round")
+    parser.add_argument("--workdir", help="make the sample here once, and keep it")
     parser.add_argument("--json")
     args = parser.parse_args()
 
@@ -130,24 +154,29 @@ def main() -> None:
     bucket = os.environ.get("RECIO_S3_BUCKET", "test")
     port = int(endpoint.rsplit(":", 1)[1])
     work = tempfile.mkdtemp(prefix="recio-far-")
-    local = build_sample_rec(work, args.images)
+    sample = os.path.join(args.workdir, f"sample-{args.images}") if args.workdir else work
+    local = os.path.join(sample, "sample.rec")
+    if not os.path.exists(local[:-4] + ".crc"):  # the sidecar is written last
+        local = build_sample_rec(sample, args.images)
     url = f"s3://{bucket}/bench-far-{os.getpid()}/sample.rec"
     fs, path = storage.filesystem(url, s3_options(endpoint))
-    fs.put_file(local, path)
-    fs.put_file(local[:-4] + ".idx", path[:-4] + ".idx")
+    for ext in (".rec", ".idx", ".crc"):
+        fs.put_file(local[:-4] + ext, path[:-4] + ext)
     size = os.path.getsize(local)
     proxy, proxy_port = start_proxy(port, args.delay, args.rate)
     far = s3_options(f"http://127.0.0.1:{proxy_port}")
-    measure = Measure(listener(port), psutil.Process(proxy.pid))
+    measure = Measure(listener(port), proxy)
     print(
         f"{args.images} images, {size / 1e6:.1f} MB; S3 at {endpoint} behind a proxy adding "
-        f"{args.delay * 1e3:.0f} ms a request, {args.rate / 1e6:.0f} MB/s a connection"
+        f"{args.delay * 1e3:.0f} ms a request, {args.rate / 1e6:.0f} MB/s a connection; "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
 
-    def plain(where: str, mode: str) -> ImageRecordIter:
+    def plain(where: str, mode: str, verify: bool | str = "auto") -> ImageRecordIter:
         if where == "local":
             return ImageRecordIter(local, shuffle_mode=mode, **ITER_ARGS)
-        return ImageRecordIter(url, shuffle_mode=mode, storage_options=far, **ITER_ARGS)
+        return ImageRecordIter(url, shuffle_mode=mode, storage_options=far,
+                               verify_checksums=verify, **ITER_ARGS)  # fmt: skip
 
     results: dict[str, list[dict]] = {}
     hit_rates: dict[str, list[float]] = {"belady": [], "lru": [], "lru_replayed": []}
@@ -159,6 +188,10 @@ def main() -> None:
                         measure.epochs(it, 0)  # warm-up: connections, the link estimate
                         row = measure.epochs(it, args.seconds)
                     results.setdefault(f"{where}, {mode} shuffle", []).append(row)
+            with plain("S3", "block", verify=False) as it:
+                measure.epochs(it, 0)
+                row = measure.epochs(it, args.seconds)
+            results.setdefault("S3, block shuffle, checksums not verified", []).append(row)
             for policy in ("belady", "lru"):
                 cache = tempfile.mkdtemp(prefix="cache-", dir=work)
                 fetch = storage.FetchOptions(cache_policy=policy)
@@ -188,6 +221,7 @@ def main() -> None:
         proxy.kill()
         proxy.wait()
         fs.rm(path.rsplit("/", 1)[0], recursive=True)
+        print(f"load average at the end {os.getloadavg()[0]:.1f}")
         shutil.rmtree(work, ignore_errors=True)
 
     summary = {}
@@ -201,13 +235,22 @@ def main() -> None:
                 entry["client_cpu_ms_per_image"] / base["client_cpu_ms_per_image"]
             )
         summary[name] = entry
-    print(f"{'':<52} {'img/s':>7} {'x local':>7} {'CPU ms/img':>10} {'x local':>7} "
-          f"{'KB/img':>7} {'server cores':>12} {'share':>6}")  # fmt: skip
+    print(f"{'':<58} {'img/s':>7} {'x local':>7} {'CPU ms/img':>10} {'x local':>7} "
+          f"{'KB/img':>7} {'server cores':>12} {'share':>6} {'proxy':>5} {'conns':>5} "
+          f"{'1st ms':>6}")  # fmt: skip
     for name, e in summary.items():
-        print(f"{name:<52} {e['images_per_s']:7.0f} {e.get('ratio_to_local', 1):7.2f} "
+        print(f"{name:<58} {e['images_per_s']:7.0f} {e.get('ratio_to_local', 1):7.2f} "
               f"{e['client_cpu_ms_per_image']:10.3f} {e.get('cpu_per_image_to_local', 1):7.2f} "
               f"{e['bytes_fetched_per_image'] / 1e3:7.1f} {e['server_cores']:12.2f} "
-              f"{e['server_cpu_share']:6.1%}")  # fmt: skip
+              f"{e['server_cpu_share']:6.1%} {e['proxy_cores']:5.2f} {e['peak_requests']:5.0f} "
+              f"{e['first_batch_ms']:6.1f}")  # fmt: skip
+    plain_s3 = summary.get("S3, block shuffle", {}).get("images_per_s")
+    unverified = summary.get("S3, block shuffle, checksums not verified", {}).get("images_per_s")
+    if plain_s3 and unverified:
+        print(
+            f"checksum verification, S3 block shuffle: {1 - plain_s3 / unverified:+.1%} "
+            "of the images/s"
+        )
     rates = {k: statistics.median(v) for k, v in hit_rates.items() if v}
     print("block hit rate, later epochs: " + ", ".join(f"{k} {v:.1%}" for k, v in rates.items()))
     if args.json:

@@ -8,15 +8,26 @@ smallest duration seen bounds the latency; the large requests give the rate). Fr
 
 - request size: ``2 × latency × rate`` (clamped to ``[min_request, max_request]``), so the
   wait for the first byte is at most a third of a request's time;
-- concurrency: a fetch job of ``J`` bytes is cut into requests of that size and all of
-  them run at once, up to ``FetchOptions.concurrency`` (the cap), so the job takes about
-  one request's time whatever its size;
+- concurrency: a fetch job of ``J`` bytes is cut into requests of that size, but of at
+  most ``J / concurrency`` (at least ``min_request``), and all of them run at once, up to
+  ``FetchOptions.concurrency`` connections (the cap): the job takes about one request's
+  time (``latency + J / (concurrency × rate)``), not ``J / rate`` on a few connections
+  while the others idle. One 100 MB/s connection is slower than a decoder of small
+  images on two cores; eight are not;
+- job size, global shuffle: a quarter of ``read_ahead``. A job's records are a random
+  sample of the file, so the larger the job, the denser they lie and the fewer, fuller
+  requests they merge into (neighbours within ``gap`` are read with the bytes between):
+  on 8,000 images of 33 KB, jobs of 32 MB fetched 2.8× the records' bytes and needed
+  more requests than eight connections at 30 ms give; of 64 MB, far fewer
+  (tools/bench_far_remote.py). Block shuffle's jobs are its windows;
 - read-ahead (``Prefetcher``): Little's law, jobs in flight = consumption rate × a job's
   fetch time / a job's bytes, plus one, within ``FetchOptions.read_ahead`` bytes: the
   user's memory bound for fetched, not yet decoded data.
 
 Until a few requests are measured, the fixed settings (``max_request``, ``concurrency``,
-the Prefetcher's ``depth``) apply.
+the Prefetcher's ``depth``) apply. Across an epoch's end: once a Prefetcher has submitted
+its last job, the iterator starts the next epoch's (``Prefetcher.when_issued``), so the
+next epoch's first window is fetched while this one's last jobs are used.
 """
 
 from __future__ import annotations

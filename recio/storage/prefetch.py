@@ -17,7 +17,7 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -99,11 +99,25 @@ class Prefetcher:
         self._jobs_done = 0
         self.lead = lead and group_batches is not None
         self._lead_pending = self.lead  # the lead job not yet handed out
-        self._batches = iter(batches)
+        self._rest = iter(batches)  # the batches not yet looked at
+        self._batches: Iterator = self._rest  # those not yet grouped (one looked-at first)
         self._jobs: deque[tuple[list[np.ndarray], Future]] = deque()
         workers = (depth if read_ahead is None else _MAX_JOBS) + (group_batches is not None)
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="recio-prefetch")
         self._closed = False
+        self._issued = False  # every job of the batches submitted
+        self._on_issued: Callable[[], None] | None = None
+
+    def when_issued(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` (once, in the iterating thread) when the last job has been submitted.
+
+        Now if it already has been. The iterator starts the next epoch's first fetches
+        from it, so that they run while this epoch's last jobs are used, not after.
+        """
+        if self._issued:
+            fn()
+        else:
+            self._on_issued = fn
 
     def _next_group(self) -> list[np.ndarray]:
         if self.group_batches is not None:
@@ -152,9 +166,23 @@ class Prefetcher:
         while len(self._jobs) < self.in_flight + self._lead_pending:
             group = self._next_group()
             if not group:
+                if not self._issued:
+                    self._mark_issued()
                 return
             future = self._pool.submit(self._fetch, group, self._next - 1)
             self._jobs.append((group, future))
+            if not self._issued:  # was that the last job? (one batch looked at ahead)
+                ahead = next(self._rest, None)
+                if ahead is None:
+                    self._mark_issued()
+                else:
+                    self._batches = itertools.chain([ahead], self._rest)
+
+    def _mark_issued(self) -> None:
+        self._issued = True
+        fn, self._on_issued = self._on_issued, None
+        if fn is not None:
+            fn()
 
     def start(self) -> None:
         """Begin fetching now, before iteration (the iterator's next-epoch lookahead)."""

@@ -179,7 +179,8 @@ class FsspecSource(ByteSource):
         if not ranges:
             return []
         ranges = [(int(o), max(0, min(int(o) + int(n), self.size) - int(o))) for o, n in ranges]
-        requests = coalesce(ranges, self.fetch.gap if gap is None else gap, self.request_size())
+        size = self.request_size(sum(n for _, n in ranges))
+        requests = coalesce(ranges, self.fetch.gap if gap is None else gap, size)
         blobs = self._fetch_all([(start, end) for start, end, _ in requests])
         out: list[bytes | memoryview] = [b""] * len(ranges)
         for (start, _, members), blob in zip(requests, blobs, strict=True):
@@ -192,19 +193,22 @@ class FsspecSource(ByteSource):
                 out[k] = view[offset - start : offset - start + length]
         return out
 
-    def request_size(self) -> int:
+    def request_size(self, job_bytes: int | None = None) -> int:
         """The most bytes one merged request holds now.
 
         ``2 × latency × rate`` where measured and ``fetch.adaptive`` (NOTE [adaptive
-        fetch]), else ``max_request``.
+        fetch]), else ``max_request``; with ``adaptive``, for a read of ``job_bytes`` at most a
+        ``concurrency``-th of it (at least ``min_request``), so that the read runs over
+        every connection at once rather than a few large requests one after another.
         """
         fetch = self.fetch
-        if fetch.adaptive:
-            lo = min(fetch.min_request, fetch.max_request)
-            size = self.link.request_size(lo, fetch.max_request)
-            if size is not None:
-                return size
-        return fetch.max_request
+        if not fetch.adaptive:
+            return fetch.max_request
+        lo = min(fetch.min_request, fetch.max_request)
+        size = self.link.request_size(lo, fetch.max_request) or fetch.max_request
+        if job_bytes:
+            size = max(lo, min(size, -(-job_bytes // fetch.concurrency)))
+        return size
 
     def _fetch_all(self, spans: list[tuple[int, int]]) -> list[bytes]:
         """The bytes of every (start, end) span, concurrently, each retried on its own."""

@@ -77,3 +77,26 @@ def test_direct_requests_are_fast_the_proxy_is_what_delays(server):
     _, first = get(conn, "/small")
     conn.close()
     assert first < 0.08
+
+
+def test_peak_held_counts_requests_held_at_once(server):
+    proxy = DelayProxy(server.port, delay_s=0.2, rate=1e9)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        for _ in range(2):  # one after another: never two at once
+            get(conn, "/small")
+        conn.close()
+        assert proxy.stats["peak_held"] == 1 and len(proxy.arrivals) == 2
+        proxy.reset_peak()
+        assert proxy.stats["peak_held"] == 0
+        conns = [http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10) for _ in range(3)]
+        threads = [threading.Thread(target=get, args=(c, "/small")) for c in conns]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for c in conns:
+            c.close()
+        assert proxy.stats["peak_held"] == 3 and proxy.stats["held"] == 0
+    finally:
+        proxy.close()

@@ -105,3 +105,21 @@ def test_prefetcher_bounds_jobs_and_reraises(memfs):
     with pytest.raises(OSError, match="boom"):
         for _ in it:
             pass
+
+
+def test_when_issued_runs_once_the_last_job_is_submitted(memfs):
+    write_rec("memory://q/i.rec", n=60, size=100)
+    rf = RecordFile("memory://q/i.rec")
+    batches = np.array_split(np.arange(60), 6)
+    calls = []
+    pf = Prefetcher(rf, batches, depth=2, group_bytes=0)  # a job a batch, two in flight
+    pf.when_issued(lambda: calls.append(pf._next))
+    seen = 0
+    for _ in pf:
+        seen += 1
+        # the sixth job goes out when the fourth batch is handed out, not after the sixth
+        assert calls == ([6] if seen >= 4 else []), (seen, calls)
+    assert seen == 6 and calls == [6]
+    late = []
+    pf.when_issued(lambda: late.append(1))  # already issued: at once
+    assert late == [1]

@@ -43,11 +43,14 @@ def test_write_then_read_everything(s3_server, s3_rec):
 def test_coalesced_reads_are_few_and_large(s3_server, s3_rec):
     rf = RecordFile(s3_rec, storage_options=s3_server)
     opened = dict(rf.source.stats)  # the open's check of the .idx: one frame header
-    rf.source.fetch = storage.FetchOptions(max_request=1 << 20)
-    assert ids_of(rf.read_many(range(120))) == list(range(120))
     total = int(rf.lengths.sum())
-    assert rf.source.stats["requests"] - opened["requests"] <= total // (1 << 20) + 2
-    assert rf.source.stats["bytes"] - opened["bytes"] == total
+    # fixed sizes: requests of max_request; adaptive: a job over every connection at once
+    for adaptive, most in ((False, total // (1 << 20) + 2), (True, 8 + 1)):
+        rf.source.fetch = storage.FetchOptions(max_request=1 << 20, adaptive=adaptive)
+        assert ids_of(rf.read_many(range(120))) == list(range(120))
+        assert rf.source.stats["requests"] - opened["requests"] <= most
+        assert rf.source.stats["bytes"] - opened["bytes"] == total
+        opened = dict(rf.source.stats)
 
 
 def test_block_shuffled_prefetch_reads_little_extra(s3_server, s3_rec):
@@ -196,5 +199,30 @@ def test_through_the_delay_proxy_and_the_block_cache(s3_server, s3_rec, tmp_path
         assert ids_of(rf.read_many(order[:60])) == order[:60].tolist()
         assert proxy.stats["requests"] == requests  # all from the cache
         assert rf.source.stats.hits > 0 and rf.source.stats.corrupt == 0
+    finally:
+        proxy.close()
+
+
+def test_a_job_goes_over_every_connection_at_once(s3_server, s3_rec):
+    """One read_ranges call of adjacent ranges (one 2.4 MB span) is cut into
+    ``concurrency`` requests that the proxy holds all at once: it takes about one
+    request's delay, not one per request (NOTE [adaptive fetch])."""
+    port = int(s3_server["endpoint_url"].rsplit(":", 1)[1])
+    proxy = DelayProxy(port, delay_s=0.15, rate=1e9)
+    try:
+        fetch = storage.FetchOptions(concurrency=8, min_request=64 << 10, retries=1)
+        src = storage.open_source(s3_rec, s3_server, fetch=fetch)
+        want = src.read(0, 2_400_000)
+        src = storage.open_source(s3_rec, s3_options(proxy.endpoint), fetch=fetch)
+        src.read(0, 100)  # the connection's setup, outside what is counted
+        proxy.reset_peak()
+        requests = proxy.stats["requests"]
+        t0 = time.perf_counter()
+        got = src.read_ranges([(o, 20_000) for o in range(0, 2_400_000, 20_000)])
+        took = time.perf_counter() - t0
+        assert b"".join(bytes(g) for g in got) == want
+        assert proxy.stats["requests"] - requests == 8  # a concurrency-th of the span each
+        assert proxy.stats["peak_held"] >= 6, proxy.stats  # (8 unless a thread started late)
+        assert took < 0.15 * 8 / 2, took  # one after another would take 8 delays
     finally:
         proxy.close()
