@@ -583,7 +583,7 @@ class _Pipeline(_Run):
 
     def _payloads(self, raw: _RawBatch) -> list:
         """The records' payloads, parsed from their fetched extents (mismatches as they are)."""
-        frame = self.records._framed
+        frame = self.records.framed
         return [
             e if type(e) is MismatchedPayload else frame(int(i), e)
             for i, e in zip(raw.positions.tolist(), raw.payloads, strict=True)
@@ -743,21 +743,7 @@ class _Extents(_MarkMismatches):
     """
 
     def read_many(self, indices, *, until: int | None = None):
-        records = self.records
-        records._check_open()
-        positions = np.asarray(indices, dtype=np.int64)
-        ranges = list(
-            zip(records.offsets[positions].tolist(), records.lengths[positions].tolist(),
-                strict=True)
-        )  # fmt: skip
-        if until is not None and records.cached:
-            datas = list(records.source.read_ranges(ranges, until=until))
-        else:
-            datas = list(records.source.read_ranges(ranges))
-        if records.checksums is not None:
-            for j, error in records._check_extents(positions, datas).items():
-                datas[j] = MismatchedPayload(error)
-        return datas
+        return self.records.read_extents(indices, until=until)
 
 
 _RECORD = int(Status.RECORD)
