@@ -393,8 +393,11 @@ print(_native.COLOUR_SIMD, h.hexdigest())
 """
 
 
-@pytest.mark.needs_native
-def test_avx2_and_sse2_colour_passes_give_the_same_bytes():
+def simd_digests(script: str) -> tuple[list[str], list[str]]:
+    """``script``'s printed (SIMD path, digest), run with the default passes and with SSE2's.
+
+    Each in a fresh interpreter: the passes are chosen once, at import (RECIO_SIMD).
+    """
     import os
     import subprocess
     import sys
@@ -402,11 +405,16 @@ def test_avx2_and_sse2_colour_passes_give_the_same_bytes():
     root = Path(__file__).parents[1]
 
     def digest(**env):
-        run = subprocess.run([sys.executable, "-c", _DIGEST], cwd=root, capture_output=True,
+        run = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
                              text=True, check=True, env={**os.environ, **env})  # fmt: skip
         return run.stdout.split()
 
-    default, sse2 = digest(), digest(RECIO_SIMD="sse2")
+    return digest(), digest(RECIO_SIMD="sse2")
+
+
+@pytest.mark.needs_native
+def test_avx2_and_sse2_colour_passes_give_the_same_bytes():
+    default, sse2 = simd_digests(_DIGEST)
     if default[0] != "avx2":
         pytest.skip("this CPU has no AVX2: there is one path only")
     assert sse2[0] == "sse2" and default[1] == sse2[1]

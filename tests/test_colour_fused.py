@@ -9,18 +9,13 @@ unfused SSE2 path (``RECIO_SIMD=sse2``) through the resampler and the warp.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from recio.augment import ColourSpec, CropSpec, KeyedDraw
 from recio.decode import DecodePool
 from tests.images import make_pixels
-from tests.test_colour import ALL, jpeg
+from tests.test_colour import ALL, jpeg, simd_digests
 
 SPECS = {
     "all": ALL,
@@ -113,14 +108,7 @@ print(_native.COLOUR_SIMD, h.hexdigest())
 
 @pytest.mark.needs_native
 def test_fused_avx2_store_is_the_sse2_paths():
-    root = Path(__file__).parents[1]
-
-    def digest(**env):
-        run = subprocess.run([sys.executable, "-c", _DIGEST], cwd=root, capture_output=True,
-                             text=True, check=True, env={**os.environ, **env})  # fmt: skip
-        return run.stdout.split()
-
-    default, sse2 = digest(), digest(RECIO_SIMD="sse2")
+    default, sse2 = simd_digests(_DIGEST)
     if default[0] != "avx2":
         pytest.skip("this CPU has no AVX2: the fused store does not run")
     assert sse2[0] == "sse2" and default[1] == sse2[1]
