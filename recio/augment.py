@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .geometry import GeometrySpec, plan
+from .geometry import GeometrySpec, check_int, check_number, plan
 
 try:
     from . import _native
@@ -84,11 +84,11 @@ PCA_EIGVEC = (
 )
 
 
-def _check_at_least(name: str, value: float, minimum: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"{name} must be a number, not {type(value).__name__} {value!r}")
+def _check_at_least(name: str, value: object, minimum: float) -> float:
+    value = check_number(name, value, finite=False)
     if not value >= minimum:  # (NaN fails too)
         raise ValueError(f"{name} must be at least {minimum}, not {value}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -125,16 +125,12 @@ class ColourSpec:
 
     def __post_init__(self) -> None:
         for name, top in (("random_h", 180), ("random_s", 255), ("random_l", 255)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | np.integer):
-                raise TypeError(f"{name} must be an int, not {type(value).__name__} {value!r}")
+            value = check_int(name, getattr(self, name))
             if not 0 <= value <= top:
                 raise ValueError(f"{name} must be in [0, {top}], not {value}")
-            object.__setattr__(self, name, int(value))
+            object.__setattr__(self, name, value)
         for f in dataclasses.fields(self)[3:]:
-            value = getattr(self, f.name)
-            _check_at_least(f.name, value, 0.0)
-            object.__setattr__(self, f.name, float(value))
+            object.__setattr__(self, f.name, _check_at_least(f.name, getattr(self, f.name), 0.0))
         if self.max_random_contrast >= 1:
             raise ValueError(
                 f"max_random_contrast must be below 1 (a factor 1 - c must stay positive), "

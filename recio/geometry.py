@@ -49,16 +49,18 @@ _SHEAR, _ANGLE, _SCALE, _RATIO, _CROP_SIZE, _CROP_Y, _CROP_X, _INTERP = range(_F
 _LAST = _INTERP
 
 
-def _check_int(name: str, value: object) -> int:
+def check_int(name: str, value: object) -> int:
+    """``value`` as an int (numpy's too), or a TypeError naming the parameter."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise TypeError(f"{name} must be an int, not {type(value).__name__} {value!r}")
     return int(value)
 
 
-def _check_number(name: str, value: object) -> float:
+def check_number(name: str, value: object, *, finite: bool = True) -> float:
+    """``value`` as a float (an int or numpy number too), or an error naming the parameter."""
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise TypeError(f"{name} must be a number, not {type(value).__name__} {value!r}")
-    if not math.isfinite(value) and name != "max_img_size":
+    if finite and not math.isfinite(value):
         raise ValueError(f"{name} must be finite, not {value}")
     return float(value)
 
@@ -105,13 +107,17 @@ class GeometrySpec:
 
     def __post_init__(self) -> None:
         for name in ("max_rotate_angle", "rotate", "max_crop_size", "min_crop_size", "pad"):
-            object.__setattr__(self, name, _check_int(name, getattr(self, name)))
-        for name in ("max_shear_ratio", "max_aspect_ratio", "max_random_scale"):
-            object.__setattr__(self, name, _check_number(name, getattr(self, name)))
-        for name in ("min_random_scale", "max_img_size", "min_img_size"):
-            object.__setattr__(self, name, _check_number(name, getattr(self, name)))
+            object.__setattr__(self, name, check_int(name, getattr(self, name)))
+        numbers = ("max_shear_ratio", "max_aspect_ratio", "max_random_scale", "min_random_scale",
+                   "min_img_size")  # fmt: skip
+        for name in numbers:
+            object.__setattr__(self, name, check_number(name, getattr(self, name)))
+        # MXNet's default is 1e10, "no limit": infinity means the same
+        object.__setattr__(
+            self, "max_img_size", check_number("max_img_size", self.max_img_size, finite=False)
+        )
         if self.min_aspect_ratio is not None:
-            value = _check_number("min_aspect_ratio", self.min_aspect_ratio)
+            value = check_number("min_aspect_ratio", self.min_aspect_ratio)
             object.__setattr__(self, "min_aspect_ratio", value)
         if not 0 <= self.max_rotate_angle <= 360:
             raise ValueError(f"max_rotate_angle must be in [0, 360], not {self.max_rotate_angle}")
@@ -147,7 +153,7 @@ class GeometrySpec:
             )
         if not 0 <= self.pad <= 1 << 16:
             raise ValueError(f"pad must be in [0, 65536], not {self.pad}")
-        fill = _check_int("fill_value", self.fill_value)
+        fill = check_int("fill_value", self.fill_value)
         if not 0 <= fill <= 255:
             raise ValueError(f"fill_value must be in [0, 255], not {fill}")
         object.__setattr__(self, "fill_value", fill)
