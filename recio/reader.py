@@ -405,13 +405,17 @@ class RecordFile:
         """
         self._check_open()
         offset = int(self.offsets[i])
+        positions = np.array([i])
+        # a whole-file copy is mended before the parse: a damaged header would stop it
+        view = self._local_view(positions) if self._repairs else None
         try:
             payload, _ = self._cursor.read_at(offset, i) if self._is_local else self._read_remote(i)
         except CorruptRecordError as exc:
             key = int(self.keys[i])
             raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
         if self.checksums is not None and self._is_local:
-            problems = self.verify_view(self._local_view(np.array([i])), np.array([i]))
+            view = self._local_view(positions) if view is None else view
+            problems = self.verify_view(view, positions)
             if problems:
                 raise problems[0]
         return payload
@@ -422,6 +426,11 @@ class RecordFile:
         return isinstance(self.source, storage.MappedSource)
 
     _is_local = is_local
+
+    @property
+    def _repairs(self) -> bool:
+        """Whether local reads mend damaged records first: a whole-file copy, verified."""
+        return self.checksums is not None and isinstance(self.source, storage.CopiedSource)
 
     @property
     def cached(self) -> bool:
@@ -508,8 +517,9 @@ class RecordFile:
             return {}
         with self._stats_lock:
             self.checksum_stats["mismatched"] += int(bad.size)
+        again = self._repairs  # a copy's damaged record was fetched again (_mend_copy)
         return {
-            int(j): self.checksums.mismatch(self, int(positions[j]), int(crcs[j]))
+            int(j): self.checksums.mismatch(self, int(positions[j]), int(crcs[j]), refetched=again)
             for j in bad.tolist()
         }
 
@@ -600,6 +610,9 @@ class RecordFile:
     def _local_view(self, positions: np.ndarray) -> memoryview:
         """The map as far as the file reaches now (parsing it cannot fault).
 
+        Of a whole-file copy of remote data, with a checksum sidecar, the records at
+        ``positions`` are checked first and any damaged one mended (:meth:`_mend_copy`).
+
         Raises:
             TruncatedRecordError: the file, truncated while open, lost a record of
                 ``positions``.
@@ -610,7 +623,47 @@ class RecordFile:
             if gone.size:
                 i = int(positions[gone[0]])
                 raise self.source.truncated(int(self.offsets[i]), len(view), i)
+        if self._repairs:
+            self._mend_copy(view, np.asarray(positions, dtype=np.int64))
         return view
+
+    def _mend_copy(self, view: memoryview, positions: np.ndarray) -> None:
+        """Records of a whole-file copy that fail their checksum, fetched again and written over.
+
+        The copy, not the store, went bad (a disk's rot, a byte written over): each such
+        record is fetched again from the remote file and, if that matches its checksum,
+        written over the copy (:meth:`~recio.storage.CopiedSource.repair`), so the map
+        holds the store's bytes before anything parses them. One the store cannot mend
+        stays as it is, for the check after the parse to report. Each is counted in
+        ``checksum_stats["refetched"]``.
+        """
+        assert self.checksums is not None
+        expected = self.checksums.table[positions]
+        offsets, lengths = self.offsets[positions], self.lengths[positions]
+        try:
+            bad = np.flatnonzero(frame_crcs(view, offsets, self.url) != expected)
+        except RecordIOError:  # frames that no longer chain: each record's extent alone
+            spans = zip(offsets.tolist(), lengths.tolist(), strict=True)
+            extents = [view[o : o + n] for o, n in spans]
+            crcs, ends = extent_crcs(extents)
+            bad = np.flatnonzero((crcs != expected) | (ends < 0))
+        for j in bad.tolist():
+            offset, length = int(offsets[j]), int(lengths[j])
+            with self._stats_lock:
+                self.checksum_stats["refetched"] += 1
+            data = self.source.refetch(offset, length)
+            crc, end = extent_crcs([data])
+            if end[0] < 0 or crc[0] != expected[j]:
+                continue  # damaged in the store too: reported as a mismatch after the parse
+            try:
+                self.source.repair(offset, data)
+            except OSError as exc:
+                warnings.warn(
+                    f"{self.url}: record {int(positions[j])} of the local copy "
+                    f"{self.source.path} is damaged, and the copy cannot be written ({exc}): "
+                    "it is reported as a checksum mismatch",
+                    stacklevel=3,
+                )
 
     def _read_local(self, view: memoryview, i: int) -> memoryview | bytes:
         """Record ``i``'s payload by ``read_record``: the exact checks and errors."""

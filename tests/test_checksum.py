@@ -369,22 +369,76 @@ def test_remote_damage_is_on_errors_to_handle(tmp_path, memfs):
         assert labels[111] == -2.0  # the damage is silent without the checksum
 
 
-def test_a_cached_copy_of_remote_data_is_verified(tmp_path, memfs):
-    """cache_dir: the remote file's local copy is read from the map, and checked ("auto")."""
+def the_copy(cache):
+    (copy,) = [p for p in cache.iterdir() if p.name.endswith("d.rec")]
+    return copy
+
+
+def rot(path, at: int) -> None:
+    """Flip one byte of ``path`` in place (a disk's rot under a mapped copy)."""
+    with open(path, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(at)
+        f.write(bytes([byte[0] ^ 0x80]))
+
+
+def test_a_damaged_cached_copy_is_mended_from_the_store(tmp_path, memfs):
+    """cache_dir: the copy is read from the map and checked; a record that rotted in the copy
+    (its label, its frame's length word) is fetched from the store and written over the copy."""
     rec, idx = write_set(tmp_path)
     url = put_remote(memfs, tmp_path)
     cache = tmp_path / "cache"
+    offsets = offsets_of(idx)
+    with RecordFile(rec) as local:
+        expected = [bytes(local.read(i)) for i in range(N)]
     with pytest.warns(UserWarning, match="no version"), RecordFile(url, cache_dir=str(cache)) as rf:
         assert rf.is_local and rf.checksums is not None
-        assert len(rf.read(4))
-        (copy,) = [p for p in cache.iterdir() if p.name.endswith("d.rec")]
-        with open(copy, "r+b") as f:  # the copy rots on disk
-            f.seek(offsets_of(idx)[4] + LABEL_HIGH_BYTE)
-            byte = f.read(1)
-            f.seek(-1, 1)
-            f.write(bytes([byte[0] ^ 0x80]))
-        with pytest.raises(ChecksumError, match="record 4"):
+        assert bytes(rf.read(4)) == expected[4]
+        copy = the_copy(cache)
+        rot(copy, offsets[4] + LABEL_HIGH_BYTE)
+        rot(copy, offsets[7] + 5)  # the length word: the frames no longer chain
+        assert bytes(rf.read(4)) == expected[4]
+        assert [bytes(p) for p in rf.read_many(range(N))] == expected
+        assert rf.checksum_stats == {"refetched": 2, "mismatched": 0}
+        assert copy.read_bytes() == open(rec, "rb").read()  # mended in place
+
+
+@pytest.mark.filterwarnings("ignore:cache_dir")  # memory:// files have no version
+def test_a_cached_copy_damaged_in_the_store_too_is_reported(tmp_path, memfs):
+    rec, idx = write_set(tmp_path)
+    url = put_remote(memfs, tmp_path)
+    cache = tmp_path / "cache"
+    with RecordFile(url, cache_dir=str(cache)) as rf:
+        at = offsets_of(idx)[4] + LABEL_HIGH_BYTE
+        rot(the_copy(cache), at)
+        damaged = bytearray(memfs.cat_file("/ck/d.rec"))
+        flip(damaged, at)
+        memfs.pipe("/ck/d.rec", bytes(damaged))
+        with pytest.raises(ChecksumError, match=r"also when fetched again.*\(record 4\)"):
             rf.read(4)
+        assert rf.checksum_stats == {"refetched": 1, "mismatched": 1}
+
+
+@pytest.mark.needs_native
+@pytest.mark.filterwarnings("ignore:cache_dir")
+def test_iterator_over_a_damaged_cached_copy_gets_the_stores_records(tmp_path, memfs):
+    """The iterator's native batches over a copy: a rotted record is mended before decoding."""
+    rec, idx = write_set(tmp_path)
+    url = put_remote(memfs, tmp_path)
+    cache = tmp_path / "cache"
+    args = dict(data_shape=(3, 16, 16), batch_size=8, preprocess_threads=2, on_error="raise")
+    with ImageRecordIter(rec, verify_checksums=True, **args) as it:
+        want = [(b.data.copy(), b.label.copy()) for b in it]
+    with ImageRecordIter(url, cache_dir=str(cache), **args) as it:
+        rot(the_copy(cache), offsets_of(idx)[10] + LABEL_HIGH_BYTE)
+        rot(the_copy(cache), offsets_of(idx)[20] + 40)  # inside the JPEG
+        got = [(b.data.copy(), b.label.copy()) for b in it]
+        assert it.records.checksum_stats == {"refetched": 2, "mismatched": 0}
+        assert it.stats.checksum_mismatches == 0
+    assert len(got) == len(want)
+    for (data, label), (data0, label0) in zip(got, want, strict=True):
+        assert np.array_equal(data, data0) and np.array_equal(label, label0)
 
 
 @pytest.mark.needs_native

@@ -21,7 +21,7 @@ from .retry import (
     retrying,
     translate_error,
 )
-from .source import ByteSource, MappedSource, open_source
+from .source import ByteSource, CopiedSource, MappedSource, open_source
 from .urls import (
     exists,
     filesystem,
@@ -36,6 +36,7 @@ __all__ = [
     "PRESIGN_SECONDS",
     "AtomicOutput",
     "ByteSource",
+    "CopiedSource",
     "FetchOptions",
     "FsspecSource",
     "MappedSource",

@@ -8,7 +8,7 @@ import warnings
 from .atomic import AtomicOutput
 from .remote import FsspecSource
 from .retry import retrying
-from .source import MappedSource
+from .source import CopiedSource
 
 # What fsspec file systems give in ``info()`` that changes when a file's content does:
 # S3 (ETag, LastModified, VersionId), GCS (etag, generation, updated), Azure (etag,
@@ -48,7 +48,7 @@ def source_version(source: FsspecSource) -> str | None:
     return version
 
 
-def cached_copy(source: FsspecSource, cache_dir: str) -> MappedSource:
+def cached_copy(source: FsspecSource, cache_dir: str) -> CopiedSource:
     """The mmap'd local copy of ``source`` in ``cache_dir``, copied first if not there.
 
     A copy is keyed by URL, size and version (the ETag, modification time or the like
@@ -56,7 +56,8 @@ def cached_copy(source: FsspecSource, cache_dir: str) -> MappedSource:
     A store that reports no version (fsspec's memory://, some HTTP servers) cannot tell
     a file rewritten at the same size from the copy: its files are copied again at
     every open (with a warning, once per URL). ``source`` is closed; the returned source
-    keeps its URL for messages.
+    keeps its URL for messages, and opens it again to repair a damaged record
+    (:class:`~recio.storage.source.CopiedSource`).
     """
     info = retrying(lambda: source.fs.info(source.path), source.url, 0, 0, source.fetch)
     version = file_version(info)
@@ -88,4 +89,5 @@ def cached_copy(source: FsspecSource, cache_dir: str) -> MappedSource:
             out.abort()
             raise
     source.close()
-    return MappedSource(path, url=source.url)
+    url, storage_options, fetch = source.url, source.storage_options, source.fetch
+    return CopiedSource(path, url, lambda: FsspecSource(url, storage_options, fetch=fetch))

@@ -12,7 +12,8 @@ import contextlib
 import errno
 import mmap
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TruncatedRecordError
@@ -133,6 +134,60 @@ class MappedSource(ByteSource):
                 mapped.close()
 
 
+class CopiedSource(MappedSource):
+    """A remote file's whole local copy (``cache_dir`` without ``cache_limit``), mmap'd.
+
+    Reads are the map's. A record the checksum sidecar finds damaged in the copy (the
+    disk, not the store) is fetched again from the remote file (:meth:`refetch`) and
+    written over the copy's bytes (:meth:`repair`): the map is shared with the file, so
+    the repaired bytes are what every later read sees, in this process and in the others
+    that map the same copy.
+
+    Args:
+        path: the copy.
+        url: the remote file's URL (for messages, and to fetch ranges again).
+        reopen: opens the remote file again, when the first range is fetched again.
+    """
+
+    def __init__(self, path: str, url: str, reopen: Callable[[], ByteSource]) -> None:
+        super().__init__(path, url=url)
+        self.path = path
+        self._reopen = reopen
+        self._origin: ByteSource | None = None
+        self._lock = threading.Lock()  # decode threads verify batches concurrently
+
+    def refetch(self, offset: int, length: int) -> bytes | memoryview:
+        """``length`` bytes from ``offset`` of the remote file, not of the copy."""
+        with self._lock:
+            if self._origin is None:
+                self._origin = self._reopen()
+            origin = self._origin
+        return origin.read(offset, length)
+
+    def repair(self, offset: int, data: Any) -> None:
+        """Write ``data`` (the store's bytes, checked) over the copy at ``offset``.
+
+        Raises:
+            OSError: the copy cannot be written (a read-only cache folder).
+        """
+        view = memoryview(data).cast("B")
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            done = 0
+            while done < len(view):
+                done += os.pwrite(fd, view[done:], offset + done)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Unmap the copy, and close the remote file if a range was fetched again."""
+        with self._lock:
+            origin, self._origin = self._origin, None
+        if origin is not None:
+            origin.close()
+        super().close()
+
+
 def open_source(
     url: str,
     storage_options: dict[str, Any] | None = None,
@@ -148,8 +203,8 @@ def open_source(
     (:class:`~recio.storage.blockcache.CachedSource`, NOTE [block cache]): its blocks kept
     on local disk up to the limit, shared by the processes that use the folder. With
     ``cache_dir`` alone, it is first copied whole into ``cache_dir`` (with large
-    concurrent reads) and mmap'd from there; later opens of the same unchanged file (same
-    size and ETag/mtime) are local-speed.
+    concurrent reads) and mmap'd from there (a :class:`CopiedSource`); later opens of the
+    same unchanged file (same size and ETag/mtime) are local-speed.
 
     Raises:
         ValueError: ``cache_limit`` without ``cache_dir``, or below 1.
