@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ..checksum import CHECKSUM_MISMATCH
 from ..config import IterConfig
 from ..consumer import Batch, PositionedIterator
 from ._device import resolve_device
@@ -130,12 +131,15 @@ class DALIImageRecordIter(PositionedIterator):
             raise RuntimeError(
                 f"recio.dali: got batch {epoch}/{step}, expected {self._epoch}/{self._step}"
             )
-        # The source (maybe in a worker process) sends each bad slot's record id and status.
-        status = np.where(meta[:, 4] >= 0, meta[:, 5], 0)
+        # The source (maybe in a worker process) sends each bad slot's record id and status,
+        # and whether its checksum did not match.
+        bad = meta[:, 4] >= 0
+        status = np.where(bad, meta[:, 5], 0)
+        reasons = [CHECKSUM_MISMATCH if m else None for m in (bad & (meta[:, 6] == 1)).tolist()]
         self.stats.count_batch(
             status,
-            np.where(meta[:, 4] >= 0, meta[:, 4], meta[:, 0]),
-            [None] * len(meta),
+            np.where(bad, meta[:, 4], meta[:, 0]),
+            reasons,
             pad=pad,
             on_error=self.config.on_error,
             url=self.records.url,

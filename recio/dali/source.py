@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..augment import CropSpec, KeyedDraw
+from ..checksum import CHECKSUM_MISMATCH
 from ..consumer import ErrorPolicy
 from ..decode import DecodePool, Status
 from ..decode.jpegcheck import Problem, image_problem
@@ -33,7 +34,9 @@ from ..reader import RecordFile
 from ..sampler import Sampler
 from ..spans import Spans
 
-META_COLUMNS = 6  # per-sample int64 metadata: id, epoch, step, pad, bad record id, bad status
+# per-sample int64 metadata: id, epoch, step, pad; for a bad slot its record id, its status
+# and 1 where its checksum did not match (-1, 0, 0 for a good one)
+META_COLUMNS = 7
 _VALIDATE = ("none", "header", "structure", "decode")
 CROP_SOURCES = ("recio", "dali")
 
@@ -216,6 +219,7 @@ class RecioSource:
         )
         bad = np.flatnonzero(status)
         meta[bad, 4], meta[bad, 5] = meta[bad, 0], status[bad]
+        meta[bad, 6] = [reasons[j].startswith(CHECKSUM_MISMATCH) for j in bad]
         if fill is None:  # replace: a black image, masked to zero after normalisation
             black = np.frombuffer(_black_jpeg(), dtype=np.uint8)
             for j in bad:
