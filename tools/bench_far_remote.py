@@ -50,16 +50,18 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run from a checkout
-
-import psutil  # noqa: E402
 
 from recio import storage  # noqa: E402
 from recio.bench.sample import build_sample_rec  # noqa: E402
 from recio.iterator import ImageRecordIter  # noqa: E402
 from recio.storage.blockcache import entry_bytes, replay  # noqa: E402
+
+if TYPE_CHECKING:
+    import psutil
 
 ITER_ARGS = dict(data_shape=(3, 64, 64), batch_size=64, shuffle=True, seed=0,
                  random_resized_crop=True, rand_mirror=True, dtype="uint8",
@@ -77,6 +79,8 @@ def s3_options(endpoint: str) -> dict:
 
 def listener(port: int) -> psutil.Process:
     """The process listening on 127.0.0.1:``port`` (the S3 server)."""
+    import psutil  # the benchmark's alone (the core split's test runs without it)
+
     for conn in psutil.net_connections(kind="tcp"):
         if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
             return psutil.Process(conn.pid)
@@ -122,6 +126,8 @@ class Measure:
     """Images, wall, client CPU, server and proxy CPU, bytes fetched over whole epochs."""
 
     def __init__(self, server: psutil.Process, proxy: subprocess.Popen) -> None:
+        import psutil
+
         self.server, self.proxy = server, proxy
         self.proxy_proc = psutil.Process(proxy.pid)
 
