@@ -20,6 +20,9 @@ and decoding it, checking it locally, reading it from memory:// unchecked and ch
 and prints each one's instructions per record:
 
     python tools/bench_checksum.py --callgrind --batches 100 --records 64 --size 24
+
+``--rec FILE`` uses an existing dataset (with its ``.idx`` and ``.crc`` beside it: the far
+benchmark's sample, say) instead of writing one.
 """
 
 from __future__ import annotations
@@ -177,12 +180,22 @@ def main() -> None:
         "--batches", type=int, default=0,
         help="with --callgrind: count N calls of each batch step instead of epochs",
     )  # fmt: skip
+    parser.add_argument("--rec", help="an existing .rec (with .idx and .crc) instead")
     args = parser.parse_args()
     out = args.out or args.size
     with tempfile.TemporaryDirectory() as folder:
-        rec = make(folder, args.records, args.size)
-        mb = os.path.getsize(rec) / 1e6
-        print(f"{args.records} records of {args.size}x{args.size} JPEG ({mb:.1f} MB), out {out}")
+        if args.rec:
+            if not args.callgrind:
+                raise SystemExit("--rec is for --callgrind (timings write their own data)")
+            rec = os.path.abspath(args.rec)
+            mb = os.path.getsize(rec) / 1e6
+            print(f"{rec} ({mb:.1f} MB), out {out}")
+        else:
+            rec = make(folder, args.records, args.size)
+            mb = os.path.getsize(rec) / 1e6
+            print(
+                f"{args.records} records of {args.size}x{args.size} JPEG ({mb:.1f} MB), out {out}"
+            )  # noqa: E501
         if args.callgrind and args.batches:
             callgrind_batches(rec, out, folder, args.batches)
             return

@@ -2,7 +2,7 @@
 """The iterator from a far-away S3 (added latency, capped bandwidth) against local disk.
 
     python tools/bench_far_remote.py [--images 8000] [--delay 0.03] [--rate 100e6] \\
-        [--rounds 3] [--seconds 3] [--workdir DIR] [--json OUT]
+        [--rounds 3] [--seconds 3] [--workdir DIR] [--split-cores] [--json OUT]
 
 Needs an S3 server (``tools/s3_server.sh start``; ``RECIO_S3_ENDPOINT``, default
 http://127.0.0.1:8333, testing/testing). The sample dataset (``recio bench``'s shapes,
@@ -28,11 +28,19 @@ proxy and the server are other processes); bytes fetched per image; the server's
 the same window (cores busy, and its share of the CPU that server, proxy and client used
 together) and the proxy's (cores); the most requests the proxy held at once (connections
 busy in parallel); and the median wait for an epoch's first batch.
+
+Two modes. By default server, proxy and client share the machine's cores, as they do in
+the tests: the S3 rows' ratios then also measure the server's share of those cores.
+``--split-cores`` pins the server and the proxy (every thread) to one core and this
+process (the client: its decode, fetch and parse threads) to the others, for the local
+rows as for the S3 ones: as with a store on other machines, the ratios compare the
+client against itself, with the store's CPU off its cores.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -42,16 +50,18 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run from a checkout
-
-import psutil  # noqa: E402
 
 from recio import storage  # noqa: E402
 from recio.bench.sample import build_sample_rec  # noqa: E402
 from recio.iterator import ImageRecordIter  # noqa: E402
 from recio.storage.blockcache import entry_bytes, replay  # noqa: E402
+
+if TYPE_CHECKING:
+    import psutil
 
 ITER_ARGS = dict(data_shape=(3, 64, 64), batch_size=64, shuffle=True, seed=0,
                  random_resized_crop=True, rand_mirror=True, dtype="uint8",
@@ -69,6 +79,8 @@ def s3_options(endpoint: str) -> dict:
 
 def listener(port: int) -> psutil.Process:
     """The process listening on 127.0.0.1:``port`` (the S3 server)."""
+    import psutil  # the benchmark's alone (the core split's test runs without it)
+
     for conn in psutil.net_connections(kind="tcp"):
         if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
             return psutil.Process(conn.pid)
@@ -78,6 +90,13 @@ def listener(port: int) -> psutil.Process:
 def cpu(proc: psutil.Process) -> float:
     t = proc.cpu_times()
     return t.user + t.system
+
+
+def pin(pid: int, cores: set[int]) -> None:
+    """Every thread of process ``pid`` to ``cores`` (threads it starts later inherit)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError):  # a thread that has just ended
+            os.sched_setaffinity(int(tid), cores)
 
 
 def start_proxy(upstream: int, delay: float, rate: float) -> tuple[subprocess.Popen, int]:
@@ -107,6 +126,8 @@ class Measure:
     """Images, wall, client CPU, server and proxy CPU, bytes fetched over whole epochs."""
 
     def __init__(self, server: psutil.Process, proxy: subprocess.Popen) -> None:
+        import psutil
+
         self.server, self.proxy = server, proxy
         self.proxy_proc = psutil.Process(proxy.pid)
 
@@ -129,6 +150,7 @@ class Measure:
         return {
             "images_per_s": images / wall,
             "client_cpu_ms_per_image": 1e3 * client / images,
+            "client_cores": client / wall,
             "bytes_fetched_per_image": (fetched_bytes(it) - b0) / images,
             "server_cores": server / wall,
             "server_cpu_share": server / max(server + proxy + client, 1e-9),
@@ -147,8 +169,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0, help="per configuration, round")
     parser.add_argument("--workdir", help="make the sample here once, and keep it")
+    parser.add_argument(
+        "--split-cores",
+        action="store_true",
+        help="server and proxy on one core, this client on the others",
+    )
     parser.add_argument("--json")
     args = parser.parse_args()
+    all_cores = sorted(os.sched_getaffinity(0))
+    store_cores, client_cores = set(all_cores), set(all_cores)
+    if args.split_cores:
+        if len(all_cores) < 2:
+            raise SystemExit("--split-cores needs at least two cores")
+        store_cores, client_cores = {all_cores[0]}, set(all_cores[1:])
+        pin(os.getpid(), client_cores)  # before the iterators start their threads
 
     endpoint = os.environ.get("RECIO_S3_ENDPOINT", "http://127.0.0.1:8333")
     bucket = os.environ.get("RECIO_S3_BUCKET", "test")
@@ -165,12 +199,18 @@ def main() -> None:
     size = os.path.getsize(local)
     proxy, proxy_port = start_proxy(port, args.delay, args.rate)
     far = s3_options(f"http://127.0.0.1:{proxy_port}")
-    measure = Measure(listener(port), proxy)
+    server = listener(port)
+    measure = Measure(server, proxy)
+    if args.split_cores:
+        pin(server.pid, store_cores)
+        pin(proxy.pid, store_cores)
     print(
         f"{args.images} images, {size / 1e6:.1f} MB; S3 at {endpoint} behind a proxy adding "
         f"{args.delay * 1e3:.0f} ms a request, {args.rate / 1e6:.0f} MB/s a connection; "
-        f"load average {os.getloadavg()[0]:.1f}"
-    )
+        f"load average {os.getloadavg()[0]:.1f}; "
+        + (f"server and proxy on core {sorted(store_cores)}, client on {sorted(client_cores)}"
+           if args.split_cores else f"server, proxy and client share cores {all_cores}")
+    )  # fmt: skip
 
     def plain(where: str, mode: str, verify: bool | str = "auto") -> ImageRecordIter:
         if where == "local":
@@ -220,6 +260,8 @@ def main() -> None:
     finally:
         proxy.kill()
         proxy.wait()
+        if args.split_cores:
+            pin(server.pid, set(all_cores))  # the server is shared: give it its cores back
         fs.rm(path.rsplit("/", 1)[0], recursive=True)
         print(f"load average at the end {os.getloadavg()[0]:.1f}")
         shutil.rmtree(work, ignore_errors=True)
@@ -235,27 +277,32 @@ def main() -> None:
                 entry["client_cpu_ms_per_image"] / base["client_cpu_ms_per_image"]
             )
         summary[name] = entry
-    print(f"{'':<58} {'img/s':>7} {'x local':>7} {'CPU ms/img':>10} {'x local':>7} "
+    print(f"{'':<58} {'img/s':>7} {'x local':>7} {'CPU ms/img':>10} {'x local':>7} {'cores':>5} "
           f"{'KB/img':>7} {'server cores':>12} {'share':>6} {'proxy':>5} {'conns':>5} "
           f"{'1st ms':>6}")  # fmt: skip
     for name, e in summary.items():
         print(f"{name:<58} {e['images_per_s']:7.0f} {e.get('ratio_to_local', 1):7.2f} "
               f"{e['client_cpu_ms_per_image']:10.3f} {e.get('cpu_per_image_to_local', 1):7.2f} "
+              f"{e['client_cores']:5.2f} "
               f"{e['bytes_fetched_per_image'] / 1e3:7.1f} {e['server_cores']:12.2f} "
               f"{e['server_cpu_share']:6.1%} {e['proxy_cores']:5.2f} {e['peak_requests']:5.0f} "
               f"{e['first_batch_ms']:6.1f}")  # fmt: skip
     plain_s3 = summary.get("S3, block shuffle", {}).get("images_per_s")
     unverified = summary.get("S3, block shuffle, checksums not verified", {}).get("images_per_s")
     if plain_s3 and unverified:
+        cpu_on = summary["S3, block shuffle"]["client_cpu_ms_per_image"]
+        cpu_off = summary["S3, block shuffle, checksums not verified"]["client_cpu_ms_per_image"]
         print(
             f"checksum verification, S3 block shuffle: {1 - plain_s3 / unverified:+.1%} "
-            "of the images/s"
+            f"of the images/s, {cpu_on - cpu_off:+.3f} ms ({cpu_on / cpu_off - 1:+.1%}) of "
+            "client CPU an image"
         )
     rates = {k: statistics.median(v) for k, v in hit_rates.items() if v}
     print("block hit rate, later epochs: " + ", ".join(f"{k} {v:.1%}" for k, v in rates.items()))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"summary": summary, "hit_rates": rates, "rounds": results}, f, indent=1)
+            json.dump({"summary": summary, "hit_rates": rates, "rounds": results,
+                       "split_cores": args.split_cores}, f, indent=1)  # fmt: skip
 
 
 if __name__ == "__main__":

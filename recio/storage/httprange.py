@@ -8,15 +8,30 @@ read costs the trainer's process beyond a local one. Errors look like the ones
 :mod:`recio.storage.retry` knows: resets and short bodies are ``ConnectionError`` (retried),
 5xx and 429 too, other statuses an :class:`HTTPStatusError` with ``status`` (403: the
 presigned URL expired, renewed by the caller; 404: missing).
+
+NOTE [large reads]: a connection paced by a far link delivers a body a few segments at a
+time, and each ``recv`` that returns is a wake-up of the fetch thread and a GIL acquire in
+the trainer's process. On plain-HTTP connections the body is read in pieces of at most
+``RECV_PIECE`` bytes with the socket's receive low-water mark (``SO_RCVLOWAT``) set to the
+piece's size, so the kernel wakes the thread once a piece has arrived whole. The mark is
+never above what is left of the body (else the last wait would be for bytes that never
+come). The read timeout still applies to each wait: a piece that does not arrive within
+``read_timeout`` fails the read as a stall does.
 """
 
 from __future__ import annotations
 
 import http.client
+import socket
 import threading
 from urllib.parse import urlsplit
 
-__all__ = ["HTTPStatusError", "RangeClient"]
+__all__ = ["RECV_PIECE", "HTTPStatusError", "RangeClient"]
+
+#: The most bytes one wait for a body's bytes asks the kernel for (NOTE [large reads]).
+RECV_PIECE = 256 << 10
+# Linux and the BSDs; elsewhere bodies are read as they come.
+_RCVLOWAT = getattr(socket, "SO_RCVLOWAT", None)
 
 
 class HTTPStatusError(Exception):
@@ -33,10 +48,15 @@ class RangeClient:
     Args:
         connect_timeout: seconds to open a connection.
         read_timeout: seconds a read may stall before it fails (and is retried).
+        piece: the most bytes of a body one wait asks for (NOTE [large reads]); 0 reads
+            a body as it comes.
     """
 
-    def __init__(self, connect_timeout: float = 5.0, read_timeout: float = 30.0) -> None:
+    def __init__(
+        self, connect_timeout: float = 5.0, read_timeout: float = 30.0, piece: int = RECV_PIECE
+    ) -> None:
         self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
+        self.piece = max(0, int(piece))
         self._local = threading.local()
 
     def _connection(self, scheme: str, netloc: str) -> tuple[http.client.HTTPConnection, bool]:
@@ -56,6 +76,39 @@ class RangeClient:
         conn = self._local.__dict__.get("conns", {}).pop((scheme, netloc), None)
         if conn is not None:
             conn.close()
+
+    def _read_body(
+        self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse, view: memoryview
+    ) -> int:
+        """Read the body into ``view`` until it is full or the body ends; the bytes read."""
+        want = len(view)
+        if not (self.piece and _RCVLOWAT) or isinstance(conn, http.client.HTTPSConnection):
+            got = 0  # TLS: the mark would count records' bytes, not the body's
+            while got < want:
+                n = response.readinto(view[got:])
+                if not n:
+                    break
+                got += n
+            return got
+        # What the header read left in the response's buffer (one read of what has come
+        # if none), then the rest straight from the socket, a piece per wake-up.
+        got = response.readinto(view[: min(want, len(response.fp.peek()))])
+        sock, mark = conn.sock, 1
+        try:
+            while got < want:
+                n = min(want - got, self.piece)
+                if n != mark:
+                    sock.setsockopt(socket.SOL_SOCKET, _RCVLOWAT, n)
+                    mark = n
+                k = sock.recv_into(view[got : got + n])
+                if not k:
+                    break
+                got += k
+        finally:
+            if mark != 1:
+                sock.setsockopt(socket.SOL_SOCKET, _RCVLOWAT, 1)
+        response.close()  # read whole here: the connection takes the next request
+        return got
 
     def cat_file(self, url: str, start: int, end: int) -> bytearray:
         """Bytes ``start`` to ``end`` (exclusive) of ``url``, in one GET.
@@ -94,13 +147,7 @@ class RangeClient:
                 self._drop(*key)
                 return data
             buf = bytearray(want)
-            view = memoryview(buf)
-            got = 0
-            while got < want:
-                n = response.readinto(view[got:])
-                if not n:
-                    break
-                got += n
+            got = self._read_body(conn, response, memoryview(buf))
             if got < want:
                 self._drop(*key)
                 raise ConnectionError(f"short read: {got} of {want} bytes")

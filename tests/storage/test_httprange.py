@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+
 import pytest
 
 from recio import storage
 from recio.storage.httprange import HTTPStatusError, RangeClient
+from recio.storage.retry import retrying
 
+from ..delayproxy import DelayProxy
 from ..faultproxy import FaultProxy
 from ..rangeserver import RangeServer
 
@@ -52,3 +58,111 @@ def test_a_server_that_closed_the_idle_connection_is_reconnected(server):
     (conn,) = client._local.conns.values()
     conn.sock.close()  # as a server does with an idle keep-alive connection
     assert bytes(client.cat_file(f"{server.url}/f", 0, 10)) == server.files["/f"][:10]
+
+
+class _Recording:
+    """A socket that records the receive low-water marks set and what each recv returned."""
+
+    def __init__(self, sock):
+        self._sock, self.marks, self.recvs = sock, [], []
+
+    def setsockopt(self, level, option, value):
+        if option == socket.SO_RCVLOWAT:
+            self.marks.append(value)
+        return self._sock.setsockopt(level, option, value)
+
+    def recv_into(self, view, *args):
+        n = self._sock.recv_into(view, *args)
+        self.recvs.append(n)
+        return n
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
+@pytest.mark.skipif(not hasattr(socket, "SO_RCVLOWAT"), reason="no SO_RCVLOWAT here")
+def test_a_paced_body_is_read_in_whole_pieces_and_arrives_in_order(server):
+    # 20 MB/s, 64 KiB at a time: without the mark a recv returns as each chunk lands.
+    proxy = DelayProxy(server.port, delay_s=0.0, rate=20e6)
+    client = RangeClient(piece=128 << 10)
+    data = server.files["/f"]
+    try:
+        url = f"{proxy.endpoint}/f"
+        assert bytes(client.cat_file(url, 0, 10)) == data[:10]  # connect
+        (conn,) = client._local.conns.values()
+        conn.sock = rec = _Recording(conn.sock)
+        start, end = 1000, 1000 + 700_000
+        assert bytes(client.cat_file(url, start, end)) == data[start:end]
+        # The proxy sends 64 KiB every 3.3 ms: a read woken by each would take 11 or more.
+        # With the mark, a wake-up brings a piece (the kernel wakes earlier only while the
+        # receive window is still small, at the connection's start), then the mark is 1.
+        pieces = rec.recvs
+        assert sum(pieces) <= end - start and len(pieces) <= 9, pieces
+        assert (128 << 10) in pieces and rec.marks[-1] == 1, pieces
+        assert rec.marks[:-1] and max(rec.marks[:-1]) == 128 << 10
+        assert rec.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1
+        # the connection is kept and takes the next request
+        assert bytes(client.cat_file(url, 5, 70_000)) == data[5:70_000]
+        assert client._local.conns[("http", f"127.0.0.1:{proxy.port}")] is conn
+    finally:
+        proxy.close()
+
+
+class _HalfBody:
+    """A server that answers every GET with a 206 of ``length`` bytes, sends ``sent`` of them,
+    then stalls for ``stall`` seconds (or closes at once: ``stall`` 0)."""
+
+    def __init__(self, length: int, sent: int, stall: float) -> None:
+        self.length, self.sent, self.stall = length, sent, stall
+        self.requests = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            conn.recv(65536)
+            self.requests += 1
+            head = f"HTTP/1.1 206 Partial Content\r\nContent-Length: {self.length}\r\n\r\n"
+            conn.sendall(head.encode() + b"x" * self.sent)
+            time.sleep(self.stall)
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def test_a_body_that_stalls_past_the_timeout_fails_and_is_retried():
+    stalled = _HalfBody(length=600_000, sent=300_000, stall=2.0)
+    try:
+        client = RangeClient(read_timeout=0.3)
+        url = f"http://127.0.0.1:{stalled.port}/f"
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError) as failed:
+            client.cat_file(url, 0, 600_000)
+        assert time.monotonic() - t0 < 1.5 and storage.is_transient(failed.value)
+        assert not client._local.conns  # a connection in an unknown state is dropped
+        fetch = storage.FetchOptions(retries=1, backoff=0.01)
+        with pytest.raises(storage.RemoteReadError):
+            retrying(lambda: client.cat_file(url, 0, 600_000), url, 0, 600_000, fetch)
+        assert stalled.requests == 3  # the first, then one attempt and its retry
+    finally:
+        stalled.close()
+
+
+def test_a_body_cut_short_is_a_connection_error():
+    cut = _HalfBody(length=600_000, sent=400_000, stall=0.0)
+    try:
+        client = RangeClient(read_timeout=5)
+        with pytest.raises(ConnectionError, match="short read: 400000 of 600000"):
+            client.cat_file(f"http://127.0.0.1:{cut.port}/f", 0, 600_000)
+        assert not client._local.conns
+    finally:
+        cut.close()
