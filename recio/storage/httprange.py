@@ -82,6 +82,8 @@ class RangeClient:
     ) -> int:
         """Read the body into ``view`` until it is full or the body ends; the bytes read."""
         want = len(view)
+        if not want:
+            return 0  # peek() below would wait for a byte that never comes
         if not (self.piece and _RCVLOWAT) or isinstance(conn, http.client.HTTPSConnection):
             got = 0  # TLS: the mark would count records' bytes, not the body's
             while got < want:
