@@ -30,6 +30,8 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
+
 from .. import storage
 from ..errors import RecordIOError
 from ..format import ListEntry, parse_lst, unpack
@@ -45,9 +47,12 @@ from .layout import (
 )
 from .transcode import (
     EncodeOptions,
+    RecordBatch,
     _exif_orientation,
+    make_batch,
     make_records,
     native_available,
+    native_batches,
 )
 
 log = logging.getLogger("recio.im2rec")
@@ -330,31 +335,94 @@ def _record_stream(
 ) -> Iterable[tuple[ListEntry, bytes | None, str | None]]:
     """Records in ``entries`` order, made by ``num_thread`` workers (NOTE [output order]).
 
-    Work goes out in small batches; at most ``4 * num_thread`` batches are in flight
-    or waiting to be written, so memory does not grow with the dataset.
+    One ``(entry, payload, reason)`` per entry, from :func:`make_records`, in batches as
+    :func:`_batch_stream` runs them.
     """
-    # Batches amortise the hand-off (and, for processes, the pickling).
-    batch = 8
+    for chunk, results in _batch_stream(entries, root, opts, num_thread, pool, make_records):
+        yield from _paired(chunk, results)
+
+
+# Entries per batch: batches amortise the hand-off (and, for processes, the pickling); the
+# C batches (NOTE [im2rec in C]) hold the GIL only to start and to hand their frames over,
+# so the larger batch halves the hand-offs where the per-batch Python is most of what is left.
+_BATCH = 8
+_NATIVE_BATCH = 16
+
+
+def _batch_stream(
+    entries: Sequence[ListEntry],
+    root: str,
+    opts: EncodeOptions,
+    num_thread: int,
+    pool: str = "process",
+    make=make_records,
+) -> Iterable[tuple[Sequence[ListEntry], Any]]:
+    """``(chunk, make(chunk, root, opts))`` per batch of ``entries``, in order.
+
+    ``num_thread`` workers run them; at most ``4 * num_thread`` batches are in flight or
+    waiting to be written, so memory does not grow with the dataset.
+    """
+    batch = _NATIVE_BATCH if make is make_batch and native_batches(opts) else _BATCH
     batches = (entries[i : i + batch] for i in range(0, len(entries), batch))
     if num_thread <= 1:
         for chunk in batches:
-            yield from _paired(chunk, make_records(chunk, root, opts))
+            yield chunk, make(chunk, root, opts)
         return
     window = max(4, 4 * num_thread)
     with _make_pool(pool, num_thread) as executor:
         pending: deque[tuple[Sequence[ListEntry], Future]] = deque()
         try:
             for chunk in batches:
-                pending.append((chunk, executor.submit(make_records, chunk, root, opts)))
+                pending.append((chunk, executor.submit(make, chunk, root, opts)))
                 if len(pending) >= window:
                     chunk, future = pending.popleft()
-                    yield from _paired(chunk, future.result())
+                    yield chunk, future.result()
             while pending:
                 chunk, future = pending.popleft()
-                yield from _paired(chunk, future.result())
+                yield chunk, future.result()
         finally:  # on error or Ctrl-C: drop queued work; running batches finish quickly
             for _, future in pending:
                 future.cancel()
+
+
+class _FramedRuns:
+    """A batch's C-made records, gathered per writer and written with one call each.
+
+    A writer's run is written before any other record goes to it (:meth:`flush`), so
+    every output keeps the list's order.
+    """
+
+    def __init__(self, batch: RecordBatch) -> None:
+        self.batch = batch
+        self.lengths = batch.lengths.tolist()
+        ends = np.cumsum(batch.lengths).tolist()
+        self.starts = [end - n for end, n in zip(ends, self.lengths, strict=True)]
+        self.runs: dict[int, list[int]] = {}  # writer -> [(entry in batch, key) ...]
+        self.keys: dict[int, list] = {}
+
+    def add(self, writer: int, j: int, key: int) -> None:
+        """Entry ``j`` of the batch (in ``frames``) goes to ``writer`` under ``key``."""
+        self.runs.setdefault(writer, []).append(j)
+        self.keys.setdefault(writer, []).append(key)
+
+    def flush(self, writers: Sequence[MXIndexedRecordIO], writer: int | None = None) -> None:
+        """Write the runs gathered for ``writer`` (every writer: None)."""
+        for k in list(self.runs) if writer is None else [writer]:
+            run = self.runs.pop(k, None)
+            if not run:
+                continue
+            frames = memoryview(self.batch.frames)
+            first, last = run[0], run[-1]
+            lengths = [self.lengths[j] for j in run]
+            if last - first + 1 == len(run):  # one span of frames: no copy
+                start = self.starts[first]
+                data = frames[start : start + sum(lengths)]
+                crcs = self.batch.crcs[first : last + 1]
+            else:
+                starts = self.starts
+                data = b"".join(frames[starts[j] : starts[j] + self.lengths[j]] for j in run)
+                crcs = self.batch.crcs[run]
+            writers[k].write_framed(self.keys.pop(k), data, lengths, crcs)
 
 
 def pack_list(
@@ -436,28 +504,49 @@ def pack_list(
             # libjpeg-turbo warns on recoverable damage (as OpenCV accepts it); keep quiet
             warnings.filterwarnings("ignore", module="turbojpeg")
             kind = pool or default_pool(opts)
-            stream = _record_stream(entries, root, opts, num_thread, kind)
-            for pos, (entry, payload, reason) in enumerate(stream):
-                if payload is None:
-                    number = entry.index if index is None else lst_index[entry.index - 1]
-                    report.skipped.append({"index": number, "path": entry.path, "reason": reason})
-                    log.debug("skipped %s: %s", entry.path, reason)
-                    if max_errors is not None and len(report.skipped) > max_errors:
-                        raise TooManyErrors(
-                            f"{len(report.skipped)} skipped, more than --max-errors "
-                            f"{max_errors} (last: {entry.path}: {reason})"
-                        )
-                elif index is not None:  # keys in written order: skips move them down
-                    key = index.add(entry.labels[0])
-                    writers[0].write_idx(key, with_id(payload, key))
-                    report.written += 1
+            # the face layout renumbers each record as it is written: Python makes them all
+            make = make_records if face else make_batch
+            stream = _batch_stream(entries, root, opts, num_thread, kind, make)
+            pos = 0
+            for chunk, batch in stream:
+                if isinstance(batch, RecordBatch):
+                    runs, others = _FramedRuns(batch), batch.others
                 else:
-                    writers[pos % shards].write_idx(entry.index, payload)  # NOTE [shard slices]
-                    report.written += 1
-                    if opts.pass_through and (turn := _jpeg_orientation(payload)) != 1:
-                        rotated = rotated or (entry.path, turn)
-                        n_rotated += 1
-                bar.update(1)
+                    runs, others = None, batch
+                for j, entry in enumerate(chunk):
+                    shard = (pos + j) % shards  # NOTE [shard slices]
+                    if others[j] is None:  # made in C: written with its run
+                        runs.add(shard, j, entry.index)
+                        report.written += 1
+                        continue
+                    payload, reason = others[j]
+                    if payload is None:
+                        number = entry.index if index is None else lst_index[entry.index - 1]
+                        report.skipped.append(
+                            {"index": number, "path": entry.path, "reason": reason}
+                        )
+                        log.debug("skipped %s: %s", entry.path, reason)
+                        if max_errors is not None and len(report.skipped) > max_errors:
+                            raise TooManyErrors(
+                                f"{len(report.skipped)} skipped, more than --max-errors "
+                                f"{max_errors} (last: {entry.path}: {reason})"
+                            )
+                    elif index is not None:  # keys in written order: skips move them down
+                        key = index.add(entry.labels[0])
+                        writers[0].write_idx(key, with_id(payload, key))
+                        report.written += 1
+                    else:
+                        if runs is not None:  # this shard's records before it first
+                            runs.flush(writers, shard)
+                        writers[shard].write_idx(entry.index, payload)
+                        report.written += 1
+                        if opts.pass_through and (turn := _jpeg_orientation(payload)) != 1:
+                            rotated = rotated or (entry.path, turn)
+                            n_rotated += 1
+                if runs is not None:
+                    runs.flush(writers)
+                pos += len(chunk)
+                bar.update(len(chunk))
         if not report.written:  # publishing would replace good outputs with empty ones
             raise TooManyErrors(_nothing_written(report, lst, root))
         if index is not None:
