@@ -322,26 +322,6 @@ def default_pool(opts: EncodeOptions) -> str:
     return "process"
 
 
-def _paired(entries: Sequence[ListEntry], results: list) -> Iterable[tuple]:
-    return ((e, payload, reason) for e, (payload, reason) in zip(entries, results, strict=True))
-
-
-def _record_stream(
-    entries: Sequence[ListEntry],
-    root: str,
-    opts: EncodeOptions,
-    num_thread: int,
-    pool: str = "process",
-) -> Iterable[tuple[ListEntry, bytes | None, str | None]]:
-    """Records in ``entries`` order, made by ``num_thread`` workers (NOTE [output order]).
-
-    One ``(entry, payload, reason)`` per entry, from :func:`make_records`, in batches as
-    :func:`_batch_stream` runs them.
-    """
-    for chunk, results in _batch_stream(entries, root, opts, num_thread, pool, make_records):
-        yield from _paired(chunk, results)
-
-
 # Entries per batch: batches amortise the hand-off (and, for processes, the pickling); the
 # C batches (NOTE [im2rec in C]) hold the GIL only to start and to hand their frames over,
 # so the larger batch halves the hand-offs where the per-batch Python is most of what is left.

@@ -430,22 +430,18 @@ def make_batch(entries: Sequence[ListEntry], root: str, opts: EncodeOptions) -> 
     sizes: NOTE [im2rec in C] in native/im2rec_core.h) to :func:`make_records`, which makes
     them or says why not. The records are the bytes :func:`make_records` would make.
     """
-    n = len(entries)
-    lengths = np.zeros(n, np.int64)
-    crcs = np.zeros(n, np.uint32)
-    frames = b""
-    others: list = [None] * n
     pool = _native_pool() if native_batches(opts) else None
     if pool is None:
-        return RecordBatch(frames, lengths, crcs, make_records(entries, root, opts))
-    status = np.zeros(n, np.int32)
-    frames = pool._native.im2rec_batch(
+        n = len(entries)
+        empty = np.zeros(n, np.int64), np.zeros(n, np.uint32)
+        return RecordBatch(b"", *empty, make_records(entries, root, opts))
+    limit = min(opts.max_output_bytes, (1 << 64) - 1)
+    frames, status, lengths, crcs = pool.im2rec_batch(
         [os.fsencode(os.path.join(root, e.path)) for e in entries],
         [pack(record_header(e, opts.pack_label), b"") for e in entries],
-        status, lengths, crcs,
-        opts.resize, int(opts.center_crop), opts.color, opts.quality,
-        min(opts.max_output_bytes, (1 << 64) - 1), pool._dct_mode, pool.max_pixels,
-    )  # fmt: skip
+        (opts.resize, int(opts.center_crop), opts.color, opts.quality, limit),
+    )
+    others: list = [None] * len(entries)
     todo = np.flatnonzero(status).tolist()
     if todo:
         for i, made in zip(todo, make_records([entries[i] for i in todo], root, opts), strict=True):
