@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import json
 import logging
@@ -342,7 +343,11 @@ def _batch_stream(
     ``num_thread`` workers run them; at most ``4 * num_thread`` batches are in flight or
     waiting to be written, so memory does not grow with the dataset.
     """
-    batch = _NATIVE_BATCH if make is make_batch and native_batches(opts) else _BATCH
+    batch = _BATCH
+    if make is make_batch and native_batches(opts):
+        batch = _NATIVE_BATCH
+        # the threads queue their batches on one native pool (processes: one thread each)
+        make = functools.partial(make_batch, threads=num_thread if pool == "thread" else 1)
     batches = (entries[i : i + batch] for i in range(0, len(entries), batch))
     if num_thread <= 1:
         for chunk in batches:

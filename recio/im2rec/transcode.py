@@ -422,15 +422,37 @@ def native_batches(opts: EncodeOptions) -> bool:
     )
 
 
-def make_batch(entries: Sequence[ListEntry], root: str, opts: EncodeOptions) -> RecordBatch:
+_SHARED: dict[int, decode.DecodePool] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _batch_pool(threads: int) -> decode.DecodePool:
+    """The native pool of ``threads`` threads that this process's C batches share.
+
+    Callers in several threads queue their batches on the one pool, whose threads go from
+    one batch to the next without waiting: while a caller writes or makes the files C left
+    to it, the next caller's batch is already running, so the cores stay busy.
+    """
+    with _SHARED_LOCK:
+        pool = _SHARED.get(threads)
+        if pool is None:
+            pool = _SHARED[threads] = decode.DecodePool(threads, backend="native")
+    return pool
+
+
+def make_batch(
+    entries: Sequence[ListEntry], root: str, opts: EncodeOptions, threads: int = 1
+) -> RecordBatch:
     """:func:`make_records` of ``entries``, its plain JPEGs made and framed in one C call.
 
-    The call reads the files, transcodes and frames with the GIL released, and hands back
-    every entry it does not make (not a JPEG, EXIF-rotated, unreadable, damaged, refused
-    sizes: NOTE [im2rec in C] in native/im2rec_core.h) to :func:`make_records`, which makes
-    them or says why not. The records are the bytes :func:`make_records` would make.
+    The call reads the files, transcodes and frames with the GIL released, on a pool of
+    ``threads`` native threads shared by every caller with the same ``threads``, and hands
+    back every entry it does not make (not a JPEG, EXIF-rotated, unreadable, damaged,
+    refused sizes: NOTE [im2rec in C] in native/im2rec_core.h) to :func:`make_records`,
+    which makes them or says why not. The records are the bytes :func:`make_records`
+    would make.
     """
-    pool = _native_pool() if native_batches(opts) else None
+    pool = _batch_pool(threads) if native_batches(opts) else None
     if pool is None:
         n = len(entries)
         empty = np.zeros(n, np.int64), np.zeros(n, np.uint32)

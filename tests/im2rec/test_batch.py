@@ -183,17 +183,18 @@ def test_write_framed_writes_what_write_idx_writes(tmp_path):
         assert (tmp_path / f"framed.{ext}").read_bytes() == (tmp_path / f"idx.{ext}").read_bytes()
 
 
-def test_native_batches_are_larger(monkeypatch):
+def test_native_batches_are_larger_and_share_a_pool_of_num_thread(monkeypatch):
     entries = _entries([f"{i}.jpg" for i in range(40)])
     seen = []
 
-    def make(chunk, root, opts):
-        seen.append(len(chunk))
+    def make(chunk, root, opts, threads=None):
+        seen.append((len(chunk), threads))
         return [(None, "x")] * len(chunk)
 
     list(pack._batch_stream(entries, "r", EncodeOptions(), 1, "thread", make))
-    assert seen == [pack._BATCH] * 5
-    seen.clear()
+    assert seen == [(pack._BATCH, None)] * 5
     monkeypatch.setattr(pack, "make_batch", make)
-    list(pack._batch_stream(entries, "r", EncodeOptions(), 1, "thread", make))
-    assert seen[0] == pack._NATIVE_BATCH > pack._BATCH
+    for num_thread, kind, threads in [(2, "thread", 2), (3, "thread", 3), (1, "process", 1)]:
+        seen.clear()
+        list(pack._batch_stream(entries, "r", EncodeOptions(), num_thread, kind, make))
+        assert seen[0] == (pack._NATIVE_BATCH, threads) and pack._NATIVE_BATCH > pack._BATCH

@@ -22,11 +22,11 @@ def test_interrupt_removes_partial_output(tmp_path, images, monkeypatch):
     real = im2rec.pack.make_batch  # what the threads run
     calls = []
 
-    def interrupted(entries, root, opts):  # the second batch is interrupted
+    def interrupted(entries, root, opts, **kw):  # the second batch is interrupted
         calls.append(entries)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return real(entries, root, opts)
+        return real(entries, root, opts, **kw)
 
     monkeypatch.setattr(im2rec.pack, "make_batch", interrupted)
     # threads (the default with the extension): a process pool could not pickle the patch
