@@ -328,6 +328,14 @@ def default_pool(opts: EncodeOptions) -> str:
 # so the larger batch halves the hand-offs where the per-batch Python is most of what is left.
 _BATCH = 8
 _NATIVE_BATCH = 16
+# NOTE [batch callers]: with the C batches, --num-thread N is N native threads, fed by 2N
+# Python threads that each wait on one queued batch (N = 1 too: its thread works while the
+# writer writes). A caller needs the GIL only between
+# its batches (to hand the frames over, to make what C left to it), so the native threads
+# wait for Python only when every caller does; with one caller per thread, one caller that
+# waits for the GIL (held by the writer, or by a thread the OS has descheduled on a busy
+# machine) leaves its thread with nothing queued.
+_CALLERS_PER_THREAD = 2
 
 
 def _batch_stream(
@@ -340,21 +348,24 @@ def _batch_stream(
 ) -> Iterable[tuple[Sequence[ListEntry], Any]]:
     """``(chunk, make(chunk, root, opts))`` per batch of ``entries``, in order.
 
-    ``num_thread`` workers run them; at most ``4 * num_thread`` batches are in flight or
-    waiting to be written, so memory does not grow with the dataset.
+    ``num_thread`` workers run them (``make_batch``'s: NOTE [batch callers]); at most four
+    batches a worker are in flight or waiting to be written, so memory does not grow with
+    the dataset.
     """
-    batch = _BATCH
+    batch, workers = _BATCH, num_thread
     if make is make_batch and native_batches(opts):
         batch = _NATIVE_BATCH
         # the threads queue their batches on one native pool (processes: one thread each)
         make = functools.partial(make_batch, threads=num_thread if pool == "thread" else 1)
+        if pool == "thread":  # NOTE [batch callers]
+            workers = _CALLERS_PER_THREAD * num_thread
     batches = (entries[i : i + batch] for i in range(0, len(entries), batch))
-    if num_thread <= 1:
+    if workers <= 1:
         for chunk in batches:
             yield chunk, make(chunk, root, opts)
         return
-    window = max(4, 4 * num_thread)
-    with _make_pool(pool, num_thread) as executor:
+    window = max(4, 4 * workers)
+    with _make_pool(pool, workers) as executor:
         pending: deque[tuple[Sequence[ListEntry], Future]] = deque()
         try:
             for chunk in batches:

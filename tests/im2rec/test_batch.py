@@ -194,7 +194,13 @@ def test_native_batches_are_larger_and_share_a_pool_of_num_thread(monkeypatch):
     list(pack._batch_stream(entries, "r", EncodeOptions(), 1, "thread", make))
     assert seen == [(pack._BATCH, None)] * 5
     monkeypatch.setattr(pack, "make_batch", make)
-    for num_thread, kind, threads in [(2, "thread", 2), (3, "thread", 3), (1, "process", 1)]:
+    callers = []
+    real_pool = pack._make_pool
+    monkeypatch.setattr(pack, "_make_pool", lambda k, n: callers.append(n) or real_pool(k, n))
+    cases = [(2, "thread", 2), (3, "thread", 3), (1, "process", 1), (1, "thread", 1)]
+    for num_thread, kind, threads in cases:
         seen.clear()
         list(pack._batch_stream(entries, "r", EncodeOptions(), num_thread, kind, make))
         assert seen[0] == (pack._NATIVE_BATCH, threads) and pack._NATIVE_BATCH > pack._BATCH
+    # NOTE [batch callers]: two Python threads feed each native one
+    assert callers == [4, 6, 2] and pack._CALLERS_PER_THREAD == 2
