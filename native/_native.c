@@ -18,6 +18,7 @@
 #include "crc32c.h"
 #include "decode_core.h"
 #include "encode_core.h"
+#include "im2rec_core.h"
 #include "pool.h"
 #include "resample.h"
 
@@ -258,6 +259,30 @@ static void resize_encode_task(void *vctx, void *vstate, size_t i) {
                                  &c->opts, c->quality, &c->out, &c->len, c->err);
   rc_encoder_trim(s->enc);
   rc_worker_release(s->dec);
+}
+
+typedef struct {
+  PyObject *const *paths;    /* bytes, NUL-free */
+  PyObject *const *prefixes; /* bytes */
+  int32_t *status;
+  uint8_t **frames;
+  int64_t *lengths;
+  uint32_t *crcs;
+  rc_im2rec_opts o;
+  rc_opts opts;
+} im2rec_ctx;
+
+static void im2rec_task(void *vctx, void *vstate, size_t i) {
+  im2rec_ctx *c = vctx;
+  thread_state *s = vstate;
+  size_t n = 0;
+  c->status[i] = RC_UNSUPPORTED;
+  if (!s->enc && !(s->enc = rc_encoder_new())) return; /* Python's path says it */
+  c->status[i] = rc_im2rec_record(s->dec, s->enc, PyBytes_AS_STRING(c->paths[i]),
+                                  (const uint8_t *)PyBytes_AS_STRING(c->prefixes[i]),
+                                  (size_t)PyBytes_GET_SIZE(c->prefixes[i]), &c->o, &c->opts,
+                                  &c->frames[i], &n, &c->crcs[i]);
+  c->lengths[i] = (int64_t)n;
 }
 
 static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -1319,6 +1344,110 @@ static PyObject *Pool_get_closed(PoolObject *self, void *closure) {
   return PyBool_FromLong(closed);
 }
 
+PyDoc_STRVAR(
+    im2rec_batch_doc,
+    "im2rec_batch(paths, prefixes, status, lengths, crcs, resize, center_crop, color, quality, "
+    "max_output_bytes, dct_mode, max_pixels) -> bytes\n\n"
+    "im2rec's work on list entries whose files are plain JPEGs: reads file paths[i] (bytes), "
+    "transcodes it as recio.im2rec's EncodeOptions say, puts prefixes[i] (bytes: the IRHeader "
+    "and labels) before it and frames the record as encode_record does. Writes status[i] "
+    "(int32: 0, or STATUS_UNSUPPORTED where the entry is left to the Python path, whatever "
+    "the reason), lengths[i] (int64: its frames' bytes, padding included, 0 if not made) and "
+    "crcs[i] (uint32: the record's checksum, as the checksum sidecar keeps it); returns the "
+    "frames of the records made, one after another in entry order. With the GIL released.");
+
+static PyObject *Pool_im2rec_batch(PoolObject *self, PyObject *args) {
+  PyObject *paths_obj, *prefixes_obj, *status_obj, *lengths_obj, *crcs_obj;
+  im2rec_ctx ctx = {0};
+  unsigned long long max_out, max_pixels;
+  int dct_mode;
+  if (!PyArg_ParseTuple(args, "OOOOOiiiiKiK:im2rec_batch", &paths_obj, &prefixes_obj, &status_obj,
+                        &lengths_obj, &crcs_obj, &ctx.o.resize, &ctx.o.center_crop, &ctx.o.color,
+                        &ctx.o.quality, &max_out, &dct_mode, &max_pixels))
+    return NULL;
+  if (check_open(self) < 0) return NULL;
+  if (ctx.o.quality < 1 || ctx.o.quality > 100 || ctx.o.color < -1 || ctx.o.color > 1 ||
+      ctx.o.resize < 0 || dct_mode < 0 || dct_mode > RC_DCT_ALL) {
+    PyErr_SetString(PyExc_ValueError, "bad im2rec_batch parameters");
+    return NULL;
+  }
+  ctx.o.max_output_bytes = max_out;
+  /* tuples: the batch keeps its own references while the GIL is released */
+  PyObject *paths = PySequence_Tuple(paths_obj), *prefixes = NULL, *result = NULL;
+  Py_buffer status = {0}, lengths = {0}, crcs = {0};
+  Py_ssize_t n = 0;
+  if (!paths || !(prefixes = PySequence_Tuple(prefixes_obj))) goto done;
+  n = PyTuple_GET_SIZE(paths);
+  if (PyTuple_GET_SIZE(prefixes) != n) {
+    PyErr_SetString(PyExc_ValueError, "paths and prefixes differ in length");
+    goto done;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *p = PyTuple_GET_ITEM(paths, i), *q = PyTuple_GET_ITEM(prefixes, i);
+    if (!PyBytes_Check(p) || !PyBytes_Check(q)) {
+      PyErr_Format(PyExc_TypeError, "paths[%zd] and prefixes[%zd] must be bytes", i, i);
+      goto done;
+    }
+  }
+  if (get_param(status_obj, &status, n * 4, 1, "status") < 0 ||
+      get_param(lengths_obj, &lengths, n * 8, 1, "lengths") < 0 ||
+      get_param(crcs_obj, &crcs, n * 4, 1, "crcs") < 0)
+    goto done;
+  if (!status.buf || !lengths.buf || !crcs.buf) {
+    PyErr_SetString(PyExc_ValueError, "status, lengths and crcs are required");
+    goto done;
+  }
+  ctx.frames = PyMem_Calloc(n ? (size_t)n : 1, sizeof *ctx.frames);
+  if (!ctx.frames) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  ctx.paths = &PyTuple_GET_ITEM(paths, 0);
+  ctx.prefixes = &PyTuple_GET_ITEM(prefixes, 0);
+  ctx.status = status.buf;
+  ctx.lengths = lengths.buf;
+  ctx.crcs = crcs.buf;
+  ctx.opts = (rc_opts){.layout = RC_LAYOUT_NHWC,
+                       .itemsize = 1,
+                       .interp = RC_INTERP_BILINEAR,
+                       .dct_mode = dct_mode,
+                       .roi = 1,
+                       .max_pixels = max_pixels,
+                       .budget = &self->budget};
+  for (Py_ssize_t i = 0; i < n; i++) { /* a path C would read short is Python's to refuse */
+    PyObject *p = PyTuple_GET_ITEM(paths, i);
+    ctx.status[i] = RC_UNSUPPORTED;
+    ctx.lengths[i] = 0;
+    ctx.crcs[i] = 0;
+    if (memchr(PyBytes_AS_STRING(p), 0, (size_t)PyBytes_GET_SIZE(p))) ctx.paths = NULL;
+  }
+  if (!ctx.paths) { /* embedded NUL: every entry to Python, which raises as before */
+    result = PyBytes_FromStringAndSize(NULL, 0);
+    goto done;
+  }
+  if (run_released(self, im2rec_task, &ctx, n) < 0) goto done;
+  Py_ssize_t total = 0;
+  for (Py_ssize_t i = 0; i < n; i++) total += (Py_ssize_t)ctx.lengths[i];
+  result = PyBytes_FromStringAndSize(NULL, total);
+  if (result) {
+    char *o = PyBytes_AS_STRING(result);
+    for (Py_ssize_t i = 0; i < n; i++) {
+      if (ctx.lengths[i]) memcpy(o, ctx.frames[i], (size_t)ctx.lengths[i]);
+      o += ctx.lengths[i];
+    }
+  }
+done:
+  if (ctx.frames)
+    for (Py_ssize_t i = 0; i < n; i++) free(ctx.frames[i]);
+  PyMem_Free(ctx.frames);
+  release_param(&status);
+  release_param(&lengths);
+  release_param(&crcs);
+  Py_XDECREF(paths);
+  Py_XDECREF(prefixes);
+  return result;
+}
+
 static PyMethodDef Pool_methods[] = {
     {"decode_batch", (PyCFunction)Pool_decode_batch, METH_VARARGS, decode_batch_doc},
     {"decode_records", (PyCFunction)Pool_decode_records, METH_VARARGS, decode_records_doc},
@@ -1326,6 +1455,7 @@ static PyMethodDef Pool_methods[] = {
     {"image_sizes", (PyCFunction)Pool_image_sizes, METH_VARARGS, image_sizes_doc},
     {"transcode_batch", (PyCFunction)Pool_transcode_batch, METH_VARARGS, transcode_batch_doc},
     {"resize_encode", (PyCFunction)Pool_resize_encode, METH_VARARGS, resize_encode_doc},
+    {"im2rec_batch", (PyCFunction)Pool_im2rec_batch, METH_VARARGS, im2rec_batch_doc},
     {"reserve", (PyCFunction)Pool_reserve, METH_O, reserve_doc},
     {"release", (PyCFunction)Pool_release, METH_O, "release(nbytes): gives back a reserve()."},
     {"close", (PyCFunction)Pool_close, METH_NOARGS, "Stops and joins the threads."},

@@ -260,6 +260,10 @@ class SidecarWriter:
         end = _walk_end(memoryview(frames), 0)
         self._crcs.append(crc32c(memoryview(frames)[:end]))
 
+    def add_crcs(self, crcs: Any) -> None:
+        """Add the checksums of records framed elsewhere (uint32 values, in index order)."""
+        self._crcs.frombytes(np.asarray(crcs, dtype=np.uint32).tobytes())
+
     def prepare(self, rec_size: int) -> None:
         """Write the sidecar out under a temporary name."""
         self._out = storage.AtomicOutput(self.path, self.storage_options)

@@ -15,7 +15,7 @@ import contextlib
 import io
 import sys
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -322,6 +322,46 @@ class MXIndexedRecordIO(MXRecordIO):
             return self.read()
         except CorruptRecordError as exc:
             raise not_a_record_start(self.idx_path, idx, offset, exc) from exc
+
+    def write_framed(
+        self,
+        keys: Sequence,
+        frames: bytes | bytearray | memoryview,
+        lengths: Sequence[int],
+        crcs: Any,
+    ) -> None:
+        """Append records framed already, and index them: ``write_idx`` for many at once.
+
+        Args:
+            keys: each record's key.
+            frames: the records one after another, each as
+                :func:`recio.format.encode_record` frames it (padding included).
+            lengths: each record's bytes in ``frames``.
+            crcs: each record's checksum as the sidecar keeps it (uint32 values).
+
+        Raises:
+            ValueError: the lengths do not add up to ``frames``, or the counts differ.
+        """
+        if not self.is_open or not self.writable:
+            raise ValueError(f"{self.uri} is not open for writing")
+        if not len(keys) == len(lengths) == len(crcs) or sum(lengths) != len(frames):
+            raise ValueError(
+                f"{len(keys)} keys, {len(lengths)} lengths summing to {sum(lengths)} and "
+                f"{len(crcs)} checksums for {len(frames)} bytes of frames"
+            )
+        pos = self._pos
+        lines = []
+        for idx, length in zip(keys, lengths, strict=True):
+            key = self.key_type(idx)
+            lines.append(format_idx_line(key, pos))
+            self.idx[key] = pos
+            self.keys.append(key)
+            pos += length
+        self._out.write(frames)
+        self._pos = pos
+        if self._crc_out is not None:
+            self._crc_out.add_crcs(crcs)
+        self._idx_out.write("".join(lines).encode())
 
     def write_idx(self, idx, buf: bytes | bytearray | memoryview) -> None:
         """Append a record and index it under key ``idx``."""

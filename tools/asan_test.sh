@@ -24,11 +24,11 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
   tests/test_checksum.py -m "not dali" \
   --deselect tests/decode/test_pool.py::test_no_memory_growth "$@"
 # (not DALI's tests: its own libraries abort under the preloaded ASan runtime)
-# im2rec's process pool forks: in a pytest process of its own, with no decode threads of
-# earlier tests alive (GCC 12's ASan allocator deadlocks in a child forked while another
+# im2rec's process pool forks (its C batches run here too): in a pytest process of its own,
+# with no decode threads of earlier tests alive (GCC 12's ASan allocator deadlocks in a child forked while another
 # thread held its lock).
 LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  python -m pytest -q -p no:cacheprovider tests/im2rec/test_transcode.py "$@"
+  python -m pytest -q -p no:cacheprovider tests/im2rec/test_transcode.py tests/im2rec/test_batch.py "$@"
 # (not the RSS test: ASan's quarantine holds freed memory, so RSS says nothing under it)

@@ -25,7 +25,8 @@ Tools, taking turns in each round, each in a fresh folder, all at ``--resize 256
 
 Reported: medians over the rounds of each whole-command time and rate, the steady-state
 rates, recio / MXNet and engine / recio, and the steady-state CPU time per image of all of
-each tool's processes (steadier than wall time when other work shares the machine).
+each tool's processes (steadier than wall time when other work shares the machine), and
+the cores that CPU kept busy (its CPU over the wall time, at steady state).
 """
 
 from __future__ import annotations
@@ -166,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
             "fixed_cost_s": round(t1 - n1 * (t2 - t1) / (n2 - n1), 3),
             # CPU of all its processes per image at steady state: steadier on a busy machine
             "steady_cpu_ms_per_image": round(1e3 * (c2 - c1) / (n2 - n1), 3),
+            # cores kept busy at steady state: CPU over wall time of the extra images
+            "steady_cores": round((c2 - c1) / (t2 - t1), 2),
             "cpu_s": {n: [round(c, 3) for c in cpus[tool][n]] for n in args.sizes},
         }
     r = results["tools"]
@@ -189,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     for tool, row in r.items():
         print(
             f"{tool:6s} steady {row['steady_images_per_s']:7.1f} img/s   fixed cost "
-            f"{row['fixed_cost_s']:.2f} s   CPU {row['steady_cpu_ms_per_image']:.3f} ms/image   "
+            f"{row['fixed_cost_s']:.2f} s   CPU {row['steady_cpu_ms_per_image']:.3f} ms/image "
+            f"({row['steady_cores']:.2f} cores)   "
             f"whole command {row['whole_command_images_per_s']}"
         )
     for key in ("recio_over_mxnet", "engine_over_recio", "recio_over_base", "base_over_mxnet"):

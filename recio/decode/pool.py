@@ -550,6 +550,38 @@ class DecodePool:
         self._last.n = n
         return status, [r if st == 0 else None for st, r in zip(status, results, strict=True)]
 
+    def im2rec_batch(
+        self,
+        paths: Sequence[bytes],
+        prefixes: Sequence[bytes],
+        options: tuple[int, int, int, int, int],
+    ) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
+        """im2rec's records of plain JPEG files, made and framed in C (native backend only).
+
+        Args:
+            paths: each file's path (bytes).
+            prefixes: each record's IRHeader and labels (bytes), put before its JPEG.
+            options: ``(resize, center_crop, color, quality, max_output_bytes)`` as
+                :class:`recio.im2rec.EncodeOptions` holds them.
+
+        Returns:
+            The frames of the records made, one after another, and per file its int32
+            status (0: made; ``Status.UNSUPPORTED``: left to the caller's Python path),
+            int64 length in the frames and uint32 checksum (:func:`recio.im2rec.make_batch`
+            is the caller, NOTE [im2rec in C] in native/im2rec_core.h).
+        """
+        self._check_open()
+        if self.backend != "native":
+            raise RuntimeError("im2rec_batch needs the native backend")
+        n = len(paths)
+        status = np.zeros(n, np.int32)
+        lengths = np.zeros(n, np.int64)
+        crcs = np.zeros(n, np.uint32)
+        frames = self._native.im2rec_batch(
+            paths, prefixes, status, lengths, crcs, *options, self._dct_mode, self.max_pixels
+        )
+        return frames, status, lengths, crcs
+
     def resize_encode(
         self,
         pixels: np.ndarray,

@@ -47,15 +47,16 @@ from ..storage.atomic import remove_partials
 from .pack import (
     PackReport,
     TooManyErrors,
+    _batch_stream,
     _check_list,
     _failed_status,
+    _FramedRuns,
     _nothing_written,
     _read_list_into,
-    _record_stream,
     output_names,
     shard_slice,
 )
-from .transcode import EncodeOptions
+from .transcode import EncodeOptions, make_batch
 
 log = logging.getLogger("recio.im2rec")
 
@@ -166,23 +167,33 @@ def convert_shard(job: ShardJob) -> dict:
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", module="turbojpeg")  # as pack_list does
-            stream = _record_stream(job.entries, job.root, job.opts, 1, "thread")
-            for i, (entry, payload, reason) in enumerate(stream):
-                if payload is None:
-                    position = job.shard + i * job.shards
-                    skipped.append(
-                        {"index": entry.index, "path": entry.path, "reason": reason,
-                         "position": position}
-                    )  # fmt: skip
-                    if job.max_skips is not None and len(skipped) > job.max_skips:
-                        raise TooManyErrors(
-                            f"shard {job.shard}: {len(skipped)} skipped, more than the "
-                            f"{job.max_skips} --max-errors leaves it (last: {entry.path}: "
-                            f"{reason})"
-                        )
-                else:
-                    writer.write_idx(entry.index, payload)
-                send(i + 1)
+            stream = _batch_stream(job.entries, job.root, job.opts, 1, "thread", make_batch)
+            done = 0
+            for chunk, batch in stream:  # as pack_list writes them (one shard)
+                runs = _FramedRuns(batch)
+                for j, entry in enumerate(chunk):
+                    if batch.others[j] is None:  # made in C: written with its run
+                        runs.add(0, j, entry.index)
+                        continue
+                    payload, reason = batch.others[j]
+                    if payload is None:
+                        position = job.shard + (done + j) * job.shards
+                        skipped.append(
+                            {"index": entry.index, "path": entry.path, "reason": reason,
+                             "position": position}
+                        )  # fmt: skip
+                        if job.max_skips is not None and len(skipped) > job.max_skips:
+                            raise TooManyErrors(
+                                f"shard {job.shard}: {len(skipped)} skipped, more than the "
+                                f"{job.max_skips} --max-errors leaves it (last: {entry.path}: "
+                                f"{reason})"
+                            )
+                    else:
+                        runs.flush([writer], 0)
+                        writer.write_idx(entry.index, payload)
+                runs.flush([writer])
+                done += len(chunk)
+                send(done)
         if job.entries and not writer.keys:  # a wrong ROOT, most likely: publish nothing
             raise TooManyErrors(
                 f"shard {job.shard}: every file failed (first: "

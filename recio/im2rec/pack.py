@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import json
 import logging
@@ -29,6 +30,8 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
+
+import numpy as np
 
 from .. import storage
 from ..errors import RecordIOError
@@ -45,9 +48,12 @@ from .layout import (
 )
 from .transcode import (
     EncodeOptions,
+    RecordBatch,
     _exif_orientation,
+    make_batch,
     make_records,
     native_available,
+    native_batches,
 )
 
 log = logging.getLogger("recio.im2rec")
@@ -317,44 +323,102 @@ def default_pool(opts: EncodeOptions) -> str:
     return "process"
 
 
-def _paired(entries: Sequence[ListEntry], results: list) -> Iterable[tuple]:
-    return ((e, payload, reason) for e, (payload, reason) in zip(entries, results, strict=True))
+# Entries per batch: batches amortise the hand-off (and, for processes, the pickling); the
+# C batches (NOTE [im2rec in C]) hold the GIL only to start and to hand their frames over,
+# so the larger batch halves the hand-offs where the per-batch Python is most of what is left.
+_BATCH = 8
+_NATIVE_BATCH = 16
+# NOTE [batch callers]: with the C batches, --num-thread N is N native threads, fed by 2N
+# Python threads that each wait on one queued batch (N = 1 too: its thread works while the
+# writer writes). A caller needs the GIL only between
+# its batches (to hand the frames over, to make what C left to it), so the native threads
+# wait for Python only when every caller does; with one caller per thread, one caller that
+# waits for the GIL (held by the writer, or by a thread the OS has descheduled on a busy
+# machine) leaves its thread with nothing queued.
+_CALLERS_PER_THREAD = 2
 
 
-def _record_stream(
+def _batch_stream(
     entries: Sequence[ListEntry],
     root: str,
     opts: EncodeOptions,
     num_thread: int,
     pool: str = "process",
-) -> Iterable[tuple[ListEntry, bytes | None, str | None]]:
-    """Records in ``entries`` order, made by ``num_thread`` workers (NOTE [output order]).
+    make=make_records,
+) -> Iterable[tuple[Sequence[ListEntry], Any]]:
+    """``(chunk, make(chunk, root, opts))`` per batch of ``entries``, in order.
 
-    Work goes out in small batches; at most ``4 * num_thread`` batches are in flight
-    or waiting to be written, so memory does not grow with the dataset.
+    ``num_thread`` workers run them (``make_batch``'s: NOTE [batch callers]); at most four
+    batches a worker are in flight or waiting to be written, so memory does not grow with
+    the dataset.
     """
-    # Batches amortise the hand-off (and, for processes, the pickling).
-    batch = 8
+    batch, workers = _BATCH, num_thread
+    if make is make_batch and native_batches(opts):
+        batch = _NATIVE_BATCH
+        # the threads queue their batches on one native pool (processes: one thread each)
+        make = functools.partial(make_batch, threads=num_thread if pool == "thread" else 1)
+        if pool == "thread":  # NOTE [batch callers]
+            workers = _CALLERS_PER_THREAD * num_thread
     batches = (entries[i : i + batch] for i in range(0, len(entries), batch))
-    if num_thread <= 1:
+    if workers <= 1:
         for chunk in batches:
-            yield from _paired(chunk, make_records(chunk, root, opts))
+            yield chunk, make(chunk, root, opts)
         return
-    window = max(4, 4 * num_thread)
-    with _make_pool(pool, num_thread) as executor:
+    window = max(4, 4 * workers)
+    with _make_pool(pool, workers) as executor:
         pending: deque[tuple[Sequence[ListEntry], Future]] = deque()
         try:
             for chunk in batches:
-                pending.append((chunk, executor.submit(make_records, chunk, root, opts)))
+                pending.append((chunk, executor.submit(make, chunk, root, opts)))
                 if len(pending) >= window:
                     chunk, future = pending.popleft()
-                    yield from _paired(chunk, future.result())
+                    yield chunk, future.result()
             while pending:
                 chunk, future = pending.popleft()
-                yield from _paired(chunk, future.result())
+                yield chunk, future.result()
         finally:  # on error or Ctrl-C: drop queued work; running batches finish quickly
             for _, future in pending:
                 future.cancel()
+
+
+class _FramedRuns:
+    """A batch's C-made records, gathered per writer and written with one call each.
+
+    A writer's run is written before any other record goes to it (:meth:`flush`), so
+    every output keeps the list's order.
+    """
+
+    def __init__(self, batch: RecordBatch) -> None:
+        self.batch = batch
+        self.lengths = batch.lengths.tolist()
+        ends = np.cumsum(batch.lengths).tolist()
+        self.starts = [end - n for end, n in zip(ends, self.lengths, strict=True)]
+        self.runs: dict[int, list[int]] = {}  # writer -> [(entry in batch, key) ...]
+        self.keys: dict[int, list] = {}
+
+    def add(self, writer: int, j: int, key: int) -> None:
+        """Entry ``j`` of the batch (in ``frames``) goes to ``writer`` under ``key``."""
+        self.runs.setdefault(writer, []).append(j)
+        self.keys.setdefault(writer, []).append(key)
+
+    def flush(self, writers: Sequence[MXIndexedRecordIO], writer: int | None = None) -> None:
+        """Write the runs gathered for ``writer`` (every writer: None)."""
+        for k in list(self.runs) if writer is None else [writer]:
+            run = self.runs.pop(k, None)
+            if not run:
+                continue
+            frames = memoryview(self.batch.frames)
+            first, last = run[0], run[-1]
+            lengths = [self.lengths[j] for j in run]
+            if last - first + 1 == len(run):  # one span of frames: no copy
+                start = self.starts[first]
+                data = frames[start : start + sum(lengths)]
+                crcs = self.batch.crcs[first : last + 1]
+            else:
+                starts = self.starts
+                data = b"".join(frames[starts[j] : starts[j] + self.lengths[j]] for j in run)
+                crcs = self.batch.crcs[run]
+            writers[k].write_framed(self.keys.pop(k), data, lengths, crcs)
 
 
 def pack_list(
@@ -436,28 +500,49 @@ def pack_list(
             # libjpeg-turbo warns on recoverable damage (as OpenCV accepts it); keep quiet
             warnings.filterwarnings("ignore", module="turbojpeg")
             kind = pool or default_pool(opts)
-            stream = _record_stream(entries, root, opts, num_thread, kind)
-            for pos, (entry, payload, reason) in enumerate(stream):
-                if payload is None:
-                    number = entry.index if index is None else lst_index[entry.index - 1]
-                    report.skipped.append({"index": number, "path": entry.path, "reason": reason})
-                    log.debug("skipped %s: %s", entry.path, reason)
-                    if max_errors is not None and len(report.skipped) > max_errors:
-                        raise TooManyErrors(
-                            f"{len(report.skipped)} skipped, more than --max-errors "
-                            f"{max_errors} (last: {entry.path}: {reason})"
-                        )
-                elif index is not None:  # keys in written order: skips move them down
-                    key = index.add(entry.labels[0])
-                    writers[0].write_idx(key, with_id(payload, key))
-                    report.written += 1
+            # the face layout renumbers each record as it is written: Python makes them all
+            make = make_records if face else make_batch
+            stream = _batch_stream(entries, root, opts, num_thread, kind, make)
+            pos = 0
+            for chunk, batch in stream:
+                if isinstance(batch, RecordBatch):
+                    runs, others = _FramedRuns(batch), batch.others
                 else:
-                    writers[pos % shards].write_idx(entry.index, payload)  # NOTE [shard slices]
-                    report.written += 1
-                    if opts.pass_through and (turn := _jpeg_orientation(payload)) != 1:
-                        rotated = rotated or (entry.path, turn)
-                        n_rotated += 1
-                bar.update(1)
+                    runs, others = None, batch
+                for j, entry in enumerate(chunk):
+                    shard = (pos + j) % shards  # NOTE [shard slices]
+                    if others[j] is None:  # made in C: written with its run
+                        runs.add(shard, j, entry.index)
+                        report.written += 1
+                        continue
+                    payload, reason = others[j]
+                    if payload is None:
+                        number = entry.index if index is None else lst_index[entry.index - 1]
+                        report.skipped.append(
+                            {"index": number, "path": entry.path, "reason": reason}
+                        )
+                        log.debug("skipped %s: %s", entry.path, reason)
+                        if max_errors is not None and len(report.skipped) > max_errors:
+                            raise TooManyErrors(
+                                f"{len(report.skipped)} skipped, more than --max-errors "
+                                f"{max_errors} (last: {entry.path}: {reason})"
+                            )
+                    elif index is not None:  # keys in written order: skips move them down
+                        key = index.add(entry.labels[0])
+                        writers[0].write_idx(key, with_id(payload, key))
+                        report.written += 1
+                    else:
+                        if runs is not None:  # this shard's records before it first
+                            runs.flush(writers, shard)
+                        writers[shard].write_idx(entry.index, payload)
+                        report.written += 1
+                        if opts.pass_through and (turn := _jpeg_orientation(payload)) != 1:
+                            rotated = rotated or (entry.path, turn)
+                            n_rotated += 1
+                if runs is not None:
+                    runs.flush(writers)
+                pos += len(chunk)
+                bar.update(len(chunk))
         if not report.written:  # publishing would replace good outputs with empty ones
             raise TooManyErrors(_nothing_written(report, lst, root))
         if index is not None:

@@ -393,6 +393,84 @@ def make_record(entry: ListEntry, root: str, opts: EncodeOptions) -> bytes:
     return payload
 
 
+@dataclasses.dataclass
+class RecordBatch:
+    """A batch of list entries made into records: the framed ones C made, and the others.
+
+    Attributes:
+        frames: the records C made, framed as :func:`recio.format.encode_record` frames
+            them (padding included), one after another in entry order.
+        lengths: int64, per entry, its bytes in ``frames`` (0 for the others).
+        crcs: uint32, per entry, its checksum as the sidecar keeps it (for those in frames).
+        others: per entry, None where its record is in ``frames``, else the
+            ``(payload, None)`` or ``(None, reason)`` of :func:`make_records`.
+    """
+
+    frames: bytes
+    lengths: np.ndarray
+    crcs: np.ndarray
+    others: list[tuple[bytes | None, str | None] | None]
+
+
+def native_batches(opts: EncodeOptions) -> bool:
+    """Whether :func:`make_batch` makes records in C with ``opts`` (JPEG output, re-encoded)."""
+    return (
+        opts.encoding == ".jpg"
+        and not opts.pass_through
+        and opts.resize < 1 << 28
+        and native_available()
+    )
+
+
+_SHARED: dict[int, decode.DecodePool] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _batch_pool(threads: int) -> decode.DecodePool:
+    """The native pool of ``threads`` threads that this process's C batches share.
+
+    Callers in several threads queue their batches on the one pool, whose threads go from
+    one batch to the next without waiting: while a caller writes or makes the files C left
+    to it, the next caller's batch is already running, so the cores stay busy.
+    """
+    with _SHARED_LOCK:
+        pool = _SHARED.get(threads)
+        if pool is None:
+            pool = _SHARED[threads] = decode.DecodePool(threads, backend="native")
+    return pool
+
+
+def make_batch(
+    entries: Sequence[ListEntry], root: str, opts: EncodeOptions, threads: int = 1
+) -> RecordBatch:
+    """:func:`make_records` of ``entries``, its plain JPEGs made and framed in one C call.
+
+    The call reads the files, transcodes and frames with the GIL released, on a pool of
+    ``threads`` native threads shared by every caller with the same ``threads``, and hands
+    back every entry it does not make (not a JPEG, EXIF-rotated, unreadable, damaged,
+    refused sizes: NOTE [im2rec in C] in native/im2rec_core.h) to :func:`make_records`,
+    which makes them or says why not. The records are the bytes :func:`make_records`
+    would make.
+    """
+    pool = _batch_pool(threads) if native_batches(opts) else None
+    if pool is None:
+        n = len(entries)
+        empty = np.zeros(n, np.int64), np.zeros(n, np.uint32)
+        return RecordBatch(b"", *empty, make_records(entries, root, opts))
+    limit = min(opts.max_output_bytes, (1 << 64) - 1)
+    frames, status, lengths, crcs = pool.im2rec_batch(
+        [os.fsencode(os.path.join(root, e.path)) for e in entries],
+        [pack(record_header(e, opts.pack_label), b"") for e in entries],
+        (opts.resize, int(opts.center_crop), opts.color, opts.quality, limit),
+    )
+    others: list = [None] * len(entries)
+    todo = np.flatnonzero(status).tolist()
+    if todo:
+        for i, made in zip(todo, make_records([entries[i] for i in todo], root, opts), strict=True):
+            others[i] = made
+    return RecordBatch(frames, lengths, crcs, others)
+
+
 def make_records(
     entries: Sequence[ListEntry], root: str, opts: EncodeOptions
 ) -> list[tuple[bytes | None, str | None]]:

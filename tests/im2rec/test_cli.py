@@ -19,16 +19,16 @@ from .conftest import make_list, read_records, run
 
 def test_interrupt_removes_partial_output(tmp_path, images, monkeypatch):
     prefix = make_list(tmp_path, images)
-    real = im2rec.make_records
+    real = im2rec.pack.make_batch  # what the threads run
     calls = []
 
-    def interrupted(entries, root, opts):  # a batch of 8: the second one is interrupted
+    def interrupted(entries, root, opts, **kw):  # the second batch is interrupted
         calls.append(entries)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return real(entries, root, opts)
+        return real(entries, root, opts, **kw)
 
-    monkeypatch.setattr(im2rec.pack, "make_records", interrupted)
+    monkeypatch.setattr(im2rec.pack, "make_batch", interrupted)
     # threads (the default with the extension): a process pool could not pickle the patch
     code = run("--num-thread", 2, "--pool", "thread", prefix, images)
     assert code == im2rec.EXIT_INTERRUPTED
