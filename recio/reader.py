@@ -405,15 +405,15 @@ class RecordFile:
         """
         self._check_open()
         offset = int(self.offsets[i])
-        positions = np.array([i])
         # a whole-file copy is mended before the parse: a damaged header would stop it
-        view = self._local_view(positions) if self._repairs else None
+        view = self._local_view(np.array([i])) if self._repairs else None
         try:
             payload, _ = self._cursor.read_at(offset, i) if self._is_local else self._read_remote(i)
         except CorruptRecordError as exc:
             key = int(self.keys[i])
             raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
         if self.checksums is not None and self._is_local:
+            positions = np.array([i])
             view = self._local_view(positions) if view is None else view
             problems = self.verify_view(view, positions)
             if problems:

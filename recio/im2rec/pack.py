@@ -393,8 +393,8 @@ class _FramedRuns:
         self.lengths = batch.lengths.tolist()
         ends = np.cumsum(batch.lengths).tolist()
         self.starts = [end - n for end, n in zip(ends, self.lengths, strict=True)]
-        self.runs: dict[int, list[int]] = {}  # writer -> [(entry in batch, key) ...]
-        self.keys: dict[int, list] = {}
+        self.runs: dict[int, list[int]] = {}  # writer -> its entries (in the batch)
+        self.keys: dict[int, list] = {}  # writer -> their keys
 
     def add(self, writer: int, j: int, key: int) -> None:
         """Entry ``j`` of the batch (in ``frames``) goes to ``writer`` under ``key``."""
