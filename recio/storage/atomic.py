@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import tempfile
 from typing import Any, BinaryIO
 
 from .retry import translate_error
 from .urls import filesystem, is_local, local_path, split_protocol, with_client_defaults
+
+# NOTE [early writeback]: a local output asks the kernel to start writing each
+# _WRITEBACK_BYTES it is given to disk (sync_file_range, SYNC_FILE_RANGE_WRITE: it queues
+# the pages and returns), so that prepare()'s fsync finds most of the file on disk already.
+# Without it nothing is written until the fsync (the kernel's own writeback waits for 30 s
+# or for 10 % of memory to be dirty), and a conversion's last fsync of hundreds of MB waited
+# with every core idle. Linux only; elsewhere the fsync does it all, as before.
+_WRITEBACK_BYTES = 16 << 20
+_SYNC_FILE_RANGE_WRITE = 2
 
 # Stores that publish an object only when its upload completes (an aborted multipart
 # upload leaves nothing); elsewhere a writer writes a hidden temporary name and renames it.
@@ -37,6 +47,7 @@ class AtomicOutput:
                 prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=directory
             )
             self._file: BinaryIO = os.fdopen(fd, "wb", buffering=1 << 20)
+            self._written = self._submitted = 0  # NOTE [early writeback]
             return
         fs, path = filesystem(url, with_client_defaults(url, storage_options))
         self._fs, self._path = fs, path
@@ -60,7 +71,18 @@ class AtomicOutput:
         """Append ``data``; the number of bytes written."""
         if self._prepared or self.closed:
             raise ValueError(f"{self.url}: write to an output already prepared or closed")
-        return self._file.write(data)
+        n = self._file.write(data)
+        if self._fs is None:
+            self._written += n
+            if self._written - self._submitted >= _WRITEBACK_BYTES:
+                self._start_writeback()
+        return n
+
+    def _start_writeback(self) -> None:
+        """Queue what was written since the last call for disk (NOTE [early writeback])."""
+        self._file.flush()
+        start_writeback(self._file.fileno(), self._submitted, self._written - self._submitted)
+        self._submitted = self._written
 
     def prepare(self) -> None:
         """Write everything out without publishing it: the first half of ``commit()``.
@@ -182,6 +204,33 @@ def remove_partials(url: str, storage_options: dict[str, Any] | None = None) -> 
             fs.rm(name)
             removed += 1
     return removed
+
+
+def _libc_sync_file_range():
+    """The C library's ``sync_file_range`` through ctypes; None where it has none."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        call = libc.sync_file_range
+    except (OSError, AttributeError):  # not Linux (or no such libc symbol)
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    call.restype = ctypes.c_int
+    return call
+
+
+_sync_file_range = None if not sys.platform.startswith("linux") else _libc_sync_file_range()
+
+
+def start_writeback(fd: int, offset: int, length: int) -> None:
+    """Ask the kernel to start writing ``length`` bytes of ``fd`` from ``offset`` to disk.
+
+    Does not wait for them (NOTE [early writeback]); best effort: a system or file system
+    without it is left to the fsync.
+    """
+    if _sync_file_range is not None and length > 0:
+        _sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
 
 
 def _fsync_directory(directory: str) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 from recio import storage
@@ -32,6 +35,43 @@ def test_local_writer_leaves_nothing_on_abort(tmp_path):
     out.write(b"abc")
     out.abort()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_local_writer_starts_writeback_as_it_goes(tmp_path, monkeypatch):
+    """NOTE [early writeback]: every _WRITEBACK_BYTES written are flushed and queued for
+    disk in order, each range once, so the final fsync has little left to wait for."""
+    from recio.storage import atomic
+
+    calls = []
+    real = atomic.start_writeback
+
+    def recording(fd, offset, length):
+        calls.append((offset, length, os.fstat(fd).st_size))
+        real(fd, offset, length)
+
+    monkeypatch.setattr(atomic, "_WRITEBACK_BYTES", 1000)
+    monkeypatch.setattr(atomic, "start_writeback", recording)
+    target = tmp_path / "x.rec"
+    out = storage.AtomicOutput(str(target))
+    chunks = [bytes([i]) * 700 for i in range(10)]
+    for chunk in chunks:
+        out.write(chunk)
+    assert calls == [(0, 1400, 1400), (1400, 1400, 2800), (2800, 1400, 4200), (4200, 1400, 5600),
+                     (5600, 1400, 7000)]  # fmt: skip
+    assert not target.exists()
+    out.commit()
+    assert target.read_bytes() == b"".join(chunks)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sync_file_range is Linux's")
+def test_sync_file_range_is_found_and_accepts_a_range(tmp_path):
+    from recio.storage import atomic
+
+    with open(tmp_path / "f", "wb") as f:
+        f.write(b"x" * 10000)
+        f.flush()
+        assert atomic._sync_file_range is not None
+        assert atomic._sync_file_range(f.fileno(), 0, 10000, atomic._SYNC_FILE_RANGE_WRITE) == 0
 
 
 def test_remote_pair_is_written_out_before_either_is_renamed(memfs, monkeypatch):
