@@ -4,8 +4,8 @@
  * x86-64, chosen at run time (RECIO_SIMD=sse2 keeps to SSE2); AVX2 and SSE2 give the same
  * bytes.
  *
- * Coefficients follow Pillow's precompute_coeffs/normalize_coeffs_8bpc, then the zero taps at
- * both ends are trimmed. The passes run every kernel at its full (even, zero-padded) width, so
+ * Coefficients follow Pillow's precompute_coeffs/normalize_coeffs_8bpc, with the zero taps at
+ * both ends trimmed. The passes run every kernel at its full (even, zero-padded) width, so
  * their loops have no data-dependent branch; callers pad rows to make that safe.
  */
 #include "resample.h"
@@ -32,38 +32,19 @@ int rc_grow(void **p, size_t *cap, size_t need) {
 
 /* ---- resampling coefficients (Pillow's precompute_coeffs + normalize_coeffs_8bpc) ---- */
 
-static double bilinear_filter(double x) {
+static inline double bilinear_filter(double x) {
   if (x < 0.0) x = -x;
   return x < 1.0 ? 1.0 - x : 0.0;
 }
 
-static double box_filter(double x) {
+static inline double box_filter(double x) {
   return (x > -0.5 && x <= 0.5) ? 1.0 : 0.0;
 }
 
-/* Drops the zero weights at both ends of every kernel (an upscaling bilinear kernel has two
- * live taps of Pillow's window of three or four) and narrows ksize to the widest that is left,
- * so the horizontal pass runs fewer tap pairs. The results are unchanged. */
-static void trim_zero_taps(rc_coeffs *c, int out_size) {
-  const int ksize = c->ksize;
-  int widest = 0;
-  for (int xx = 0; xx < out_size; xx++) {
-    int16_t *kk = c->kk + (size_t)xx * ksize;
-    int n = c->bounds[2 * xx + 1], first = 0;
-    while (first < n && kk[first] == 0) first++;
-    while (n > first && kk[n - 1] == 0) n--;
-    if (n == first) first = n = 0; /* all zero: keep one (zero) tap at xmin */
-    memmove(kk, kk + first, sizeof(int16_t) * (size_t)(n - first));
-    for (int x = n - first; x < ksize; x++) kk[x] = 0;
-    c->bounds[2 * xx] += first;
-    c->bounds[2 * xx + 1] = n - first;
-    if (n - first > widest) widest = n - first;
-  }
-  int narrow = (widest + 1) & ~1; /* even: the passes take taps in pairs */
-  if (narrow < 2) narrow = 2;
-  if (narrow >= ksize) return;
-  for (int xx = 1; xx < out_size; xx++) /* repack in place at the narrower stride */
-    memmove(c->kk + (size_t)xx * narrow, c->kk + (size_t)xx * ksize, sizeof(int16_t) * narrow);
+/* Narrows every kernel to `narrow` taps (>= the widest live one, even) in place. */
+static void narrow_kernels(rc_coeffs *c, int out_size, int narrow) {
+  for (int xx = 1; xx < out_size; xx++) /* repack at the narrower stride, in order */
+    memmove(c->kk + (size_t)xx * narrow, c->kk + (size_t)xx * c->ksize, sizeof(int16_t) * narrow);
   c->ksize = narrow;
 }
 
@@ -86,7 +67,6 @@ static int precompute(rc_coeffs *c, int in_size, double in0, double in1, int out
     }
     return 0;
   }
-  double (*filter)(double) = interp == RC_INTERP_AREA ? box_filter : bilinear_filter;
   double support = interp == RC_INTERP_AREA ? 0.5 : 1.0;
   double filterscale = scale < 1.0 ? 1.0 : scale;
   support *= filterscale;
@@ -95,9 +75,12 @@ static int precompute(rc_coeffs *c, int in_size, double in0, double in1, int out
   size_t n = (size_t)out_size * ksize;
   if (rc_grow((void **)&c->bounds, &c->bounds_cap, sizeof(int) * 2 * out_size) ||
       rc_grow((void **)&c->kk, &c->kk_cap, sizeof(int16_t) * (n + 8)) || /* SIMD over-read */
-      rc_grow((void **)&c->prekk, &c->prekk_cap, sizeof(double) * ksize))
+      rc_grow((void **)&c->prekk, &c->prekk_cap, (sizeof(double) + sizeof(int16_t)) * ksize))
     return -1;
-  double ss = 1.0 / filterscale;
+  const double ss = 1.0 / filterscale;
+  const int box = interp == RC_INTERP_AREA;
+  int16_t *q = (int16_t *)(c->prekk + ksize); /* one kernel's quantised weights */
+  int widest = 0;
   for (int xx = 0; xx < out_size; xx++) {
     double center = in0 + (xx + 0.5) * scale;
     int xmin = (int)(center - support + 0.5);
@@ -108,25 +91,37 @@ static int precompute(rc_coeffs *c, int in_size, double in0, double in1, int out
     if (xmax < 0) xmax = 0;
     double ww = 0.0, *k = c->prekk;
     for (int x = 0; x < xmax; x++) {
-      k[x] = filter((x + xmin - center + 0.5) * ss);
+      k[x] = box ? box_filter((x + xmin - center + 0.5) * ss)
+                 : bilinear_filter((x + xmin - center + 0.5) * ss);
       ww += k[x];
     }
     /* Quantised by rounding the running sum, not each weight: the weights then add up to
      * exactly 1 << PRECISION_BITS however many taps share it, so a flat image stays flat
      * (rounding each of 2,000+ tiny weights on its own loses or gains whole levels). */
-    int16_t *kk = c->kk + (size_t)xx * ksize;
+    int first = 0, n = ww != 0.0 ? xmax : 0;
     double sum = 0.0;
     int32_t before = 0;
-    for (int x = 0; x < ksize; x++) { /* bilinear and box weights are in [0, 1] */
-      sum += x < xmax && ww != 0.0 ? k[x] / ww : 0.0;
+    for (int x = 0; x < n; x++) { /* bilinear and box weights are in [0, 1] */
+      sum += k[x] / ww;
       int32_t upto = (int32_t)(0.5 + sum * (1 << PRECISION_BITS));
-      kk[x] = (int16_t)(upto - before);
+      q[x] = (int16_t)(upto - before);
       before = upto;
     }
-    c->bounds[2 * xx] = xmin;
-    c->bounds[2 * xx + 1] = xmax;
+    /* The zero weights at both ends are dropped (an upscaling bilinear kernel has two live
+     * taps of Pillow's window of three or four), so the passes run fewer tap pairs; the
+     * results are unchanged. An all-zero kernel keeps one (zero) tap at xmin. */
+    while (first < n && q[first] == 0) first++;
+    while (n > first && q[n - 1] == 0) n--;
+    if (n == first) first = n = 0;
+    int16_t *kk = c->kk + (size_t)xx * ksize;
+    for (int x = 0; x < ksize; x++) kk[x] = x < n - first ? q[first + x] : 0;
+    c->bounds[2 * xx] = xmin + first;
+    c->bounds[2 * xx + 1] = n - first;
+    if (n - first > widest) widest = n - first;
   }
-  trim_zero_taps(c, out_size);
+  int narrow = (widest + 1) & ~1; /* even: the passes take taps in pairs */
+  if (narrow < 2) narrow = 2;
+  if (narrow < ksize) narrow_kernels(c, out_size, narrow);
   return 0;
 }
 
