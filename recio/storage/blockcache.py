@@ -457,6 +457,13 @@ def _order(next_use: int | None) -> int:
     return NEVER if next_use is None else next_use
 
 
+def _covered(first: np.ndarray, last: np.ndarray) -> list[int]:
+    """The blocks ranges ``first[k]`` to ``last[k]`` (inclusive) cover, ascending, once each."""
+    over = np.flatnonzero(last > first)  # a range over several blocks: few
+    inner = [b for k in over.tolist() for b in range(int(first[k]) + 1, int(last[k]) + 1)]
+    return np.unique(np.concatenate([first, np.asarray(inner, dtype=np.int64)])).tolist()
+
+
 def file_key(url: str, size: int, version: str | None) -> str:
     """The name entries of one file's blocks start with: its URL, size and version."""
     return hashlib.sha256(f"{url}\n{size}\n{version}".encode()).hexdigest()[:24]
@@ -582,31 +589,43 @@ class CachedSource(ByteSource):
         """
         if self.closed:
             raise ValueError(f"I/O on a closed file {self.url}")
-        clipped = [(int(o), max(0, min(int(o) + int(n), self.size) - int(o))) for o, n in ranges]
-        wanted = sorted({b for o, n in clipped for b in self._blocks(o, n)})
+        # NOTE [ranges as arrays]: a job reads thousands of records, so the ranges' blocks
+        # are worked out with array operations, and the loop per record only slices.
+        asked = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        offsets = asked[:, 0]
+        lengths = np.maximum(0, np.minimum(offsets + asked[:, 1], self.size) - offsets)
+        first = offsets // self.block_size
+        last = (offsets + lengths - 1) // self.block_size  # below first where empty
+        wanted = _covered(first[lengths > 0], last[lengths > 0])
         blocks = [(b, self._length(b), self.next_use(b, until)) for b in wanted]
         if self.stats.trace is not None:
             self.stats.trace.extend((b, -1 if until is None else until) for b in wanted)
         data = self.cache.get(self.key, blocks, self._fetch, self.stats, until)
+        return self._slices(data, offsets, lengths, first, last)
+
+    def _slices(self, data: dict[int, Any], offsets, lengths, first, last) -> list:
+        """Each range's bytes: a view of its block, or (over several) the parts joined."""
+        views = {b: memoryview(d) for b, d in data.items()}
+        starts = (offsets - first * self.block_size).tolist()
         out: list[bytes | memoryview] = []
-        bs = self.block_size
-        for offset, length in clipped:
-            span = self._blocks(offset, length)
-            if not span:
+        for b, end_block, start, n in zip(
+            first.tolist(), last.tolist(), starts, lengths.tolist(), strict=True
+        ):
+            if b == end_block:
+                out.append(views[b][start : start + n])
+            elif n <= 0:
                 out.append(b"")
-                continue
-            first = span[0]
-            if len(span) == 1:
-                start = offset - first * bs
-                out.append(memoryview(data[first])[start : start + length])
-                continue
-            parts, pos, end = [], offset, offset + length
-            for b in span:
-                lo, hi = max(pos, b * bs), min(end, (b + 1) * bs)
-                parts.append(memoryview(data[b])[lo - b * bs : hi - b * bs])
-                pos = hi
-            out.append(b"".join(parts))
+            else:
+                out.append(self._joined(views, b, end_block, start, n))
         return out
+
+    def _joined(self, views: dict[int, memoryview], first: int, last: int, start: int, n: int):
+        """``n`` bytes from ``start`` of block ``first`` on, over the blocks to ``last``."""
+        bs = self.block_size
+        parts = [views[first][start:]]
+        parts += [views[b] for b in range(first + 1, last)]
+        parts.append(views[last][: start + n - (last - first) * bs])
+        return b"".join(parts)
 
     def refetch(self, offset: int, length: int, *, until: int | None = None) -> Any:
         """The range fetched again from the remote file, not served from the cache.
