@@ -14,7 +14,8 @@ as :func:`recio.storage.cache.file_version`) and the block number. An entry star
 header: magic, the CRC32C of the data, the block number and the data's length. Every read
 checks all four; an entry that fails (torn by a crash, damaged on disk) is removed and the
 block fetched again, never served. A hit is served from the entry's map (NOTE [mapped
-entries]).
+entries]), and an entry checked once in a process is not checked again while it is the same
+file (NOTE [checked once]).
 
 The limit. Entries are written only under the cache's lock (an ``fcntl.flock`` on
 ``cache_dir/.lock``, shared by every process using the folder, and a thread lock within one
@@ -53,6 +54,7 @@ import os
 import struct
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,6 +74,7 @@ _TMP = ".tmp"
 NEVER = 1 << 62
 _WAIT_S = 120.0  # longest wait for a block another process claimed, then fetch it here
 _POLL_S = 0.002
+_HELD = 1024  # maps of checked entries a process keeps, at most (NOTE [checked once])
 
 
 def clock(epoch: int, step: int) -> int:
@@ -141,6 +144,9 @@ class BlockCache:
         self._thread_lock = threading.Lock()
         self._fd: int | None = None
         self._fd_pid = -1
+        # entry name -> (its inode, the checked data's view), oldest use first
+        self._held: OrderedDict[str, tuple[int, memoryview]] = OrderedDict()
+        self._held_lock = threading.Lock()
 
     def __getstate__(self) -> dict:
         return {"dir": self.dir, "limit": self.limit, "policy": self.policy}
@@ -182,6 +188,7 @@ class BlockCache:
         """
         entries: dict[str, tuple[int, int]] = {}
         claims: dict[str, int] = {}
+        inodes: dict[str, int] = {}
         for e in os.scandir(self.dir):
             name = e.name
             if locked and name.endswith(_TMP):
@@ -191,10 +198,12 @@ class BlockCache:
                 with contextlib.suppress(FileNotFoundError):
                     st = e.stat()
                     entries[name] = (st.st_size, st.st_mtime_ns)
+                    inodes[name] = e.inode()
             elif name.endswith(_CLAIM):
                 base, _, pid = name[: -len(_CLAIM)].rpartition(".")
                 with contextlib.suppress(ValueError):
                     claims[base] = int(pid)
+        self._let_go(inodes)
         return entries, claims
 
     def load(self, key: str, block: int, length: int) -> memoryview | None:
@@ -203,15 +212,68 @@ class BlockCache:
         An entry that fails its check is removed (and counted by the caller).
         """
         path = self.entry(key, block)
+        name = os.path.basename(path)
         try:
-            raw = _mapped(path, _HEADER.size + length)
+            inode = os.stat(path).st_ino
+        except FileNotFoundError:
+            self._forget(name)
+            return None
+        held = self._recall(name, inode)
+        if held is not None:
+            return held
+        try:
+            raw, inode = _mapped(path, _HEADER.size + length)
         except FileNotFoundError:
             return None
         if raw is not None and _valid(raw, block, length):
-            return raw[_HEADER.size :]  # the page cache's pages: no copy of the block
+            data = raw[_HEADER.size :]  # the page cache's pages: no copy of the block
+            self._keep(name, inode, data)
+            return data
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         raise _Corrupt(path)
+
+    # NOTE [checked once]: a process keeps the maps of the entries it has checked (the
+    # latest _HELD used), each with the entry's inode. A later read whose entry is still that
+    # inode is served from the map without reading and checking the block again: entries
+    # are never written in place (a new entry is a new file renamed over the name), and an
+    # inode cannot be reused for another file while a map of it is open, so the same inode
+    # is the same bytes that were checked. An entry another process has replaced is a new
+    # inode, checked again. What the check cannot see is the same file damaged in place
+    # after it (on disk, or by hand); with checksums in the sidecar the reader's check of
+    # every record still catches that. A map pins its file's disk blocks after the entry is
+    # removed, so maps are let go when this process evicts or invalidates an entry and
+    # whenever a scan of the folder (every read with a miss) no longer finds their inode:
+    # the folder's bytes beyond the limit are at most what other processes evicted since.
+
+    def _recall(self, name: str, inode: int) -> memoryview | None:
+        """The checked data of entry ``name`` if it is held and still ``inode``."""
+        with self._held_lock:
+            held = self._held.get(name)
+            if held is None:
+                return None
+            if held[0] != inode:
+                del self._held[name]  # replaced since: checked anew
+                return None
+            self._held.move_to_end(name)
+            return held[1]
+
+    def _keep(self, name: str, inode: int, data: memoryview) -> None:
+        with self._held_lock:
+            self._held[name] = (inode, data)
+            self._held.move_to_end(name)
+            while len(self._held) > _HELD:
+                self._held.popitem(last=False)
+
+    def _forget(self, name: str) -> None:
+        with self._held_lock:
+            self._held.pop(name, None)
+
+    def _let_go(self, inodes: dict[str, int]) -> None:
+        """Drop the maps of entries that are gone or replaced (``inodes``: those there)."""
+        with self._held_lock:
+            for name in [n for n, (i, _) in self._held.items() if inodes.get(n) != i]:
+                del self._held[name]
 
     def invalidate(self, key: str, blocks: Iterable[int]) -> int:
         """Remove the entries of ``blocks`` of the file ``key``; how many there were.
@@ -222,6 +284,7 @@ class BlockCache:
         removed = 0
         with self.locked():
             for block in blocks:
+                self._forget(os.path.basename(self.entry(key, block)))
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.entry(key, block))
                     removed += 1
@@ -375,6 +438,7 @@ class BlockCache:
                             break  # every resident block is needed sooner
                     else:
                         victim = min(entries, key=lambda n: entries[n][1])
+                    self._forget(victim)
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(os.path.join(self.dir, victim))
                     used -= entries.pop(victim)[0]
@@ -410,8 +474,8 @@ class _Corrupt(Exception):
     pass
 
 
-def _mapped(path: str, size: int) -> memoryview | None:
-    """The entry at ``path`` mapped read-only, if it is ``size`` bytes; else None.
+def _mapped(path: str, size: int) -> tuple[memoryview | None, int]:
+    """The entry at ``path`` mapped read-only if it is ``size`` bytes (else None), its inode.
 
     NOTE [mapped entries]: a hit is served from the page cache's own pages, as a local
     file is (:class:`~recio.storage.source.MappedSource`): no copy into new memory, which
@@ -425,10 +489,11 @@ def _mapped(path: str, size: int) -> memoryview | None:
     """
     fd = os.open(path, os.O_RDONLY)
     try:
-        if os.fstat(fd).st_size != size:
-            return None  # torn: the wrong length (an empty file cannot be mapped either)
+        st = os.fstat(fd)
+        if st.st_size != size:
+            return None, st.st_ino  # torn: the wrong length (an empty file cannot be mapped)
         flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-        return memoryview(mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ))
+        return memoryview(mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ)), st.st_ino
     finally:
         os.close(fd)
 
