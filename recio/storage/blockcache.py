@@ -639,12 +639,12 @@ class CachedSource(ByteSource):
         return self.read_ranges([(offset, length)])[0]
 
     def read_ranges(
-        self, ranges: Sequence[tuple[int, int]], *, until: int | None = None
+        self, ranges: Sequence[tuple[int, int]] | np.ndarray, *, until: int | None = None
     ) -> list[bytes | memoryview]:
         """The bytes of each (offset, length) range, from cached blocks or fetched ones.
 
         Args:
-            ranges: the ranges, clipped to the file's size.
+            ranges: the ranges (pairs, or an n x 2 integer array), clipped to the file's size.
             until: the clock of the last step these reads are for (see :func:`clock`):
                 what the blocks are needed for after it decides what is kept.
 

@@ -266,14 +266,14 @@ def test_next_use_follows_the_schedule(tmp_path):
 def test_ranges_of_every_shape_come_as_the_files_bytes(served, tmp_path):
     """NOTE [ranges as arrays]: ranges inside one block, over two and over several, empty
     ones, ones past the end and cut by it, repeated and out of order come back as the file's
-    bytes, in the order asked, hits (the second read) as misses."""
+    bytes, in the order asked, hits (the second read, the ranges as an array) as misses."""
     whole = served.files["/d.rec"]
     size = len(whole)
     rf = open_cached(served, tmp_path, 4 * size)
     ranges = [(5, 100), (BLOCK - 10, 20), (BLOCK // 2, 3 * BLOCK), (0, 0), (size + 7, 10),
               (size - 30, 100), (5, 100), (2 * BLOCK, BLOCK), (0, BLOCK)]  # fmt: skip
-    for _ in range(2):
-        got = rf.source.read_ranges(ranges)
+    for asked in (ranges, np.array(ranges, dtype=np.int64)):  # pairs, or an array of them
+        got = rf.source.read_ranges(asked)
         assert [bytes(g) for g in got] == [whole[o : o + n] for o, n in ranges]
     assert rf.source.read_ranges([]) == []
     assert rf.source.stats.misses == 5  # blocks 0 to 3 and the last, each fetched once
