@@ -57,12 +57,15 @@ typedef struct {
   size_t len;
 } image_ref;
 
-/* Where decode_records finds a batch's records: record i starts at base[offsets[i]]. Each
- * decode thread parses its records' headers itself, into labels, ids and the image spans. */
+/* Where decode_records finds a batch's records: record i starts at base[offsets[i]], or, with
+ * extents (one buffer per record: a remote batch as fetched, never joined into one), at
+ * extents[i][offsets[i]]. Each decode thread parses its records' headers itself, into labels,
+ * ids and the image spans (then inside the record's own buffer). */
 typedef struct {
   const uint8_t *base;
   int64_t size;
-  const int64_t *offsets; /* [n] */
+  const image_ref *extents; /* [n], or NULL: every record in base */
+  const int64_t *offsets;   /* [n] */
   int label_width;
   float *labels;    /* [n][label_width] */
   int64_t *ids;     /* [n] */
@@ -127,17 +130,19 @@ static uint32_t word_at(const uint8_t *p) {
  * 2**63) is parsed here; any other gets RC_RECORD, for the reader's exact parse. */
 static int parse_record(const records_in *r, size_t i, image_ref *image) {
   const int64_t off = r->offsets[i];
+  const uint8_t *base = r->extents ? r->extents[i].buf : r->base;
+  const int64_t size = r->extents ? (int64_t)r->extents[i].len : r->size;
   r->ids[i] = -1;
   r->starts[i] = r->lengths[i] = 0;
   float *labels = r->labels + i * (size_t)r->label_width;
-  if (off < 0 || (off & 3) || off > r->size - (FRAME_HEADER + IR_HEADER)) return RC_RECORD;
-  const uint8_t *p = r->base + off;
+  if (off < 0 || (off & 3) || off > size - (FRAME_HEADER + IR_HEADER)) return RC_RECORD;
+  const uint8_t *p = base + off;
   const uint32_t lrec = word_at(p + 4), flag = word_at(p + 8);
   const int64_t end = off + FRAME_HEADER + (int64_t)lrec; /* cflag 0: lrec is the length */
   const int64_t start = off + FRAME_HEADER + IR_HEADER + 4 * (int64_t)flag;
   int64_t id;
   memcpy(&id, p + 16, 8);
-  if (word_at(p) != RECORD_MAGIC || (lrec >> 29) || end > r->size || start > end || id < 0)
+  if (word_at(p) != RECORD_MAGIC || (lrec >> 29) || end > size || start > end || id < 0)
     return RC_RECORD;
   for (int k = 0; k < r->label_width; k++) {
     if (flag == 0) /* the one label, in every column */
@@ -882,7 +887,8 @@ PyDoc_STRVAR(decode_records_doc,
              "max_pixels, draw=None, draw_records=None, gain=None, mean_img=None) -> "
              "list[str | None] | None\n\n"
              "As decode_batch, for the records at byte offsets (int64 [n]) of base (a "
-             "bytes-like object: a map of the .rec): each decode thread parses its records' "
+             "bytes-like object: a map of the .rec; or a list of n of them, record i at "
+             "offsets[i] of base[i], its spans inside it): each decode thread parses its records' "
              "headers into labels (float32 [n][label_width]; flag 0 gives the label in every "
              "column), ids (int64 [n]) and the image spans (starts, lengths: int64 [n]), and "
              "decodes the image. A record that is not plainly one frame with its IRHeader "
@@ -890,7 +896,8 @@ PyDoc_STRVAR(decode_records_doc,
              "the exact way.");
 
 static PyObject *pending_new(PoolObject *self, batch_ctx *ctx, job_views *v,
-                             const records_in *records, Py_buffer *const views[6], Py_ssize_t n);
+                             const records_in *records, batch_images *extents,
+                             Py_buffer *const views[6], Py_ssize_t n);
 
 /* decode_records, run now (submit 0) or queued as a Pending (submit 1). */
 static PyObject *records_call(PoolObject *self, PyObject *args, int submit) {
@@ -904,10 +911,18 @@ static PyObject *records_call(PoolObject *self, PyObject *args, int submit) {
     return NULL;
   if (check_open(self) < 0) return NULL;
   Py_buffer base = {0}, offsets = {0}, labels = {0}, ids = {0}, starts = {0}, lengths = {0};
+  batch_images extents = {0};
   PyObject *result = NULL;
-  if (PyObject_GetBuffer(base_obj, &base, PyBUF_SIMPLE) < 0) return NULL;
+  const int listed = PyList_Check(base_obj) || PyTuple_Check(base_obj);
+  if (listed ? get_listed(base_obj, &extents) < 0
+             : PyObject_GetBuffer(base_obj, &base, PyBUF_SIMPLE) < 0)
+    return NULL;
   if (get_int64s(offsets_obj, &offsets, "offsets") < 0) goto done;
   const Py_ssize_t n = offsets.shape[0];
+  if (listed && extents.n != n) {
+    PyErr_Format(PyExc_ValueError, "%zd extents for %zd offsets", extents.n, n);
+    goto done;
+  }
   if (PyObject_GetBuffer(labels_obj, &labels, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0 ||
       get_param(ids_obj, &ids, n * 8, 1, "ids") < 0 ||
       get_param(starts_obj, &starts, n * 8, 1, "starts") < 0 ||
@@ -924,6 +939,7 @@ static PyObject *records_call(PoolObject *self, PyObject *args, int submit) {
   records_in records = {
       .base = base.buf,
       .size = base.len,
+      .extents = listed ? extents.refs : NULL,
       .offsets = offsets.buf,
       .label_width = n ? (int)(labels.len / (n * 4)) : 1,
       .labels = labels.buf,
@@ -937,7 +953,7 @@ static PyObject *records_call(PoolObject *self, PyObject *args, int submit) {
     ctx.records = &records;
     if (submit) /* the Pending takes the views over: those below are left empty */
       result =
-          pending_new(self, &ctx, &v, &records,
+          pending_new(self, &ctx, &v, &records, &extents,
                       (Py_buffer *const[6]){&base, &offsets, &labels, &ids, &starts, &lengths}, n);
     else
       result = job_run(self, &ctx, n);
@@ -949,7 +965,8 @@ done:
   release_param(&ids);
   if (labels.obj) PyBuffer_Release(&labels);
   if (offsets.obj) PyBuffer_Release(&offsets);
-  PyBuffer_Release(&base);
+  if (base.obj) PyBuffer_Release(&base);
+  release_images(&extents);
   return result;
 }
 
@@ -978,6 +995,7 @@ typedef struct {
   batch_ctx ctx;
   job_views v;
   records_in records;
+  batch_images extents; /* the records' own buffers, where they were given so */
   Py_buffer views[6];
 } PendingObject;
 
@@ -987,12 +1005,14 @@ static void pending_release(PendingObject *self) {
   if (self->released) return;
   self->released = 1;
   job_release(&self->v);
+  release_images(&self->extents);
   for (int i = 0; i < 6; i++)
     if (self->views[i].obj) PyBuffer_Release(&self->views[i]);
 }
 
 static PyObject *pending_new(PoolObject *pool, batch_ctx *ctx, job_views *v,
-                             const records_in *records, Py_buffer *const views[6], Py_ssize_t n) {
+                             const records_in *records, batch_images *extents,
+                             Py_buffer *const views[6], Py_ssize_t n) {
   PendingObject *self = PyObject_New(PendingObject, &PendingType);
   if (!self) return NULL;
   self->pool = (PoolObject *)Py_NewRef((PyObject *)pool);
@@ -1003,6 +1023,8 @@ static PyObject *pending_new(PoolObject *pool, batch_ctx *ctx, job_views *v,
   self->v = *v;
   memset(v, 0, sizeof *v);
   self->records = *records;
+  self->extents = *extents;
+  memset(extents, 0, sizeof *extents);
   for (int i = 0; i < 6; i++) {
     self->views[i] = *views[i];
     views[i]->obj = NULL;

@@ -394,7 +394,7 @@ class _Pipeline(_Run):
         # NOTE [remote batches on the pool]: one file, one label, no mapped labels, the
         # native decoder: the prefetcher fetches the records' extents as stored (checked
         # against the sidecar, not parsed in Python), and a decode thread queues each batch
-        # on the pool as one native call over them, joined into one buffer: the call a
+        # on the pool as one native call over them (NOTE [unjoined extents]): the call a
         # local batch makes over its map (frames, headers, crop draws and pixels in C). A
         # batch the native call leaves records of (several frames, a checksum mismatch)
         # goes the exact way, from the same extents.
@@ -568,12 +568,14 @@ class _Pipeline(_Run):
         extents = raw.payloads
         if raw.epochs is not None or any(type(e) is MismatchedPayload for e in extents):
             return None
-        lengths = np.fromiter(map(len, extents), dtype=np.int64, count=len(extents))
-        offsets = np.zeros(len(extents), dtype=np.int64)
-        np.cumsum(lengths[:-1], out=offsets[1:])
+        # NOTE [unjoined extents]: the extents go to the pool as they were fetched (views of
+        # the requests' buffers, of a block cache's entries), a record at the start of each:
+        # joined into one buffer they would be copied once more, a pass over every byte of
+        # the batch from memory the CPU's caches no longer hold.
         pending = self.pool.submit_records(
-            b"".join(extents), offsets, out, label_width=1, draw=self.draw,
-            records=raw.positions if raw.keys is None else raw.keys, **self.decode_kwargs,
+            list(extents), np.zeros(len(extents), dtype=np.int64), out, label_width=1,
+            draw=self.draw, records=raw.positions if raw.keys is None else raw.keys,
+            **self.decode_kwargs,
         )  # fmt: skip
         got = pending.result()
         if pending.failed and (got.status == _RECORD).any():

@@ -574,12 +574,13 @@ class RecordFile:
         self, indices: Sequence[int], until: int | None
     ) -> tuple[list, dict[int, ChecksumError]]:
         positions = np.asarray(indices, dtype=np.int64)
-        ranges = list(
-            zip(self.offsets[positions].tolist(), self.lengths[positions].tolist(), strict=True)
-        )
-        if until is not None and self.cached:
+        if self.cached:  # the block cache takes the ranges as an array (NOTE [ranges as arrays])
+            ranges = np.stack([self.offsets[positions], self.lengths[positions]], axis=1)
             datas = list(self.source.read_ranges(ranges, until=until))
         else:
+            ranges = list(
+                zip(self.offsets[positions].tolist(), self.lengths[positions].tolist(), strict=True)
+            )
             datas = list(self.source.read_ranges(ranges))
         problems = {} if self.checksums is None else self._check_extents(positions, datas, until)
         return datas, problems

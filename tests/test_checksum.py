@@ -135,16 +135,19 @@ def test_frame_ends_fast_and_walked_agree():
 @pytest.mark.parametrize("impl", ["default", "table"])
 def test_native_crc32c_is_the_librarys(impl, tmp_path):
     """The extension's CRC32C (SSE4.2, or its table fallback) against the crc32c package, on
-    every length and alignment up to 70 bytes and a large buffer, and its batch of records
-    against the per-record Python path, multi-frame records and MXNet's files included."""
+    every length and alignment up to 70 bytes, the lengths either side of where the three
+    chains of 8192 and of 256 bytes start (NOTE [three streams] in native/crc32c.c) and a
+    large buffer, and its batch of records against the per-record Python path, multi-frame
+    records and MXNet's files included."""
     script = """
 import os, sys, crc32c, numpy as np
 import recio._native as n
 from recio import checksum
 from recio.reader import RecordFile
 data = os.urandom(1 << 16)
+rounds = [3 * 256, 3 * 8192, 3 * 8192 + 3 * 256, 2 * 3 * 8192]
 for start in range(9):
-    for k in range(70):
+    for k in list(range(70)) + [r + d for r in rounds for d in (-9, -1, 0, 1, 8, 100)]:
         piece = data[start:start + k]
         assert n.crc32c(piece) == crc32c.crc32c(piece), (start, k)
 want = crc32c.crc32c(data)

@@ -726,6 +726,47 @@ def test_submitted_batches_queue_and_decode_as_decode_records() -> None:
                             *DECODE_ARGS)  # fmt: skip
 
 
+def test_records_in_a_list_of_extents_decode_as_in_one_base() -> None:
+    """A list of buffers, one per record (NOTE [unjoined extents] in recio/iterator.py),
+    decodes as the same records joined into one base: labels, ids, pixels; the spans are
+    inside each record's own buffer; a record not plainly one frame within its own buffer
+    (cut short, bad magic) is left to the exact parse; the buffers are held until result();
+    a list of another length than the offsets is refused."""
+    base, offsets = _record_base([(20 + 4 * k, 16 + 2 * k) for k in range(6)])
+    ends = np.append(offsets[1:], len(base))
+    extents = [bytearray(base[a:b]) for a, b in zip(offsets.tolist(), ends.tolist(), strict=True)]
+    extents[4] = extents[4][: len(extents[4]) // 2]  # cut short: the frame ends past it
+    extents[5] = bytearray(b"XXXX") + extents[5][4:]  # not a record's magic
+    n = len(extents)
+    pool = _native.Pool(2)
+    try:
+        want_out, want_status, want_heads = _records_args(n)
+        pool.decode_records(base, offsets, *want_heads, want_out, want_status, 12, 16, 0, 1,
+                            *DECODE_ARGS)  # fmt: skip
+        out, status, heads = _records_args(n)
+        pending = pool.submit_records(extents, np.zeros(n, np.int64), *heads, out, status, 12,
+                                      16, 0, 1, *DECODE_ARGS)  # fmt: skip
+        with pytest.raises(BufferError):
+            extents[0].append(0)  # held by the queued job
+        assert pending.wait(30)
+        pending.result()
+        del pending
+        extents[0].append(0)  # released
+        with pytest.raises(ValueError, match="5 extents for 6 offsets"):
+            pool.decode_records(extents[:5], np.zeros(n, np.int64), *heads, out, status, 12, 16,
+                                0, 1, *DECODE_ARGS)  # fmt: skip
+    finally:
+        pool.close()
+    assert want_status.tolist() == [0] * 6
+    assert status.tolist() == [0] * 4 + [decode.STATUS_RECORD] * 2
+    np.testing.assert_array_equal(out[:4], want_out[:4])
+    labels, ids, starts, lengths = heads
+    assert labels[:4].tolist() == want_heads[0][:4].tolist()
+    assert ids.tolist() == [100, 101, 102, 103, -1, -1]
+    assert (starts[:4] == want_heads[2][:4] - offsets[:4]).all()
+    assert lengths[:4].tolist() == want_heads[3][:4].tolist()
+
+
 def test_close_with_batches_queued_stops_them_and_writes_nothing_after() -> None:
     """close() from another thread while batches are queued: the running images end, the
     rest are skipped; once close() returns nothing writes into any output, each result() is

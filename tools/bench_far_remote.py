@@ -2,7 +2,8 @@
 """The iterator from a far-away S3 (added latency, capped bandwidth) against local disk.
 
     python tools/bench_far_remote.py [--images 8000] [--delay 0.03] [--rate 100e6] \\
-        [--rounds 3] [--seconds 3] [--workdir DIR] [--split-cores] [--json OUT]
+        [--rounds 3] [--seconds 3] [--workdir DIR] [--split-cores] [--only CONFIG ...]
+        [--json OUT]
 
 Needs an S3 server (``tools/s3_server.sh start``; ``RECIO_S3_ENDPOINT``, default
 http://127.0.0.1:8333, testing/testing). The sample dataset (``recio bench``'s shapes,
@@ -35,6 +36,10 @@ the tests: the S3 rows' ratios then also measure the server's share of those cor
 process (the client: its decode, fetch and parse threads) to the others, for the local
 rows as for the S3 ones: as with a store on other machines, the ratios compare the
 client against itself, with the store's CPU off its cores.
+
+``--only`` runs the configurations named (``CONFIGS``: local-global, local-block,
+s3-global, s3-block, s3-unverified, cache-belady, cache-lru) and no others; a row's ratio
+to local needs the local row of its shuffle among them.
 """
 
 from __future__ import annotations
@@ -62,6 +67,10 @@ from recio.storage.blockcache import entry_bytes, replay  # noqa: E402
 
 if TYPE_CHECKING:
     import psutil
+
+#: What --only names: every configuration of a round, in the order they run.
+CONFIGS = ("local-global", "local-block", "s3-global", "s3-block", "s3-unverified",
+           "cache-belady", "cache-lru")  # fmt: skip
 
 ITER_ARGS = dict(data_shape=(3, 64, 64), batch_size=64, shuffle=True, seed=0,
                  random_resized_crop=True, rand_mirror=True, dtype="uint8",
@@ -161,7 +170,8 @@ class Measure:
         }
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; ``only`` is the set of configurations to run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=8000)
     parser.add_argument("--delay", type=float, default=0.03, help="seconds added per request")
@@ -174,8 +184,19 @@ def main() -> None:
         action="store_true",
         help="server and proxy on one core, this client on the others",
     )
+    parser.add_argument(
+        "--only", nargs="+", choices=CONFIGS, default=list(CONFIGS), metavar="CONFIG",
+        help=f"run only these configurations, of {', '.join(CONFIGS)}",
+    )  # fmt: skip
     parser.add_argument("--json")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    args.only = set(args.only)
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    only = args.only
     all_cores = sorted(os.sched_getaffinity(0))
     store_cores, client_cores = set(all_cores), set(all_cores)
     if args.split_cores:
@@ -224,15 +245,18 @@ def main() -> None:
         for _ in range(args.rounds):
             for where in ("local", "S3"):
                 for mode in ("global", "block"):
+                    if f"{where.lower()}-{mode}" not in only:
+                        continue
                     with plain(where, mode) as it:
                         measure.epochs(it, 0)  # warm-up: connections, the link estimate
                         row = measure.epochs(it, args.seconds)
                     results.setdefault(f"{where}, {mode} shuffle", []).append(row)
-            with plain("S3", "block", verify=False) as it:
-                measure.epochs(it, 0)
-                row = measure.epochs(it, args.seconds)
-            results.setdefault("S3, block shuffle, checksums not verified", []).append(row)
-            for policy in ("belady", "lru"):
+            if "s3-unverified" in only:
+                with plain("S3", "block", verify=False) as it:
+                    measure.epochs(it, 0)
+                    row = measure.epochs(it, args.seconds)
+                results.setdefault("S3, block shuffle, checksums not verified", []).append(row)
+            for policy in [p for p in ("belady", "lru") if f"cache-{p}" in only]:
                 cache = tempfile.mkdtemp(prefix="cache-", dir=work)
                 fetch = storage.FetchOptions(cache_policy=policy)
                 with ImageRecordIter(url, shuffle_mode="block", storage_options=far,

@@ -384,6 +384,10 @@ class DecodePool:
     ) -> PendingRecords:
         """:meth:`decode_records`, queued: returns at once, the pool decodes meanwhile.
 
+        ``base`` may also be a list of bytes-like objects, one per record (a remote batch's
+        extents as fetched): record ``i`` is then at ``offsets[i]`` of ``base[i]``, and its
+        image inside it (NOTE [unjoined extents] in recio/iterator.py).
+
         The pool's threads work through the queued batches in turn, going from one to the
         next without a Python thread waking up in between (NOTE [job queue] in
         native/pool.c). ``out`` and ``base`` are written / read until the job is finished:
@@ -625,7 +629,30 @@ class DecodedRecords(NamedTuple):
     status: np.ndarray  # int32 (N,), 0 decoded; Status.RECORD: left to the exact parse
     labels: np.ndarray  # float32 (N, label_width); flag 0 gives its label in every column
     ids: np.ndarray  # int64 (N,) from the IRHeaders, -1 where unparsed
-    images: Spans  # where each image is in the base (empty where unparsed)
+    images: Spans | ExtentImages  # where each image is (empty where unparsed)
+
+
+def _images(base: Any, starts: np.ndarray, lengths: np.ndarray) -> Spans | ExtentImages:
+    """Each record's image: spans of ``base``, or (a list of extents) inside its own."""
+    if isinstance(base, list | tuple):
+        return ExtentImages(base, starts, lengths)
+    return Spans.inside(memoryview(base).cast("B"), starts, lengths)
+
+
+class ExtentImages(Sequence):
+    """Item ``i`` is ``extents[i][starts[i]:][:lengths[i]]`` (sliced when asked for)."""
+
+    __slots__ = ("extents", "lengths", "starts")
+
+    def __init__(self, extents: Sequence[Any], starts: np.ndarray, lengths: np.ndarray) -> None:
+        self.extents, self.starts, self.lengths = extents, starts, lengths
+
+    def __len__(self) -> int:
+        return len(self.extents)
+
+    def __getitem__(self, i: int) -> memoryview:  # type: ignore[override]
+        start = int(self.starts[i])
+        return memoryview(self.extents[i]).cast("B")[start : start + int(self.lengths[i])]
 
 
 class PendingRecords:
@@ -668,7 +695,7 @@ class PendingRecords:
             todo = np.flatnonzero(status == _UNSUPPORTED).tolist() if errors is not None else []
         elif n:
             errors = [None] * n
-        images = Spans.inside(memoryview(self._base).cast("B"), starts, lengths)
+        images = _images(self._base, starts, lengths)
         pool = self._pool
         if errors is None:  # every image decoded: nothing to finish
             pool._last.errors, pool._last.n = None, n

@@ -13,7 +13,9 @@ one file per block in ``cache_dir``, named by the file's identity (URL, size and
 as :func:`recio.storage.cache.file_version`) and the block number. An entry starts with a
 header: magic, the CRC32C of the data, the block number and the data's length. Every read
 checks all four; an entry that fails (torn by a crash, damaged on disk) is removed and the
-block fetched again, never served.
+block fetched again, never served. A hit is served from the entry's map (NOTE [mapped
+entries]), and an entry checked once in a process is not checked again while it is the same
+file (NOTE [checked once]).
 
 The limit. Entries are written only under the cache's lock (an ``fcntl.flock`` on
 ``cache_dir/.lock``, shared by every process using the folder, and a thread lock within one
@@ -47,10 +49,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import mmap
 import os
 import struct
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +74,7 @@ _TMP = ".tmp"
 NEVER = 1 << 62
 _WAIT_S = 120.0  # longest wait for a block another process claimed, then fetch it here
 _POLL_S = 0.002
+_HELD = 1024  # maps of checked entries a process keeps, at most (NOTE [checked once])
 
 
 def clock(epoch: int, step: int) -> int:
@@ -139,6 +144,9 @@ class BlockCache:
         self._thread_lock = threading.Lock()
         self._fd: int | None = None
         self._fd_pid = -1
+        # entry name -> (its inode, the checked data's view), oldest use first
+        self._held: OrderedDict[str, tuple[int, memoryview]] = OrderedDict()
+        self._held_lock = threading.Lock()
 
     def __getstate__(self) -> dict:
         return {"dir": self.dir, "limit": self.limit, "policy": self.policy}
@@ -180,6 +188,7 @@ class BlockCache:
         """
         entries: dict[str, tuple[int, int]] = {}
         claims: dict[str, int] = {}
+        inodes: dict[str, int] = {}
         for e in os.scandir(self.dir):
             name = e.name
             if locked and name.endswith(_TMP):
@@ -189,10 +198,12 @@ class BlockCache:
                 with contextlib.suppress(FileNotFoundError):
                     st = e.stat()
                     entries[name] = (st.st_size, st.st_mtime_ns)
+                    inodes[name] = e.inode()
             elif name.endswith(_CLAIM):
                 base, _, pid = name[: -len(_CLAIM)].rpartition(".")
                 with contextlib.suppress(ValueError):
                     claims[base] = int(pid)
+        self._let_go(inodes)
         return entries, claims
 
     def load(self, key: str, block: int, length: int) -> memoryview | None:
@@ -201,16 +212,68 @@ class BlockCache:
         An entry that fails its check is removed (and counted by the caller).
         """
         path = self.entry(key, block)
+        name = os.path.basename(path)
         try:
-            with open(path, "rb") as f:
-                raw = f.read()
+            inode = os.stat(path).st_ino
+        except FileNotFoundError:
+            self._forget(name)
+            return None
+        held = self._recall(name, inode)
+        if held is not None:
+            return held
+        try:
+            raw, inode = _mapped(path, _HEADER.size + length)
         except FileNotFoundError:
             return None
-        if _valid(raw, block, length):
-            return memoryview(raw)[_HEADER.size :]  # no copy of the block
+        if raw is not None and _valid(raw, block, length):
+            data = raw[_HEADER.size :]  # the page cache's pages: no copy of the block
+            self._keep(name, inode, data)
+            return data
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         raise _Corrupt(path)
+
+    # NOTE [checked once]: a process keeps the maps of the entries it has checked (the
+    # latest _HELD used), each with the entry's inode. A later read whose entry is still that
+    # inode is served from the map without reading and checking the block again: entries
+    # are never written in place (a new entry is a new file renamed over the name), and an
+    # inode cannot be reused for another file while a map of it is open, so the same inode
+    # is the same bytes that were checked. An entry another process has replaced is a new
+    # inode, checked again. What the check cannot see is the same file damaged in place
+    # after it (on disk, or by hand); with checksums in the sidecar the reader's check of
+    # every record still catches that. A map pins its file's disk blocks after the entry is
+    # removed, so maps are let go when this process evicts or invalidates an entry and
+    # whenever a scan of the folder (every read with a miss) no longer finds their inode:
+    # the folder's bytes beyond the limit are at most what other processes evicted since.
+
+    def _recall(self, name: str, inode: int) -> memoryview | None:
+        """The checked data of entry ``name`` if it is held and still ``inode``."""
+        with self._held_lock:
+            held = self._held.get(name)
+            if held is None:
+                return None
+            if held[0] != inode:
+                del self._held[name]  # replaced since: checked anew
+                return None
+            self._held.move_to_end(name)
+            return held[1]
+
+    def _keep(self, name: str, inode: int, data: memoryview) -> None:
+        with self._held_lock:
+            self._held[name] = (inode, data)
+            self._held.move_to_end(name)
+            while len(self._held) > _HELD:
+                self._held.popitem(last=False)
+
+    def _forget(self, name: str) -> None:
+        with self._held_lock:
+            self._held.pop(name, None)
+
+    def _let_go(self, inodes: dict[str, int]) -> None:
+        """Drop the maps of entries that are gone or replaced (``inodes``: those there)."""
+        with self._held_lock:
+            for name in [n for n, (i, _) in self._held.items() if inodes.get(n) != i]:
+                del self._held[name]
 
     def invalidate(self, key: str, blocks: Iterable[int]) -> int:
         """Remove the entries of ``blocks`` of the file ``key``; how many there were.
@@ -221,6 +284,7 @@ class BlockCache:
         removed = 0
         with self.locked():
             for block in blocks:
+                self._forget(os.path.basename(self.entry(key, block)))
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.entry(key, block))
                     removed += 1
@@ -374,6 +438,7 @@ class BlockCache:
                             break  # every resident block is needed sooner
                     else:
                         victim = min(entries, key=lambda n: entries[n][1])
+                    self._forget(victim)
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(os.path.join(self.dir, victim))
                     used -= entries.pop(victim)[0]
@@ -409,7 +474,31 @@ class _Corrupt(Exception):
     pass
 
 
-def _valid(raw: bytes, block: int, length: int) -> bool:
+def _mapped(path: str, size: int) -> tuple[memoryview | None, int]:
+    """The entry at ``path`` mapped read-only if it is ``size`` bytes (else None), its inode.
+
+    NOTE [mapped entries]: a hit is served from the page cache's own pages, as a local
+    file is (:class:`~recio.storage.source.MappedSource`): no copy into new memory, which
+    the kernel would first have to fault in and zero. The pages are read ahead in the one
+    ``mmap`` call (``MAP_POPULATE``) rather than faulted in a few at a time by the check.
+    Entries are never written in place (a temporary renamed over them, NOTE [block
+    cache]), and an entry removed while mapped keeps its pages until the map goes (the
+    last view of it), so the map holds the bytes that were checked. Only a file truncated
+    in place under a view (not something the cache does) could fault, as with a local
+    file.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        if st.st_size != size:
+            return None, st.st_ino  # torn: the wrong length (an empty file cannot be mapped)
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        return memoryview(mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ)), st.st_ino
+    finally:
+        os.close(fd)
+
+
+def _valid(raw: Any, block: int, length: int) -> bool:
     if len(raw) < _HEADER.size:
         return False
     magic, crc, number, n = _HEADER.unpack_from(raw)
@@ -431,6 +520,13 @@ def _alive(pid: int) -> bool:
 
 def _order(next_use: int | None) -> int:
     return NEVER if next_use is None else next_use
+
+
+def _covered(first: np.ndarray, last: np.ndarray) -> list[int]:
+    """The blocks ranges ``first[k]`` to ``last[k]`` (inclusive) cover, ascending, once each."""
+    over = np.flatnonzero(last > first)  # a range over several blocks: few
+    inner = [b for k in over.tolist() for b in range(int(first[k]) + 1, int(last[k]) + 1)]
+    return np.unique(np.concatenate([first, np.asarray(inner, dtype=np.int64)])).tolist()
 
 
 def file_key(url: str, size: int, version: str | None) -> str:
@@ -543,12 +639,12 @@ class CachedSource(ByteSource):
         return self.read_ranges([(offset, length)])[0]
 
     def read_ranges(
-        self, ranges: Sequence[tuple[int, int]], *, until: int | None = None
+        self, ranges: Sequence[tuple[int, int]] | np.ndarray, *, until: int | None = None
     ) -> list[bytes | memoryview]:
         """The bytes of each (offset, length) range, from cached blocks or fetched ones.
 
         Args:
-            ranges: the ranges, clipped to the file's size.
+            ranges: the ranges (pairs, or an n x 2 integer array), clipped to the file's size.
             until: the clock of the last step these reads are for (see :func:`clock`):
                 what the blocks are needed for after it decides what is kept.
 
@@ -558,31 +654,43 @@ class CachedSource(ByteSource):
         """
         if self.closed:
             raise ValueError(f"I/O on a closed file {self.url}")
-        clipped = [(int(o), max(0, min(int(o) + int(n), self.size) - int(o))) for o, n in ranges]
-        wanted = sorted({b for o, n in clipped for b in self._blocks(o, n)})
+        # NOTE [ranges as arrays]: a job reads thousands of records, so the ranges' blocks
+        # are worked out with array operations, and the loop per record only slices.
+        asked = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        offsets = asked[:, 0]
+        lengths = np.maximum(0, np.minimum(offsets + asked[:, 1], self.size) - offsets)
+        first = offsets // self.block_size
+        last = (offsets + lengths - 1) // self.block_size  # below first where empty
+        wanted = _covered(first[lengths > 0], last[lengths > 0])
         blocks = [(b, self._length(b), self.next_use(b, until)) for b in wanted]
         if self.stats.trace is not None:
             self.stats.trace.extend((b, -1 if until is None else until) for b in wanted)
         data = self.cache.get(self.key, blocks, self._fetch, self.stats, until)
+        return self._slices(data, offsets, lengths, first, last)
+
+    def _slices(self, data: dict[int, Any], offsets, lengths, first, last) -> list:
+        """Each range's bytes: a view of its block, or (over several) the parts joined."""
+        views = {b: memoryview(d) for b, d in data.items()}
+        starts = (offsets - first * self.block_size).tolist()
         out: list[bytes | memoryview] = []
-        bs = self.block_size
-        for offset, length in clipped:
-            span = self._blocks(offset, length)
-            if not span:
+        for b, end_block, start, n in zip(
+            first.tolist(), last.tolist(), starts, lengths.tolist(), strict=True
+        ):
+            if b == end_block:
+                out.append(views[b][start : start + n])
+            elif n <= 0:
                 out.append(b"")
-                continue
-            first = span[0]
-            if len(span) == 1:
-                start = offset - first * bs
-                out.append(memoryview(data[first])[start : start + length])
-                continue
-            parts, pos, end = [], offset, offset + length
-            for b in span:
-                lo, hi = max(pos, b * bs), min(end, (b + 1) * bs)
-                parts.append(memoryview(data[b])[lo - b * bs : hi - b * bs])
-                pos = hi
-            out.append(b"".join(parts))
+            else:
+                out.append(self._joined(views, b, end_block, start, n))
         return out
+
+    def _joined(self, views: dict[int, memoryview], first: int, last: int, start: int, n: int):
+        """``n`` bytes from ``start`` of block ``first`` on, over the blocks to ``last``."""
+        bs = self.block_size
+        parts = [views[first][start:]]
+        parts += [views[b] for b in range(first + 1, last)]
+        parts.append(views[last][: start + n - (last - first) * bs])
+        return b"".join(parts)
 
     def refetch(self, offset: int, length: int, *, until: int | None = None) -> Any:
         """The range fetched again from the remote file, not served from the cache.

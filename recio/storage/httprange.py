@@ -1,7 +1,8 @@
 """Byte ranges over plain HTTP(S) with the standard library: the presigned S3 read path.
 
 One keep-alive connection per thread and host; a body is read with ``readinto`` straight
-into one buffer of the asked size. Measured against fsspec's aiohttp client on the same
+into one buffer of the asked size, not zeroed first (every byte of it is the body's, or the
+read fails). Measured against fsspec's aiohttp client on the same
 presigned GETs (4 MiB ranges from the SeaweedFS test server), the client's CPU is about a
 quarter (0.43 against 1.85 ms per MB): for small images that is most of what a remote
 read costs the trainer's process beyond a local one. Errors look like the ones
@@ -25,6 +26,8 @@ import http.client
 import socket
 import threading
 from urllib.parse import urlsplit
+
+import numpy as np
 
 __all__ = ["RECV_PIECE", "HTTPStatusError", "RangeClient"]
 
@@ -112,7 +115,7 @@ class RangeClient:
         response.close()  # read whole here: the connection takes the next request
         return got
 
-    def cat_file(self, url: str, start: int, end: int) -> bytearray:
+    def cat_file(self, url: str, start: int, end: int) -> bytearray | memoryview:
         """Bytes ``start`` to ``end`` (exclusive) of ``url``, in one GET.
 
         Raises:
@@ -148,8 +151,10 @@ class RangeClient:
                 data = bytearray(response.read())
                 self._drop(*key)
                 return data
-            buf = bytearray(want)
-            got = self._read_body(conn, response, memoryview(buf))
+            # numpy's empty: a bytearray would be zeroed first, a pass over every byte for
+            # nothing
+            buf = memoryview(np.empty(want, dtype=np.uint8))
+            got = self._read_body(conn, response, buf)
             if got < want:
                 self._drop(*key)
                 raise ConnectionError(f"short read: {got} of {want} bytes")

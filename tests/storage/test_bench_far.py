@@ -54,3 +54,13 @@ def test_pin_moves_every_thread_and_the_threads_started_after():
     finally:
         child.kill()
         child.wait()
+
+
+def test_only_names_the_configurations_to_run(capsys):
+    bench = _bench()
+    assert bench.parse_args([]).only == set(bench.CONFIGS)
+    picked = bench.parse_args(["--only", "cache-belady", "local-block"]).only
+    assert picked == {"cache-belady", "local-block"}
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--only", "cache-fifo"])
+    assert "invalid choice" in capsys.readouterr().err

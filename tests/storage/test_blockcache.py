@@ -145,6 +145,42 @@ def test_corrupt_and_torn_entries_are_caught_and_fetched_again(served, tmp_path)
     assert not orphan.exists()  # removed under the lock: it took room no entry accounts for
 
 
+def test_an_entry_checked_once_is_not_checked_again_until_replaced(served, tmp_path, monkeypatch):
+    """NOTE [checked once]: hits on entries this process has checked read no block and
+    compute no CRC32C; an entry replaced since (a new file, as another process writes one)
+    is checked again, and a corrupt replacement is caught and fetched again; the maps of
+    entries removed by others are let go at the next scan of the folder."""
+    from recio.storage import blockcache
+
+    whole = served.files["/d.rec"]
+    rf = open_cached(served, tmp_path, 4 * len(whole))
+    ranges = [(100, 3000), (BLOCK + 50, 2000), (3 * BLOCK, 500)]
+    rf.source.read_ranges(ranges)  # fetched and stored
+    rf.source.read_ranges(ranges)  # hits: checked once here
+    checked = []
+    real = blockcache._crc32c
+    monkeypatch.setattr(blockcache, "_crc32c", lambda data: checked.append(1) or real(data))
+    got = rf.source.read_ranges(ranges)
+    assert [bytes(g) for g in got] == [whole[o : o + n] for o, n in ranges]
+    assert checked == [] and rf.source.stats.corrupt == 0
+    entry = Path(rf.source.cache.entry(rf.source.key, 1))
+    flipped = bytearray(entry.read_bytes())
+    flipped[-10] ^= 1
+    replacement = entry.with_name(entry.name + ".new")
+    replacement.write_bytes(bytes(flipped))
+    os.replace(replacement, entry)  # a new file, as every entry is written
+    got = rf.source.read_ranges(ranges)
+    assert [bytes(g) for g in got] == [whole[o : o + n] for o, n in ranges]
+    assert rf.source.stats.corrupt == 1 and len(checked) == 2  # the check, the store's CRC
+    cache = rf.source.cache
+    gone = os.path.basename(cache.entry(rf.source.key, 3))
+    assert gone in cache._held
+    os.unlink(tmp_path / gone)  # evicted by another process
+    cache.usage()  # a scan of the folder
+    assert gone not in cache._held
+    rf.close()
+
+
 def test_eight_ranks_on_one_node_share_one_cache(tmp_path):
     """8 rank processes (fresh interpreters, as torchrun starts them) iterate two epochs
     through one cache folder: with a limit above the dataset the server sends each byte once
@@ -225,6 +261,23 @@ def test_next_use_follows_the_schedule(tmp_path):
     assert src.next_use(0, 4) == 5 and src.next_use(0, 5) == 7 and src.next_use(0, 7) == NEVER
     assert src.next_use(1, 6) == 7 and src.next_use(3, 9) == 11
     assert src.next_use(2, 0) == NEVER and src.next_use(0, None) is None
+
+
+def test_ranges_of_every_shape_come_as_the_files_bytes(served, tmp_path):
+    """NOTE [ranges as arrays]: ranges inside one block, over two and over several, empty
+    ones, ones past the end and cut by it, repeated and out of order come back as the file's
+    bytes, in the order asked, hits (the second read, the ranges as an array) as misses."""
+    whole = served.files["/d.rec"]
+    size = len(whole)
+    rf = open_cached(served, tmp_path, 4 * size)
+    ranges = [(5, 100), (BLOCK - 10, 20), (BLOCK // 2, 3 * BLOCK), (0, 0), (size + 7, 10),
+              (size - 30, 100), (5, 100), (2 * BLOCK, BLOCK), (0, BLOCK)]  # fmt: skip
+    for asked in (ranges, np.array(ranges, dtype=np.int64)):  # pairs, or an array of them
+        got = rf.source.read_ranges(asked)
+        assert [bytes(g) for g in got] == [whole[o : o + n] for o, n in ranges]
+    assert rf.source.read_ranges([]) == []
+    assert rf.source.stats.misses == 5  # blocks 0 to 3 and the last, each fetched once
+    assert rf.source.stats.hits >= 5  # the second read's
 
 
 def test_bad_cache_arguments(tmp_path):
