@@ -188,6 +188,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--only", nargs="+", choices=CONFIGS, default=list(CONFIGS), metavar="CONFIG",
         help=f"run only these configurations, of {', '.join(CONFIGS)}",
     )  # fmt: skip
+    parser.add_argument(
+        "--concurrency", type=int, help="connections per file (FetchOptions; default: its own)"
+    )
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     args.only = set(args.only)
@@ -233,10 +236,15 @@ def main() -> None:
            if args.split_cores else f"server, proxy and client share cores {all_cores}")
     )  # fmt: skip
 
+    def fetch_options(**kw) -> storage.FetchOptions:
+        if args.concurrency:
+            kw["concurrency"] = args.concurrency
+        return storage.FetchOptions(**kw)
+
     def plain(where: str, mode: str, verify: bool | str = "auto") -> ImageRecordIter:
         if where == "local":
             return ImageRecordIter(local, shuffle_mode=mode, **ITER_ARGS)
-        return ImageRecordIter(url, shuffle_mode=mode, storage_options=far,
+        return ImageRecordIter(url, shuffle_mode=mode, storage_options=far, fetch=fetch_options(),
                                verify_checksums=verify, **ITER_ARGS)  # fmt: skip
 
     results: dict[str, list[dict]] = {}
@@ -258,7 +266,7 @@ def main() -> None:
                 results.setdefault("S3, block shuffle, checksums not verified", []).append(row)
             for policy in [p for p in ("belady", "lru") if f"cache-{p}" in only]:
                 cache = tempfile.mkdtemp(prefix="cache-", dir=work)
-                fetch = storage.FetchOptions(cache_policy=policy)
+                fetch = fetch_options(cache_policy=policy)
                 with ImageRecordIter(url, shuffle_mode="block", storage_options=far,
                                      cache_dir=cache, cache_limit=size // 2, fetch=fetch,
                                      **ITER_ARGS) as it:  # fmt: skip
