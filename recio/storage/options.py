@@ -41,7 +41,7 @@ class FetchOptions:
 
     gap: int = 256 << 10
     max_request: int = 16 << 20
-    concurrency: int = 8
+    concurrency: int = 16  # NOTE [adaptive fetch]: what global shuffle from far away needs
     retries: int = 5
     backoff: float = 0.2
     max_backoff: float = 5.0

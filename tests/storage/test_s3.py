@@ -45,7 +45,8 @@ def test_coalesced_reads_are_few_and_large(s3_server, s3_rec):
     opened = dict(rf.source.stats)  # the open's check of the .idx: one frame header
     total = int(rf.lengths.sum())
     # fixed sizes: requests of max_request; adaptive: a job over every connection at once
-    for adaptive, most in ((False, total // (1 << 20) + 2), (True, 8 + 1)):
+    every = storage.FetchOptions().concurrency
+    for adaptive, most in ((False, total // (1 << 20) + 2), (True, every + 1)):
         rf.source.fetch = storage.FetchOptions(max_request=1 << 20, adaptive=adaptive)
         assert ids_of(rf.read_many(range(120))) == list(range(120))
         assert rf.source.stats["requests"] - opened["requests"] <= most
@@ -199,6 +200,25 @@ def test_through_the_delay_proxy_and_the_block_cache(s3_server, s3_rec, tmp_path
         assert ids_of(rf.read_many(order[:60])) == order[:60].tolist()
         assert proxy.stats["requests"] == requests  # all from the cache
         assert rf.source.stats.hits > 0 and rf.source.stats.corrupt == 0
+    finally:
+        proxy.close()
+
+
+def test_separate_ranges_go_over_sixteen_connections_by_default(s3_server, s3_rec):
+    """A global shuffle's job is many separate requests: by default 16 of them are in
+    flight at once (NOTE [adaptive fetch]), which a far store's latency needs."""
+    port = int(s3_server["endpoint_url"].rsplit(":", 1)[1])
+    proxy = DelayProxy(port, delay_s=0.15, rate=1e9)
+    try:
+        fetch = storage.FetchOptions(gap=1000, retries=1)  # each range its own request
+        assert fetch.concurrency == 16
+        src = storage.open_source(s3_rec, s3_options(proxy.endpoint), fetch=fetch)
+        src.read(0, 100)  # a connection's setup, outside what is counted
+        proxy.reset_peak()
+        ranges = [(o, 5_000) for o in range(0, 2_300_000, 100_000)]  # 23 requests
+        got = src.read_ranges(ranges)
+        assert [len(g) for g in got] == [5_000] * len(ranges)
+        assert proxy.stats["peak_held"] >= 12, proxy.stats  # (16 unless threads start late)
     finally:
         proxy.close()
 
