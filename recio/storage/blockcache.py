@@ -676,10 +676,10 @@ class CachedSource(ByteSource):
         for b, end_block, start, n in zip(
             first.tolist(), last.tolist(), starts, lengths.tolist(), strict=True
         ):
-            if b == end_block:
-                out.append(views[b][start : start + n])
-            elif n <= 0:
+            if n <= 0:  # its block was not read (nothing of it is wanted)
                 out.append(b"")
+            elif b == end_block:
+                out.append(views[b][start : start + n])
             else:
                 out.append(self._joined(views, b, end_block, start, n))
         return out

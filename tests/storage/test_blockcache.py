@@ -276,6 +276,13 @@ def test_ranges_of_every_shape_come_as_the_files_bytes(served, tmp_path):
         got = rf.source.read_ranges(asked)
         assert [bytes(g) for g in got] == [whole[o : o + n] for o, n in ranges]
     assert rf.source.read_ranges([]) == []
+    # empty ranges inside blocks nothing else reads (and past the end) fetch nothing
+    before = rf.source.stats.misses
+    assert [bytes(g) for g in rf.source.read_ranges([(5 * BLOCK + 5, 0), (size + 9, 4)])] == [
+        b"",
+        b"",
+    ]
+    assert rf.source.stats.misses == before
     assert rf.source.stats.misses == 5  # blocks 0 to 3 and the last, each fetched once
     assert rf.source.stats.hits >= 5  # the second read's
 
