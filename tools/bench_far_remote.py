@@ -3,7 +3,7 @@
 
     python tools/bench_far_remote.py [--images 8000] [--delay 0.03] [--rate 100e6] \\
         [--rounds 3] [--seconds 3] [--workdir DIR] [--split-cores] [--only CONFIG ...]
-        [--json OUT]
+        [--concurrency N] [--json OUT]
 
 Needs an S3 server (``tools/s3_server.sh start``; ``RECIO_S3_ENDPOINT``, default
 http://127.0.0.1:8333, testing/testing). The sample dataset (``recio bench``'s shapes,
@@ -39,7 +39,8 @@ client against itself, with the store's CPU off its cores.
 
 ``--only`` runs the configurations named (``CONFIGS``: local-global, local-block,
 s3-global, s3-block, s3-unverified, cache-belady, cache-lru) and no others; a row's ratio
-to local needs the local row of its shuffle among them.
+to local needs the local row of its shuffle among them. ``--concurrency N`` gives the S3
+rows N connections a file instead of ``FetchOptions``' default.
 """
 
 from __future__ import annotations
