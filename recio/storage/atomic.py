@@ -15,8 +15,8 @@ from .urls import filesystem, is_local, local_path, split_protocol, with_client_
 # _WRITEBACK_BYTES it is given to disk (sync_file_range, SYNC_FILE_RANGE_WRITE: it queues
 # the pages and returns), so that prepare()'s fsync finds most of the file on disk already.
 # Without it nothing is written until the fsync (the kernel's own writeback waits for 30 s
-# or for 10 % of memory to be dirty), and a conversion's last fsync of hundreds of MB waited
-# with every core idle. Linux only; elsewhere the fsync does it all, as before.
+# or for 10 % of memory to be dirty), and a conversion's last fsync of hundreds of MB would
+# wait with every core idle. Linux only; elsewhere the fsync does it all.
 _WRITEBACK_BYTES = 16 << 20
 _SYNC_FILE_RANGE_WRITE = 2
 
