@@ -19,6 +19,14 @@ record at its largest offset ends where the ``.rec`` ends (one frame header read
 other shard is converted again, replacing what is there. A killed run so loses only the
 shards it was converting; their hidden partial files are removed when they are redone.
 
+NOTE [stopping a run]: once a run is over ``--max-errors``, the shards not yet started must
+not start, and the ones converting must be let finish: Dask cannot stop a task that is
+running (cancelling its future only forgets it), so a shard the driver called cancelled
+could still be published after the report was written. The driver so sets a Dask
+``Event`` that every task checks before it starts (one not started returns ``None``), and
+waits for every task; the report then says of each shard what is on disk. On Ctrl-C the
+driver sets the event and cancels, without waiting.
+
 Why Dask and not Ray: see the ``cluster`` extra in ``pyproject.toml``.
 """
 
@@ -73,7 +81,8 @@ class ShardJob:
     ``entries`` are the list's entries ``shard``, ``shard + shards``, ... (NOTE [shard
     slices]); ``record`` is the URL of the shard's record (NOTE [resumable shards]);
     ``max_skips`` the skipped files the shard may have before it is refused (``None``: no
-    limit); ``topic`` the Dask event topic its progress goes to.
+    limit); ``topic`` the Dask event topic its progress goes to; ``stop`` the name of the
+    Dask ``Event`` that, once set, says not to start (NOTE [stopping a run]).
     """
 
     list: str
@@ -89,6 +98,7 @@ class ShardJob:
     max_skips: int | None = None
     storage_options: dict[str, Any] | None = None
     topic: str | None = None
+    stop: str | None = None
 
 
 def record_name(rec: str) -> str:
@@ -120,6 +130,7 @@ def shard_jobs(
     max_skips: int | None = None,
     storage_options: dict[str, Any] | None = None,
     topic: str | None = None,
+    stop: str | None = None,
 ) -> list[ShardJob]:
     """The tasks that convert ``entries`` into ``shards`` shards named after ``stem``."""
     jobs = []
@@ -140,6 +151,7 @@ def shard_jobs(
                 max_skips=max_skips,
                 storage_options=storage_options,
                 topic=topic,
+                stop=stop,
             )
         )
     return jobs
@@ -148,16 +160,19 @@ def shard_jobs(
 # --- on a worker ------------------------------------------------------------------------
 
 
-def convert_shard(job: ShardJob) -> dict:
+def convert_shard(job: ShardJob) -> dict | None:
     """Convert one slice into one shard and write its record; the record (a dict).
 
     Runs on a worker (or anywhere: progress then goes nowhere). The ``.rec``/``.idx``
-    pair is published only whole (NOTE [resumable shards]).
+    pair is published only whole (NOTE [resumable shards]). ``None``, with nothing done,
+    when the run's stop event is already set (NOTE [stopping a run]).
 
     Raises:
         TooManyErrors: more than ``job.max_skips`` files skipped, or every file of a
             non-empty slice failed; nothing of this shard is published.
     """
+    if _stopped(job):
+        return None
     start = time.perf_counter()
     send = _progress_sender(job)
     for url in (job.rec, job.idx, job.record):  # a killed run's leftovers (resumed)
@@ -233,6 +248,19 @@ def convert_shard(job: ShardJob) -> dict:
         out.abort()
         raise
     return record
+
+
+def _stopped(job: ShardJob) -> bool:
+    """Whether the run that sent ``job`` has been stopped (never, off a Dask worker)."""
+    if job.stop is None:
+        return False
+    try:
+        from distributed import Event, get_worker
+
+        get_worker()
+    except (ImportError, ValueError):  # not on a Dask worker: no run to ask
+        return False
+    return Event(job.stop).is_set()
 
 
 def _progress_sender(job: ShardJob):
@@ -459,10 +487,11 @@ def pack_on_cluster(
         if not entries:
             raise TooManyErrors(_nothing_written(report, lst, root))
         budget = None if max_errors is None else max_errors - len(bad_lines)
-        topic = f"recio-im2rec-{uuid.uuid4().hex}"
+        run_id = uuid.uuid4().hex
         jobs = shard_jobs(
-            lst, entries, root, opts, stem, shards,
-            max_skips=budget, storage_options=storage_options, topic=topic,
+            lst, entries, root, opts, stem, shards, max_skips=budget,
+            storage_options=storage_options, topic=f"recio-im2rec-{run_id}",
+            stop=f"recio-im2rec-stop-{run_id}",
         )  # fmt: skip
         outcomes: dict[int, dict] = {}
         todo = []
@@ -520,15 +549,16 @@ def _run_jobs(
 ) -> list[BaseException]:
     """Run ``jobs`` on the cluster; their records into ``outcomes``; the errors, in order.
 
-    Every shard runs to its end even when another fails (its output is then kept for a
-    rerun); the not yet started ones are cancelled once the skips pass ``budget``, and all
-    of them on Ctrl-C.
+    Every shard that has started runs to its end even when another fails (its output is
+    then kept for a rerun); once the skips pass ``budget`` the others do not start, and on
+    Ctrl-C none does (NOTE [stopping a run]).
     """
-    from distributed import as_completed
+    from distributed import Event, as_completed
 
     if not jobs:
         return []
     topic = jobs[0].topic
+    stop = Event(jobs[0].stop, client=client)
     client.subscribe_topic(topic, tracker.event)
     futures = {
         client.submit(convert_shard, job, key=f"recio-im2rec-{job.shard}-{uuid.uuid4().hex}",
@@ -540,37 +570,37 @@ def _run_jobs(
     try:
         for future in as_completed(futures):
             job = futures[future]
-            if future.cancelled():  # by _cancel: not run, redone by a rerun
-                continue
             try:
                 record = future.result()
             except Exception as exc:  # the shard's own error, as its task raised it
+                tracker.finish(job.shard)
                 errors.append(exc)
                 outcomes[job.shard] = {"status": "failed", "error": _one_line(exc)}
                 if isinstance(exc, TooManyErrors):
-                    _cancel(client, futures)
+                    stop.set()
                 continue
-            finally:
-                tracker.finish(job.shard)
+            if record is None:  # not started: the run was stopped
+                continue
+            tracker.finish(job.shard)
             outcomes[job.shard] = {**record, "status": "complete"}
             skips += len(record["skipped"])
             if budget is not None and skips > budget:
-                _cancel(client, futures)
-    except BaseException:  # Ctrl-C, SIGTERM: nothing more starts
-        _cancel(client, futures)
+                stop.set()
+    except BaseException:  # Ctrl-C, SIGTERM: nothing more starts, nothing is waited for
+        with contextlib.suppress(Exception):
+            stop.set()  # left set: a task the cancel misses must still not start
+            client.cancel([f for f in futures if not f.done()])
         raise
+    else:
+        with contextlib.suppress(Exception):
+            stop.clear()  # every task has ended; a set Event stays on the scheduler
     finally:
         with contextlib.suppress(Exception):
             client.unsubscribe_topic(topic)
-    for job in futures.values():  # cancelled: not run, redone by a rerun
+    for job in futures.values():  # not started: redone by a rerun
         if job.shard not in outcomes:
             outcomes[job.shard] = {"status": "cancelled"}
     return errors
-
-
-def _cancel(client: Any, futures: dict) -> None:
-    with contextlib.suppress(Exception):
-        client.cancel([f for f in futures if not f.done()])
 
 
 def _one_line(exc: BaseException) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from recio import im2rec
+from recio.format import ListEntry, format_lst_line
 from recio.im2rec import engine
 from recio.im2rec.transcode import EncodeOptions
 
@@ -214,6 +216,82 @@ def test_max_errors_on_a_cluster_publishes_no_shard_over_it(tmp_path, bad_folder
             assert not published and shard["status"] in ("failed", "cancelled"), shard
         assert published == (shard["status"] == "complete"), shard
     assert set(statuses) - {"complete"}  # some shard refused, or not started
+
+
+def test_a_shard_converting_when_another_is_refused_is_finished_and_reported(
+    tmp_path, bad_folder, address
+):
+    # shard 0's first two entries are bad: refused at once under --max-errors 1, while
+    # shard 1's 150 images are converting on the other worker; Dask cannot stop that task,
+    # so it must be waited for and reported as what it is (NOTE [stopping a run])
+    good = sorted(p.name for p in bad_folder.iterdir() if p.name not in BAD)
+    lines = []
+    for k in range(SHARDS * 150):
+        path = good[k % len(good)]
+        if k in (0, SHARDS):
+            path = "empty.jpg" if k == 0 else "text.jpg"
+        lines.append(format_lst_line(ListEntry(k, (0.0,), path)))
+    (tmp_path / "data.lst").write_text("".join(lines))
+    code = on_cluster(tmp_path, bad_folder, address, "--max-errors", 1)
+    assert code == im2rec.EXIT_FAILED
+    shards = report_of(tmp_path)["shards"]
+    assert shards[0]["status"] == "failed" and not (tmp_path / NAMES[0]).exists()
+    assert shards[1]["status"] == "complete" and shards[1]["written"] == 150
+    for k, shard in enumerate(shards):  # shard 2 may have started before the refusal
+        assert (tmp_path / NAMES[2 * k]).exists() == (shard["status"] == "complete"), shard
+    time.sleep(0.5)  # nothing still running publishes behind the report
+    assert [(tmp_path / NAMES[2 * k]).exists() for k in range(SHARDS)] == [
+        s["status"] == "complete" for s in shards
+    ]
+
+
+def test_ctrl_c_on_the_driver_stops_the_shards_not_started(tmp_path, images, address):
+    root = tmp_path / "images"
+    shutil.copytree(images, root)
+    prefix = make_list(tmp_path, root)
+    # shards 0 and 1 begin with a pipe: their tasks block reading it, one on each worker,
+    # and shard 2 waits for a free worker
+    pipes = [
+        root / line.split("\t")[-1]
+        for line in prefix.with_suffix(".lst").read_text().splitlines()[:2]
+    ]
+    data = [pipe.read_bytes() for pipe in pipes]
+    for pipe in pipes:
+        pipe.unlink()
+        os.mkfifo(pipe)
+    command = [sys.executable, "-m", "recio.im2rec", "--engine", "dask", "--address", address,
+               "--shards", SHARDS, "--resize", 32, "--quiet", prefix, root]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(list(map(str, command)), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    writers = []
+    try:
+        deadline = time.monotonic() + 60
+        for pipe in pipes:  # a pipe opens for writing once its task has it open to read
+            while True:
+                assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+                assert time.monotonic() < deadline, f"no task opened {pipe}"
+                try:
+                    writers.append(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+                    break
+                except OSError:
+                    time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == im2rec.EXIT_INTERRUPTED
+        assert report_of(tmp_path)["status"] == "interrupted"
+    finally:
+        proc.kill()
+        proc.stderr.close()
+        for fd, image in zip(writers, data, strict=False):  # the blocked tasks go on
+            os.write(fd, image)
+            os.close(fd)
+    shard_records = [tmp_path / f"data-{k:05d}-of-{SHARDS:05d}.shard.json" for k in range(3)]
+    deadline = time.monotonic() + 30
+    while not all(p.exists() for p in shard_records[:2]) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the two running tasks finish on the cluster, as Dask runs them
+    assert all(p.exists() for p in shard_records[:2])
+    time.sleep(1.0)  # time for shard 2 to start, were it going to
+    assert not shard_records[2].exists() and not (tmp_path / NAMES[4]).exists()
 
 
 @pytest.mark.parametrize(
