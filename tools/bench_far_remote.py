@@ -3,7 +3,7 @@
 
     python tools/bench_far_remote.py [--images 8000] [--delay 0.03] [--rate 100e6] \\
         [--rounds 3] [--seconds 3] [--workdir DIR] [--split-cores] [--only CONFIG ...]
-        [--concurrency N] [--json OUT]
+        [--concurrency N] [--gap BYTES] [--read-ahead BYTES] [--json OUT]
 
 Needs an S3 server (``tools/s3_server.sh start``; ``RECIO_S3_ENDPOINT``, default
 http://127.0.0.1:8333, testing/testing). The sample dataset (``recio bench``'s shapes,
@@ -39,8 +39,8 @@ client against itself, with the store's CPU off its cores.
 
 ``--only`` runs the configurations named (``CONFIGS``: local-global, local-block,
 s3-global, s3-block, s3-unverified, cache-belady, cache-lru) and no others; a row's ratio
-to local needs the local row of its shuffle among them. ``--concurrency N`` gives the S3
-rows N connections a file instead of ``FetchOptions``' default.
+to local needs the local row of its shuffle among them. ``--concurrency``, ``--gap`` and
+``--read-ahead`` set those ``FetchOptions`` of the S3 rows instead of their defaults.
 """
 
 from __future__ import annotations
@@ -192,6 +192,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--concurrency", type=int, help="connections per file (FetchOptions; default: its own)"
     )
+    parser.add_argument("--gap", type=int, help="FetchOptions.gap of the S3 rows, bytes")
+    parser.add_argument(
+        "--read-ahead", type=int, help="FetchOptions.read_ahead of the S3 rows, bytes"
+    )
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     args.only = set(args.only)
@@ -238,8 +242,9 @@ def main() -> None:
     )  # fmt: skip
 
     def fetch_options(**kw) -> storage.FetchOptions:
-        if args.concurrency:
-            kw["concurrency"] = args.concurrency
+        for name in ("concurrency", "gap", "read_ahead"):
+            if getattr(args, name) is not None:
+                kw[name] = getattr(args, name)
         return storage.FetchOptions(**kw)
 
     def plain(where: str, mode: str, verify: bool | str = "auto") -> ImageRecordIter:
