@@ -23,9 +23,9 @@ class FetchOptions:
         backoff: first retry delay in seconds; doubles each attempt, with full jitter.
         max_backoff: cap of one delay.
         presign_s3: read ``s3://`` ranges over plain HTTP with a presigned GET URL
-            (the standard library's client, :mod:`recio.storage.httprange`) instead of
-            one signed botocore call per range: a fraction of the client CPU per request
-            and per byte (measured in tools/bench_storage.py and httprange's docstring).
+            (:mod:`recio.storage.httprange`) instead of one signed botocore call per
+            range: a fraction of the client CPU per request and per byte (measured in
+            tools/bench_range_client.py and httprange's docstring).
             Turn off for what a presigned URL cannot carry (SSE-C keys, requester pays).
         adaptive: size requests (``2 × latency × rate``, measured) and the read-ahead
             (Little's law) from what the source's requests measure, within

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .._install import install_hint
 from .adaptive import LinkEstimate
 from .options import PRESIGN_SECONDS, FetchOptions
 from .retry import (
@@ -85,12 +87,20 @@ class FsspecSource(ByteSource):
         self._http: Any = None
         self._presigned: tuple[str, float] | None = None
         if self.fetch.presign_s3 and split_protocol(url)[0] in ("s3", "s3a"):
-            from .httprange import RangeClient
-
-            # Bounded like the S3 client (with_client_defaults): a stalled read fails and is
-            # retried. Synchronous, on the fetch threads (a quarter of aiohttp's CPU a byte).
-            self._http = RangeClient(connect_timeout=5, read_timeout=30)
-            self._async = False
+            try:
+                from .httprange import RangeClient
+            except ImportError:  # s3fs without the s3 extra: its own (slower) client does
+                warnings.warn(
+                    f"{url}: ranges are read through s3fs's client, several times the CPU a "
+                    f"request and a byte of the presigned path, which needs httptools: "
+                    f"{install_hint('s3')}",
+                    stacklevel=2,
+                )
+            else:
+                # Bounded like the S3 client (with_client_defaults): a stalled read fails and
+                # is retried. Synchronous, on the fetch threads (NOTE [request cost]).
+                self._http = RangeClient(connect_timeout=5, read_timeout=30)
+                self._async = False
 
     def _ranges_from(self, refresh: bool = False) -> tuple[Any, str]:
         """The filesystem and path that range reads go to.

@@ -87,6 +87,18 @@ def test_ranges_go_over_a_presigned_url_with_the_same_bytes(s3_server, s3_rec):
     assert no_presign.read(0, 64) == bytes(fast.source.read(0, 64))
 
 
+def test_without_httptools_ranges_go_through_s3fs_and_say_so(s3_server, s3_rec, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "httptools", None)  # importing it fails
+    monkeypatch.delitem(sys.modules, "recio.storage.httprange")
+    with pytest.warns(UserWarning, match=r"needs httptools: pip install -e '\.\[s3\]'"):
+        source = storage.FsspecSource(s3_rec, s3_server)
+    assert source._http is None
+    rf = RecordFile(s3_rec, storage_options=s3_server)
+    assert bytes(source.read(0, 4096)) == bytes(rf.source.read(0, 4096))
+
+
 def test_an_expired_presigned_url_is_renewed(s3_server, s3_rec):
     rf = RecordFile(s3_rec, storage_options=s3_server)
     src = rf.source
