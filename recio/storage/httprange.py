@@ -83,23 +83,27 @@ class _Connection:
         """
         self.sock.sendall(head)
         answer = _Answer()
-        parser = httptools.HttpResponseParser(answer)
-        answer.parser = parser
         view = memoryview(self._buf)
-        while not answer.headers_done:
+        while not answer.heard.headers_done:
             n = self.sock.recv_into(view)
             if not n:
                 raise ConnectionError("connection closed before the answer's headers")
             try:
-                parser.feed_data(view[:n])
+                answer.parser.feed_data(view[:n])
             except httptools.HttpParserError as exc:
-                raise ConnectionError(f"bad HTTP answer: {exc}") from exc
+                raise ConnectionError(f"bad HTTP answer: {exc}") from None
+        # The rule of RFC 9112 9.3 (llhttp's should_keep_alive resets with a whole message)
+        tokens = answer.heard.connection
+        if answer.parser.get_http_version() == "1.0":
+            answer.keep = "keep-alive" in tokens
+        else:
+            answer.keep = "close" not in tokens
         return answer
 
     def read_message(self, answer: _Answer) -> bytearray:
         """The rest of ``answer``'s body, to its end, whatever its framing."""
         view = memoryview(self._buf)
-        while not answer.message_done:
+        while not answer.heard.message_done:
             n = self.sock.recv_into(view)
             if not n:  # a body that ends when the connection does, or one cut short
                 answer.keep = False
@@ -107,35 +111,62 @@ class _Connection:
             try:
                 answer.parser.feed_data(view[:n])
             except httptools.HttpParserError as exc:
-                raise ConnectionError(f"bad HTTP answer: {exc}") from exc
+                raise ConnectionError(f"bad HTTP answer: {exc}") from None
         return bytearray(b"".join(answer.body))
 
 
 class _Answer:
-    """httptools' callbacks for one answer: status, framing headers, body pieces."""
+    """One answer being read: its parser, and what the parser's callbacks gathered.
+
+    The callbacks live on their own object (``_Heard``), which references neither the
+    answer nor the parser: a parser holding bound methods of an object that holds the
+    parser would make a reference cycle per request, garbage only a full collection frees.
+    """
 
     def __init__(self) -> None:
-        self.reason = ""
-        self.length: int | None = None
-        self.headers_done = self.message_done = False
-        self.keep = True
-        self.body: list[bytes] = []
-        self.parser: httptools.HttpResponseParser | None = None
+        self.heard = _Heard()
+        self.parser = httptools.HttpResponseParser(self.heard)
+        self.keep = True  # the connection takes the next request (known once headers are in)
 
     @property
     def status(self) -> int:
         return self.parser.get_status_code()
 
+    @property
+    def reason(self) -> str:
+        return self.heard.reason
+
+    @property
+    def length(self) -> int | None:
+        return self.heard.length
+
+    @property
+    def body(self) -> list[bytes]:
+        return self.heard.body
+
+
+class _Heard:
+    """httptools' callbacks for one answer: status, framing headers, body pieces."""
+
+    def __init__(self) -> None:
+        self.reason = ""
+        self.length: int | None = None
+        self.connection: set[str] = set()  # the Connection header's tokens, lower case
+        self.headers_done = self.message_done = False
+        self.body: list[bytes] = []
+
     def on_status(self, reason: bytes) -> None:
         self.reason += reason.decode("latin-1")
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() == b"content-length":
+        name = name.lower()
+        if name == b"content-length":
             self.length = int(value)
+        elif name == b"connection":
+            self.connection |= {t.strip() for t in value.decode("latin-1").lower().split(",")}
 
     def on_headers_complete(self) -> None:
         self.headers_done = True
-        self.keep = self.parser.should_keep_alive()
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import socket
 import threading
 import time
@@ -239,5 +240,40 @@ def test_garbage_for_an_answer_is_a_connection_error():
         with pytest.raises(ConnectionError, match="bad HTTP answer"):
             client.cat_file(server.url, 0, 4)
         assert not client._local.conns
+    finally:
+        server.close()
+
+
+def test_a_request_leaves_no_reference_cycle_behind():
+    # cyclic garbage waits for a full collection, which stops every thread: none per request
+    fine = b"HTTP/1.1 206 Partial Content\r\nContent-Length: 4\r\n\r\nabcd"
+    server = _Scripted(*[fine] * 60)
+    try:
+        client = RangeClient()
+        client.cat_file(server.url, 0, 4)
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(50):
+                assert bytes(client.cat_file(server.url, 0, 4)) == b"abcd"
+            assert gc.collect() < 10
+        finally:
+            gc.enable()
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize(
+    "version, connection, kept",
+    [("1.1", "", True), ("1.1", "Connection: Close\r\n", False), ("1.0", "", False),
+     ("1.0", "Connection: keep-alive\r\n", True)],
+)  # fmt: skip
+def test_a_connection_is_kept_as_the_answer_allows(version, connection, kept):
+    fine = f"HTTP/{version} 206 Partial Content\r\nContent-Length: 4\r\n{connection}\r\nabcd"
+    server = _Scripted(fine.encode(), fine.encode())
+    try:
+        client = RangeClient()
+        assert bytes(client.cat_file(server.url, 0, 4)) == b"abcd"
+        assert bool(client._local.conns) == kept
     finally:
         server.close()
