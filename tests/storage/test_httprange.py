@@ -109,15 +109,13 @@ def test_a_paced_body_is_read_in_whole_pieces_and_arrives_in_order(server):
         proxy.close()
 
 
-class _HalfBody:
-    """A server that answers every GET with a 206 of ``length`` bytes, sends ``sent`` of them,
-    then stalls for ``stall`` seconds (or closes at once: ``stall`` 0)."""
+class _Listener:
+    """A server on 127.0.0.1 that hands each connection it accepts to ``on_connection``."""
 
-    def __init__(self, length: int, sent: int, stall: float) -> None:
-        self.length, self.sent, self.stall = length, sent, stall
-        self.requests = 0
+    def __init__(self) -> None:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/f"
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
@@ -126,7 +124,26 @@ class _HalfBody:
                 conn, _ = self._listener.accept()
             except OSError:
                 return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+            self.on_connection(conn)
+
+    def on_connection(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+class _HalfBody(_Listener):
+    """A server that answers every GET with a 206 of ``length`` bytes, sends ``sent`` of them,
+    then stalls for ``stall`` seconds (or closes at once: ``stall`` 0)."""
+
+    def __init__(self, length: int, sent: int, stall: float) -> None:
+        self.length, self.sent, self.stall = length, sent, stall
+        self.requests = 0
+        super().__init__()
+
+    def on_connection(self, conn: socket.socket) -> None:
+        threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
 
     def _answer(self, conn: socket.socket) -> None:
         with conn:
@@ -135,9 +152,6 @@ class _HalfBody:
             head = f"HTTP/1.1 206 Partial Content\r\nContent-Length: {self.length}\r\n\r\n"
             conn.sendall(head.encode() + b"x" * self.sent)
             time.sleep(self.stall)
-
-    def close(self) -> None:
-        self._listener.close()
 
 
 def test_a_body_that_stalls_past_the_timeout_fails_and_is_retried():
@@ -169,31 +183,21 @@ def test_a_body_cut_short_is_a_connection_error():
         cut.close()
 
 
-class _Scripted:
+class _Scripted(_Listener):
     """A server that answers each GET on a connection with the next of ``answers``."""
 
     def __init__(self, *answers: bytes) -> None:
         self.answers, self.connections = list(answers), 0
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}/f"
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            with conn:
-                while self.answers and conn.recv(65536):
-                    answer = self.answers.pop(0)
-                    conn.sendall(answer)
-                    if b"Connection: close" in answer:
-                        break
-
-    def close(self) -> None:
-        self._listener.close()
+    def on_connection(self, conn: socket.socket) -> None:
+        self.connections += 1
+        with conn:
+            while self.answers and conn.recv(65536):
+                answer = self.answers.pop(0)
+                conn.sendall(answer)
+                if b"Connection: close" in answer:
+                    break
 
 
 def test_answers_framed_otherwise_are_read_whole_and_judged_by_the_caller():
