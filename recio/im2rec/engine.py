@@ -570,6 +570,8 @@ def _run_jobs(
     try:
         for future in as_completed(futures):
             job = futures[future]
+            if future.cancelled():  # by someone else (the cluster restarted): not run
+                continue
             try:
                 record = future.result()
             except Exception as exc:  # the shard's own error, as its task raised it
