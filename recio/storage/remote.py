@@ -91,8 +91,8 @@ class FsspecSource(ByteSource):
                 from .httprange import RangeClient
             except ImportError:  # s3fs without the s3 extra: its own (slower) client does
                 warnings.warn(
-                    f"{url}: ranges are read through s3fs's client, several times the CPU a "
-                    f"request and a byte of the presigned path, which needs httptools: "
+                    f"{url}: ranges are read through s3fs's client, which costs more CPU a "
+                    f"request and a byte than the presigned path; that path needs httptools: "
                     f"{install_hint('s3')}",
                     stacklevel=2,
                 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -88,8 +89,6 @@ def test_ranges_go_over_a_presigned_url_with_the_same_bytes(s3_server, s3_rec):
 
 
 def test_without_httptools_ranges_go_through_s3fs_and_say_so(s3_server, s3_rec, monkeypatch):
-    import sys
-
     monkeypatch.setitem(sys.modules, "httptools", None)  # importing it fails
     monkeypatch.delitem(sys.modules, "recio.storage.httprange")
     with pytest.warns(UserWarning, match=r"needs httptools: pip install -e '\.\[s3\]'"):
