@@ -16,6 +16,15 @@ the SeaweedFS test server, on 2 vCPU, it took 443 us of CPU per 1-byte range, th
 0.5 ns on 4 MiB ranges. fsspec's aiohttp client cost about four times as much per byte
 as the http.client reader did (1.85 against 0.43 ms per MB on 4 MiB ranges).
 
+NOTE [dropped gaps]: a merged request (:func:`recio.storage.remote.coalesce`) reads the
+bytes between its ranges too, one request instead of several, and those bytes are of no
+use. Kept, they would cost a copy each and hold memory: a global shuffle's job, a random
+sample of the file, fetched two to three times its records' bytes, all of it alive while
+any record in it was, over the read-ahead's bound. Given the spans to keep, the client
+reads only those into the buffer it returns and drops the rest as it arrives: on Linux
+with ``MSG_TRUNC`` (tcp(7): the kernel frees them without copying them out), over TLS
+through a scratch buffer (they must be decrypted anyway).
+
 NOTE [large reads]: a connection paced by a far link delivers a body a few segments at a
 time, and each ``recv`` that returns is a wake-up of the fetch thread and a GIL acquire in
 the trainer's process. On plain-HTTP connections the body is read in pieces of at most
@@ -31,6 +40,7 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 import httptools
@@ -43,6 +53,8 @@ RECV_PIECE = 256 << 10
 # Linux and the BSDs; elsewhere bodies are read as they come.
 _RCVLOWAT = getattr(socket, "SO_RCVLOWAT", None)
 _HEAD_READ = 64 << 10  # one read of an answer's head (and whatever of the body came with it)
+# Linux: a TCP recv with MSG_TRUNC drops the bytes instead of copying them (tcp(7)).
+_MSG_TRUNC = getattr(socket, "MSG_TRUNC", 0) if hasattr(socket, "SO_RCVLOWAT") else 0
 
 
 class HTTPStatusError(Exception):
@@ -70,6 +82,8 @@ class _Connection:
             raise
         self.sock, self.tls = sock, scheme == "https"
         self._buf = bytearray(_HEAD_READ)
+        # what dropped bytes are read into (with MSG_TRUNC, never written: no memory used)
+        self.scratch = memoryview(np.empty(RECV_PIECE, dtype=np.uint8))
 
     def close(self) -> None:
         self.sock.close()
@@ -209,33 +223,56 @@ class RangeClient:
         if conn is not None:
             conn.close()
 
-    def _read_body(self, conn: _Connection, answer: _Answer, view: memoryview) -> int:
-        """Read the body into ``view`` until it is full or the body ends; the bytes read."""
-        want, got = len(view), 0
-        for piece in answer.body:  # what came with the headers
-            n = min(len(piece), want - got)
-            view[got : got + n] = piece[:n]
-            got += n
+    def _read_body(
+        self, conn: _Connection, answer: _Answer, parts: Sequence[memoryview | int]
+    ) -> int:
+        """Read the body into ``parts`` in turn until they are full or the body ends.
+
+        A part is a buffer to fill, or a count of bytes to drop (NOTE [dropped gaps]).
+        Returns the bytes read, dropped ones included.
+        """
+        early = b"".join(answer.body)  # what came with the headers
         answer.body.clear()
-        sock, mark = conn.sock, 1
+        sock, mark, at, got = conn.sock, 1, 0, 0
         lowat = bool(self.piece and _RCVLOWAT) and not conn.tls  # TLS: records, not bytes
         try:
-            while got < want:
-                n = min(want - got, self.piece) if self.piece else want - got
-                if lowat and n != mark:
-                    sock.setsockopt(socket.SOL_SOCKET, _RCVLOWAT, n)
-                    mark = n
-                k = sock.recv_into(view[got : got + n])
-                if not k:
-                    break
-                got += k
+            for part in parts:
+                keep = not isinstance(part, int)
+                want = len(part) if keep else part
+                done = min(want, len(early) - at)
+                if keep and done:
+                    part[:done] = early[at : at + done]
+                at += done
+                while done < want:
+                    n = min(want - done, self.piece) if self.piece else want - done
+                    if not keep:
+                        n = min(n, len(conn.scratch))
+                    if lowat and n != mark:
+                        sock.setsockopt(socket.SOL_SOCKET, _RCVLOWAT, n)
+                        mark = n
+                    if keep:
+                        k = sock.recv_into(part[done : done + n])
+                    elif conn.tls or not _MSG_TRUNC:
+                        k = sock.recv_into(conn.scratch, n)
+                    else:  # the kernel drops them: no copy into this process
+                        k = sock.recv_into(conn.scratch, n, _MSG_TRUNC)
+                    if not k:
+                        return got + done
+                    done += k
+                got += done
         finally:
             if mark != 1:
                 sock.setsockopt(socket.SOL_SOCKET, _RCVLOWAT, 1)
         return got
 
-    def cat_file(self, url: str, start: int, end: int) -> bytearray | memoryview:
+    def cat_file(
+        self, url: str, start: int, end: int, keep: Sequence[tuple[int, int]] | None = None
+    ) -> bytearray | memoryview:
         """Bytes ``start`` to ``end`` (exclusive) of ``url``, in one GET.
+
+        ``keep``: sorted, disjoint ``(offset, end)`` spans of the file within the range;
+        then only their bytes come back, one span after another, and the bytes between
+        are dropped as they arrive (NOTE [dropped gaps]).
 
         Raises:
             ConnectionError: reset, cut short, or a 5xx / 429 answer (worth retrying).
@@ -272,11 +309,19 @@ class RangeClient:
                 # A whole body for a ranged GET (or no length): the caller judges its size.
                 data = conn.read_message(answer)
                 self._drop(*key)
-                return data
+                if keep is None or len(data) > want:
+                    return data
+                if len(data) < want:
+                    raise ConnectionError(f"short read: {len(data)} of {want} bytes")
+                # the range's length: the whole file from byte 0, so the range itself
+                return bytearray(b"".join(data[s - start : e - start] for s, e in keep))
             # numpy's empty: a bytearray would be zeroed first, a pass over every byte for
             # nothing
-            buf = memoryview(np.empty(want, dtype=np.uint8))
-            got = self._read_body(conn, answer, buf)
+            size = want if keep is None else sum(e - s for s, e in keep)
+            buf = memoryview(np.empty(size, dtype=np.uint8))
+            got = self._read_body(
+                conn, answer, [buf] if keep is None else _parts(buf, start, end, keep)
+            )
             if got < want:
                 self._drop(*key)
                 raise ConnectionError(f"short read: {got} of {want} bytes")
@@ -288,3 +333,28 @@ class RangeClient:
         except OSError:
             self._drop(*key)  # a connection in an unknown state is not reused
             raise
+
+
+def _parts(
+    buf: memoryview, start: int, end: int, keep: Sequence[tuple[int, int]]
+) -> list[memoryview | int]:
+    """``start..end``'s body as :meth:`RangeClient._read_body` reads it.
+
+    ``keep``'s spans are views into ``buf``, one after another; the bytes between them
+    are counts to drop.
+    """
+    parts: list[memoryview | int] = []
+    pos = at = start
+    for s, e in keep:
+        if not start <= pos <= s <= e <= end:
+            raise ValueError(
+                f"spans to keep {list(keep)} are not sorted, disjoint spans of {start}..{end}"
+            )
+        if s > pos:
+            parts.append(s - pos)
+        parts.append(buf[at - start : at - start + e - s])
+        at += e - s
+        pos = e
+    if end > pos:
+        parts.append(end - pos)
+    return parts

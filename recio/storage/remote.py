@@ -57,12 +57,55 @@ def coalesce(
     return merged
 
 
+def kept_spans(
+    ranges: Sequence[tuple[int, int]], members: Sequence[int], min_gap: int
+) -> tuple[list[tuple[int, int]], list[int]]:
+    """The spans of a merged request that its ``members`` need, and where each member lies.
+
+    ``members``: positions in ``ranges``, in file order (as :func:`coalesce` gives them).
+    Returns sorted, disjoint ``(offset, end)`` spans covering the members (holes under
+    ``min_gap`` bytes kept: a separate receive costs more than copying them), and each
+    member's offset in the spans' bytes laid end to end (NOTE [dropped gaps] in
+    :mod:`recio.storage.httprange`).
+    """
+    spans: list[list[int]] = []
+    where: list[tuple[int, int]] = []  # per member: its span, its offset in the span
+    for k in members:
+        offset, length = ranges[k]
+        if spans and offset - spans[-1][1] < max(min_gap, 1):  # touching ones join too
+            span = spans[-1]
+            span[1] = max(span[1], offset + length)
+        else:
+            spans.append([offset, offset + length])
+        where.append((len(spans) - 1, offset - spans[-1][0]))
+    starts, at = [], 0
+    for s, e in spans:
+        starts.append(at)
+        at += e - s
+    return [(s, e) for s, e in spans], [starts[j] + off for j, off in where]
+
+
+def _compact(data: Any, start: int, keep: list[tuple[int, int]]) -> bytes:
+    """The ``keep`` spans of ``data`` (bytes from ``start``), laid end to end (a copy).
+
+    Where the store's client reads whole spans, the gaps are dropped here, so that a
+    fetch holds its ranges' bytes only, as the read-ahead's bound counts them.
+    """
+    view = memoryview(data)
+    return b"".join(view[s - start : e - start] for s, e in keep)
+
+
+# Holes smaller than this are read with the ranges around them (NOTE [dropped gaps]).
+_MIN_DROP = 16 << 10
+
+
 class FsspecSource(ByteSource):
     """A file behind any fsspec URL, read by coalesced, concurrent, retried byte ranges.
 
-    ``read_ranges`` returns, for each range, bytes or a zero-copy memoryview into the
-    larger request it was merged into. ``stats`` counts requests and bytes fetched.
-    Pickles as its URL and options; the copy reconnects.
+    ``read_ranges`` returns, for each range, bytes or a zero-copy memoryview into what
+    the larger request it was merged into kept: its ranges' bytes, not the gaps between
+    (NOTE [dropped gaps] in :mod:`recio.storage.httprange`). ``stats`` counts requests
+    and the bytes fetched. Pickles as its URL and options; the copy reconnects.
     """
 
     def __init__(
@@ -131,31 +174,35 @@ class FsspecSource(ByteSource):
         with self._lock:
             self.stats["retries"] += 1
 
-    def _cat(self, start: int, end: int) -> bytes:
+    def _cat(self, start: int, end: int, keep: list[tuple[int, int]] | None = None) -> bytes:
+        """Bytes ``start..end``; with ``keep``, only those spans' (NOTE [dropped gaps])."""
         fs, path = self._ranges_from()
+        sparse = keep is not None and fs is self._http  # the client drops the gaps itself
+        spans = {"keep": keep} if sparse else {}
         t0 = time.perf_counter()
         try:
-            data = fs.cat_file(path, start=start, end=end)
+            data = fs.cat_file(path, start=start, end=end, **spans)
         except Exception as exc:  # noqa: BLE001 - only a refused presigned URL is handled
             if fs is not self._http or http_status(exc) != 403:
                 raise
             fs, path = self._ranges_from(refresh=True)  # the presigned URL expired
             self._retried(exc)
             t0 = time.perf_counter()
-            data = fs.cat_file(path, start=start, end=end)
-        data = self._checked(data, start, end)
-        self.link.add(len(data), time.perf_counter() - t0)
-        return data
+            data = fs.cat_file(path, start=start, end=end, **spans)
+        size = sum(e - s for s, e in keep) if sparse else end - start
+        data = self._checked(data, start, end, size)
+        self.link.add(end - start, time.perf_counter() - t0)
+        return data if sparse or keep is None else _compact(data, start, keep)
 
-    def _checked(self, data: Any, start: int, end: int) -> Any:
-        """``data`` if it is the asked range's length; else the error to raise for it."""
-        if len(data) == end - start:
+    def _checked(self, data: Any, start: int, end: int, size: int) -> Any:
+        """``data`` if it is ``size`` bytes, as asked; else the error to raise for it."""
+        if len(data) == size:
             return data
-        if len(data) > end - start:
+        if len(data) > size:
             # A whole body for a ranged request: asking again will not change it.
             raise RangeIgnoredError(self.url, start, end, len(data))
         # A short body (connection cut mid-transfer) must not pass as the record.
-        raise ConnectionError(f"short read: {len(data)} of {end - start} bytes")
+        raise ConnectionError(f"short read: {len(data)} of {size} bytes")
 
     def read(self, offset: int, length: int) -> bytes:
         """``length`` bytes from ``offset`` (fewer at the end of the file), one retried request.
@@ -167,10 +214,16 @@ class FsspecSource(ByteSource):
         end = min(offset + length, self.size)
         if end <= offset:
             return b""
+        return self._read(offset, end)
+
+    def _read(self, start: int, end: int, keep: list[tuple[int, int]] | None = None) -> bytes:
+        """:meth:`_cat`, retried; counted as the bytes that came over the wire."""
+        if end <= start:
+            return b""
         data = retrying(
-            lambda: self._cat(offset, end), self.url, offset, end, self.fetch, self._retried
+            lambda: self._cat(start, end, keep), self.url, start, end, self.fetch, self._retried
         )
-        self._count(1, len(data))
+        self._count(1, end - start)
         return data
 
     def read_ranges(
@@ -178,7 +231,8 @@ class FsspecSource(ByteSource):
     ) -> list[bytes | memoryview]:
         """The bytes of each (offset, length) range, fetched as coalesced concurrent requests.
 
-        A range merged into a larger request comes back as a memoryview into it. Ranges are
+        A range merged into a larger request comes back as a memoryview into the bytes
+        that request kept. Ranges are
         clipped to the file's size. ``gap``: instead of ``fetch.gap`` (a block cache's
         fetches join only adjacent blocks: the bytes between others would be dropped).
 
@@ -191,16 +245,20 @@ class FsspecSource(ByteSource):
         ranges = [(int(o), max(0, min(int(o) + int(n), self.size) - int(o))) for o, n in ranges]
         size = self.request_size(sum(n for _, n in ranges))
         requests = coalesce(ranges, self.fetch.gap if gap is None else gap, size)
-        blobs = self._fetch_all([(start, end) for start, end, _ in requests])
+        spans, starts = [], []  # per request: (start, end, spans to keep), members' offsets
+        for start, end, members in requests:
+            keep, at = kept_spans(ranges, members, _MIN_DROP)
+            spans.append((start, end, keep if keep != [(start, end)] else None))
+            starts.append(at)
+        blobs = self._fetch_all(spans)
         out: list[bytes | memoryview] = [b""] * len(ranges)
-        for (start, _, members), blob in zip(requests, blobs, strict=True):
-            if len(members) == 1 and ranges[members[0]] == (start, len(blob)):
+        for (_, _, members), blob, at in zip(requests, blobs, starts, strict=True):
+            if len(members) == 1 and at[0] == 0 and ranges[members[0]][1] == len(blob):
                 out[members[0]] = blob
                 continue
             view = memoryview(blob)
-            for k in members:
-                offset, length = ranges[k]
-                out[k] = view[offset - start : offset - start + length]
+            for k, pos in zip(members, at, strict=True):
+                out[k] = view[pos : pos + ranges[k][1]]
         return out
 
     def request_size(self, job_bytes: int | None = None) -> int:
@@ -220,15 +278,17 @@ class FsspecSource(ByteSource):
             size = max(lo, min(size, -(-job_bytes // fetch.concurrency)))
         return size
 
-    def _fetch_all(self, spans: list[tuple[int, int]]) -> list[bytes]:
-        """The bytes of every (start, end) span, concurrently, each retried on its own."""
+    def _fetch_all(self, spans: list[tuple[int, int, list | None]]) -> list[bytes]:
+        """The bytes of every ``(start, end, keep)`` request, concurrently, each retried."""
         if len(spans) == 1:
-            return [self.read(spans[0][0], spans[0][1] - spans[0][0])]
+            return [self._read(*spans[0])]
         if self._async:
-            return self._fetch_async(spans)
+            blobs = self._fetch_async([(s, e) for s, e, _ in spans])
+            pairs = zip(spans, blobs, strict=True)
+            return [b if k is None else _compact(b, s, k) for (s, _, k), b in pairs]
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.fetch.concurrency, thread_name_prefix="recio-io")
-        futures = [self._pool.submit(self.read, s, e - s) for s, e in spans]
+        futures = [self._pool.submit(self._read, *span) for span in spans]
         return [f.result() for f in futures]
 
     def _fetch_async(self, spans: list[tuple[int, int]]) -> list[bytes]:

@@ -109,6 +109,53 @@ def test_a_paced_body_is_read_in_whole_pieces_and_arrives_in_order(server):
         proxy.close()
 
 
+class _Flagged(_Recording):
+    """A recording socket that also records each recv's flags."""
+
+    def __init__(self, sock):
+        super().__init__(sock)
+        self.flags = []
+
+    def recv_into(self, view, nbytes=0, flags=0):
+        self.flags.append(flags)
+        return super().recv_into(view, nbytes, flags)
+
+
+@pytest.mark.parametrize("paced", [False, True], ids=["at-once", "paced"])
+def test_kept_spans_come_back_laid_end_to_end_and_the_bytes_between_are_dropped(server, paced):
+    proxy = DelayProxy(server.port, delay_s=0.0, rate=20e6) if paced else None
+    url = f"{proxy.endpoint if paced else server.url}/f"
+    client = RangeClient(piece=128 << 10)
+    data = server.files["/f"]
+    try:
+        assert bytes(client.cat_file(url, 0, 10)) == data[:10]  # connect
+        (conn,) = client._local.conns.values()
+        conn.sock = rec = _Flagged(conn.sock)
+        conn.scratch[:] = b"\xab" * len(conn.scratch)
+        start, end = 1000, 1000 + 900_000
+        # a span at the range's start, a hole larger than a piece, small ones, one at the end
+        keep = [(1000, 2000), (400_000, 401_000), (401_500, 500_000), (899_000, end)]
+        got = client.cat_file(url, start, end, keep=keep)
+        assert bytes(got) == b"".join(data[s:e] for s, e in keep)
+        assert len(got) == sum(e - s for s, e in keep)  # the buffer holds the spans only
+        if socket.MSG_TRUNC and hasattr(socket, "SO_RCVLOWAT"):  # Linux: dropped uncopied
+            assert socket.MSG_TRUNC in rec.flags
+            assert bytes(conn.scratch) == b"\xab" * len(conn.scratch)
+        # the whole body was read: the connection takes the next request
+        assert bytes(client.cat_file(url, 5, 70_000)) == data[5:70_000]
+        assert client._local.conns[("http", url.split("/")[2])] is conn
+    finally:
+        if proxy is not None:
+            proxy.close()
+
+
+def test_spans_to_keep_must_be_sorted_disjoint_and_inside_the_range(server):
+    client = RangeClient()
+    for keep in ([(10, 20), (15, 30)], [(20, 30), (10, 15)], [(0, 20)], [(90, 120)]):
+        with pytest.raises(ValueError, match="not sorted, disjoint spans of 10..100"):
+            client.cat_file(f"{server.url}/f", 10, 100, keep=keep)
+
+
 class _Listener:
     """A server on 127.0.0.1 that hands each connection it accepts to ``on_connection``."""
 
@@ -212,6 +259,21 @@ def test_answers_framed_otherwise_are_read_whole_and_judged_by_the_caller():
         assert not client._local.conns  # not kept: a whole body for a range is suspect
         assert bytes(client.cat_file(server.url, 0, 4)) == b"whole body"
         assert server.connections == 2
+    finally:
+        server.close()
+
+
+def test_a_whole_body_with_spans_to_keep_is_cut_only_where_it_is_the_range():
+    whole = b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nhelloabc"
+    server = _Scripted(whole, whole, whole)
+    try:
+        client = RangeClient()
+        # the whole file from byte 0 is the range 0..8: the spans are cut from it
+        assert bytes(client.cat_file(server.url, 0, 8, keep=[(0, 2), (5, 8)])) == b"heabc"
+        # longer than the range: handed back whole, for the caller to refuse
+        assert bytes(client.cat_file(server.url, 0, 6, keep=[(0, 2), (5, 6)])) == b"helloabc"
+        with pytest.raises(ConnectionError, match="short read: 8 of 10"):
+            client.cat_file(server.url, 0, 10, keep=[(0, 2), (5, 10)])
     finally:
         server.close()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import itertools
 import pickle
 import threading
 
@@ -12,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from recio import storage
+from recio.storage.remote import kept_spans
 
 FAST = storage.FetchOptions(backoff=0.001, max_backoff=0.01, retries=3)
 
@@ -43,6 +45,24 @@ def test_coalesce_merges_neighbours_and_respects_gap():
     assert storage.coalesce([(0, 10), (10, 10)], 0, 15) == [(0, 10, [0]), (10, 20, [1])]
 
 
+@given(
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 500)), min_size=1, max_size=60),
+    st.integers(0, 300),
+)
+def test_kept_spans_hold_every_member_and_drop_only_holes_of_min_gap(ranges, min_gap):
+    ((start, end, members),) = storage.coalesce(ranges, 20_000, 1 << 30)
+    spans, at = kept_spans(ranges, members, min_gap)
+    assert spans == sorted(spans) and all(s <= e for s, e in spans)
+    holes = [b[0] - a[1] for a, b in itertools.pairwise(spans)]
+    assert all(h >= min_gap and h > 0 for h in holes), (spans, min_gap)
+    data = bytes(i % 251 for i in range(end + 300))  # byte i of the "file" is i % 251
+    laid = b"".join(data[s:e] for s, e in spans)
+    for k, pos in zip(members, at, strict=True):
+        offset, length = ranges[k]
+        assert laid[pos : pos + length] == data[offset : offset + length]
+    assert spans[0][0] == start and spans[-1][1] == end
+
+
 def test_read_ranges_equal_slices(memfs):
     data = np.random.default_rng(1).integers(0, 256, 300_000, dtype=np.uint8).tobytes()
     memfs.pipe("/b/blob", data)
@@ -59,6 +79,12 @@ def test_read_ranges_equal_slices(memfs):
     assert [bytes(g) for g in got] == [data[o : o + n] for o, n in ranges]
     assert src.stats["requests"] < len(ranges)
     assert src.read(5, 10) == data[5:15]
+    # merged over holes larger than the smallest dropped one: the holes are dropped
+    sparse = [(o, 2_000) for o in range(0, 290_000, 29_000)]
+    src.fetch = storage.FetchOptions(gap=40_000, max_request=1 << 20, adaptive=False)
+    got = src.read_ranges(sparse)
+    assert [bytes(g) for g in got] == [data[o : o + n] for o, n in sparse]
+    assert {len(g.obj) for g in got} == {2_000 * len(sparse)}  # one buffer, of the ranges
 
 
 def test_source_pickles_as_url(memfs):

@@ -259,3 +259,28 @@ def test_a_job_goes_over_every_connection_at_once(s3_server, s3_rec):
         assert took < 0.15 * 8 / 2, took  # one after another would take 8 delays
     finally:
         proxy.close()
+
+
+@pytest.mark.parametrize("presign", [True, False], ids=["presigned", "s3fs"])
+def test_a_merged_request_holds_only_its_ranges_bytes(s3_server, s3_rec, presign):
+    """Ranges merged across gaps come over one request, but only their own bytes are kept
+    (NOTE [dropped gaps]): the buffers behind the views hold the ranges, not the gaps,
+    whether the presigned client drops them as they come or they are dropped after."""
+    whole = storage.open_source(s3_rec, s3_server).read(0, 2_400_000)
+    fetch = storage.FetchOptions(
+        gap=256 << 10, adaptive=False, max_request=16 << 20, presign_s3=presign
+    )
+    src = storage.open_source(s3_rec, s3_server, fetch=fetch)
+    opened = dict(src.stats)
+    # a random sample, a range repeated and one overlapping another: one request
+    rng = np.random.default_rng(0)
+    ranges = [(int(o), 7_000) for o in rng.choice(2_300_000, 40, replace=False)]
+    ranges += [ranges[3], (ranges[5][0] + 100, 9_000)]
+    got = src.read_ranges(ranges)
+    assert [bytes(g) for g in got] == [whole[o : o + n] for o, n in ranges]
+    assert src.stats["requests"] - opened["requests"] == 1
+    start, end = min(o for o, _ in ranges), max(o + n for o, n in ranges)
+    assert src.stats["bytes"] - opened["bytes"] == end - start  # what came over the wire
+    held = {id(g.obj): memoryview(g.obj).nbytes for g in got}  # the buffers behind the views
+    needed = len({i for o, n in ranges for i in range(o, o + n)})
+    assert needed <= sum(held.values()) < (end - start) / 3, (held, needed, end - start)
