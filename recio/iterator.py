@@ -511,8 +511,8 @@ class _Pipeline(_Run):
             (_Extents if self.extents else _MarkMismatches)(self.records),
             [p.positions for p in plans],
             depth=2 if group is None else 1,
-            # global shuffle: a job of a quarter of the memory bound (NOTE [adaptive fetch])
-            group_bytes=fetch.read_ahead // 4 if fetch.adaptive else _GLOBAL_JOB,
+            # global shuffle: a job of half the memory bound (NOTE [adaptive fetch])
+            group_bytes=fetch.read_ahead // 2 if fetch.adaptive else _GLOBAL_JOB,
             group_batches=group,
             first_batch=first_step,
             epoch=epoch if self.records.cached else None,

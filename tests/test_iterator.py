@@ -615,9 +615,9 @@ def test_multi_frame_records_decode_as_single_frame_ones(tmp_path):
         assert a.stats.decoded == 12 and not a.stats.bad_records
 
 
-def test_global_shuffle_fetch_jobs_are_a_quarter_of_the_read_ahead(rec, memfs, monkeypatch):
+def test_global_shuffle_fetch_jobs_are_half_the_read_ahead(rec, memfs, monkeypatch):
     """NOTE [adaptive fetch]: the larger a global-shuffle job, the denser its records and
-    the fuller its requests; a quarter of the memory bound, or 32 MB where not adaptive."""
+    the fuller its requests; half the memory bound, or 32 MB where not adaptive."""
     import recio.iterator
     from recio.storage import FetchOptions
 
@@ -628,7 +628,7 @@ def test_global_shuffle_fetch_jobs_are_a_quarter_of_the_read_ahead(rec, memfs, m
     url = _upload(rec, "memory://jobs/data.rec", {})
     with make_iter(url, shuffle=True, fetch=FetchOptions(read_ahead=40 << 20)) as it:
         assert len(list(it)) == 5
-    assert made and set(made) == {10 << 20}
+    assert made and set(made) == {20 << 20}
     made.clear()
     with make_iter(url, shuffle=True, fetch=FetchOptions(adaptive=False)) as it:
         assert len(list(it)) == 5

@@ -17,15 +17,19 @@ smallest duration seen bounds the latency; the large requests give the rate). Fr
   is many separate requests (a random sample of the file), and at 30 ms a request eight
   connections gave 0.52-0.72 of local's images/s in alternating runs, sixteen 0.70-0.75
   (the client then CPU-bound); block shuffle's windows went as fast with either;
-- job size, global shuffle: a quarter of ``read_ahead``. A job's records are a random
-  sample of the file, so the larger the job, the denser they lie and the fewer, fuller
-  requests they merge into (neighbours within ``gap`` are read with the bytes between):
-  on 8,000 images of 33 KB, jobs of 32 MB fetched 2.8× the records' bytes and needed
-  more requests than eight connections at 30 ms give; of 64 MB, far fewer
-  (tools/bench_far_remote.py). Block shuffle's jobs are its windows;
+- job size, global shuffle: half of ``read_ahead``. A job's records are a random sample
+  of the file, so the larger the job, the denser they lie and the fewer, fuller requests
+  they merge into (neighbours within ``gap`` are read with the bytes between, which the
+  client drops as they come: NOTE [dropped gaps] in :mod:`recio.storage.httprange`; on
+  the wire and in the kernel they still cost about 0.45 ns a byte of the client's CPU).
+  On 8,000 images of 33 KB from a store 30 ms away (tools/bench_far_remote.py's sample,
+  256 MB of read-ahead, a probe alternating the two): jobs of a quarter of the bound
+  fetched 93-102 KB an image in 0.10-0.11 requests, and the client spent 64-68 us an
+  image in its fetch threads; jobs of half of it 65 KB in 0.011, 38 us. Block
+  shuffle's jobs are its windows;
 - read-ahead (``Prefetcher``): Little's law, jobs in flight = consumption rate × a job's
-  fetch time / a job's bytes, plus one, within ``FetchOptions.read_ahead`` bytes: the
-  user's memory bound for fetched, not yet decoded data.
+  fetch time / a job's bytes, plus one, within ``FetchOptions.read_ahead`` bytes with the
+  job being used: the user's memory bound for fetched, not yet decoded data.
 
 Until a few requests are measured, the fixed settings (``max_request``, ``concurrency``,
 the Prefetcher's ``depth``) apply. Across an epoch's end: once a Prefetcher has submitted

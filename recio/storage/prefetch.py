@@ -5,9 +5,9 @@ order. Behind it, consecutive batches are grouped into one fetch job of about
 ``group_bytes`` (so the ranges of several batches coalesce into large requests),
 or of exactly ``group_batches`` batches (a block-shuffle window: see
 ``Sampler.fetch_group``), and ``depth`` jobs are in flight; with ``read_ahead``, as many
-as the measured rates need (NOTE [adaptive fetch]), within ``read_ahead`` bytes. Memory is
-bounded by about one job more than are in flight (plus the small gaps coalescing reads
-and drops).
+as the measured rates need (NOTE [adaptive fetch]), within ``read_ahead`` bytes: the jobs
+in flight and the one being used (a fetch holds its records' bytes and the small gaps it
+kept, NOTE [dropped gaps] in :mod:`recio.storage.httprange`).
 The iterator's reader thread owns one; ``close()`` stops it.
 """
 
@@ -58,8 +58,8 @@ class Prefetcher:
             None: no clock.
         read_ahead: adapt the jobs in flight to what is measured (Little's law: the
             consumer's bytes per second × a job's fetch time / a job's bytes, plus one;
-            NOTE [adaptive fetch]), from ``depth`` up to this many bytes of jobs.
-            None: always ``depth``.
+            NOTE [adaptive fetch]), from ``depth`` up to this many bytes of jobs, the
+            one being used among them (at least one in flight). None: always ``depth``.
         lead: with ``group_batches``, fetch the first batch alone first (above). A
             prefetcher started well ahead (the next epoch's) does without: the lead's
             records would be fetched twice, alone and again in the gaps of its window's
@@ -157,7 +157,8 @@ class Prefetcher:
         spent, consumed = self._consumed
         jobs = self._jobs_done
         job_bytes = fetched / jobs
-        high = max(1, min(_MAX_JOBS, int(self.read_ahead // max(job_bytes, 1))))
+        # the job being used counts against the bound too
+        high = max(1, min(_MAX_JOBS, int(self.read_ahead // max(job_bytes, 1)) - 1))
         rate = consumed / spent if spent > 0 else 0.0
         self.in_flight = jobs_ahead(rate, fetch_s / jobs, job_bytes, self.depth, high)
 
