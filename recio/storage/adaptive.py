@@ -24,8 +24,8 @@ smallest duration seen bounds the latency; the large requests give the rate). Fr
   the wire and in the kernel they still cost about 0.45 ns a byte of the client's CPU).
   On 8,000 images of 33 KB from a store 30 ms away (tools/bench_far_remote.py's sample,
   256 MB of read-ahead, a probe alternating the two): jobs of a quarter of the bound
-  fetched 93-102 KB an image in 0.10-0.11 requests, and the client spent 64-68 us an
-  image in its fetch threads; jobs of half of it 65 KB in 0.011, 38 us. Block
+  fetched 93-102 KB an image in 0.10-0.11 requests, and the client spent 54-74 us an
+  image in its fetch threads; jobs of half of it 65 KB in 0.011, 32-46 us. Block
   shuffle's jobs are its windows;
 - read-ahead (``Prefetcher``): Little's law, jobs in flight = consumption rate × a job's
   fetch time / a job's bytes, plus one, within ``FetchOptions.read_ahead`` bytes with the

@@ -232,9 +232,9 @@ class FsspecSource(ByteSource):
         """The bytes of each (offset, length) range, fetched as coalesced concurrent requests.
 
         A range merged into a larger request comes back as a memoryview into the bytes
-        that request kept. Ranges are
-        clipped to the file's size. ``gap``: instead of ``fetch.gap`` (a block cache's
-        fetches join only adjacent blocks: the bytes between others would be dropped).
+        that request kept. Ranges are clipped to the file's size. ``gap``: instead of
+        ``fetch.gap`` (a block cache's fetches join only adjacent blocks: the bytes between
+        others would be dropped).
 
         Raises:
             RemoteReadError: a request still fails after ``fetch.retries`` retries.
