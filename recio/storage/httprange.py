@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import sys
 import threading
 from collections.abc import Sequence
 from urllib.parse import urlsplit
@@ -53,8 +54,9 @@ RECV_PIECE = 256 << 10
 # Linux and the BSDs; elsewhere bodies are read as they come.
 _RCVLOWAT = getattr(socket, "SO_RCVLOWAT", None)
 _HEAD_READ = 64 << 10  # one read of an answer's head (and whatever of the body came with it)
-# Linux: a TCP recv with MSG_TRUNC drops the bytes instead of copying them (tcp(7)).
-_MSG_TRUNC = getattr(socket, "MSG_TRUNC", 0) if hasattr(socket, "SO_RCVLOWAT") else 0
+# Linux: a TCP recv with MSG_TRUNC drops the bytes instead of copying them (tcp(7)); the
+# BSDs have the flag but not that meaning for TCP.
+_MSG_TRUNC = socket.MSG_TRUNC if sys.platform.startswith("linux") else 0
 
 
 class HTTPStatusError(Exception):
@@ -267,7 +269,7 @@ class RangeClient:
 
     def cat_file(
         self, url: str, start: int, end: int, keep: Sequence[tuple[int, int]] | None = None
-    ) -> bytearray | memoryview:
+    ) -> bytes | bytearray | memoryview:
         """Bytes ``start`` to ``end`` (exclusive) of ``url``, in one GET.
 
         ``keep``: sorted, disjoint ``(offset, end)`` spans of the file within the range;
@@ -314,7 +316,7 @@ class RangeClient:
                 if len(data) < want:
                     raise ConnectionError(f"short read: {len(data)} of {want} bytes")
                 # the range's length: the whole file from byte 0, so the range itself
-                return bytearray(b"".join(data[s - start : e - start] for s, e in keep))
+                return b"".join(data[s - start : e - start] for s, e in keep)
             # numpy's empty: a bytearray would be zeroed first, a pass over every byte for
             # nothing
             size = want if keep is None else sum(e - s for s, e in keep)
