@@ -105,15 +105,17 @@ def test_hdfs_reads_behind_the_delay_proxy_wait_its_delay(hdfs_prefix, hdfs_in_u
             opened = proxy.stats["requests"]
             assert opened >= 1  # the .idx and the check at open came through the proxy
             order = epoch_order(40, 0, 1, "global")
-            got, t0 = [], time.perf_counter()
+            got, reads = [], []  # per batch: (turns through the proxy, seconds)
             for batch in np.array_split(order, 8):
+                before, t0 = proxy.stats["requests"], time.perf_counter()
                 got += ids_of(rf.read_many(batch))
-            took = time.perf_counter() - t0
-            requests = proxy.stats["requests"] - opened
+                reads.append((proxy.stats["requests"] - before, time.perf_counter() - t0))
         assert got == order.tolist()
-        # Each batch is one read, one after another, so each delayed turn is waited for. How
-        # many turns 8 batches make depends on how hdfs-native's reads fall into the
-        # DataNode's packets (7 or 8 here): the count is held against the time, not fixed.
-        assert requests >= 4 and took >= requests * delay, (requests, took)
+        # The batches are read one after another, and a batch whose read went through the
+        # proxy waited at least its delay. How many turns a read makes depends on how
+        # hdfs-native's reads fall into the DataNode's packets (one or two, and a turn
+        # may overlap another of the same read), so each read is held to one delay.
+        assert sum(turns > 0 for turns, _ in reads) >= 4, reads
+        assert all(took >= delay for turns, took in reads if turns), reads
     finally:
         proxy.close()
