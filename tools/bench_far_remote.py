@@ -28,7 +28,9 @@ client's CPU per image (this process's CPU time: decode, fetch and parse threads
 proxy and the server are other processes); bytes fetched per image; the server's CPU in
 the same window (cores busy, and its share of the CPU that server, proxy and client used
 together) and the proxy's (cores); the most requests the proxy held at once (connections
-busy in parallel); and the median wait for an epoch's first batch.
+busy in parallel); the median wait for an epoch's first batch; and the seconds the client's
+full garbage collections took in the timed windows, all rounds together (each
+configuration's set-up is collected before its epochs are timed: ``settled``).
 
 Two modes. By default server, proxy and client share the machine's cores, as they do in
 the tests: the S3 rows' ratios then also measure the server's share of those cores.
@@ -47,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import shutil
@@ -132,6 +135,36 @@ def fetched_bytes(it: ImageRecordIter) -> int:
     return int(getattr(source, "stats", {}).get("bytes", 0))
 
 
+class FullCollections:
+    """The count and seconds of this process's full garbage collections (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.count, self.seconds, self._start = 0, 0.0, 0.0
+        gc.callbacks.append(self._seen)
+
+    def _seen(self, phase: str, info: dict) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.count += 1
+            self.seconds += time.perf_counter() - self._start
+
+
+def settled(it: ImageRecordIter) -> ImageRecordIter:
+    """``it``, after a full collection of what its set-up left (S3 clients' objects).
+
+    Each configuration makes new S3 clients, whose objects (100,000 or more) make the
+    collector run a full pass (0.2-0.3 s, the GIL held) some time later: in whichever
+    epoch comes next, once per process, not per epoch. Collected here, before any timed
+    epoch, every configuration starts from the same heap; the timed windows report the
+    full collections that still fall in them.
+    """
+    gc.collect()
+    return it
+
+
 class Measure:
     """Images, wall, client CPU, server and proxy CPU, bytes fetched over whole epochs."""
 
@@ -140,10 +173,12 @@ class Measure:
 
         self.server, self.proxy = server, proxy
         self.proxy_proc = psutil.Process(proxy.pid)
+        self.collections = FullCollections()
 
     def epochs(self, it: ImageRecordIter, seconds: float, at_least: int = 1) -> dict:
         b0, images, done, firsts = fetched_bytes(it), 0, 0, []
         s0, p0 = cpu(self.server), cpu(self.proxy_proc)
+        g0, gs0 = self.collections.count, self.collections.seconds
         proxy_stats(self.proxy, reset=True)
         c0, t0 = time.process_time(), time.perf_counter()
         while done < at_least or time.perf_counter() - t0 < seconds:
@@ -167,6 +202,8 @@ class Measure:
             "proxy_cores": proxy / wall,
             "peak_requests": proxy_stats(self.proxy)["peak_held"],
             "first_batch_ms": 1e3 * statistics.median(firsts),
+            "full_gc_s": self.collections.seconds - gs0,
+            "full_gcs": self.collections.count - g0,
             "epochs": done,
         }
 
@@ -261,12 +298,12 @@ def main() -> None:
                 for mode in ("global", "block"):
                     if f"{where.lower()}-{mode}" not in only:
                         continue
-                    with plain(where, mode) as it:
+                    with settled(plain(where, mode)) as it:
                         measure.epochs(it, 0)  # warm-up: connections, the link estimate
                         row = measure.epochs(it, args.seconds)
                     results.setdefault(f"{where}, {mode} shuffle", []).append(row)
             if "s3-unverified" in only:
-                with plain("S3", "block", verify=False) as it:
+                with settled(plain("S3", "block", verify=False)) as it:
                     measure.epochs(it, 0)
                     row = measure.epochs(it, args.seconds)
                 results.setdefault("S3, block shuffle, checksums not verified", []).append(row)
@@ -276,6 +313,7 @@ def main() -> None:
                 with ImageRecordIter(url, shuffle_mode="block", storage_options=far,
                                      cache_dir=cache, cache_limit=size // 2, fetch=fetch,
                                      **ITER_ARGS) as it:  # fmt: skip
+                    settled(it)
                     source = it.records.source
                     source.stats.trace = []
                     cold = measure.epochs(it, 0)
@@ -307,6 +345,7 @@ def main() -> None:
     summary = {}
     for name, rows in results.items():
         entry = {k: statistics.median(r[k] for r in rows) for k in rows[0] if k != "epochs"}
+        entry["full_gc_s"] = sum(r["full_gc_s"] for r in rows)  # all rounds: rare, not typical
         mode = "global" if "global" in name else "block"
         base = summary.get(f"local, {mode} shuffle")
         if base:
@@ -317,14 +356,14 @@ def main() -> None:
         summary[name] = entry
     print(f"{'':<58} {'img/s':>7} {'x local':>7} {'CPU ms/img':>10} {'x local':>7} {'cores':>5} "
           f"{'KB/img':>7} {'server cores':>12} {'share':>6} {'proxy':>5} {'conns':>5} "
-          f"{'1st ms':>6}")  # fmt: skip
+          f"{'1st ms':>6} {'GC s':>5}")  # fmt: skip
     for name, e in summary.items():
         print(f"{name:<58} {e['images_per_s']:7.0f} {e.get('ratio_to_local', 1):7.2f} "
               f"{e['client_cpu_ms_per_image']:10.3f} {e.get('cpu_per_image_to_local', 1):7.2f} "
               f"{e['client_cores']:5.2f} "
               f"{e['bytes_fetched_per_image'] / 1e3:7.1f} {e['server_cores']:12.2f} "
               f"{e['server_cpu_share']:6.1%} {e['proxy_cores']:5.2f} {e['peak_requests']:5.0f} "
-              f"{e['first_batch_ms']:6.1f}")  # fmt: skip
+              f"{e['first_batch_ms']:6.1f} {e['full_gc_s']:5.2f}")  # fmt: skip
     plain_s3 = summary.get("S3, block shuffle", {}).get("images_per_s")
     unverified = summary.get("S3, block shuffle, checksums not verified", {}).get("images_per_s")
     if plain_s3 and unverified:
