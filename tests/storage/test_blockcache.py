@@ -242,6 +242,50 @@ def test_eight_ranks_on_one_node_share_one_cache(tmp_path):
     assert sum(s["evicted"] + s["bypassed"] for s in small) > 0
 
 
+_CLAIMER = """
+import sys, time
+from recio.storage.blockcache import BlockCache
+cache = BlockCache(sys.argv[1], 1 << 20)
+mine, theirs = cache._claim("k", [(0, 10, None), (1, 10, None)])
+print(len(mine), len(theirs), flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_claim_is_a_lock_that_goes_with_its_process_and_leaves_no_file(tmp_path):
+    """NOTE [claims]: a block another process has claimed waits; once that process is
+    killed (no unclaim ever runs), the claim is gone and the block is this process's to
+    fetch. Claiming and letting go create no file in the folder."""
+    claimer = subprocess.Popen(
+        [sys.executable, "-c", _CLAIMER, str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE,
+        text=True, env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )  # fmt: skip
+    try:
+        assert claimer.stdout.readline().split() == ["2", "0"]
+        cache = BlockCache(str(tmp_path), 1 << 20)
+        mine, theirs = cache._claim("k", [(0, 10, None), (2, 10, None)])
+        assert [b for b, *_ in mine] == [2] and [(b, o) for b, _, _, o in theirs] == [(0, "there")]
+        name = os.path.basename(cache.entry("k", 0))
+        assert cache._still_claimed(name, "there")
+    finally:
+        claimer.kill()
+        claimer.wait()
+    assert not cache._still_claimed(name, "there")
+    mine, theirs = cache._claim("k", [(0, 10, None), (1, 10, None)])
+    assert [b for b, *_ in mine] == [0, 1] and not theirs
+    # another thread of this object waits for this one's claims, a second object in this
+    # process (an open of its own) as for another process's
+    _, theirs = cache._claim("k", [(1, 10, None)])
+    assert [o for *_, o in theirs] == ["here"]
+    other = BlockCache(str(tmp_path), 1 << 20)
+    _, theirs = other._claim("k", [(1, 10, None)])
+    assert [o for *_, o in theirs] == ["there"]
+    cache._unclaim("k", [0, 1])
+    assert [b for b, *_ in other._claim("k", [(1, 10, None)])[0]] == [1]
+    other._unclaim("k", [1])
+    assert sorted(os.listdir(tmp_path)) == [".claims", ".lock"]
+
+
 def test_replay_belady_beats_lru_on_a_loop():
     """Three blocks in a loop, room for two: LRU always misses; Belady keeps two and lets
     the third pass (it is needed last), so after the first round two of three hit."""
