@@ -305,15 +305,17 @@ class RecordFile:
         self.closed = False
         self.checksum_stats = {"refetched": 0, "mismatched": 0}
         self._stats_lock = threading.Lock()  # decode threads read batches concurrently
-        self.source = storage.open_source(
-            self.url, storage_options, fetch=fetch, cache_dir=cache_dir, cache_limit=cache_limit
-        )
-        try:
-            self._load_index(idx_url)
-            self.checksums = self._load_checksums(mode)
-        except BaseException:
-            self.source.close()
-            raise
+        with storage.one_client():  # the .rec, .idx and sidecar through one client
+            self.source = storage.open_source(
+                self.url, storage_options, fetch=fetch, cache_dir=cache_dir,
+                cache_limit=cache_limit,
+            )  # fmt: skip
+            try:
+                self._load_index(idx_url)
+                self.checksums = self._load_checksums(mode)
+            except BaseException:
+                self.source.close()
+                raise
 
     def _load_index(self, idx_url: str | None) -> None:
         self._cursor = RecordCursor(self.source)

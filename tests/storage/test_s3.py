@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
+import fsspec
 import numpy as np
 import pytest
 
@@ -284,3 +285,15 @@ def test_a_merged_request_holds_only_its_ranges_bytes(s3_server, s3_rec, presign
     held = {id(g.obj): memoryview(g.obj).nbytes for g in got}  # the buffers behind the views
     needed = len({i for o, n in ranges for i in range(o, o + n)})
     assert needed <= sum(held.values()) < (end - start) / 3, (held, needed, end - start)
+
+
+def test_opening_a_dataset_makes_one_s3_client(s3_server, s3_rec, monkeypatch):
+    """The .rec, its .idx, the sidecar and their existence checks go through one client,
+    although the options skip fsspec's instance cache (one client each made five)."""
+    assert s3_server.get("skip_instance_cache")
+    made = []
+    real = fsspec.core.url_to_fs
+    monkeypatch.setattr(fsspec.core, "url_to_fs", lambda *a, **k: made.append(a) or real(*a, **k))
+    rf = RecordFile(s3_rec, storage_options=s3_server)
+    assert rf.checksums is not None and len(rf) == 120  # the writer's sidecar was read
+    assert len(made) == 1
