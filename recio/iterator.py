@@ -490,9 +490,7 @@ class _Pipeline(_Run):
             # now, while this epoch's last jobs are fetched and used, so that it is there
             # when the next epoch starts (taken if the consumer goes on to it, else closed).
             if nxt and not self.stopping.is_set():
-                first = self._prefetcher(
-                    nxt, 0, self.epoch + 1, lead=False, after=prefetcher.last_job
-                )
+                first = self._prefetcher(nxt, 0, self.epoch + 1, lead=False)
                 first.start()
                 self.lookahead.put((self.epoch + 1, 0), first)
 
@@ -506,9 +504,7 @@ class _Pipeline(_Run):
         steps = range(first_step, self.sampler.steps_in_epoch(epoch))
         return [self.sampler.plan(epoch, s) for s in steps]
 
-    def _prefetcher(
-        self, plans, first_step: int, epoch: int, lead: bool = True, after=None
-    ) -> Prefetcher:
+    def _prefetcher(self, plans, first_step: int, epoch: int, lead: bool = True) -> Prefetcher:
         group = self.sampler.fetch_group()
         fetch = self.records.fetch or FetchOptions()
         return Prefetcher(
@@ -522,9 +518,6 @@ class _Pipeline(_Run):
             epoch=epoch if self.records.cached else None,
             read_ahead=fetch.read_ahead if fetch.adaptive else None,
             lead=lead,
-            # a job that fills every connection by itself waits for the one before it
-            serial_bytes=fetch.concurrency * fetch.min_request,
-            after=after,
         )
 
     def _read_batches(self, plans, fetched) -> None:

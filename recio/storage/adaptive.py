@@ -29,10 +29,7 @@ smallest duration seen bounds the latency; the large requests give the rate). Fr
   shuffle's jobs are its windows;
 - read-ahead (``Prefetcher``): Little's law, jobs in flight = consumption rate × a job's
   fetch time / a job's bytes, plus one, within ``FetchOptions.read_ahead`` bytes with the
-  job being used: the user's memory bound for fetched, not yet decoded data. Jobs that
-  fill every connection by themselves (``concurrency × min_request`` bytes or more) are
-  in flight one after another, in the order they are used (NOTE [jobs in turn] in
-  :mod:`recio.storage.prefetch`).
+  job being used: the user's memory bound for fetched, not yet decoded data.
 
 Until a few requests are measured, the fixed settings (``max_request``, ``concurrency``,
 the Prefetcher's ``depth``) apply. Across an epoch's end: once a Prefetcher has submitted

@@ -18,7 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
 import numpy as np
@@ -64,11 +64,6 @@ class Prefetcher:
             prefetcher started well ahead (the next epoch's) does without: the lead's
             records would be fetched twice, alone and again in the gaps of its window's
             coalesced requests.
-        serial_bytes: a job of at least this many record bytes starts fetching only once
-            the job before it has been fetched (NOTE [jobs in turn]); None: every job
-            starts when it is submitted.
-        after: the job the first such job waits for (the previous epoch's, its
-            :attr:`last_job`).
     """
 
     def __init__(
@@ -83,8 +78,6 @@ class Prefetcher:
         epoch: int | None = None,
         read_ahead: int | None = None,
         lead: bool = True,
-        serial_bytes: int | None = None,
-        after: Future | None = None,
     ) -> None:
         if depth < 1:
             raise ValueError(f"depth must be >= 1, not {depth}")
@@ -111,8 +104,6 @@ class Prefetcher:
         self._jobs: deque[tuple[list[np.ndarray], Future]] = deque()
         workers = (depth if read_ahead is None else _MAX_JOBS) + (group_batches is not None)
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="recio-prefetch")
-        self.serial_bytes = serial_bytes
-        self._last: Future | None = after  # the last job of serial_bytes or more
         self._closed = False
         self._issued = False  # every job of the batches submitted
         self._on_issued: Callable[[], None] | None = None
@@ -147,28 +138,6 @@ class Prefetcher:
         self._next += len(group)
         return group
 
-    @property
-    def last_job(self) -> Future | None:
-        """The fetch of the last job submitted that holds ``serial_bytes`` or more."""
-        return self._last
-
-    # NOTE [jobs in turn]: a job large enough to keep every connection busy by itself (a
-    # block-shuffle window, a global-shuffle job of half the read-ahead) gains nothing on
-    # the wire from running beside another: their requests share the source's connections
-    # and its fetch threads. Side by side, the job needed next finishes about as late as
-    # the one after it, and through a block cache it may wait for blocks the later job has
-    # claimed. So such a job waits for the one before it (the previous epoch's last one
-    # too) and the jobs are fetched in the order they are used. Smaller jobs, whose time is
-    # mostly the latency, still run side by side (Little's law, NOTE [adaptive fetch]), and
-    # nothing waits for them (a window's lead batch, fetched alone first).
-
-    def _fetch_in_turn(self, before: Future | None, group: list[np.ndarray], last: int):
-        if before is not None:
-            wait([before])  # its error, if any, is raised where it is used
-            if self._closed:
-                return []  # closed meanwhile: nobody will use it
-        return self._fetch(group, last)
-
     def _fetch(self, group: list[np.ndarray], last: int) -> list[Any]:
         indices = np.concatenate(group)
         t0 = time.perf_counter()
@@ -201,11 +170,7 @@ class Prefetcher:
                 if not self._issued:
                     self._mark_issued()
                 return
-            large = self._in_turn(group)
-            before = self._last if large else None
-            future = self._pool.submit(self._fetch_in_turn, before, group, self._next - 1)
-            if large:
-                self._last = future
+            future = self._pool.submit(self._fetch, group, self._next - 1)
             self._jobs.append((group, future))
             if not self._issued:  # was that the last job? (one batch looked at ahead)
                 ahead = next(self._rest, None)
@@ -213,12 +178,6 @@ class Prefetcher:
                     self._mark_issued()
                 else:
                     self._batches = itertools.chain([ahead], self._rest)
-
-    def _in_turn(self, group: list[np.ndarray]) -> bool:
-        """Whether ``group``'s job waits for the one before it (NOTE [jobs in turn])."""
-        if self.serial_bytes is None:
-            return False
-        return int(self.records.lengths[np.concatenate(group)].sum()) >= self.serial_bytes
 
     def _mark_issued(self) -> None:
         self._issued = True

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -125,60 +123,3 @@ def test_when_issued_runs_once_the_last_job_is_submitted(memfs):
     late = []
     pf.when_issued(lambda: late.append(1))  # already issued: at once
     assert late == [1]
-
-
-class _Timed:
-    """Records of 1,000 bytes whose reads take ``fetch_s`` and log (start, end, first index)."""
-
-    def __init__(self, n: int, fetch_s: float) -> None:
-        self.lengths = np.full(n, 1000, dtype=np.int64)
-        self.fetch_s = fetch_s
-        self.log: list[tuple[float, float, int]] = []
-
-    def read_many(self, indices):
-        t0 = time.monotonic()
-        time.sleep(self.fetch_s)
-        self.log.append((t0, time.monotonic(), int(indices[0])))
-        return [bytes(4) for _ in indices]
-
-
-def _overlaps(log) -> int:
-    spans = sorted(log)
-    return sum(b[0] < a[1] for a, b in zip(spans, spans[1:], strict=False))
-
-
-def test_jobs_that_fill_the_connections_are_fetched_one_after_another_in_order():
-    """NOTE [jobs in turn]: jobs of serial_bytes or more start only once the one before is
-    fetched (the next epoch's first one once this epoch's last is), in the order they are
-    used; smaller ones, and every job without serial_bytes, run side by side."""
-    batches = np.array_split(np.arange(120), 12)  # 10 records, 10 KB a batch
-    big = _Timed(120, 0.05)
-    with Prefetcher(big, batches, depth=4, group_bytes=0, serial_bytes=10_000) as pf:
-        assert sum(len(p) for _, p in pf) == 120
-    assert _overlaps(big.log) == 0
-    assert [first for _, _, first in sorted(big.log)] == list(range(0, 120, 10))
-    side = _Timed(120, 0.05)
-    with Prefetcher(side, batches, depth=4, group_bytes=0) as pf:
-        assert sum(len(p) for _, p in pf) == 120
-    assert _overlaps(side.log) >= 3
-    small = _Timed(120, 0.05)
-    with Prefetcher(small, batches, depth=4, group_bytes=0, serial_bytes=10_001) as pf:
-        assert sum(len(p) for _, p in pf) == 120
-    assert _overlaps(small.log) >= 3
-    # a window's lead batch is small: the rest of the window does not wait for it
-    windows = _Timed(120, 0.05)
-    with Prefetcher(windows, batches, group_batches=4, serial_bytes=20_000) as pf:
-        assert sum(len(p) for _, p in pf) == 120
-    lead, rest = sorted(windows.log)[:2]
-    assert (lead[2], rest[2]) == (0, 10) and rest[0] < lead[1]
-    # the next epoch's first job waits for this one's last
-    now, nxt = _Timed(120, 0.05), _Timed(120, 0.01)
-    pf = Prefetcher(now, batches, depth=12, group_bytes=0, serial_bytes=10_000)
-    pf.start()
-    ahead = Prefetcher(nxt, batches[:2], depth=2, group_bytes=0, serial_bytes=10_000,
-                       after=pf.last_job)  # fmt: skip
-    ahead.start()
-    with pf, ahead:
-        assert sum(len(p) for _, p in pf) == 120
-        assert sum(len(p) for _, p in ahead) == 20
-    assert nxt.log[0][0] >= max(end for _, end, _ in now.log)
