@@ -142,6 +142,10 @@ class FullCollections:
         self.count, self.seconds, self._start = 0, 0.0, 0.0
         gc.callbacks.append(self._seen)
 
+    def close(self) -> None:
+        """Stop counting."""
+        gc.callbacks.remove(self._seen)
+
     def _seen(self, phase: str, info: dict) -> None:
         if info["generation"] != 2:
             return
@@ -155,11 +159,12 @@ class FullCollections:
 def settled(it: ImageRecordIter) -> ImageRecordIter:
     """``it``, after a full collection of what its set-up left (S3 clients' objects).
 
-    Each configuration makes new S3 clients, whose objects (100,000 or more) make the
-    collector run a full pass (0.2-0.3 s, the GIL held) some time later: in whichever
-    epoch comes next, once per process, not per epoch. Collected here, before any timed
-    epoch, every configuration starts from the same heap; the timed windows report the
-    full collections that still fall in them.
+    Each configuration makes a new S3 client (``skip_instance_cache``), whose tens of
+    thousands of objects make the collector run a full pass over the whole heap some time
+    later (0.27-0.40 s with the GIL held, on this benchmark's heap before recio opened a
+    dataset through one client): in whichever epoch comes next, once after the heap grew,
+    not every epoch. Collected here, before any timed epoch, every configuration starts
+    from the same heap; the timed windows report the full collections still in them.
     """
     gc.collect()
     return it
@@ -345,7 +350,7 @@ def main() -> None:
     summary = {}
     for name, rows in results.items():
         entry = {k: statistics.median(r[k] for r in rows) for k in rows[0] if k != "epochs"}
-        entry["full_gc_s"] = sum(r["full_gc_s"] for r in rows)  # all rounds: rare, not typical
+        entry["full_gc_s"] = sum(r["full_gc_s"] for r in rows)  # a rare, long pause: summed
         mode = "global" if "global" in name else "block"
         base = summary.get(f"local, {mode} shuffle")
         if base:

@@ -64,3 +64,20 @@ def test_only_names_the_configurations_to_run(capsys):
     with pytest.raises(SystemExit):
         bench.parse_args(["--only", "cache-fifo"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_full_collections_are_counted_and_timed():
+    """The GC column counts the full collections only (the young ones are every few ms)."""
+    import gc
+
+    collections = _bench().FullCollections()
+    try:
+        gc.collect(0)
+        assert collections.count == 0
+        gc.collect()
+        gc.collect()
+        assert collections.count == 2 and collections.seconds > 0
+    finally:
+        collections.close()
+    gc.collect()
+    assert collections.count == 2
