@@ -72,7 +72,7 @@ _TMP = ".tmp"
 # them (Linux), else POSIX record locks (NOTE [claims]).
 _SETLK = getattr(fcntl, "F_OFD_SETLK", fcntl.F_SETLK)
 _GETLK = getattr(fcntl, "F_OFD_GETLK", fcntl.F_GETLK)
-_FLOCK = struct.Struct("hhqqi4x")  # struct flock: type, whence, start, length, pid
+_FLOCK = struct.Struct("hhqqi4x")  # Linux's struct flock: type, whence, start, length, pid
 #: The priority of a block with no use ahead (Belady's first victim).
 NEVER = 1 << 62
 _WAIT_S = 120.0  # longest wait for a block another process claimed, then fetch it here
@@ -182,7 +182,7 @@ class BlockCache:
     # offset hashed from the entry's name: taking it and letting it go creates and removes
     # no file. (With an empty file per claim, ext4 under the cache's churn spent about
     # 180 us on each inode it allocated, skipping recently deleted ones; without them, file
-    # creation fell from 2.1 % to 0.2 % of the client's CPU in the cache epochs of
+    # creation fell from 2.1 % to 0.4 % of the client's CPU in the cache epochs of
     # tools/bench_far_remote.py, by perf.) The locks belong to this object's open of the
     # file (an open file description lock; a POSIX record lock, which is the process's,
     # where the system has none), so the kernel drops them when the process ends: a dead

@@ -270,6 +270,7 @@ def test_a_claim_is_a_lock_that_goes_with_its_process_and_leaves_no_file(tmp_pat
     finally:
         claimer.kill()
         claimer.wait()
+        claimer.stdout.close()
     assert not cache._still_claimed(name, "there")
     mine, theirs = cache._claim("k", [(0, 10, None), (1, 10, None)])
     assert [b for b, *_ in mine] == [0, 1] and not theirs
