@@ -404,6 +404,13 @@ class _Pipeline(_Run):
             and self.read_label_width == 1
             and not self.label_maps
         )
+        # the options checked and the draw's parameters made once, not per batch
+        self._job = None
+        if self.extents:
+            self._job = self.pool.records_job(
+                config.batch_shape, it.buffers.dtype, draw=self.draw, **self.decode_kwargs
+            )
+        self._starts: dict[int, np.ndarray] = {}  # n -> n zeros: a record starts each extent
         work = [(self._read, self.read_q, "recio-reader"),
                 (self._decode, self.ready_q, "recio-decoder"),
                 (self._decode, self.ready_q, "recio-decoder-2")]  # fmt: skip
@@ -566,17 +573,18 @@ class _Pipeline(_Run):
         None where it leaves records to the exact way (then nothing of it is used).
         """
         extents = raw.payloads
-        if raw.epochs is not None or any(type(e) is MismatchedPayload for e in extents):
+        if raw.epochs is not None or MismatchedPayload in map(type, extents):
             return None
+        n = len(extents)
+        starts = self._starts.get(n)
+        if starts is None:  # (two threads may both make one: the same zeros)
+            starts = self._starts[n] = np.zeros(n, dtype=np.int64)
         # NOTE [unjoined extents]: the extents go to the pool as they were fetched (views of
         # the requests' buffers, of a block cache's entries), a record at the start of each:
         # joined into one buffer they would be copied once more, a pass over every byte of
         # the batch from memory the CPU's caches no longer hold.
-        pending = self.pool.submit_records(
-            list(extents), np.zeros(len(extents), dtype=np.int64), out, label_width=1,
-            draw=self.draw, records=raw.positions if raw.keys is None else raw.keys,
-            **self.decode_kwargs,
-        )  # fmt: skip
+        keys = raw.positions if raw.keys is None else raw.keys
+        pending = self._job.submit(extents, starts, out, records=np.asarray(keys, dtype=np.int64))
         got = pending.result()
         if pending.failed and (got.status == _RECORD).any():
             return None

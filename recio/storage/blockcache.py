@@ -45,6 +45,7 @@ those bytes, and a later read checks the record again).
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import fcntl
 import hashlib
@@ -220,7 +221,7 @@ class BlockCache:
 
     def entry(self, key: str, block: int) -> str:
         """The path of ``block`` of the file ``key``."""
-        return os.path.join(self.dir, f"{key}-{block:010d}{_SUFFIX}")
+        return os.path.join(self.dir, _name(key, block))
 
     def usage(self) -> int:
         """Bytes the entries take now."""
@@ -252,8 +253,8 @@ class BlockCache:
 
         An entry that fails its check is removed (and counted by the caller).
         """
-        path = self.entry(key, block)
-        name = os.path.basename(path)
+        name = _name(key, block)
+        path = os.path.join(self.dir, name)
         try:
             inode = os.stat(path).st_ino
         except FileNotFoundError:
@@ -326,14 +327,14 @@ class BlockCache:
         removed = 0
         with self.locked():
             for block in blocks:
-                self._forget(os.path.basename(self.entry(key, block)))
+                self._forget(_name(key, block))
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.entry(key, block))
                     removed += 1
         return removed
 
-    def _write(self, key: str, block: int, data: Any, priority: int) -> None:
-        path = self.entry(key, block)
+    def _write(self, name: str, block: int, data: Any, priority: int) -> None:
+        path = os.path.join(self.dir, name)
         tmp = f"{path}.{os.getpid()}.{threading.get_ident()}{_TMP}"
         with open(tmp, "wb") as f:
             f.write(_HEADER.pack(_MAGIC, _crc32c(data), block, len(data)))
@@ -405,7 +406,7 @@ class BlockCache:
         mine, theirs = [], []
         with self.locked():
             for item in missing:
-                name = os.path.basename(self.entry(key, item[0]))
+                name = _name(key, item[0])
                 if os.path.exists(os.path.join(self.dir, name)):
                     theirs.append((*item, None))  # stored since the first look
                 elif name in self._mine:
@@ -421,7 +422,7 @@ class BlockCache:
     def _unclaim(self, key: str, blocks: Iterable[int]) -> None:
         with self._thread_lock:
             for block in blocks:
-                name = os.path.basename(self.entry(key, block))
+                name = _name(key, block)
                 self._mine.discard(name)
                 self._lock_byte(name, fcntl.F_UNLCK)
 
@@ -439,7 +440,7 @@ class BlockCache:
                 block, length, _, owner = item
                 # The claim first: it goes only after the entry is stored (or not stored at
                 # all), so no claim and no entry means this thread must fetch the block.
-                name = os.path.basename(self.entry(key, block))
+                name = _name(key, block)
                 claimed = (
                     owner is not None
                     and time.monotonic() < deadline
@@ -465,23 +466,25 @@ class BlockCache:
         with self.locked():
             entries = self._scan(locked=True)
             used = sum(size for size, _ in entries.values())
+            # (priority, name), lowest first: LRU's victim is the first, Belady's the last
+            ranked = sorted((p, n) for n, (_, p) in entries.items())
             # Soonest-needed first: when room runs out, the later ones are the ones bypassed.
             for block, next_use, data in sorted(items, key=lambda t: _order(t[1])):
                 need = _HEADER.size + len(data)
                 priority = self._priority(next_use)
-                name = os.path.basename(self.entry(key, block))
+                name = _name(key, block)
                 if need > self.limit:
                     stats.add(bypassed=1)
                     continue
-                while used + need > self.limit and entries:
-                    # A read with no schedule behind it (next_use None) evicts as LRU does:
-                    # its priority is a time, later than every other entry's.
-                    if belady and next_use is not None:
-                        victim = max(entries, key=lambda n: entries[n][1])
-                        if entries[victim][1] <= priority:
-                            break  # every resident block is needed sooner
-                    else:
-                        victim = min(entries, key=lambda n: entries[n][1])
+                # A read with no schedule behind it (next_use None) evicts as LRU does: its
+                # priority is a time, later than every other entry's.
+                latest = belady and next_use is not None
+                while used + need > self.limit and ranked:
+                    if latest and ranked[-1][0] <= priority:
+                        break  # every resident block is needed sooner
+                    victim_priority, victim = ranked.pop() if latest else ranked.pop(0)
+                    if entries.get(victim, (0, None))[1] != victim_priority:
+                        continue  # a ranking the entry's rewrite made stale
                     self._forget(victim)
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(os.path.join(self.dir, victim))
@@ -490,9 +493,10 @@ class BlockCache:
                 if used + need > self.limit:
                     stats.add(bypassed=1)
                     continue
-                self._write(key, block, data, priority)
+                self._write(name, block, data, priority)
+                used += need - entries.get(name, (0, 0))[0]
                 entries[name] = (need, priority)
-                used += need
+                bisect.insort(ranked, (priority, name))
                 stats.add(stored=1)
 
     def _touch(self, key: str, uses: list[tuple[int, int | None]], until: int | None) -> None:
@@ -548,6 +552,11 @@ def _valid(raw: Any, block: int, length: int) -> bool:
     magic, crc, number, n = _HEADER.unpack_from(raw)
     data = memoryview(raw)[_HEADER.size :]
     return magic == _MAGIC and number == block and n == length == len(data) and crc == _crc32c(data)
+
+
+def _name(key: str, block: int) -> str:
+    """The file name of ``block`` of the file ``key`` in the cache's folder."""
+    return f"{key}-{block:010d}{_SUFFIX}"
 
 
 def _order(next_use: int | None) -> int:

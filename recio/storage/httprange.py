@@ -2,8 +2,9 @@
 
 One keep-alive connection per thread and host. A request is written in one ``sendall``;
 the answer's status line and headers are parsed by httptools (llhttp, in C), and a range's
-body is read with ``recv_into`` straight into one buffer of the asked size, not zeroed
-first (every byte of it is the body's, or the read fails). Errors look like the ones
+body is read with ``recv_into`` straight into one buffer of the asked size (one used before
+where the client has :class:`~recio.storage.buffers.ReceiveBuffers`), not zeroed first
+(every byte of it is the body's, or the read fails). Errors look like the ones
 :mod:`recio.storage.retry` knows: resets and short bodies are ``ConnectionError``
 (retried), 5xx and 429 too, other statuses an :class:`HTTPStatusError` with ``status``
 (403: the presigned URL expired, renewed by the caller; 404: missing).
@@ -42,10 +43,15 @@ import ssl
 import sys
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import httptools
 import numpy as np
+
+if TYPE_CHECKING:
+    from .buffers import ReceiveBuffers
+
 
 __all__ = ["RECV_PIECE", "HTTPStatusError", "RangeClient"]
 
@@ -199,13 +205,20 @@ class RangeClient:
         read_timeout: seconds a read may stall before it fails (and is retried).
         piece: the most bytes of a body one wait asks for (NOTE [large reads]); 0 reads
             a body as it comes.
+        buffers: where ranges' bodies are received (NOTE [reused buffers]); None: a fresh
+            buffer each.
     """
 
     def __init__(
-        self, connect_timeout: float = 5.0, read_timeout: float = 30.0, piece: int = RECV_PIECE
+        self,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 30.0,
+        piece: int = RECV_PIECE,
+        buffers: ReceiveBuffers | None = None,
     ) -> None:
         self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
         self.piece = max(0, int(piece))
+        self.buffers = buffers
         self._local = threading.local()
 
     def _connection(self, scheme: str, netloc: str) -> tuple[_Connection, bool]:
@@ -317,10 +330,12 @@ class RangeClient:
                     raise ConnectionError(f"short read: {len(data)} of {want} bytes")
                 # the range's length: the whole file from byte 0, so the range itself
                 return b"".join(data[s - start : e - start] for s, e in keep)
-            # numpy's empty: a bytearray would be zeroed first, a pass over every byte for
-            # nothing
+            # not zeroed (a bytearray would be: a pass over every byte for nothing)
             size = want if keep is None else sum(e - s for s, e in keep)
-            buf = memoryview(np.empty(size, dtype=np.uint8))
+            if self.buffers is None:
+                buf = memoryview(np.empty(size, dtype=np.uint8))
+            else:
+                buf = self.buffers.take(size)
             got = self._read_body(
                 conn, answer, [buf] if keep is None else _parts(buf, start, end, keep)
             )

@@ -17,6 +17,7 @@ from typing import Any
 
 from .._install import install_hint
 from .adaptive import LinkEstimate
+from .buffers import ReceiveBuffers
 from .options import PRESIGN_SECONDS, FetchOptions
 from .retry import (
     RangeIgnoredError,
@@ -143,8 +144,13 @@ class FsspecSource(ByteSource):
                 )
             else:
                 # Bounded like the S3 client (with_client_defaults): a stalled read fails and
-                # is retried. Synchronous, on the fetch threads (NOTE [request cost]).
-                self._http = RangeClient(connect_timeout=5, read_timeout=30)
+                # is retried. Synchronous, on the fetch threads (NOTE [request cost]). Bodies
+                # land in buffers kept within the read-ahead's bound (NOTE [reused buffers]).
+                self._http = RangeClient(
+                    connect_timeout=5,
+                    read_timeout=30,
+                    buffers=ReceiveBuffers(self.fetch.read_ahead),
+                )
                 self._async = False
 
     def _ranges_from(self, refresh: bool = False) -> tuple[Any, str]:

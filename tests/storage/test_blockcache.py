@@ -23,7 +23,15 @@ from recio.format import IRHeader, pack
 from recio.iterator import ImageRecordIter
 from recio.reader import RecordFile
 from recio.recordio import MXIndexedRecordIO
-from recio.storage.blockcache import NEVER, BlockCache, CachedSource, clock, replay
+from recio.storage.blockcache import (
+    NEVER,
+    BlockCache,
+    CachedSource,
+    CacheStats,
+    clock,
+    entry_bytes,
+    replay,
+)
 from recio.storage.prefetch import Prefetcher
 
 from ..cache_ranks import ARGS
@@ -294,6 +302,32 @@ def test_replay_belady_beats_lru_on_a_loop():
     assert replay(trace, 10, 20, "lru") == 0.0
     assert replay(trace, 10, 20, "belady") == pytest.approx(8 / 15)
     assert replay(trace, 10, 30, "lru") == replay(trace, 10, 30, "belady") == 12 / 15
+
+
+@pytest.mark.parametrize("policy", ["belady", "lru"])
+def test_the_cache_evicts_what_replay_evicts(tmp_path, policy):
+    """Read one block at a time with the trace's future known, the cache hits exactly where
+    replay's policy does: its victims (and Belady's bypasses) are the rule's, one by one."""
+    rng = np.random.default_rng(7)
+    blocks = rng.integers(0, 9, 300).tolist()
+    trace = [(b, k) for k, b in enumerate(blocks)]
+    later = [NEVER] * len(blocks)  # each use's next use of its block
+    seen: dict[int, int] = {}
+    for k in range(len(blocks) - 1, -1, -1):
+        later[k], seen[blocks[k]] = seen.get(blocks[k], NEVER), k
+    size = entry_bytes(100)
+    cache = BlockCache(str(tmp_path), 4 * size, policy=policy)
+    stats = CacheStats()
+    hits = []
+    for k, b in enumerate(blocks):
+        before = stats.hits
+        got = cache.get("k", [(b, 100, later[k])], lambda want: [bytes([w]) * n for w, n in want],
+                        stats, until=k)  # fmt: skip
+        assert bytes(got[b]) == bytes([b]) * 100
+        hits.append(stats.hits - before)
+        assert cache.usage() <= 4 * size
+    assert sum(hits) == round(replay(trace, size, 4 * size, policy) * len(blocks)) > 0
+    assert stats.evicted > 0 and (stats.bypassed > 0) == (policy == "belady")
 
 
 def test_next_use_follows_the_schedule(tmp_path):

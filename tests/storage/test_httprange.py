@@ -7,10 +7,12 @@ import socket
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from recio import storage
 from recio.storage import httprange
+from recio.storage.buffers import ReceiveBuffers
 from recio.storage.httprange import HTTPStatusError, RangeClient
 from recio.storage.retry import retrying
 
@@ -33,6 +35,27 @@ def test_ranges_on_one_kept_alive_connection(server):
         got = client.cat_file(f"{server.url}/f", start, end)
         assert bytes(got) == data[start:end]
     assert len(client._local.conns) == 1
+
+
+def test_bodies_reuse_a_buffer_once_its_views_are_gone(server):
+    """NOTE [reused buffers]: a body lands in the buffer of an earlier one only after every
+    view of that one is gone; a view still held keeps its bytes."""
+    client = RangeClient(buffers=ReceiveBuffers(8 << 20))
+    data, url = server.files["/f"], f"{server.url}/f"
+
+    def at(view) -> int:
+        return np.frombuffer(view, dtype=np.uint8).ctypes.data
+
+    first = client.cat_file(url, 0, 600_000)
+    held, where = first[1000:2000], at(first)
+    del first
+    second = client.cat_file(url, 1, 600_001)
+    assert at(second) != where and bytes(held) == data[1000:2000]
+    assert bytes(second) == data[1:600_001]
+    del held, second
+    third = client.cat_file(url, 7, 600_007, keep=[(7, 300_007), (300_100, 600_007)])
+    assert at(third) == where and client.buffers.reused == 1
+    assert bytes(third) == data[7:300_007] + data[300_100:600_007]
 
 
 def test_statuses_and_faults_read_as_retry_knows_them(server):

@@ -1,0 +1,104 @@
+"""Receive buffers for request bodies, used again once nothing references them.
+
+NOTE [reused buffers]: a body of a few MB received into a fresh buffer is new memory to the
+process: malloc maps it for the request and unmaps it once it is freed, so the kernel
+faults in and zeroes each of its pages as the body arrives. In the far-S3 benchmark
+(tools/bench_far_remote.py) that was 4.3 page faults an image on block shuffle, 2 through
+a block cache. :class:`ReceiveBuffers` keeps the buffers instead and hands each one out
+again once the last view of it is gone. A buffer is handed out as a numpy array whose base
+is a lease object (as the iterator's batch arrays are, ``BatchBuffers``): every view made
+of it (a memoryview slice, a numpy view) keeps the lease alive through its base, and the
+pool holds only a weak reference to the lease, so a buffer is free exactly when no view of
+its last use is left. The buffers kept (in use or free) take at most ``limit`` bytes; a
+body that finds no room gets a fresh buffer of its own, as before.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+import numpy as np
+
+__all__ = ["ReceiveBuffers"]
+
+#: Bodies below this many bytes get a fresh buffer: malloc serves them from its own heap.
+SMALLEST = 256 << 10
+
+
+def size_class(n: int) -> int:
+    """``n`` rounded up to the next of 4, 5, 6, 7 or 8 × a power of two (a quarter octave).
+
+    Bodies of nearby sizes share buffers of one size, which wastes a quarter at most.
+    """
+    if n <= 8:
+        return n
+    step = 1 << (n.bit_length() - 3)  # n is 4 to 8 steps
+    return -(-n // step) * step
+
+
+class _Lease:
+    """The base object of one handed-out buffer; while it lives, the buffer is in use."""
+
+    __slots__ = ("__array_interface__", "__weakref__", "buffer")
+
+    def __init__(self, buffer: np.ndarray, n: int) -> None:
+        self.buffer = buffer
+        self.__array_interface__ = {
+            "data": (buffer.ctypes.data, False),
+            "shape": (n,),
+            "typestr": "|u1",
+            "version": 3,
+        }
+
+
+class ReceiveBuffers:
+    """Byte buffers reused once every view of their last use is gone (NOTE [reused buffers]).
+
+    Args:
+        limit: the most bytes the buffers kept (in use or free) take.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = int(limit)
+        self._slots: list[tuple[np.ndarray, weakref.ref]] = []  # a buffer, its last lease
+        self._kept = 0
+        self._lock = threading.Lock()
+        self.reused = 0
+
+    @property
+    def kept(self) -> int:
+        """Bytes of the buffers kept now (in use or free)."""
+        return self._kept
+
+    def take(self, n: int) -> memoryview:
+        """A writable buffer of ``n`` bytes, its contents undefined (not zeroed)."""
+        if n < SMALLEST:
+            return memoryview(np.empty(n, dtype=np.uint8))
+        size = size_class(n)
+        with self._lock:
+            for i, (buffer, last) in enumerate(self._slots):
+                if len(buffer) == size and last() is None:
+                    lease = _Lease(buffer, n)
+                    self._slots[i] = (buffer, weakref.ref(lease))
+                    self.reused += 1
+                    return memoryview(np.asarray(lease))
+            self._drop_free(self.limit - size)
+            if self._kept + size > self.limit:  # no room: a buffer of its own, not kept
+                return memoryview(np.empty(n, dtype=np.uint8))
+            buffer = np.empty(size, dtype=np.uint8)
+            lease = _Lease(buffer, n)
+            self._slots.append((buffer, weakref.ref(lease)))
+            self._kept += size
+        return memoryview(np.asarray(lease))
+
+    def _drop_free(self, budget: int) -> None:
+        """Let go of free buffers (of other sizes), oldest first, until ``budget`` is kept."""
+        i = 0
+        while self._kept > budget and i < len(self._slots):
+            buffer, last = self._slots[i]
+            if last() is None:
+                del self._slots[i]
+                self._kept -= len(buffer)
+            else:
+                i += 1
