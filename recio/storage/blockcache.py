@@ -480,11 +480,14 @@ class BlockCache:
                 # priority is a time, later than every other entry's.
                 latest = belady and next_use is not None
                 while used + need > self.limit and ranked:
-                    if latest and ranked[-1][0] <= priority:
-                        break  # every resident block is needed sooner
-                    victim_priority, victim = ranked.pop() if latest else ranked.pop(0)
+                    at = -1 if latest else 0
+                    victim_priority, victim = ranked[at]
                     if entries.get(victim, (0, None))[1] != victim_priority:
-                        continue  # a ranking the entry's rewrite made stale
+                        del ranked[at]  # stale: the entry was written again since
+                        continue
+                    if latest and victim_priority <= priority:
+                        break  # every resident block is needed sooner
+                    del ranked[at]
                     self._forget(victim)
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(os.path.join(self.dir, victim))

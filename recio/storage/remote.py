@@ -364,3 +364,5 @@ class FsspecSource(ByteSource):
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
+        if self._http is not None:
+            self._http.buffers = None  # the free ones go now, those in use with their views
