@@ -332,10 +332,11 @@ class RangeClient:
                 return b"".join(data[s - start : e - start] for s, e in keep)
             # not zeroed (a bytearray would be: a pass over every byte for nothing)
             size = want if keep is None else sum(e - s for s, e in keep)
-            if self.buffers is None:
+            buffers = self.buffers  # once: a closing source sets it to None
+            if buffers is None:
                 buf = memoryview(np.empty(size, dtype=np.uint8))
             else:
-                buf = self.buffers.take(size)
+                buf = buffers.take(size)
             got = self._read_body(
                 conn, answer, [buf] if keep is None else _parts(buf, start, end, keep)
             )
