@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 
 from recio.storage.buffers import SMALLEST, ReceiveBuffers, size_class
@@ -59,3 +62,26 @@ def test_small_bodies_get_fresh_buffers():
     pool = ReceiveBuffers(16 * MB)
     small = pool.take(SMALLEST - 1)
     assert len(small) == SMALLEST - 1 and not small.readonly and pool.kept == 0
+
+
+def test_threads_never_share_a_buffer_in_use():
+    """Eight threads take, fill, hold and let go of buffers at once: none finds its bytes
+    overwritten while it holds them (a buffer in use is never handed out again)."""
+    pool = ReceiveBuffers(6 * MB)  # less than the threads hold at once: some fresh ones
+    errors = []
+
+    def work(k: int) -> None:
+        for round_ in range(40):
+            view = pool.take(MB - k)
+            mark = (k * 41 + round_) % 256
+            view[:] = bytes([mark]) * len(view)
+            time.sleep(0.0005)
+            if view[0] != mark or view[-1] != mark or view.tobytes().count(mark) != len(view):
+                errors.append((k, round_))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and pool.reused > 0 and pool.kept <= 6 * MB
