@@ -11,16 +11,22 @@ of it (a memoryview slice, a numpy view) keeps the lease alive through its base,
 pool holds only a weak reference to the lease, so a buffer is free exactly when no view of
 its last use is left. The buffers kept (in use or free) take at most ``limit`` bytes; a
 body that finds no room gets a fresh buffer of its own, as before.
+
+The remote sources of a process share one pool (:func:`join`, :func:`leave`): a sharded
+dataset opens a source per shard, and a pool each would keep up to the read-ahead per
+shard. The shared pool's limit is the largest read-ahead of the sources open; when the last
+one closes, its free buffers go.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 
 import numpy as np
 
-__all__ = ["ReceiveBuffers"]
+__all__ = ["ReceiveBuffers", "join", "leave"]
 
 #: Bodies below this many bytes get a fresh buffer: malloc serves them from its own heap.
 SMALLEST = 256 << 10
@@ -102,3 +108,50 @@ class ReceiveBuffers:
                 self._kept -= len(buffer)
             else:
                 i += 1
+
+    def drop_free(self) -> None:
+        """Let go of every free buffer (those in use go with their last view)."""
+        with self._lock:
+            self._drop_free(0)
+
+
+_shared: ReceiveBuffers | None = None
+_limits: list[int] = []  # the read-aheads of the sources that joined and did not leave
+_shared_lock = threading.Lock()
+
+
+def join(limit: int) -> ReceiveBuffers:
+    """The process's shared pool, for one more source reading ahead at most ``limit`` bytes."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = ReceiveBuffers(limit)
+        _limits.append(int(limit))
+        _shared.limit = max(_limits)
+        return _shared
+
+
+def leave(limit: int) -> None:
+    """A source that joined with ``limit`` is done.
+
+    Its bound goes, and with the last source the free buffers.
+    """
+    with _shared_lock:
+        if _shared is None or int(limit) not in _limits:
+            return
+        _limits.remove(int(limit))
+        if _limits:
+            _shared.limit = max(_limits)
+        else:
+            _shared.drop_free()
+
+
+def _forked() -> None:
+    # A child starts with no pool: the parent's buffers and lock are the parent's.
+    global _shared, _shared_lock
+    _shared, _shared_lock = None, threading.Lock()
+    _limits.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .._install import install_hint
+from . import buffers
 from .adaptive import LinkEstimate
-from .buffers import ReceiveBuffers
 from .options import PRESIGN_SECONDS, FetchOptions
 from .retry import (
     RangeIgnoredError,
@@ -145,12 +146,14 @@ class FsspecSource(ByteSource):
             else:
                 # Bounded like the S3 client (with_client_defaults): a stalled read fails and
                 # is retried. Synchronous, on the fetch threads (NOTE [request cost]). Bodies
-                # land in buffers kept within the read-ahead's bound (NOTE [reused buffers]).
+                # land in the process's buffers, kept within the read-ahead's bound and
+                # given back when the last source closes (NOTE [reused buffers]).
                 self._http = RangeClient(
                     connect_timeout=5,
                     read_timeout=30,
-                    buffers=ReceiveBuffers(self.fetch.read_ahead),
+                    buffers=buffers.join(self.fetch.read_ahead),
                 )
+                self._left = weakref.finalize(self, buffers.leave, self.fetch.read_ahead)
                 self._async = False
 
     def _ranges_from(self, refresh: bool = False) -> tuple[Any, str]:
@@ -365,4 +368,5 @@ class FsspecSource(ByteSource):
             self._pool.shutdown(wait=False)
             self._pool = None
         if self._http is not None:
-            self._http.buffers = None  # the free ones go now, those in use with their views
+            self._http.buffers = None
+            self._left()  # the last source closed takes the free buffers with it
