@@ -131,11 +131,14 @@ def join(limit: int) -> ReceiveBuffers:
         return _shared
 
 
-def leave(limit: int) -> None:
-    """A source that joined with ``limit`` is done.
+def leave(limit: int, pid: int | None = None) -> None:
+    """A source that joined with ``limit`` (in process ``pid``, if given) is done.
 
-    Its bound goes, and with the last source the free buffers.
+    Its bound goes, and with the last source the free buffers. A source a forked child
+    inherited joined its parent's pool, not the child's: ``pid`` tells them apart.
     """
+    if pid is not None and pid != os.getpid():
+        return
     with _shared_lock:
         if _shared is None or int(limit) not in _limits:
             return

@@ -8,6 +8,7 @@ over plain HTTP on a presigned URL (``FetchOptions.presign_s3``).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import warnings
@@ -153,7 +154,9 @@ class FsspecSource(ByteSource):
                     read_timeout=30,
                     buffers=buffers.join(self.fetch.read_ahead),
                 )
-                self._left = weakref.finalize(self, buffers.leave, self.fetch.read_ahead)
+                self._left = weakref.finalize(
+                    self, buffers.leave, self.fetch.read_ahead, os.getpid()
+                )
                 self._async = False
 
     def _ranges_from(self, refresh: bool = False) -> tuple[Any, str]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 import numpy as np
 
+from recio.storage import buffers
 from recio.storage.buffers import SMALLEST, ReceiveBuffers, size_class
 
 MB = 1 << 20
@@ -85,3 +87,22 @@ def test_threads_never_share_a_buffer_in_use():
     for t in threads:
         t.join()
     assert errors == [] and pool.reused > 0 and pool.kept <= 6 * MB
+
+
+def test_sources_share_one_pool_that_lets_go_when_the_last_leaves(monkeypatch):
+    """A process's remote sources share one pool: its limit is the largest read-ahead of
+    those open, and the free buffers go when the last one leaves (in this process)."""
+    monkeypatch.setattr(buffers, "_shared", None)
+    monkeypatch.setattr(buffers, "_limits", [])
+    pool = buffers.join(4 * MB)
+    assert buffers.join(8 * MB) is pool and pool.limit == 8 * MB
+    held, free = pool.take(MB), pool.take(2 * MB)
+    del free
+    buffers.leave(8 * MB)
+    assert pool.limit == 4 * MB and pool.kept == 3 * MB  # one source still open
+    buffers.leave(4 * MB, pid=os.getpid() + 1)  # a source inherited from a parent: not ours
+    assert pool.limit == 4 * MB and pool.kept == 3 * MB
+    buffers.leave(4 * MB, pid=os.getpid())
+    assert pool.kept == MB and len(held) == MB  # the free one went, the one in use stays
+    del held
+    assert buffers.join(4 * MB) is pool and len(pool.take(MB)) == MB
