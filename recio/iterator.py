@@ -44,6 +44,7 @@ from .mxnet_inputs import ImageList, load_mean_image
 from .read_decode import BatchReader, DecodedBatch, PendingBatch, submit_read_and_decode
 from .reader import RecordFile
 from .storage.blockcache import clock
+from .storage.buffers import Lease
 from .storage.options import FetchOptions
 from .storage.prefetch import Lookahead, Prefetcher
 from .trace import Tracer, maybe_span
@@ -214,8 +215,9 @@ def _shutdown(pipeline_box: list, pool: DecodePool, lookahead: Lookahead) -> Non
 class BatchBuffers:
     """Batch arrays the decoder writes into, reused once the consumer has let go of them.
 
-    Each batch is handed out as an array made from a fresh :class:`_Lease` on a long-lived
-    buffer, and the pool keeps only a weak reference to the lease. Every array derived from
+    Each batch is handed out as an array made from a fresh
+    :class:`~recio.storage.buffers.Lease` on a long-lived buffer, and the pool keeps only a
+    weak reference to the lease. Every array derived from
     the batch (a slice, a reshape, ``np.asarray``, a torch tensor made with
     ``torch.from_numpy``) references the lease through its ``base`` chain, so while the
     consumer keeps any of them the buffer is never written again. Reuse saves the page
@@ -254,24 +256,9 @@ class BatchBuffers:
         # the buffer's __array_interface__ is made once (a dict, its typestr formatted: 11 k
         # instructions, on small images 5 % of a batch's serial work), and shared by its
         # leases: numpy only reads it
-        lease = _Lease(buffer, interface)
+        lease = Lease(buffer, interface)
         self._slots.append((buffer, interface, weakref.ref(lease)))
         return np.asarray(lease)
-
-
-class _Lease:
-    """The base object of one handed-out batch array (see :class:`BatchBuffers`).
-
-    numpy collapses a view's ``base`` chain down to the first object that owns the memory
-    or is not an ndarray; this is such an object, so every array derived from the batch
-    keeps it alive, and it keeps the buffer alive.
-    """
-
-    __slots__ = ("__array_interface__", "__weakref__", "buffer")
-
-    def __init__(self, buffer: np.ndarray, interface: dict) -> None:
-        self.buffer = buffer
-        self.__array_interface__ = interface  # buffer's own
 
 
 @dataclass

@@ -6,7 +6,7 @@ faults in and zeroes each of its pages as the body arrives. In the far-S3 benchm
 (tools/bench_far_remote.py) that was 4.3 page faults an image on block shuffle, 2 through
 a block cache. :class:`ReceiveBuffers` keeps the buffers instead and hands each one out
 again once the last view of it is gone. A buffer is handed out as a numpy array whose base
-is a lease object (as the iterator's batch arrays are, ``BatchBuffers``): every view made
+is a :class:`Lease` (as the iterator's batch arrays are, ``BatchBuffers``): every view made
 of it (a memoryview slice, a numpy view) keeps the lease alive through its base, and the
 pool holds only a weak reference to the lease, so a buffer is free exactly when no view of
 its last use is left. The buffers kept (in use or free) take at most ``limit`` bytes; a
@@ -26,7 +26,7 @@ import weakref
 
 import numpy as np
 
-__all__ = ["ReceiveBuffers", "join", "leave"]
+__all__ = ["Lease", "ReceiveBuffers", "join", "leave"]
 
 #: Bodies below this many bytes get a fresh buffer: malloc serves them from its own heap.
 SMALLEST = 256 << 10
@@ -43,19 +43,28 @@ def size_class(n: int) -> int:
     return -(-n // step) * step
 
 
-class _Lease:
-    """The base object of one handed-out buffer; while it lives, the buffer is in use."""
+class Lease:
+    """The base object of one handed-out buffer: while it lives, the buffer is in use.
+
+    numpy collapses a view's ``base`` chain down to the first object that owns the memory
+    or is not an ndarray; this is such an object, so every array and memoryview made from
+    ``np.asarray(lease)`` keeps it alive, and it keeps ``buffer`` alive. ``interface`` is
+    the ``__array_interface__`` handed out: ``buffer``'s own, or one of a part of it. The
+    iterator's batch arrays are handed out the same way (``BatchBuffers``).
+    """
 
     __slots__ = ("__array_interface__", "__weakref__", "buffer")
 
-    def __init__(self, buffer: np.ndarray, n: int) -> None:
+    def __init__(self, buffer: np.ndarray, interface: dict) -> None:
         self.buffer = buffer
-        self.__array_interface__ = {
-            "data": (buffer.ctypes.data, False),
-            "shape": (n,),
-            "typestr": "|u1",
-            "version": 3,
-        }
+        self.__array_interface__ = interface
+
+
+def _first(buffer: np.ndarray, n: int) -> Lease:
+    """A lease on the first ``n`` bytes of ``buffer``."""
+    interface = {"data": (buffer.ctypes.data, False), "shape": (n,), "typestr": "|u1",
+                 "version": 3}  # fmt: skip
+    return Lease(buffer, interface)
 
 
 class ReceiveBuffers:
@@ -79,13 +88,13 @@ class ReceiveBuffers:
 
     def take(self, n: int) -> memoryview:
         """A writable buffer of ``n`` bytes, its contents undefined (not zeroed)."""
-        if n < SMALLEST:
-            return memoryview(np.empty(n, dtype=np.uint8))
         size = size_class(n)
+        if n < SMALLEST or size > self.limit:  # (dropping free buffers would not make room)
+            return memoryview(np.empty(n, dtype=np.uint8))
         with self._lock:
             for i, (buffer, last) in enumerate(self._slots):
                 if len(buffer) == size and last() is None:
-                    lease = _Lease(buffer, n)
+                    lease = _first(buffer, n)
                     self._slots[i] = (buffer, weakref.ref(lease))
                     self.reused += 1
                     return memoryview(np.asarray(lease))
@@ -93,7 +102,7 @@ class ReceiveBuffers:
             if self._kept + size > self.limit:  # no room: a buffer of its own, not kept
                 return memoryview(np.empty(n, dtype=np.uint8))
             buffer = np.empty(size, dtype=np.uint8)
-            lease = _Lease(buffer, n)
+            lease = _first(buffer, n)
             self._slots.append((buffer, weakref.ref(lease)))
             self._kept += size
         return memoryview(np.asarray(lease))

@@ -106,3 +106,13 @@ def test_sources_share_one_pool_that_lets_go_when_the_last_leaves(monkeypatch):
     assert pool.kept == MB and len(held) == MB  # the free one went, the one in use stays
     del held
     assert buffers.join(4 * MB) is pool and len(pool.take(MB)) == MB
+
+
+def test_a_body_larger_than_the_limit_leaves_the_free_buffers_kept():
+    pool = ReceiveBuffers(4 * MB)
+    free = pool.take(MB)
+    at = address(free)
+    del free
+    big = pool.take(4 * MB + 1)  # its size class is above the limit: fresh, nothing dropped
+    assert len(big) == 4 * MB + 1 and pool.kept == MB
+    assert address(pool.take(MB)) == at
