@@ -387,9 +387,6 @@ def parse_idx_arrays(
         parsed = _idx_numbers(piece)
         if parsed is not None:
             numbers, lines = parsed
-            count = len(numbers) // 2
-            keys[filled : filled + count] = numbers[0::2]
-            offsets[filled : filled + count] = numbers[1::2]
             lineno += lines
         else:
             text = _idx_piece_text(piece, data, path)
@@ -399,15 +396,14 @@ def parse_idx_arrays(
                 if isinstance(data, bytes):
                     decode_text(data, path=path)  # a byte that is not UTF-8 comes first
                 raise
-            count = len(entries)
-            if filled + count > capacity:  # lone CRs end lines too
-                capacity = filled + count + (size - end) // 2
-                keys, offsets = np.resize(keys, capacity), np.resize(offsets, capacity)
-            if count:
-                pairs = np.array(entries, dtype=np.int64)
-                keys[filled : filled + count] = pairs[:, 0]
-                offsets[filled : filled + count] = pairs[:, 1]
+            numbers = np.array(entries, dtype=np.int64).reshape(-1)
             lineno += text.count("\n")
+        count = len(numbers) // 2
+        if filled + count > capacity:  # lone CRs end lines too: room for the rest as well
+            capacity = filled + count + (size - end) // 2 + 1
+            keys, offsets = np.resize(keys, capacity), np.resize(offsets, capacity)
+        keys[filled : filled + count] = numbers[0::2]
+        offsets[filled : filled + count] = numbers[1::2]
         filled += count
         start = end
     if filled < capacity:  # blank lines

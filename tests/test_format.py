@@ -7,7 +7,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from recio import format as recio_format
@@ -343,6 +343,12 @@ def _exact(data):
 
 
 @settings(max_examples=400, deadline=None)
+# lone CRs (line ends only in bytes) in one piece, then a piece of plain lines: more lines
+# than newlines, found in the piece numpy parses
+@example(text="\n0\t-9999999999836\r-40\t-1000000000000000000\r0\t9223372036854775807\n0\t0\n0\t0\n",
+         as_bytes=True, bad_byte=None, piece=64)  # fmt: skip
+@example(text="\n0\t0\r0\t-99999999999899\r0\t9223372036854775807\n0\t-1000000000000000000\n0\t0\n",
+         as_bytes=True, bad_byte=None, piece=64)  # fmt: skip
 @given(
     text=idx_texts(),
     as_bytes=st.booleans(),
