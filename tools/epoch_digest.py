@@ -7,7 +7,8 @@ kernel) and compare the two lines it prints:
 
 It packs a small dataset of smooth, textured JPEGs of assorted sizes (deterministic), then
 reads it with a few iterator settings (global and block shuffle, one and two ranks,
-RandomResizedCrop + flip + normalisation, fixed-size crops, uint8) and hashes, per setting,
+RandomResizedCrop + flip + normalisation, fixed-size crops, uint8, every colour
+augmentation, MXNet's geometry warp) and hashes, per setting,
 the record ids and the batch bytes of every batch.
 """
 
@@ -43,6 +44,16 @@ SETTINGS = {
         last_batch="discard",
     ),
     "plain-rollover": dict(shuffle=False, resize=64, last_batch="rollover"),
+    "colour-pca": dict(
+        shuffle=True, rand_crop=True, random_h=10, random_s=20, random_l=15, brightness=0.3,
+        contrast=0.2, saturation=0.4, pca_noise=0.1, max_random_contrast=0.2,
+        max_random_illumination=10,
+    ),
+    "geometry-warp": dict(
+        shuffle=True, max_rotate_angle=15, max_shear_ratio=0.1, max_aspect_ratio=0.2,
+        min_random_scale=0.8, max_random_scale=1.2, pad=2, fill_value=17, rand_mirror=True,
+        brightness=0.2,
+    ),
 }  # fmt: skip
 
 
