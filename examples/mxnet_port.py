@@ -23,7 +23,7 @@ import types
 import numpy as np
 
 from recio import recordio  # was: from mxnet import recordio
-from recio.iterator import ImageRecordIter
+from recio.pipeline.iterator import ImageRecordIter
 
 mx = types.SimpleNamespace(
     recordio=recordio, io=types.SimpleNamespace(ImageRecordIter=ImageRecordIter)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from recio.iterator import ImageRecordIter
+from recio.pipeline.iterator import ImageRecordIter
 
 
 def main(argv: list[str] | None = None) -> int:

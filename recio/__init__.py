@@ -20,30 +20,33 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from . import _moved
+
 __version__ = "0.1.0"
+_moved.install()  # recio.reader, recio.iterator, ... : the paths of modules that moved
 
 # name -> module that defines it
 _EXPORTS = {
-    "ImageRecordIter": "recio.iterator",
-    "RecordDataset": "recio.dataset",
-    "RecordLayout": "recio.layout",
-    "Mixture": "recio.mixing",
-    "Source": "recio.mixing",
-    "Batch": "recio.consumer",
-    "IterStats": "recio.consumer",
-    "IterConfig": "recio.config",
-    "CropSpec": "recio.config",
-    "Normalize": "recio.config",
-    "Sharding": "recio.config",
-    "Storage": "recio.config",
-    "RecordFile": "recio.reader",
-    "MXRecordIO": "recio.recordio",
-    "MXIndexedRecordIO": "recio.recordio",
-    "IRHeader": "recio.format",
-    "pack": "recio.format",
-    "unpack": "recio.format",
-    "pack_img": "recio.recordio",
-    "unpack_img": "recio.recordio",
+    "ImageRecordIter": "recio.pipeline.iterator",
+    "RecordDataset": "recio.frameworks.dataset",
+    "RecordLayout": "recio.records.samples",
+    "Mixture": "recio.sampling.mixing",
+    "Source": "recio.sampling.mixing",
+    "Batch": "recio.pipeline.positioned",
+    "IterStats": "recio.pipeline.positioned",
+    "IterConfig": "recio.pipeline.config",
+    "CropSpec": "recio.pipeline.config",
+    "Normalize": "recio.pipeline.config",
+    "Sharding": "recio.pipeline.config",
+    "Storage": "recio.pipeline.config",
+    "RecordFile": "recio.records.reader",
+    "MXRecordIO": "recio.records.recordio",
+    "MXIndexedRecordIO": "recio.records.recordio",
+    "IRHeader": "recio.records.format",
+    "pack": "recio.records.format",
+    "unpack": "recio.records.format",
+    "pack_img": "recio.records.recordio",
+    "unpack_img": "recio.records.recordio",
     "DecodePool": "recio.decode",
     "RecordIOError": "recio.errors",
     "CorruptRecordError": "recio.errors",

@@ -10,8 +10,8 @@ import sys
 import torch
 from accelerate import Accelerator
 
-from recio.iterator import ImageRecordIter
-from recio.torch_data import TorchBatches
+from recio.frameworks.torch_data import TorchBatches
+from recio.pipeline.iterator import ImageRecordIter
 
 accelerator = Accelerator(cpu=True)
 it = ImageRecordIter(path_imgrec=sys.argv[1], data_shape=(3, 16, 16), batch_size=8, resize=16)

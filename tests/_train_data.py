@@ -12,8 +12,8 @@ import sys
 import numpy as np
 
 from recio.bench.sample import SHAPES, sample_image
-from recio.format import IRHeader, pack
-from recio.recordio import MXIndexedRecordIO
+from recio.records.format import IRHeader, pack
+from recio.records.recordio import MXIndexedRecordIO
 
 from ._paths import REPO
 

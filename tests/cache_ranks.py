@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from recio import storage
-from recio.iterator import ImageRecordIter
+from recio.pipeline.iterator import ImageRecordIter
 
 #: The iterator's arguments every rank (and the local reference) uses.
 ARGS: dict[str, Any] = dict(

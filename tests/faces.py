@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recio.format import IRHeader
-from recio.recordio import MXIndexedRecordIO, pack
+from recio.records.format import IRHeader
+from recio.records.recordio import MXIndexedRecordIO, pack
 from tests.images import encode
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 
 from recio import storage
-from recio.format import IRHeader, pack, unpack
-from recio.reader import RecordFile
-from recio.recordio import MXIndexedRecordIO
-from recio.sampler import epoch_order
+from recio.records.format import IRHeader, pack, unpack
+from recio.records.reader import RecordFile
+from recio.records.recordio import MXIndexedRecordIO
+from recio.sampling.sampler import epoch_order
 from recio.storage.prefetch import Prefetcher
 
 from .conftest import Server, port_open

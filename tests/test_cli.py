@@ -8,9 +8,9 @@ import sys
 import pytest
 
 from recio.cli import main as cli
-from recio.format import IRHeader, pack, unpack
-from recio.reader import RecordFile
-from recio.recordio import MXIndexedRecordIO
+from recio.records.format import IRHeader, pack, unpack
+from recio.records.reader import RecordFile
+from recio.records.recordio import MXIndexedRecordIO
 
 
 def test_cli_info_verify_index(tmp_path, capsys):
@@ -321,7 +321,7 @@ def _every_option_has_help(parser):
 
 
 def test_help_of_recio_and_its_own_commands(capsys):
-    from recio.cli import build_parser
+    from recio.cli.main import build_parser
 
     _every_option_has_help(build_parser())
     out = _help(capsys)
@@ -339,7 +339,7 @@ def test_help_of_recio_and_its_own_commands(capsys):
 
 def test_help_of_bench(capsys):
     from recio.bench import add_arguments
-    from recio.cli import Parser
+    from recio.cli.main import Parser
 
     parser = Parser(prog="recio bench")
     add_arguments(parser)

@@ -26,7 +26,7 @@ def test_discover_order():
 
 class FakeProcessGroup:
     """Stands in for torch.distributed with an initialised process group (also for
-    tests/test_torch_data.py)."""
+    tests/frameworks/test_torch_data.py)."""
 
     def __init__(self, rank: int, size: int) -> None:
         self.rank, self.size = rank, size

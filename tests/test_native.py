@@ -383,7 +383,7 @@ def _records_args(n: int, label_width: int = 1):
 def test_records_outside_the_base_or_malformed_are_left_to_the_exact_parse() -> None:
     """decode_records reads nothing outside its base: a record it cannot parse plainly
     (negative, misaligned, past the end, bad magic, continued frame) gets STATUS_RECORD."""
-    from recio.format import IRHeader, pack
+    from recio.records.format import IRHeader, pack
 
     payload = pack(IRHeader(0, 3.0, 42, 0), encode(20, 10))
     frame = struct.pack("<II", 0xCED7230A, len(payload)) + payload
@@ -674,7 +674,7 @@ def test_decode_pool_close_while_the_pillow_part_runs() -> None:
 
 def _record_base(sizes: list[tuple[int, int]]) -> tuple[bytes, np.ndarray]:
     """A .rec's bytes of one JPEG record per size (label k, id 100 + k), and the offsets."""
-    from recio.format import IRHeader, pack
+    from recio.records.format import IRHeader, pack
 
     base, offsets = bytearray(), []
     for k, (w, h) in enumerate(sizes):
@@ -775,7 +775,7 @@ def test_close_with_batches_queued_stops_them_and_writes_nothing_after() -> None
     import struct, threading, time
     import numpy as np
     from recio import _native
-    from recio.format import IRHeader, pack
+    from recio.records.format import IRHeader, pack
     from tests.images import encode
 
     payload = pack(IRHeader(0, 1.0, 7, 0), encode(320, 240, seed=1))
@@ -828,7 +828,7 @@ def test_a_pending_batch_in_a_forked_child_refuses_to_wait() -> None:
     import os, signal, struct, traceback
     import numpy as np
     from recio import _native
-    from recio.format import IRHeader, pack
+    from recio.records.format import IRHeader, pack
     from tests.images import encode
 
     payload = pack(IRHeader(0, 1.0, 7, 0), encode(320, 240, seed=1))

@@ -15,7 +15,8 @@ PACKAGE = Path(recio.__file__).parent
 
 
 def test_front_door_names_resolve_to_their_modules():
-    from recio import iterator, reader, recordio
+    from recio.pipeline import iterator
+    from recio.records import reader, recordio
 
     assert recio.ImageRecordIter is iterator.ImageRecordIter
     assert recio.RecordFile is reader.RecordFile
@@ -39,10 +40,10 @@ def test_import_recio_loads_nothing_heavy():
     "statement",
     [
         "from recio import recordio; recordio.MXIndexedRecordIO, recordio.pack_img",
-        "from recio.recordio import MXIndexedRecordIO, IRHeader, pack, unpack, pack_img",
-        "from recio.iterator import ImageRecordIter",
+        "from recio.records.recordio import MXIndexedRecordIO, IRHeader, pack, unpack, pack_img",
+        "from recio.pipeline.iterator import ImageRecordIter",
         "from recio.storage import FetchOptions, open_source",
-        "from recio.reader import RecordFile",
+        "from recio.records.reader import RecordFile",
         "from recio.dali import DALIImageRecordIter",
         "from recio.train.model import resnet",
         "import recio.decode as d; d.default_backend()",

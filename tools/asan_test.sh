@@ -19,9 +19,9 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
   RECIO_FUZZ_EXAMPLES="${RECIO_FUZZ_EXAMPLES:-250}" \
   python -m pytest -q -p no:cacheprovider tests/decode/test_pool.py tests/decode/test_pillow.py \
   tests/decode/test_fuzz.py tests/decode/test_resample.py tests/test_native.py \
-  tests/test_read_decode.py tests/test_geometry.py tests/test_colour.py \
-  tests/test_colour_geometry.py tests/test_colour_fused.py tests/test_resample_opencv.py \
-  tests/test_checksum.py -m "not dali" \
+  tests/pipeline/test_read_decode.py tests/augment/test_geometry.py tests/augment/test_colour.py \
+  tests/augment/test_colour_geometry.py tests/augment/test_colour_fused.py tests/augment/test_resample_opencv.py \
+  tests/records/test_checksum.py -m "not dali" \
   --deselect tests/decode/test_pool.py::test_no_memory_growth "$@"
 # (not DALI's tests: its own libraries abort under the preloaded ASan runtime)
 # im2rec's process pool forks (its C batches run here too): in a pytest process of its own,

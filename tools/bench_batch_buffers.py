@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from recio.bench.sample import build_sample_rec  # noqa: E402
-from recio.iterator import BatchBuffers, ImageRecordIter  # noqa: E402
+from recio.pipeline.iterator import BatchBuffers, ImageRecordIter  # noqa: E402
 
 
 def fresh_take(self: BatchBuffers) -> np.ndarray:

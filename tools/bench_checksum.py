@@ -40,9 +40,9 @@ from PIL import Image
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from recio.format import IRHeader, pack  # noqa: E402
-from recio.iterator import ImageRecordIter  # noqa: E402
-from recio.recordio import MXIndexedRecordIO  # noqa: E402
+from recio.pipeline.iterator import ImageRecordIter  # noqa: E402
+from recio.records.format import IRHeader, pack  # noqa: E402
+from recio.records.recordio import MXIndexedRecordIO  # noqa: E402
 
 
 def make(folder: str, n: int, size: int) -> str:
@@ -90,10 +90,10 @@ def _batches(kind: str, rec: str, out: int, n: int) -> None:
     ``kind``: "decode" (read_and_decode, unverified), "verify" (RecordFile.verify_view),
     "remote-off" / "remote-on" (read_many from memory://, checked or not)."""
     from recio.augment import KeyedDraw
-    from recio.config import CropSpec
     from recio.decode import DecodePool
-    from recio.read_decode import read_and_decode
-    from recio.reader import RecordFile
+    from recio.pipeline.config import CropSpec
+    from recio.pipeline.read_decode import read_and_decode
+    from recio.records.reader import RecordFile
 
     positions = np.arange(64)
     if kind.startswith("remote"):

@@ -35,7 +35,7 @@ from recio import ImageRecordIter
 from recio.augment import ColourSpec, CropSpec, KeyedDraw
 from recio.bench.sample import build_sample_rec
 from recio.decode import DecodePool
-from recio.recordio import MXIndexedRecordIO, unpack
+from recio.records.recordio import MXIndexedRecordIO, unpack
 
 COLOUR = {"brightness": 0.4, "contrast": 0.4, "saturation": 0.4, "pca_noise": 0.1}
 BASE = {"data_shape": (3, 224, 224), "batch_size": 32, "random_resized_crop": True,

@@ -76,8 +76,8 @@ class Bounds:
         from turbojpeg import TJSAMP_420, TurboJPEG
 
         from recio import decode
-        from recio.format import parse_lst
         from recio.im2rec.transcode import EncodeOptions, SkipImage, _native_job, read_file
+        from recio.records.format import parse_lst
 
         self.tj, self.sampling, self.quality = TurboJPEG(), TJSAMP_420, quality
         with open(lst) as f:

@@ -40,7 +40,7 @@ import numpy as np
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, REPO)
 
-from recio.format import IRHeader, encode_record, pack  # noqa: E402
+from recio.records.format import IRHeader, encode_record, pack  # noqa: E402
 
 STRIDE = 1024  # bytes between record starts in the synthetic .rec
 BASELINE_REV = "e06f759"  # the last commit with the list-of-tuples reader and loop sampler
@@ -100,7 +100,7 @@ def write_pair(base: str, n: int, stride: int = STRIDE) -> tuple[str, str]:
 
 
 def open_recio(rec: str, idx: str):
-    from recio.reader import RecordFile
+    from recio.records.reader import RecordFile
 
     return RecordFile(rec, idx)
 
@@ -108,8 +108,8 @@ def open_recio(rec: str, idx: str):
 def open_parse_idx(rec: str, idx: str):
     """The reader's open before parse_idx_arrays (its ``_load_index``, line for line)."""
     from recio import storage
-    from recio.format import parse_idx
-    from recio.reader import check_pair
+    from recio.records.format import parse_idx
+    from recio.records.reader import check_pair
 
     source = storage.open_source(rec)
     text = storage.read_text(idx)
@@ -201,7 +201,7 @@ def time_sampler(module, n: int, batch: int, parts: int, rank: int, shuffle: str
 
 
 def bench_sampler(args) -> None:
-    from recio import sampler as current
+    from recio.sampling import sampler as current
 
     try:
         old = baseline_sampler(args.baseline_rev)

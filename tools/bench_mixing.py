@@ -25,8 +25,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from recio.mixing import MixPlan  # noqa: E402
-from recio.sampler import Sampler  # noqa: E402
+from recio.sampling.mixing import MixPlan  # noqa: E402
+from recio.sampling.sampler import Sampler  # noqa: E402
 
 
 def main() -> None:

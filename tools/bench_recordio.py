@@ -17,9 +17,9 @@ import statistics
 import subprocess
 import time
 
-from recio.format import IRHeader, pack, scan_offsets
-from recio.reader import RecordFile
-from recio.recordio import MXIndexedRecordIO, MXRecordIO
+from recio.records.format import IRHeader, pack, scan_offsets
+from recio.records.reader import RecordFile
+from recio.records.recordio import MXIndexedRecordIO, MXRecordIO
 
 MXNET_READ = r"""
 import sys, time, mxnet as mx

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
 from recio import storage  # noqa: E402
-from recio.iterator import ImageRecordIter  # noqa: E402
+from recio.pipeline.iterator import ImageRecordIter  # noqa: E402
 
 
 def s3_options() -> dict:

@@ -32,10 +32,10 @@ from PIL import Image
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from recio import ImageRecordIter  # noqa: E402
-from recio.format import IRHeader, pack  # noqa: E402
-from recio.reader import RecordFile, _read_local_batch, read_batch  # noqa: E402
-from recio.recordio import MXIndexedRecordIO  # noqa: E402
-from recio.shards import open_records  # noqa: E402
+from recio.records.format import IRHeader, pack  # noqa: E402
+from recio.records.reader import RecordFile, _read_local_batch, read_batch  # noqa: E402
+from recio.records.recordio import MXIndexedRecordIO  # noqa: E402
+from recio.records.shards import open_records  # noqa: E402
 
 
 def jpegs(count: int) -> list[bytes]:

@@ -17,7 +17,7 @@ side in interleaved rounds (the median of the rounds is reported):
   ``rand_mirror``, mean/std 127.5 (as arcface_torch normalises), data_shape (3, S, S);
 * ``turbo``: PyTurboJPEG's ``TurboJPEG().decode`` of the same bytes, one thread, no more;
 * ``torch``: an MXFaceDataset-style pipeline: a torch ``Dataset`` reading records with
-  ``recio.recordio.MXIndexedRecordIO``, Pillow decode, random horizontal flip, to float32,
+  ``recio.records.recordio.MXIndexedRecordIO``, Pillow decode, random horizontal flip, to float32,
   normalise, in a ``DataLoader(num_workers=2, batch_size=128)`` (persistent workers);
 * ``dataset``: recio's ``RecordDataset`` (same flip and normalisation) in the same
   DataLoader, a batch decoded per native call, ``collate_fn=RecordDataset.collate``.
@@ -283,8 +283,8 @@ def loader_runner(dataset, **kw) -> Callable[[], tuple[int, Run]] | None:
 
 def dataset_runner(rec: str, size: int) -> Callable[[], tuple[int, Run]] | None:
     """recio's RecordDataset in the same DataLoader: a batch decoded per native call."""
-    from recio.config import Normalize
-    from recio.dataset import RecordDataset
+    from recio.frameworks.dataset import RecordDataset
+    from recio.pipeline.config import Normalize
 
     ds = RecordDataset(
         rec, (3, size, size), rand_mirror=True, label_dtype="int64",

@@ -20,7 +20,7 @@ import time
 import torch
 
 from recio.bench import build_sample_rec
-from recio.iterator import ImageRecordIter
+from recio.pipeline.iterator import ImageRecordIter
 from recio.train import TrainConfig, bench_step, train
 
 

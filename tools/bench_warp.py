@@ -40,9 +40,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from recio.augment import ColourSpec, CropSpec, KeyedDraw  # noqa: E402
+from recio.augment.geometry import GeometrySpec  # noqa: E402
 from recio.bench.sample import sample_image  # noqa: E402
 from recio.decode import DecodePool  # noqa: E402
-from recio.geometry import GeometrySpec  # noqa: E402
 
 
 def jpegs(corpus: Path | None, count: int) -> list[bytes]:

@@ -22,8 +22,8 @@ import numpy as np
 
 
 def pack_folder(root: str, out_dir: str) -> str:
-    from recio.format import IRHeader, pack
-    from recio.recordio import MXIndexedRecordIO
+    from recio.records.format import IRHeader, pack
+    from recio.records.recordio import MXIndexedRecordIO
 
     rec = os.path.join(out_dir, "check.rec")
     key = 0
@@ -41,8 +41,8 @@ def pack_folder(root: str, out_dir: str) -> str:
 def pack_synthetic(out_dir: str, n: int = 512, corrupt: tuple[int, ...] = ()) -> str:
     from PIL import Image
 
-    from recio.format import IRHeader, pack
-    from recio.recordio import MXIndexedRecordIO
+    from recio.records.format import IRHeader, pack
+    from recio.records.recordio import MXIndexedRecordIO
 
     rng = np.random.default_rng(0)
     rec = os.path.join(out_dir, "synthetic.rec" if not corrupt else "corrupt.rec")
@@ -63,7 +63,7 @@ def pack_synthetic(out_dir: str, n: int = 512, corrupt: tuple[int, ...] = ()) ->
 
 def check_correctness(rec: str, device: str) -> list[str]:
     from recio.dali import DALIImageRecordIter
-    from recio.iterator import ImageRecordIter
+    from recio.pipeline.iterator import ImageRecordIter
 
     failures = []
     kw = dict(data_shape=(3, 224, 224), batch_size=32, random_resized_crop=True, rand_mirror=True)

@@ -27,8 +27,8 @@ from PIL import Image
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from recio.iterator import ImageRecordIter  # noqa: E402
-from recio.recordio import IRHeader, MXIndexedRecordIO, pack  # noqa: E402
+from recio.pipeline.iterator import ImageRecordIter  # noqa: E402
+from recio.records.recordio import IRHeader, MXIndexedRecordIO, pack  # noqa: E402
 
 SETTINGS = {
     "rrc-global": dict(

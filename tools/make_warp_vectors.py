@@ -5,7 +5,7 @@ Three small synthetic images (smooth gradients, edges and mild noise), each stor
 .rec; MXNet's ImageRecordIter reads it once per deterministic setting (rotate, pad with
 fill_value, inter_method 0-4 with resize, a fixed scale, a fixed square crop, resize with
 rotate) and its uint8 output is stored with the settings and the encoded images.
-tests/test_geometry.py decodes the same bytes with recio and compares.
+tests/augment/test_geometry.py decodes the same bytes with recio and compares.
 
 Usage (MXNet needs its own Python, with numpy 1.x)::
 
@@ -27,7 +27,7 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from recio.recordio import IRHeader, MXIndexedRecordIO, pack  # noqa: E402
+from recio.records.recordio import IRHeader, MXIndexedRecordIO, pack  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "warp" / "mxnet_warp.npz"
 SIZES = [(40, 30), (30, 44), (36, 36)]  # width, height

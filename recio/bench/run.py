@@ -13,8 +13,8 @@ import numpy as np
 from .. import __version__
 from ..augment import CropSpec
 from ..decode import default_backend
-from ..shards import expand_shards
-from ..trace import Tracer
+from ..pipeline.trace import Tracer
+from ..records.shards import expand_shards
 from .mxnet import stage_mxnet
 from .stages import (
     Data,

@@ -11,8 +11,8 @@ import os
 import numpy as np
 from PIL import Image, ImageDraw
 
-from ..format import IRHeader, pack
-from ..recordio import MXIndexedRecordIO
+from ..records.format import IRHeader, pack
+from ..records.recordio import MXIndexedRecordIO
 
 SHAPES = ("circle", "square", "triangle", "cross")
 COLOURS = ((220, 40, 40), (40, 180, 60), (50, 80, 220), (230, 200, 30))

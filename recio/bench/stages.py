@@ -12,9 +12,9 @@ import numpy as np
 
 from ..augment import CropSpec, KeyedDraw
 from ..decode import DecodePool
-from ..format import unpack_labels
-from ..iterator import ImageRecordIter
-from ..shards import open_records
+from ..pipeline.iterator import ImageRecordIter
+from ..records.format import unpack_labels
+from ..records.shards import open_records
 
 # --- measuring --------------------------------------------------------------------
 

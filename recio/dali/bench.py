@@ -12,9 +12,9 @@ import time
 from typing import Any
 
 from ..augment import CropSpec
-from ..config import Normalize
-from ..reader import RecordFile, default_idx_path
-from ..sampler import Sampler
+from ..pipeline.config import Normalize
+from ..records.reader import RecordFile, default_idx_path
+from ..sampling.sampler import Sampler
 from ._device import load_dali, resolve_device
 from .pipeline import build_pipeline
 from .source import RecioSource

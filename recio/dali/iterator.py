@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from ..checksum import CHECKSUM_MISMATCH
-from ..config import IterConfig
-from ..consumer import Batch, PositionedIterator
+from ..pipeline.config import IterConfig
+from ..pipeline.positioned import Batch, PositionedIterator
+from ..records.checksum import CHECKSUM_MISMATCH
 from ._device import resolve_device
 from .pipeline import build_pipeline
 from .source import CROP_SOURCES, RecioSource

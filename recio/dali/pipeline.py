@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..augment import CropSpec
-from ..config import Normalize
+from ..pipeline.config import Normalize
 from ._device import load_dali
 from .source import RecioSource
 

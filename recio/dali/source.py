@@ -25,14 +25,14 @@ from typing import Any
 import numpy as np
 
 from ..augment import CropSpec, KeyedDraw
-from ..checksum import CHECKSUM_MISMATCH
-from ..consumer import ErrorPolicy
 from ..decode import DecodePool, Status
 from ..decode.jpegcheck import Problem, image_problem
-from ..mixing import LabelMap, read_mapped_batch
-from ..reader import RecordFile
-from ..sampler import Sampler
-from ..spans import Spans
+from ..pipeline.positioned import ErrorPolicy
+from ..records.checksum import CHECKSUM_MISMATCH
+from ..records.reader import RecordFile
+from ..records.spans import Spans
+from ..sampling.mixing import LabelMap, read_mapped_batch
+from ..sampling.sampler import Sampler
 
 # per-sample int64 metadata: id, epoch, step, pad; for a bad slot its record id, its status
 # and 1 where its checksum did not match (-1, 0, 0 for a good one)

@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..augment import KeyedDraw, apply_colour
-from ..geometry import plan, warp_image
-from ..spans import Spans
+from ..augment.geometry import plan, warp_image
+from ..records.spans import Spans
 from ._pillow import Budget, ByteBudget, pil_decode, pil_filters, pil_size
 from .status import STATUS_NAMES, Status
 

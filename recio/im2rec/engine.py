@@ -49,8 +49,8 @@ from typing import Any
 
 from .. import storage
 from .._install import install_hint
-from ..format import ListEntry, format_idx_line
-from ..recordio import MXIndexedRecordIO
+from ..records.format import ListEntry, format_idx_line
+from ..records.recordio import MXIndexedRecordIO
 from ..storage.atomic import remove_partials
 from .pack import (
     PackReport,
@@ -295,8 +295,8 @@ def verified(job: ShardJob) -> dict | None:
     have its recorded size, the ``.idx`` its recorded bytes, and the ``.rec``'s last
     indexed record must end where the file ends.
     """
-    from ..format import parse_idx
-    from ..reader import record_end
+    from ..records.format import parse_idx
+    from ..records.reader import record_end
 
     opts = job.storage_options
     try:

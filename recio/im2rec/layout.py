@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ..errors import RecordIOError
-from ..format import IRHeader, ListEntry, pack
+from ..records.format import IRHeader, ListEntry, pack
 
 log = logging.getLogger("recio.im2rec")
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .. import storage
-from ..format import ListEntry, format_lst_line
+from ..records.format import ListEntry, format_lst_line
 from .layout import check_layout, group_by_class, numbered
 
 log = logging.getLogger("recio.im2rec")

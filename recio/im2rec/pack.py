@@ -35,8 +35,8 @@ import numpy as np
 
 from .. import storage
 from ..errors import RecordIOError
-from ..format import ListEntry, parse_lst, unpack
-from ..recordio import MXIndexedRecordIO
+from ..records.format import ListEntry, parse_lst, unpack
+from ..records.recordio import MXIndexedRecordIO
 from .layout import (
     FaceIndex,
     check_classes,

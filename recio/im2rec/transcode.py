@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import decode
-from ..format import IRHeader, ListEntry, pack
+from ..records.format import IRHeader, ListEntry, pack
 
 
 class SkipImage(Exception):

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._install import install_hint
-from ..format import decode_text
+from ..records.format import decode_text
 from .options import FetchOptions
 from .retry import retrying, translate_error
 

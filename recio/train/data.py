@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from .._install import install_hint
-from ..iterator import ImageRecordIter
-from ..shards import open_records
+from ..pipeline.iterator import ImageRecordIter
+from ..records.shards import open_records
 from .config import MEAN, STD, TrainConfig
 
 log = logging.getLogger("recio.train")

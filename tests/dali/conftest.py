@@ -3,9 +3,9 @@
 import pytest
 
 from recio import dali
-from recio.iterator import ImageRecordIter
+from recio.pipeline.iterator import ImageRecordIter
 
-from ..test_iterator import make_rec
+from ..pipeline.test_iterator import make_rec
 
 
 @pytest.fixture(scope="module")

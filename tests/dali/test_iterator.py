@@ -130,9 +130,9 @@ def _first_label(labels):
 
 @needs_dali
 def test_a_mixture_gives_the_cpu_iterators_ids_labels_and_stats(tmp_path):
-    from recio.mixing import Source
+    from recio.sampling.mixing import Source
 
-    from ..test_mixing import B_IDS, C_IDS, write
+    from ..sampling.test_mixing import B_IDS, C_IDS, write
 
     b = write(str(tmp_path / "b.rec"), B_IDS)
     c = write(str(tmp_path / "c.rec"), C_IDS, width=3)

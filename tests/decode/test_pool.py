@@ -26,7 +26,7 @@ from PIL import Image
 
 from recio import decode
 from recio.errors import DecodeError
-from recio.spans import Spans
+from recio.records.spans import Spans
 
 from ..images import backends, encode, make_pixels
 
@@ -343,7 +343,7 @@ def test_records_from_a_list_of_extents_decode_as_from_one_base(pool: decode.Dec
     recio/iterator.py) gives what it gives over the same records joined: statuses, labels,
     ids, pixels, PNGs (the Pillow path, each image read inside its own extent) too; the
     Python backend leaves every record to the exact parse either way."""
-    from recio.format import IRHeader, pack
+    from recio.records.format import IRHeader, pack
 
     images = [encode(60, 40, seed=1), encode(30, 20, fmt="PNG"), encode(50, 30, seed=2)]
     extents = []

@@ -13,8 +13,8 @@ from PIL import Image
 
 from recio import im2rec
 from recio.bench.sample import make_sample_folder
-from recio.format import unpack
-from recio.recordio import MXIndexedRecordIO
+from recio.records.format import unpack
+from recio.records.recordio import MXIndexedRecordIO
 
 
 def run(*argv: object) -> int:

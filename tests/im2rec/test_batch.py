@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from recio.checksum import _walk_end, crc32c
-from recio.format import MAGIC, ListEntry, encode_record
 from recio.im2rec import pack, transcode
 from recio.im2rec.pack import pack_list
 from recio.im2rec.transcode import EncodeOptions, make_batch, make_records
-from recio.recordio import MXIndexedRecordIO
+from recio.records.checksum import _walk_end, crc32c
+from recio.records.format import MAGIC, ListEntry, encode_record
+from recio.records.recordio import MXIndexedRecordIO
 
 from .conftest import BAD
 

@@ -12,7 +12,7 @@ import pytest
 
 import recio
 from recio import im2rec
-from recio.recordio import MXIndexedRecordIO
+from recio.records.recordio import MXIndexedRecordIO
 
 from .conftest import make_list, read_records, run
 

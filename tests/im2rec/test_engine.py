@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from recio import im2rec
-from recio.format import ListEntry, format_lst_line
 from recio.im2rec import engine
 from recio.im2rec.transcode import EncodeOptions
+from recio.records.format import ListEntry, format_lst_line
 
 from .conftest import BAD, make_list, run
 

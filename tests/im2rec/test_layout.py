@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from recio import im2rec
-from recio.format import IRHeader, pack, parse_lst
 from recio.im2rec.layout import FaceIndex, float32_inexact, with_id
-from recio.recordio import MXIndexedRecordIO, unpack
+from recio.records.format import IRHeader, pack, parse_lst
+from recio.records.recordio import MXIndexedRecordIO, unpack
 
 from .conftest import decode_image, read_records, run
 
@@ -262,8 +262,8 @@ def test_help_says_how_classes_are_ordered(capsys):
 
 
 def test_face_output_is_read_by_recios_layout_and_iterator(tmp_path, faces):
-    from recio.iterator import ImageRecordIter
-    from recio.layout import INSIGHTFACE
+    from recio.pipeline.iterator import ImageRecordIter
+    from recio.records.samples import INSIGHTFACE
 
     prefix = tmp_path / "faces"
     assert run("--list", "--recursive", *FACE, prefix, faces) == 0

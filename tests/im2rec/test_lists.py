@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from recio import im2rec
-from recio.format import parse_lst
+from recio.records.format import parse_lst
 
 from .._paths import GOLDEN
 from .conftest import make_list, read_records, run

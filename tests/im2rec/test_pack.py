@@ -13,8 +13,8 @@ import pytest
 from PIL import Image
 
 from recio import im2rec
-from recio.format import parse_lst
-from recio.recordio import MXIndexedRecordIO
+from recio.records.format import parse_lst
+from recio.records.recordio import MXIndexedRecordIO
 
 from .._paths import GOLDEN
 from ..conftest import needs_dali

@@ -21,8 +21,8 @@ import pytest
 from PIL import Image
 
 from recio import decode, im2rec
-from recio.format import parse_lst
 from recio.im2rec.transcode import EncodeOptions, crop_box, encode_image, output_size, read_file
+from recio.records.format import parse_lst
 
 from .._paths import REPO
 from ..conftest import require_native

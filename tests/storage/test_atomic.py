@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from recio import storage
-from recio.reader import RecordFile
-from recio.recordio import MXIndexedRecordIO
+from recio.records.reader import RecordFile
+from recio.records.recordio import MXIndexedRecordIO
 
 from ..storage_helpers import write_rec
 

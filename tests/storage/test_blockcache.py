@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from recio import storage
-from recio.checksum import MismatchedPayload
-from recio.config import IterConfig
-from recio.dataset import RecordDataset
 from recio.errors import ChecksumError, DecodeError
-from recio.format import IRHeader, pack
-from recio.iterator import ImageRecordIter
-from recio.reader import RecordFile
-from recio.recordio import MXIndexedRecordIO
+from recio.frameworks.dataset import RecordDataset
+from recio.pipeline.config import IterConfig
+from recio.pipeline.iterator import ImageRecordIter
+from recio.records.checksum import MismatchedPayload
+from recio.records.format import IRHeader, pack
+from recio.records.reader import RecordFile
+from recio.records.recordio import MXIndexedRecordIO
 from recio.storage.blockcache import (
     NEVER,
     BlockCache,

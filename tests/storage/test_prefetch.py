@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from recio import storage
-from recio.reader import RecordFile
-from recio.sampler import Sampler, epoch_order
+from recio.records.reader import RecordFile
+from recio.sampling.sampler import Sampler, epoch_order
 from recio.storage.prefetch import Prefetcher
 
 from ..storage_helpers import ids_of, write_rec

@@ -9,7 +9,7 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from recio import storage
-from recio.reader import RecordFile
+from recio.records.reader import RecordFile
 
 from ..storage_helpers import ids_of, write_rec
 

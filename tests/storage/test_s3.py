@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from recio import storage
-from recio.reader import RecordFile
-from recio.recordio import MXIndexedRecordIO, MXRecordIO
-from recio.sampler import epoch_order
+from recio.records.reader import RecordFile
+from recio.records.recordio import MXIndexedRecordIO, MXRecordIO
+from recio.sampling.sampler import epoch_order
 from recio.storage.prefetch import Prefetcher
 
 from ..conftest import S3_BUCKET, s3_options

@@ -1,0 +1,25 @@
+"""What to do to each image, decided per record from ``(seed, epoch, record)`` alone.
+
+:mod:`.keys` makes each record's uniforms; :mod:`.draws` turns them into crop windows and
+flips (:class:`KeyedDraw`, what the decoder takes); :mod:`.colour` is MXNet's colour
+augmentation; :mod:`.geometry`, MXNet's affine warp, padding and square crops.
+"""
+
+from .colour import PCA_EIGVAL, PCA_EIGVEC, ColourDraws, ColourSpec, apply_colour, draw_colour
+from .draws import CropSpec, KeyedDraw, draw_keyed
+from .geometry import GeometrySpec
+from .keys import keyed_uniform
+
+__all__ = [
+    "PCA_EIGVAL",
+    "PCA_EIGVEC",
+    "ColourDraws",
+    "ColourSpec",
+    "CropSpec",
+    "GeometrySpec",
+    "KeyedDraw",
+    "apply_colour",
+    "draw_colour",
+    "draw_keyed",
+    "keyed_uniform",
+]

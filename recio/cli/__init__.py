@@ -1,0 +1,5 @@
+"""The ``recio`` command."""
+
+from .main import main
+
+__all__ = ["main"]
