@@ -75,7 +75,7 @@ class RecordCursor:
 
     def __init__(self, source: storage.ByteSource) -> None:
         self.source = source
-        self._mapped = isinstance(source, storage.MappedSource)
+        self._mapped = source.mapped
         self._window = memoryview(b"")
         self._window_start = 0
 
@@ -425,19 +425,19 @@ class RecordFile:
     @property
     def is_local(self) -> bool:
         """Whether the file is local (mapped): reads are zero-copy slices of the map."""
-        return isinstance(self.source, storage.MappedSource)
+        return self.source.mapped
 
     _is_local = is_local
 
     @property
     def _repairs(self) -> bool:
         """Whether local reads mend damaged records first: a whole-file copy, verified."""
-        return self.checksums is not None and isinstance(self.source, storage.CopiedSource)
+        return self.checksums is not None and self.source.mends
 
     @property
     def cached(self) -> bool:
         """Whether reads go through a bounded block cache (``cache_limit``)."""
-        return hasattr(self.source, "schedule")
+        return self.source.schedules
 
     def schedule_reads(self, steps: Sequence[tuple[int, Any]]) -> None:
         """Tell a block cache the records the coming steps read (NOTE [block cache]).
@@ -498,9 +498,7 @@ class RecordFile:
     def _refetch(self, i: int, until: int | None = None):
         """Record ``i``'s extent fetched again from the store (never a cache's copy)."""
         offset, length = int(self.offsets[i]), int(self.lengths[i])
-        if self.cached:
-            return self.source.refetch(offset, length, until=until)
-        return self.source.read(offset, length)
+        return self.source.refetch(offset, length, until=until)
 
     def verify_view(self, view: memoryview, positions: np.ndarray) -> dict[int, ChecksumError]:
         """Check the records at ``positions`` of a local map against the sidecar.
@@ -741,8 +739,8 @@ def default_idx_path(rec_url: str) -> str:
 
 def scan_source(source: storage.ByteSource) -> list[int]:
     """Record start offsets of a whole file, by walking its frame headers."""
-    if isinstance(source, storage.MappedSource):
-        view = source.current_view()
+    view = source.mapped_view()
+    if view is not None:
         try:
             return scan_offsets(view, path=source.url)
         except TruncatedRecordError as exc:

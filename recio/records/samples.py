@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import storage
 from ..errors import RecordIOError
 from .format import FRAME_HEADER_SIZE, IR_HEADER_SIZE, MAGIC, MAX_PAYLOAD, IRHeader, unpack
 from .reader import RecordFile
@@ -242,8 +241,8 @@ def _head_words(records: RecordFile, offsets: np.ndarray, count: int) -> np.ndar
     (n, count); words past the end of the file are 0.
     """
     source = records.source
-    if isinstance(source, storage.MappedSource):
-        view = source.current_view()
+    view = source.mapped_view()
+    if view is not None:
         words = np.frombuffer(view, dtype="<u4", count=len(view) // 4)
         at = offsets // 4  # record starts are 4-byte aligned
         inside = at + count <= len(words)

@@ -597,6 +597,8 @@ class CachedSource(ByteSource):
             entries, and the key includes this process's id: entries are not shared).
     """
 
+    schedules = True
+
     def __init__(self, source: Any, cache: BlockCache, block_size: int, version: str | None):
         if block_size < 1:
             raise ValueError(f"cache_block must be >= 1, not {block_size}")

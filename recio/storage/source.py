@@ -25,14 +25,53 @@ if TYPE_CHECKING:
 
 
 class ByteSource:
-    """Random access to the bytes of one file."""
+    """Random access to the bytes of one file.
+
+    Beside reads, a source may have capabilities, each a method with a default that a
+    source without it keeps: a map of the whole file (:meth:`mapped_view`), reads told in
+    advance (:meth:`schedule`, a bounded block cache), a range fetched again from the
+    store past any local copy (:meth:`refetch`), a local copy mended in place
+    (:meth:`repair`). The class attributes say which a source has.
+    """
 
     url: str
     size: int
+    mapped = False  # reads are zero-copy slices of a map of the whole file
+    schedules = False  # schedule() orders what a bounded cache keeps
+    mends = False  # a remote file's local copy: repair() writes the store's bytes over it
 
     def read(self, offset: int, length: int) -> bytes | memoryview:
         """``length`` bytes from ``offset`` (fewer at the end of the file)."""
         raise NotImplementedError
+
+    def mapped_view(self) -> memoryview | None:
+        """The whole file as far as it reaches now, where the source is a map; else None."""
+        return None
+
+    def schedule(self, when: Any, offsets: Any, lengths: Any) -> None:
+        """The ranges the coming steps read (``when``: each one's step); ignored by default."""
+
+    def refetch(self, offset: int, length: int, *, until: int | None = None) -> Any:
+        """``length`` bytes from ``offset`` as the store has them now (never a cached copy).
+
+        ``until``: a deadline for sources that retry (a block cache's clock); unused here.
+        """
+        return self.read(offset, length)
+
+    def repair(self, offset: int, data: Any) -> None:
+        """Write ``data`` over a local copy at ``offset`` (only where :attr:`mends`)."""
+        raise NotImplementedError(f"{self.url} has no local copy to mend")
+
+    def truncated(
+        self, offset: int, now: int, record_index: int | None = None
+    ) -> TruncatedRecordError:
+        """The error for a range at ``offset`` that the file, now ``now`` bytes, lost."""
+        return TruncatedRecordError(
+            f"{self.url} was truncated while open: now {now} bytes, was {self.size}",
+            path=self.url,
+            offset=offset,
+            record_index=record_index,
+        )
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | memoryview]:
         """Read several (offset, length) ranges; remote sources coalesce and fetch concurrently."""
@@ -58,6 +97,8 @@ class MappedSource(ByteSource):
     the map's descriptor, and raise ``TruncatedRecordError`` for a range that is gone.
     A view already handed out can still fault if the file shrinks under it.
     """
+
+    mapped = True
 
     def __init__(self, path: str, url: str | None = None) -> None:
         self.url = url or path
@@ -86,16 +127,9 @@ class MappedSource(ByteSource):
         now = self.current_size()
         return self.buffer if now >= self.size else self.buffer[:now]
 
-    def truncated(
-        self, offset: int, now: int, record_index: int | None = None
-    ) -> TruncatedRecordError:
-        """The error for a range at ``offset`` that the file, now ``now`` bytes, lost."""
-        return TruncatedRecordError(
-            f"{self.url} was truncated while open: now {now} bytes, was {self.size}",
-            path=self.url,
-            offset=offset,
-            record_index=record_index,
-        )
+    def mapped_view(self) -> memoryview:
+        """:meth:`current_view`: a map's view is the whole file."""
+        return self.current_view()
 
     def read(self, offset: int, length: int) -> memoryview:
         """A zero-copy slice of the map (fewer bytes at the end of the file).
@@ -156,7 +190,9 @@ class CopiedSource(MappedSource):
         self._origin: ByteSource | None = None
         self._lock = threading.Lock()  # decode threads verify batches concurrently
 
-    def refetch(self, offset: int, length: int) -> bytes | memoryview:
+    mends = True
+
+    def refetch(self, offset: int, length: int, *, until: int | None = None) -> Any:
         """``length`` bytes from ``offset`` of the remote file, not of the copy."""
         with self._lock:
             if self._origin is None:

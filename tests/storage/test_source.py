@@ -23,3 +23,23 @@ def test_missing_files_are_file_not_found(tmp_path, memfs):
         with pytest.raises(FileNotFoundError):
             storage.read_text(url)
         assert not storage.exists(url)
+
+
+def test_a_source_without_capabilities_gets_their_defaults(tmp_path):
+    class Bytes(storage.ByteSource):
+        url, size = "mem://x", 10
+
+        def read(self, offset, length):
+            return b"0123456789"[offset : offset + length]
+
+    plain = Bytes()
+    assert not (plain.mapped or plain.schedules or plain.mends)
+    assert plain.mapped_view() is None
+    plain.schedule([0], [0], [4])  # nothing to tell
+    assert plain.refetch(2, 3, until=5) == b"234"
+    with pytest.raises(NotImplementedError, match="mem://x has no local copy"):
+        plain.repair(0, b"x")
+    path = tmp_path / "f"
+    path.write_bytes(b"abc")
+    with storage.MappedSource(str(path)) as mapped:
+        assert mapped.mapped and bytes(mapped.mapped_view()) == b"abc"
