@@ -17,10 +17,20 @@ task per shard on a Dask cluster, resumable: ``--engine dask``), :mod:`~recio.im
 (the command line).
 """
 
+from .batches import default_pool
 from .cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_SKIPPED, add_arguments, main, run
 from .layout import LAYOUTS, FaceIndex, group_by_class
-from .lists import DEFAULT_EXTS, MXNET_SEED, find_lists, list_images, make_lists, split_list
-from .pack import PackReport, TooManyErrors, default_pool, output_names, pack_list, read_list
+from .lists import (
+    DEFAULT_EXTS,
+    MXNET_SEED,
+    find_lists,
+    list_images,
+    make_lists,
+    read_list,
+    split_list,
+)
+from .pack import output_names, pack_list
+from .report import PackReport, TooManyErrors
 from .transcode import EncodeOptions, SkipImage, encode_image, make_record, make_records
 
 __all__ = [

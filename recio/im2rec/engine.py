@@ -52,18 +52,10 @@ from .._install import install_hint
 from ..records.format import ListEntry, format_idx_line
 from ..records.recordio import MXIndexedRecordIO
 from ..storage.atomic import remove_partials
-from .pack import (
-    PackReport,
-    TooManyErrors,
-    _batch_stream,
-    _check_list,
-    _failed_status,
-    _FramedRuns,
-    _nothing_written,
-    _read_list_into,
-    output_names,
-    shard_slice,
-)
+from .batches import FramedRuns, batch_stream
+from .lists import check_list, read_list_into
+from .pack import output_names, shard_slice
+from .report import PackReport, TooManyErrors, failed_status, nothing_written
 from .transcode import EncodeOptions, make_batch
 
 log = logging.getLogger("recio.im2rec")
@@ -182,10 +174,10 @@ def convert_shard(job: ShardJob) -> dict | None:
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", module="turbojpeg")  # as pack_list does
-            stream = _batch_stream(job.entries, job.root, job.opts, 1, "thread", make_batch)
+            stream = batch_stream(job.entries, job.root, job.opts, 1, "thread", make_batch)
             done = 0
             for chunk, batch in stream:  # as pack_list writes them (one shard)
-                runs = _FramedRuns(batch)
+                runs = FramedRuns(batch)
                 for j, entry in enumerate(chunk):
                     if batch.others[j] is None:  # made in C: written with its run
                         runs.add(0, j, entry.index)
@@ -482,10 +474,10 @@ def pack_on_cluster(
     start = time.perf_counter()
     bar = None
     try:
-        entries, linenos, bad_lines = _read_list_into(report, lst, storage_options, max_errors)
-        _check_list(lst, entries, linenos, root, opts)
+        entries, linenos, bad_lines = read_list_into(report, lst, storage_options, max_errors)
+        check_list(lst, entries, linenos, root, opts)
         if not entries:
-            raise TooManyErrors(_nothing_written(report, lst, root))
+            raise TooManyErrors(nothing_written(report, lst, root))
         budget = None if max_errors is None else max_errors - len(bad_lines)
         run_id = uuid.uuid4().hex
         jobs = shard_jobs(
@@ -534,7 +526,7 @@ def pack_on_cluster(
                 "(the shards published are whole and are reused by a rerun)"
             )
     except BaseException as exc:
-        report.status = _failed_status(exc)
+        report.status = failed_status(exc)
         raise
     finally:
         if bar is not None:

@@ -1,16 +1,24 @@
-"""Making ``.lst`` files: the images of a folder, MXNet's labels, shuffle and split."""
+""".lst files: made from a folder, and read for packing.
+
+Making one: the images of a folder, MXNet's labels, shuffle and split. Reading one for
+packing: its entries, the lines that cannot be read, the checks of what it holds.
+"""
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .. import storage
-from ..records.format import ListEntry, format_lst_line
-from .layout import check_layout, group_by_class, numbered
+from ..errors import RecordIOError
+from ..records.format import ListEntry, format_lst_line, parse_lst
+from .layout import check_classes, check_layout, group_by_class, numbered
+from .report import PackReport, TooManyErrors
+from .transcode import EncodeOptions
 
 log = logging.getLogger("recio.im2rec")
 
@@ -185,3 +193,145 @@ def find_lists(prefix: str, storage_options: dict[str, Any] | None = None) -> li
         names = sorted(f"{protocol}://{p}" for p in fs.ls(folder, detail=False))
         prefix = f"{protocol}://{path}"
     return [n for n in names if n.startswith(prefix) and n.endswith(".lst")]
+
+
+def read_list(url: str, storage_options: dict[str, Any] | None = None):
+    """``(entries, bad_lines)`` of a .lst; bad lines are kept to report, as MXNet skips them."""
+    entries, _, bad = _read_list(url, storage_options)
+    return entries, bad
+
+
+def read_list_into(
+    report: PackReport, lst: str, storage_options: dict[str, Any] | None, max_errors: int | None
+) -> tuple[list[ListEntry], list[int], list[dict]]:
+    """:func:`_read_list` of ``lst``, its unreadable lines also put into ``report``.
+
+    Raises:
+        TooManyErrors: more unreadable lines than ``max_errors``.
+    """
+    entries, linenos, bad_lines = _read_list(lst, storage_options)
+    report.images = len(entries)
+    report.skipped.extend(bad_lines)
+    if max_errors is not None and len(bad_lines) > max_errors:
+        raise TooManyErrors(
+            f"{len(bad_lines)} lines of the list unreadable, more than --max-errors "
+            f"{max_errors} (first: {bad_lines[0]['path']}: {bad_lines[0]['reason']})"
+        )
+    return entries, linenos, bad_lines
+
+
+def _read_list(url: str, storage_options: dict[str, Any] | None):
+    """``(entries, line numbers of the entries, bad_lines)`` of a .lst."""
+    entries: list[ListEntry] = []
+    linenos: list[int] = []
+    bad: list[dict] = []
+    for lineno, line in enumerate(_list_text(url, storage_options).splitlines(), 1):
+        try:
+            # no path in the message: the report names the line as FILE:LINE
+            for entry in parse_lst([line], start=lineno):
+                entries.append(entry)
+                linenos.append(lineno)
+        except ValueError as exc:
+            bad.append({"index": None, "path": f"{url}:{lineno}", "reason": str(exc)})
+    return entries, linenos, bad
+
+
+def _list_text(url: str, storage_options: dict[str, Any] | None) -> str:
+    """A .lst's text (UTF-8, as MXNet's Python 3 writes it; a leading BOM is dropped).
+
+    Raises:
+        RecordIOError: the file is not UTF-8, naming the line and byte.
+    """
+    try:
+        text = storage.read_text(url, storage_options)
+    except UnicodeDecodeError:
+        if storage.is_local(url):
+            with open(storage.local_path(url), "rb") as f:
+                data = f.read()
+        else:
+            fs, path = storage.filesystem(url, storage_options)
+            data = fs.cat_file(path)
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1
+            err = RecordIOError(
+                f"{url}:{line}: not UTF-8 text (byte {exc.start} is "
+                f"0x{data[exc.start]:02x}: {exc.reason}); save the list as UTF-8"
+            )
+            err.path, err.offset = url, exc.start
+            raise err from None
+        raise  # it decodes now: the file changed under us; say what read_text said
+    return text.removeprefix("\ufeff")
+
+
+def check_list(
+    url: str,
+    entries: Sequence[ListEntry],
+    linenos: Sequence[int],
+    root: str,
+    opts: EncodeOptions,
+    layout: str = "mxnet",
+) -> None:
+    """Refuse a list with repeated indices; warn (once per kind) about odd but packable lines.
+
+    A repeated index is refused, not skipped: it is the record's key in the ``.idx`` (and
+    its id), so the reader keeps one record per index and the other image vanishes
+    silently; which of the two lines is meant cannot be known, and a repeat usually means
+    lists were concatenated or edited by hand, which the user should look at. In the
+    insightface layout the keys are given anew (the index is not used), so repeats are
+    fine there, but each first label names a class and must be a finite number.
+    """
+    if layout == "insightface":
+        check_classes(url, entries, linenos)
+    else:
+        _refuse_repeats(url, entries, linenos)
+    width = None if opts.pack_label else 1  # the labels that are stored
+    odd = [(e, n) for e, n in zip(entries, linenos, strict=True) if not _finite(e.labels[:width])]
+    if odd:
+        (entry, lineno), count = odd[0], len(odd)
+        log.warning(
+            "%s:%d: label %s is not finite (%d line%s with NaN or infinite labels): "
+            "packed as they are",
+            url, lineno, ",".join(f"{x:g}" for x in entry.labels[:width]),
+            count, "" if count == 1 else "s",
+        )  # fmt: skip
+    # MXNet reads these too (os.path.join drops ROOT before an absolute path): warned only
+    outside = [(e, n) for e, n in zip(entries, linenos, strict=True) if _outside(e.path)]
+    if outside:
+        (entry, lineno), count = outside[0], len(outside)
+        log.warning(
+            "%s:%d: %s is outside ROOT %s (%d path%s outside it): read anyway, as MXNet does",
+            url, lineno, entry.path, root, count, "" if count == 1 else "s",
+        )  # fmt: skip
+
+
+def _refuse_repeats(url: str, entries: Sequence[ListEntry], linenos: Sequence[int]) -> None:
+    seen: dict[int, int] = {}
+    repeats = []
+    for e, lineno in zip(entries, linenos, strict=True):
+        first = seen.setdefault(e.index, lineno)
+        if first != lineno:
+            repeats.append((e.index, first, lineno))
+    if repeats:
+        index, first, again = repeats[0]
+        err = RecordIOError(
+            f"{url}:{again}: index {index} is already on line {first} "
+            f"({len(repeats)} repeated {'index' if len(repeats) == 1 else 'indices'} in all): "
+            "each image needs its own index, its record's key in the .idx; "
+            "renumber the first column"
+        )
+        err.path = url
+        raise err
+
+
+def _outside(path: str) -> bool:
+    """Whether a .lst path leaves ROOT: absolute, or climbing out with ``..``."""
+    if os.path.isabs(path) or ".." not in path:
+        return os.path.isabs(path)
+    path = os.path.normpath(path)
+    return path == os.pardir or path.startswith(os.pardir + os.sep)
+
+
+def _finite(labels: Sequence[float]) -> bool:
+    return all(math.isfinite(x) for x in labels)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from recio.im2rec import pack, transcode
+from recio.im2rec import batches, transcode
 from recio.im2rec.pack import pack_list
 from recio.im2rec.transcode import EncodeOptions, make_batch, make_records
 from recio.records.checksum import _walk_end, crc32c
@@ -191,16 +191,18 @@ def test_native_batches_are_larger_and_share_a_pool_of_num_thread(monkeypatch):
         seen.append((len(chunk), threads))
         return [(None, "x")] * len(chunk)
 
-    list(pack._batch_stream(entries, "r", EncodeOptions(), 1, "thread", make))
-    assert seen == [(pack._BATCH, None)] * 5
-    monkeypatch.setattr(pack, "make_batch", make)
+    list(batches.batch_stream(entries, "r", EncodeOptions(), 1, "thread", make))
+    assert seen == [(batches._BATCH, None)] * 5
+    monkeypatch.setattr(batches, "make_batch", make)
     callers = []
-    real_pool = pack._make_pool
-    monkeypatch.setattr(pack, "_make_pool", lambda k, n: callers.append(n) or real_pool(k, n))
+    real_pool = batches._make_pool
+    monkeypatch.setattr(batches, "_make_pool", lambda k, n: callers.append(n) or real_pool(k, n))
     cases = [(2, "thread", 2), (3, "thread", 3), (1, "process", 1), (1, "thread", 1)]
     for num_thread, kind, threads in cases:
         seen.clear()
-        list(pack._batch_stream(entries, "r", EncodeOptions(), num_thread, kind, make))
-        assert seen[0] == (pack._NATIVE_BATCH, threads) and pack._NATIVE_BATCH > pack._BATCH
+        list(batches.batch_stream(entries, "r", EncodeOptions(), num_thread, kind, make))
+        assert (
+            seen[0] == (batches._NATIVE_BATCH, threads) and batches._NATIVE_BATCH > batches._BATCH
+        )
     # NOTE [batch callers]: two Python threads feed each native one
-    assert callers == [4, 6, 2] and pack._CALLERS_PER_THREAD == 2
+    assert callers == [4, 6, 2] and batches._CALLERS_PER_THREAD == 2

@@ -321,13 +321,13 @@ def test_pack_freezes_the_heap_out_of_gc_while_it_runs_and_thaws_it_after(
 
     prefix = make_list(tmp_path, images)
     seen = []
-    real = pack._batch_stream
+    real = pack.batch_stream
 
     def watched(*args, **kwargs):
         seen.append(gc.get_freeze_count())
         yield from real(*args, **kwargs)
 
-    monkeypatch.setattr(pack, "_batch_stream", watched)
+    monkeypatch.setattr(pack, "batch_stream", watched)
     lst = f"{prefix}.lst"
     n = len(list(parse_lst(Path(lst).read_text().splitlines())))
     assert gc.get_freeze_count() == 0
@@ -339,7 +339,7 @@ def test_pack_freezes_the_heap_out_of_gc_while_it_runs_and_thaws_it_after(
         raise RuntimeError("writer failed")
         yield
 
-    monkeypatch.setattr(pack, "_batch_stream", broken)
+    monkeypatch.setattr(pack, "batch_stream", broken)
     with pytest.raises(RuntimeError, match="writer failed"):
         pack.pack_list(lst, str(images), im2rec.EncodeOptions(resize=32))
     assert gc.get_freeze_count() == 0
