@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import recio
+from recio import _moved
 
 PACKAGE = Path(recio.__file__).parent
 
@@ -53,15 +55,28 @@ def test_documented_import_paths(statement):
     subprocess.run([sys.executable, "-c", statement], check=True)
 
 
-def _module_imports(path: Path, name: str) -> set[str]:
-    """recio modules that ``name`` (at ``path``) imports at module level."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """The ids of nodes inside ``if TYPE_CHECKING:`` blocks (they never run)."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return skip
+
+
+def module_imports(source: str, name: str, is_package: bool) -> set[str]:
+    """The modules that module ``name`` imports anywhere: at module level, in functions and
+    classes (imports deferred for start-up time are imports all the same), not in
+    ``if TYPE_CHECKING:`` blocks. ``from p import x`` counts ``p`` and ``p.x``."""
+    package = name if is_package else name.rpartition(".")[0]
+    tree = ast.parse(source)
+    skip = _type_checking_only(tree)
     found = set()
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.If):  # `if TYPE_CHECKING:` blocks do not run
+    for node in ast.walk(tree):
+        if id(node) in skip:
             continue
         if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith("recio")}
+            found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -69,41 +84,94 @@ def _module_imports(path: Path, name: str) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            if target.startswith("recio"):
-                found.add(target)
-                found |= {f"{target}.{a.name}" for a in node.names}
+            found.add(target)
+            found |= {f"{target}.{a.name}" for a in node.names}
     return found
 
 
-def test_no_import_cycles():
+def import_cycle(root: Path, top: str) -> list[str] | None:
+    """An import cycle among the modules of package ``top`` (under ``root``), or None."""
     modules = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    for path in (root / top).rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         modules[name] = path
-    graph = {
-        name: {m for m in _module_imports(path, name) if m in modules and m != name}
-        for name, path in modules.items()
-    }
-    # A package's own __init__ importing its submodules is not a cycle; a submodule that
-    # imports its package's __init__ back, or two modules that import each other, is.
-    for name in graph:
-        graph[name] = {m for m in graph[name] if not name.startswith(m + ".")}
+    graph = {}
+    for name, path in modules.items():
+        found = module_imports(path.read_text(), name, path.name == "__init__.py")
+        # A package's __init__ importing its own submodules is not a cycle; a submodule
+        # that imports its package's __init__ back, or two modules that import each
+        # other, is.
+        graph[name] = {
+            m for m in found if m in modules and m != name and not name.startswith(m + ".")
+        }
     state: dict[str, int] = {}
 
-    def visit(name: str, trail: list[str]) -> None:
+    def visit(name: str, trail: list[str]) -> list[str] | None:
         state[name] = 1
         for dep in sorted(graph[name]):
             if state.get(dep) == 1:
-                cycle = trail[trail.index(dep) :] + [dep] if dep in trail else [name, dep]
-                raise AssertionError("import cycle: " + " -> ".join(cycle))
-            if dep not in state:
-                visit(dep, [*trail, dep])
+                return trail[trail.index(dep) :] + [dep] if dep in trail else [name, dep]
+            if dep not in state and (cycle := visit(dep, [*trail, dep])):
+                return cycle
         state[name] = 2
+        return None
 
     for name in sorted(graph):
-        if name not in state:
-            visit(name, [name])
+        if name not in state and (cycle := visit(name, [name])):
+            return cycle
+    return None
+
+
+def test_no_import_cycles_anywhere_in_recio():
+    cycle = import_cycle(PACKAGE.parent, "recio")
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_a_cycle_through_a_function_level_import_is_found(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from . import b\n")
+    (pkg / "b.py").write_text("def f():\n    from .a import x\n")
+    cycle = import_cycle(tmp_path, "pkg")
+    assert cycle in (["pkg.a", "pkg.b", "pkg.a"], ["pkg.b", "pkg.a", "pkg.b"])
+    (pkg / "b.py").write_text(  # for type hints only: never imported at run time
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import x\n"
+    )
+    assert import_cycle(tmp_path, "pkg") is None
+
+
+def test_top_level_holds_few_public_modules_and_none_is_long():
+    public = [p.stem for p in PACKAGE.glob("*.py") if not p.name.startswith("_")]
+    assert len(public) <= 10, public
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 850
+    }
+    assert not long, long
+
+
+IMPORT_PATHS = json.loads((PACKAGE.parent / "tests" / "data" / "import_paths.json").read_text())
+
+
+@pytest.mark.parametrize("old", sorted(IMPORT_PATHS))
+def test_every_public_name_imports_from_its_old_path(old):
+    """The public names of each module as they were before the package was laid out in
+    subpackages (tests/data/import_paths.json) import from their old paths, in a fresh
+    interpreter, as the same objects as at their new homes."""
+    names = IMPORT_PATHS[old]
+    code = (
+        f"import importlib, sys; from {old} import {', '.join(names)}; "
+        f"m = importlib.import_module({old!r}); "
+        "print(m.__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    home = out.stdout.strip()
+    if home != old:  # moved: the old path is the new module itself
+        assert _moved.MOVED.get(old) == home
 
 
 def test_every_subpackage_ships_in_the_wheel():

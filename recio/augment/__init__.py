@@ -5,12 +5,22 @@ flips (:class:`KeyedDraw`, what the decoder takes); :mod:`.colour` is MXNet's co
 augmentation; :mod:`.geometry`, MXNet's affine warp, padding and square crops.
 """
 
-from .colour import PCA_EIGVAL, PCA_EIGVEC, ColourDraws, ColourSpec, apply_colour, draw_colour
+from .colour import (
+    COLOUR_VALUES,
+    PCA_EIGVAL,
+    PCA_EIGVEC,
+    ColourDraws,
+    ColourSpec,
+    apply_colour,
+    draw_colour,
+    gray_f32,
+)
 from .draws import CropSpec, KeyedDraw, draw_keyed
 from .geometry import GeometrySpec
 from .keys import keyed_uniform
 
 __all__ = [
+    "COLOUR_VALUES",
     "PCA_EIGVAL",
     "PCA_EIGVEC",
     "ColourDraws",
@@ -21,5 +31,6 @@ __all__ = [
     "apply_colour",
     "draw_colour",
     "draw_keyed",
+    "gray_f32",
     "keyed_uniform",
 ]
