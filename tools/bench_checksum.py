@@ -107,7 +107,7 @@ def _batches(kind: str, rec: str, out: int, n: int) -> None:
         call = lambda: records.read_many(positions, bad="mark")  # noqa: E731
     elif kind == "verify":
         records = RecordFile(rec, verify_checksums=True)
-        view = records._local_view(positions)
+        view = records.local_view(positions)
         call = lambda: records.verify_view(view, positions)  # noqa: E731
     else:
         records = RecordFile(rec, verify_checksums=False)

@@ -32,8 +32,9 @@ from PIL import Image
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from recio import ImageRecordIter  # noqa: E402
+from recio.records.batch import _read_local_batch, read_batch  # noqa: E402
+from recio.records.file import RecordFile  # noqa: E402
 from recio.records.format import IRHeader, pack  # noqa: E402
-from recio.records.reader import RecordFile, _read_local_batch, read_batch  # noqa: E402
 from recio.records.recordio import MXIndexedRecordIO  # noqa: E402
 from recio.records.shards import open_records  # noqa: E402
 
@@ -67,8 +68,8 @@ def write(folder: str, images: list[bytes], shards: int) -> tuple[str, str]:
 def before_shards(records, positions, label_width):
     """``reader.read_batch``'s local path as it was before shards (no type check)."""
     positions = np.asarray(positions, dtype=np.int64)
-    records._check_open()
-    if records._is_local:
+    records.check_open()
+    if records.is_local:
         return _read_local_batch(records, positions, label_width)
     raise ValueError("a local file")
 

@@ -10,7 +10,7 @@ import tempfile
 import time
 
 from .._install import install_hint
-from ..cli.main import add_storage_option, at_least, positive_float
+from ..cli.args import add_storage_option, at_least, positive_float
 from .report import print_report, save_plot
 from .run import run_bench
 from .sample import build_sample_rec

@@ -13,7 +13,8 @@ from typing import Any
 
 from ..augment import CropSpec
 from ..pipeline.config import Normalize
-from ..records.reader import RecordFile, default_idx_path
+from ..records.file import RecordFile
+from ..records.index import default_idx_path
 from ..sampling.sampler import Sampler
 from ._device import load_dali, resolve_device
 from .pipeline import build_pipeline

@@ -29,7 +29,7 @@ from ..decode import DecodePool, Status
 from ..decode.jpegcheck import Problem, image_problem
 from ..pipeline.positioned import ErrorPolicy
 from ..records.checksum import CHECKSUM_MISMATCH
-from ..records.reader import RecordFile
+from ..records.file import RecordFile
 from ..records.spans import Spans
 from ..sampling.mixing import LabelMap, read_mapped_batch
 from ..sampling.sampler import Sampler

@@ -37,7 +37,7 @@ from ..decode import DecodePool
 from ..errors import DecodeError
 from ..pipeline.config import Normalize, Storage, check_rec_spec
 from ..pipeline.read_decode import read_and_decode
-from ..records.reader import RecordFile
+from ..records.file import RecordFile
 from ..records.samples import RecordLayout, detect_layout
 from ..records.shards import ShardedRecords, open_records
 

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 
 from .. import storage
-from ..cli.main import HelpFormatter, at_least
+from ..cli.args import HelpFormatter, at_least
 from .layout import LAYOUTS
 from .lists import DEFAULT_EXTS, MXNET_SEED, find_lists, make_lists
 from .pack import PackReport, TooManyErrors, output_names, pack_list

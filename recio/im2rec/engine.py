@@ -288,7 +288,7 @@ def verified(job: ShardJob) -> dict | None:
     indexed record must end where the file ends.
     """
     from ..records.format import parse_idx
-    from ..records.reader import record_end
+    from ..records.scan import record_end
 
     opts = job.storage_options
     try:

@@ -38,7 +38,7 @@ import numpy as np
 from ..augment import KeyedDraw
 from ..decode import DecodePool, Status
 from ..records.checksum import MismatchedPayload
-from ..records.reader import RecordFile
+from ..records.file import RecordFile
 from ..storage.blockcache import clock
 from ..storage.options import FetchOptions
 from ..storage.prefetch import Lookahead, Prefetcher

@@ -37,7 +37,7 @@ from .._checks import check_choice
 from ..decode.status import STATUS_NAMES
 from ..errors import DecodeError
 from ..records.checksum import CHECKSUM_MISMATCH
-from ..records.reader import RecordFile
+from ..records.file import RecordFile
 from ..records.samples import RecordLayout, detect_layout
 from ..records.shards import ShardedRecords, open_records
 from ..sampling.mixing import MixPlan, Mixture, open_mixture, plan_mixture

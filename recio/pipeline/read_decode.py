@@ -22,8 +22,9 @@ import numpy as np
 
 from ..augment import KeyedDraw
 from ..decode import DecodePool, Status
+from ..records.batch import check_label_width, read_batch
+from ..records.file import RecordFile
 from ..records.format import FRAME_HEADER_SIZE, IR_HEADER_SIZE
-from ..records.reader import RecordFile, check_label_width, read_batch
 from ..records.shards import ShardedRecords
 from ..sampling.mixing import LabelMap
 
@@ -161,7 +162,7 @@ class BatchReader:
         self.label_width, self.decode_kwargs = label_width, decode_kwargs
         self.raise_bad_headers, self.label_maps = raise_bad_headers, label_maps
         self._job = None
-        if isinstance(records, RecordFile) and records._is_local and not label_maps:
+        if isinstance(records, RecordFile) and records.is_local and not label_maps:
             self._job = pool.records_job(
                 out_shape, dtype, label_width=label_width, draw=draw, **decode_kwargs
             )
@@ -181,8 +182,8 @@ class BatchReader:
         (its epoch), keyed by the positions. Gives what :meth:`submit` gives.
         """
         records = self.records
-        records._check_open()
-        view = records._local_view(positions)
+        records.check_open()
+        view = records.local_view(positions)
         offsets = records.offsets[positions]
         handle, labels, ids = self._job.queue(view, offsets, out, positions, rows)
         return LocalPending(self, positions, offsets, view, out, rows, handle, labels, ids)
@@ -211,8 +212,8 @@ class BatchReader:
                 label_maps=self.label_maps,
             )  # fmt: skip
         positions = np.asarray(positions, dtype=np.int64)
-        records._check_open()
-        view = records._local_view(positions)
+        records.check_open()
+        view = records.local_view(positions)
         offsets = records.offsets[positions]
         pending = self._job.submit(view, offsets, out, positions)
         args = (records, positions, positions, self.pool, out, self.label_width, self.draw,
@@ -347,9 +348,9 @@ def _submit_file(
     """One file's part of a batch, its native call queued; ``keys``: the draws' keys."""
     args = (records, positions, keys, pool, out, label_width, draw, decode_kwargs, payloads,
             raise_bad_headers)  # fmt: skip
-    if payloads is None and records._is_local:
-        records._check_open()
-        view = records._local_view(positions)
+    if payloads is None and records.is_local:
+        records.check_open()
+        view = records.local_view(positions)
         offsets = records.offsets[positions]
         pending = pool.submit_records(
             view, offsets, out, label_width=label_width, draw=draw, records=keys,

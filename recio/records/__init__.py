@@ -1,7 +1,40 @@
 """The RecordIO layer: MXNet's ``.rec``/``.idx`` files, record by record.
 
-Framing and IRHeader (:mod:`.format`), a record file opened by position in its index
-(:mod:`.reader`), several files as one dataset (:mod:`.shards`), which records are samples
-(:mod:`.samples`), per-record checksums (:mod:`.checksum`), and MXNet's own names
-(:mod:`.recordio`). Nothing here decodes an image or knows of training.
+Framing and IRHeader (:mod:`.format`), the walk of a whole file (:mod:`.scan`), the
+``.idx`` checks (:mod:`.index`), one file read by position in its index (:mod:`.file`,
+:mod:`.cursor`), a batch read and parsed (:mod:`.batch`), several files as one dataset
+(:mod:`.shard_names`, :mod:`.shards`), the :class:`Records` both are (:mod:`.protocol`),
+which records are samples (:mod:`.samples`), per-record checksums (:mod:`.checksum`,
+:mod:`.verified`), and MXNet's own names (:mod:`.recordio`). Nothing here decodes an
+image or knows of training.
+
+:func:`open_records` opens one ``.rec`` or a set of shards; both are :class:`Records`.
 """
+
+import importlib
+from typing import Any
+
+# name -> module that defines it (imported on first use: `import recio.records.format`
+# stays light)
+_EXPORTS = {
+    "Records": "recio.records.protocol",
+    "RecordFile": "recio.records.file",
+    "ShardedRecords": "recio.records.shards",
+    "open_records": "recio.records.shards",
+    "expand_shards": "recio.records.shard_names",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'recio.records' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

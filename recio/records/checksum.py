@@ -24,7 +24,7 @@ index's, or whose size is not the ``.rec``'s, belongs to another write: an
 
 Written by :class:`~recio.recordio.MXIndexedRecordIO` (and so by ``recio im2rec``), by
 ``recio checksum`` for datasets without one; checked by ``recio verify`` and, with
-``verify_checksums``, on every read of :class:`~recio.reader.RecordFile` and the readers
+``verify_checksums``, on every read of :class:`~.file.RecordFile` and the readers
 above it (remote reads: a mismatch is fetched again once).
 """
 
@@ -48,7 +48,7 @@ from ..errors import (
 from .format import CFLAG_FIRST, CFLAG_MIDDLE, CFLAG_WHOLE, FRAME_HEADER_SIZE, MAGIC, MAX_PAYLOAD
 
 if TYPE_CHECKING:
-    from .reader import RecordFile
+    from .file import RecordFile
 
 try:
     from .. import _native
@@ -412,7 +412,7 @@ def record_crcs(records: RecordFile, positions: np.ndarray | None = None) -> np.
         positions = np.arange(len(records), dtype=np.int64)
     positions = np.asarray(positions, dtype=np.int64)
     if records.is_local:
-        view = records._local_view(positions)
+        view = records.local_view(positions)
         return frame_crcs(view, records.offsets[positions], records.url)
     out = np.empty(len(positions), dtype=np.uint32)
     step = 1024

@@ -143,30 +143,25 @@ def read_record(
             return MAGIC_BYTES.join(pieces), min(frame_offset, end)
 
 
-def iter_records(
-    buf: memoryview, start: int = 0, *, path: str | None = None
-) -> Iterator[tuple[int, memoryview | bytes]]:
-    """Yield ``(offset, payload)`` for every record of ``buf`` from ``start`` on."""
-    offset = start
-    end = len(buf)
-    index = 0
-    while offset < end:
-        payload, next_offset = read_record(buf, offset, path=path, record_index=index)
-        yield offset, payload
-        offset = next_offset
-        index += 1
+class FrameWalk(NamedTuple):
+    """What :func:`walk_frames` found in a buffer."""
+
+    offsets: list[int]  # where each complete record starts
+    end: int  # where the walk stopped: the buffer's end, or the start of the first bad record
+    error: RecordIOError | None  # why it stopped early (``read_record``'s error), else None
 
 
-def scan_offsets(buf: memoryview, *, path: str | None = None) -> list[int]:
-    """Start offsets of every record, walking frame headers only (to rebuild an .idx).
+def walk_frames(buf: memoryview, start: int = 0, *, path: str | None = None) -> FrameWalk:
+    """Walk the records of ``buf`` from ``start`` by their frame headers, up to the first problem.
 
-    Checks each frame as ``read_record`` does, without touching payloads; on any
-    problem it re-reads the record with ``read_record`` for the precise error.
+    Checks each frame as ``read_record`` does, without touching payloads. A problem is not
+    raised: the walk returns the records before it, the byte where the bad record starts,
+    and ``read_record``'s error for that record (the precise message and offset).
     """
     unpack_from = _FRAME_HEADER.unpack_from
     end = len(buf)
     offsets: list[int] = []
-    offset = 0
+    offset = start
     in_record = False  # inside a multi-frame record
     while offset < end:
         record_start = offsets[-1] if in_record else offset
@@ -180,15 +175,53 @@ def scan_offsets(buf: memoryview, *, path: str | None = None) -> list[int]:
             ok = magic == MAGIC and cflag <= CFLAG_LAST and in_record == continuation
             ok = ok and data_end <= end
         if not ok:
-            read_record(buf, record_start, path=path, record_index=len(offsets) - in_record)
-            raise AssertionError("read_record accepted a frame that the scan refused")
+            if in_record:
+                offsets.pop()
+            return FrameWalk(offsets, record_start, _refusal(buf, record_start, path, offsets))
         if not in_record:
             offsets.append(offset)
         in_record = cflag in (CFLAG_FIRST, CFLAG_MIDDLE)
         offset = data_end + (-length & 3)
     if in_record:
-        read_record(buf, offsets[-1], path=path, record_index=len(offsets) - 1)
-    return offsets
+        record_start = offsets.pop()
+        return FrameWalk(offsets, record_start, _refusal(buf, record_start, path, offsets))
+    return FrameWalk(offsets, end, None)
+
+
+def _refusal(buf: memoryview, offset: int, path: str | None, before: list[int]) -> RecordIOError:
+    """``read_record``'s error for the record at ``offset``, which the frame walk refused."""
+    try:
+        read_record(buf, offset, path=path, record_index=len(before))
+    except RecordIOError as exc:
+        return exc
+    raise AssertionError("read_record accepted a frame that the walk refused")
+
+
+def iter_records(
+    buf: memoryview, start: int = 0, *, path: str | None = None
+) -> Iterator[tuple[int, memoryview | bytes]]:
+    """Yield ``(offset, payload)`` for every record of ``buf`` from ``start`` on.
+
+    Raises:
+        RecordIOError: after the records before it, the first problem (as ``read_record``).
+    """
+    walk = walk_frames(buf, start, path=path)
+    for index, offset in enumerate(walk.offsets):
+        yield offset, read_record(buf, offset, path=path, record_index=index)[0]
+    if walk.error is not None:
+        raise walk.error
+
+
+def scan_offsets(buf: memoryview, *, path: str | None = None) -> list[int]:
+    """Start offsets of every record, walking frame headers only (to rebuild an .idx).
+
+    Raises:
+        RecordIOError: the first problem, as ``read_record`` raises it (:func:`walk_frames`).
+    """
+    walk = walk_frames(buf, path=path)
+    if walk.error is not None:
+        raise walk.error
+    return walk.offsets
 
 
 # --- IRHeader: the image record header MXNet puts before the image bytes -------------

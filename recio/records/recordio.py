@@ -5,7 +5,7 @@
 iteration, any fsspec URL, and pickling that reopens the file in the new process without
 closing it in the old one. ``IRHeader``, ``pack``, ``unpack``, ``pack_img`` and ``unpack_img``
 are MXNet's record helpers. The engine's own random-access reader is
-:class:`recio.reader.RecordFile`.
+:class:`recio.records.file.RecordFile`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import numpy as np
 from .. import storage
 from ..errors import CorruptRecordError
 from .checksum import SidecarWriter, sidecar_path
+from .cursor import RecordCursor
 from .format import IRHeader, encode_record, format_idx_line, pack, parse_idx, unpack
-from .reader import RecordCursor, check_offsets, not_a_record_start
+from .index import check_offsets, not_a_record_start
 
 __all__ = [
     "IRHeader",

@@ -18,14 +18,18 @@ them and never count them as bad images.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import RecordIOError
 from .format import FRAME_HEADER_SIZE, IR_HEADER_SIZE, MAGIC, MAX_PAYLOAD, IRHeader, unpack
-from .reader import RecordFile
 
-__all__ = ["INSIGHTFACE", "PLAIN", "RecordLayout", "detect_layout"]
+if TYPE_CHECKING:
+    from .file import RecordFile
+    from .protocol import Records
+
+__all__ = ["INSIGHTFACE", "PLAIN", "RecordLayout", "detect_layout", "layout_of_file"]
 
 PLAIN = "plain"
 INSIGHTFACE = "insightface"
@@ -107,22 +111,27 @@ def _others(n: int, what: str) -> str:
     return f", {n} {what} record{'s' if n != 1 else ''} (not samples)"
 
 
-def detect_layout(records: RecordFile) -> RecordLayout:
-    """Find which records of ``records`` are samples.
+def detect_layout(records: Records) -> RecordLayout:
+    """Find which records of ``records`` are samples: ``records.detect_layout()``.
+
+    For one file, :func:`layout_of_file`; over a set of shards
+    (:class:`~.shards.ShardedRecords`), each shard's layout, put together (its samples in
+    shard order).
+    """
+    return records.detect_layout()
+
+
+def layout_of_file(records: RecordFile) -> RecordLayout:
+    """Find which records of one file are samples.
 
     A record with key 0 that holds two or more labels and no image makes the file an
     InsightFace one. Otherwise every record is a sample except those with labels and no
     image (only records of at most ~290 bytes are looked at, so this costs at most a few
     small reads for a file of images).
 
-    Over a set of shards (:class:`recio.shards.ShardedRecords`), each shard's layout, put
-    together (its samples in shard order).
-
     Raises:
         RecordIOError: an InsightFace header whose ranges are not keys of the index.
     """
-    if not isinstance(records, RecordFile):  # several shards: each detected on its own
-        return records.detect_layout()
     n = len(records)
     key0 = np.flatnonzero(records.keys == 0)
     if len(key0):

@@ -13,11 +13,12 @@ A dataset is given as one of:
 ``STEM`` and a glob ending in ``-*-of-N.rec`` (or ``-*-of-*.rec``) mean every shard: all
 ``N`` must be there, else the first missing one is named.
 
-:func:`expand_shards` turns that into the list of shard URLs, and :func:`open_records` opens
-it: a plain :class:`~recio.reader.RecordFile` for one file (the single-file path is
-untouched), a :class:`ShardedRecords` for several. Records are numbered globally in shard
-order (shard 0's records, then shard 1's, ...), so the sampler, the sharding across ranks
-and the resume state work over the union exactly as over one file. Each shard's
+:func:`~.shard_names.expand_shards` turns that into the list of shard URLs, and
+:func:`open_records` opens it: a plain :class:`~.file.RecordFile` for one file (the
+single-file path is untouched), a :class:`ShardedRecords` for several. Records are
+numbered globally in shard order (shard 0's records, then shard 1's, ...), so the sampler,
+the sharding across ranks and the resume state work over the union exactly as over one
+file. Each shard's
 ``.idx`` is required; remote shards are opened concurrently (their ``.idx``, size and pair
 check fetched by a thread each), and a remote shard holds no connection of its own until
 it is read (fsspec's client is shared).
@@ -26,10 +27,7 @@ it is read (fsspec's client is shared).
 from __future__ import annotations
 
 import errno
-import glob as _glob
-import itertools
 import os
-import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -39,8 +37,12 @@ import numpy as np
 
 from .. import storage
 from ..errors import RecordIOError
-from .reader import BatchRecords, RecordFile, default_idx_path, read_batch
-from .samples import INSIGHTFACE, PLAIN, RecordLayout, detect_layout
+from .batch import BatchRecords, read_batch
+from .file import RecordFile
+from .index import default_idx_path
+from .protocol import RecordsBase
+from .samples import INSIGHTFACE, PLAIN, RecordLayout
+from .shard_names import Spec, expand_shards, is_shard_spec
 
 __all__ = [
     "ShardGroup",
@@ -49,153 +51,13 @@ __all__ = [
     "expand_shards",
     "is_shard_spec",
     "open_records",
+    "pair_indexes",
 ]
 
-Spec = str | Sequence[str]
 _T = TypeVar("_T")
 
 # Shards opened at once (remote: each a few requests: size, .idx, the pair check).
 _OPEN_THREADS = 16
-_BRACE = re.compile(r"\{([^{}]*)\}")
-_RANGE = re.compile(r"(-?\d+)\.\.(-?\d+)")
-_GLOB_CHARS = re.compile(r"[*?\[]")
-_ANY_SHARD = re.compile(r"-\*-of-(\d+|\*)\.rec$")
-_SHARD_NAME = re.compile(r"^(?P<stem>.*)-(?P<k>\d+)-of-(?P<n>\d+)\.rec$")
-
-
-# --- naming the shards ------------------------------------------------------------------
-
-
-def is_shard_spec(spec: Any) -> bool:
-    """Whether ``spec`` names several files by its form alone: a list, a pattern or a glob.
-
-    No I/O: ``STEM`` (a name that is no file, with ``STEM-*-of-*.rec`` beside it) is
-    found by :func:`expand_shards`, not here.
-    """
-    if isinstance(spec, str | os.PathLike):
-        text = os.fspath(spec)
-        return bool(_BRACE.search(text)) or _globbable(text)
-    return isinstance(spec, Sequence)
-
-
-def _globbable(url: str) -> bool:
-    protocol, path = storage.split_protocol(url)
-    return protocol not in ("http", "https") and bool(_GLOB_CHARS.search(path))
-
-
-def expand_shards(spec: Spec, storage_options: dict[str, Any] | None = None) -> list[str]:
-    """The shard URLs ``spec`` names, in shard order (see the module docstring).
-
-    A plain ``.rec`` name costs no I/O; a glob lists its folder; a name that is not a
-    ``.rec`` is looked up (``STEM`` when it is no file).
-
-    Raises:
-        FileNotFoundError: a glob or ``STEM`` that matches nothing (naming it), or
-            ``-K-of-N.rec`` shards of which some are missing (naming the first missing).
-        ValueError: an empty list, a malformed ``{...}`` or a shard named twice.
-    """
-    if isinstance(spec, str | os.PathLike):
-        urls = _expand_one(os.fspath(spec), storage_options)
-    elif isinstance(spec, Sequence):
-        if not spec:
-            raise ValueError("an empty list of shards")
-        urls = [u for item in spec for u in _expand_one(os.fspath(item), storage_options)]
-    else:
-        raise TypeError(f"a .rec URL, a shard pattern or a list of URLs, not {spec!r}")
-    seen: set[str] = set()
-    for url in urls:
-        if url in seen:
-            raise ValueError(f"shard {url} is named twice in {spec!r}")
-        seen.add(url)
-    return urls
-
-
-def _expand_one(text: str, options: dict[str, Any] | None) -> list[str]:
-    if not text:
-        raise ValueError("an empty .rec URL")
-    names = _expand_braces(text)
-    if any(_globbable(name) for name in names):
-        urls = [u for name in names for u in _glob_urls(name, options)]
-        if not urls:
-            raise FileNotFoundError(errno.ENOENT, "no shards match", text)
-        if _ANY_SHARD.search(text):  # "every shard": all N of them must be there
-            _check_complete(urls, text)
-        return urls
-    if len(names) > 1 or text.endswith(".rec") or storage.exists(text, options):
-        return names
-    urls = _glob_urls(_glob.escape(text) + "-*-of-*.rec", options)
-    if not urls:
-        raise FileNotFoundError(errno.ENOENT, f"no such file, nor {text}-*-of-*.rec shards", text)
-    _check_complete(urls, text)
-    return urls
-
-
-def _expand_braces(text: str) -> list[str]:
-    """``a{1..3}b`` -> ``a1b a2b a3b``; ``{x,y}`` alternatives; several braces: every mix."""
-    parts: list[list[str]] = []
-    at = 0
-    for match in _BRACE.finditer(text):
-        parts.append([text[at : match.start()]])
-        parts.append(_brace_items(match.group(1), text))
-        at = match.end()
-    if not parts:
-        return [text]
-    parts.append([text[at:]])
-    return ["".join(p) for p in itertools.product(*parts)]
-
-
-def _brace_items(body: str, text: str) -> list[str]:
-    found = _RANGE.fullmatch(body)
-    if found:
-        a, b = found.groups()
-        padded = any(len(v.lstrip("-")) > 1 and v.lstrip("-")[0] == "0" for v in (a, b))
-        width = max(len(a), len(b)) if padded else 0
-        lo, hi = int(a), int(b)
-        step = 1 if hi >= lo else -1
-        return [f"{v:0{width}d}" for v in range(lo, hi + step, step)]
-    if "," in body:
-        return body.split(",")
-    raise ValueError(
-        f"bad shard pattern {text!r}: {{{body}}} is neither a range {{A..B}} nor "
-        "alternatives {a,b}"
-    )
-
-
-def _glob_urls(pattern: str, options: dict[str, Any] | None) -> list[str]:
-    """The files ``pattern`` matches, as URLs of its own form, in name order (no ``.idx``)."""
-    if storage.is_local(pattern):
-        prefix = pattern[: len(pattern) - len(storage.local_path(pattern))]
-        paths = _glob.glob(storage.local_path(pattern))
-        urls = [prefix + p for p in paths if os.path.isfile(p)]
-    else:
-        fs, path = storage.filesystem(pattern, storage.urls.with_client_defaults(pattern, options))
-        found = storage.retrying(lambda: fs.glob(path, detail=True), pattern, 0, 0, _NO_FETCH)
-        urls = [fs.unstrip_protocol(p) for p, info in found.items() if info["type"] == "file"]
-    return sorted(u for u in urls if not u.endswith(".idx"))
-
-
-_NO_FETCH = storage.FetchOptions()
-
-
-def _check_complete(urls: list[str], spec: str) -> None:
-    """``STEM-K-of-N.rec`` shards of one stem and one N must be all N of them."""
-    found = [_SHARD_NAME.match(u) for u in urls]
-    if not all(found) or len({(m["stem"], m["n"]) for m in found}) != 1:
-        return
-    first = found[0]
-    total, width = int(first["n"]), len(first["k"])
-    have = {int(m["k"]) for m in found}
-    missing = [k for k in range(total) if k not in have]
-    if missing:
-        name = f"{first['stem']}-{missing[0]:0{width}d}-of-{first['n']}.rec"
-        raise FileNotFoundError(
-            errno.ENOENT,
-            f"{spec} matches {len(have)} of {total} shards; missing {len(missing)}, first",
-            name,
-        )
-
-
-# --- opening them -----------------------------------------------------------------------
 
 
 def open_records(
@@ -220,7 +82,7 @@ def open_records(
             ``cache_limit`` bytes, or (without a limit) each file copied whole first.
         cache_limit: the most bytes of blocks ``cache_dir`` holds (NOTE [block cache]).
         verify_checksums: check reads against each file's checksum sidecar
-            (:class:`~recio.reader.RecordFile`).
+            (:class:`~.file.RecordFile`).
 
     Raises:
         FileNotFoundError: a shard, or a shard's ``.idx``, that does not exist (naming it).
@@ -237,7 +99,7 @@ def open_records(
             idx = idx[0]
         return RecordFile(urls[0], None if idx is None else os.fspath(idx), **kwargs)
     return ShardedRecords(
-        urls, _pair_indexes(urls, idx, storage_options), name=_name(spec), **kwargs
+        urls, pair_indexes(urls, idx, storage_options), name=_name(spec), **kwargs
     )
 
 
@@ -247,7 +109,12 @@ def _name(spec: Spec) -> str:
     return " + ".join(os.fspath(s) for s in spec)
 
 
-def _pair_indexes(urls: list[str], idx: Spec | None, options: dict[str, Any] | None) -> list[str]:
+def pair_indexes(urls: list[str], idx: Spec | None, options: dict[str, Any] | None) -> list[str]:
+    """Each shard's ``.idx``: beside it (``idx`` None), or those ``idx`` names, one per shard.
+
+    Raises:
+        ValueError: ``idx`` names a different number of files than ``urls``.
+    """
     if idx is None:
         return [default_idx_path(u) for u in urls]
     idx_urls = expand_shards(idx, options) if is_shard_spec(idx) else [os.fspath(idx)]
@@ -281,8 +148,8 @@ class ShardGroup(NamedTuple):
     slots: np.ndarray  # int64: where they are in the batch
 
 
-class ShardedRecords:
-    """Several ``.rec`` files read as one, with :class:`~recio.reader.RecordFile`'s interface.
+class ShardedRecords(RecordsBase):
+    """Several ``.rec`` files read as one: :class:`~.protocol.Records`, as a ``RecordFile`` is.
 
     Record ``i`` of the union is record ``i - starts[k]`` of shard ``k``, where ``starts``
     are the cumulative record counts. ``keys``, ``offsets`` and ``lengths`` are the
@@ -372,7 +239,7 @@ class ShardedRecords:
             raise error
         return results
 
-    # --- what RecordFile has -----------------------------------------------------------
+    # --- what RecordFile has (Records) ---------------------------------------------------
 
     def __len__(self) -> int:
         return int(self.starts[-1])
@@ -381,8 +248,6 @@ class ShardedRecords:
     def is_local(self) -> bool:
         """Whether every shard is a local (mapped) file."""
         return all(s.is_local for s in self.shards)
-
-    _is_local = is_local
 
     @property
     def size(self) -> int:
@@ -397,10 +262,6 @@ class ShardedRecords:
             for key, value in shard.checksum_stats.items():
                 total[key] += value
         return total
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ValueError(f"I/O on a closed ShardedRecords {self.url}")
 
     def locate(self, position: int) -> tuple[int, int]:
         """``(shard, position in the shard)`` of record ``position`` of the union.
@@ -447,7 +308,7 @@ class ShardedRecords:
 
     def read(self, i: int) -> memoryview | bytes:
         """The payload of record ``i`` of the union (as :meth:`RecordFile.read`)."""
-        self._check_open()
+        self.check_open()
         k, local = self.locate(i)
         return self.shards[k].read(local)
 
@@ -458,7 +319,7 @@ class ShardedRecords:
 
         ``until`` and ``bad``: as :meth:`RecordFile.read_many`.
         """
-        self._check_open()
+        self.check_open()
         groups = self.split(indices)
         out: list[Any] = [None] * sum(len(g.slots) for g in groups)
         results = self._map(
@@ -467,6 +328,17 @@ class ShardedRecords:
         for group, payloads in zip(groups, results, strict=True):
             for j, payload in zip(group.slots.tolist(), payloads, strict=True):
                 out[j] = payload
+        return out
+
+    def read_extents(self, indices: Sequence[int], *, until: int | None = None) -> list:
+        """Records as stored, unparsed (as :meth:`RecordFile.read_extents`), in slot order."""
+        self.check_open()
+        groups = self.split(indices)
+        out: list[Any] = [None] * sum(len(g.slots) for g in groups)
+        results = self._map(lambda g: g.records.read_extents(g.positions, until=until), groups)
+        for group, extents in zip(groups, results, strict=True):
+            for j, extent in zip(group.slots.tolist(), extents, strict=True):
+                out[j] = extent
         return out
 
     @property
@@ -488,12 +360,12 @@ class ShardedRecords:
     def read_batch(
         self, positions: Any, label_width: int, payloads: Sequence[Any] | None = None
     ) -> BatchRecords:
-        """:func:`recio.reader.read_batch` over the union: each shard's part, in slot order.
+        """:func:`~.batch.read_batch` over the union: each shard's part, in slot order.
 
         Problems are keyed by the batch's slots and name the shard file, its byte offset
         and the record's position in that shard.
         """
-        self._check_open()
+        self.check_open()
         groups = self.split(positions)
 
         def one(group: ShardGroup) -> BatchRecords:
@@ -535,7 +407,7 @@ class ShardedRecords:
         return f"record id {record_id} ({where})" if record_id is not None else where
 
     def detect_layout(self) -> ShardedLayout:
-        """Each shard's layout (:func:`recio.layout.detect_layout`), put together.
+        """Each shard's layout (:func:`~.samples.detect_layout`), put together.
 
         Raises:
             RecordIOError: shards of different kinds (InsightFace and plain), naming one
@@ -545,7 +417,7 @@ class ShardedRecords:
             ShardGroup(k, s, np.empty(0, np.int64), np.empty(0, np.int64))
             for k, s in enumerate(self.shards)
         ]
-        parts = self._map(lambda g: detect_layout(g.records), groups)
+        parts = self._map(lambda g: g.records.detect_layout(), groups)
         kinds = {p.kind for p in parts}
         if len(kinds) > 1:
             face = next(k for k, p in enumerate(parts) if p.kind == INSIGHTFACE)
@@ -578,35 +450,11 @@ class ShardedRecords:
             self._pool.shutdown(wait=False)
             self._pool = None
 
-    def __enter__(self) -> ShardedRecords:
-        return self
+    _PLACE = ("urls", "idx_urls")
+    _NAMED = ("name",)
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __getstate__(self) -> dict:
-        return {
-            "urls": self.urls,
-            "idx_urls": self.idx_urls,
-            "name": self.url,
-            "storage_options": self.storage_options,
-            "fetch": self.fetch,
-            "cache_dir": self.cache_dir,
-            "cache_limit": self.cache_limit,
-            "verify_checksums": self.verify_checksums,
-        }
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(
-            state["urls"],
-            state["idx_urls"],
-            name=state["name"],
-            storage_options=state["storage_options"],
-            fetch=state["fetch"],
-            cache_dir=state["cache_dir"],
-            cache_limit=state.get("cache_limit"),
-            verify_checksums=state.get("verify_checksums", "auto"),
-        )
+    def _place(self) -> dict[str, Any]:
+        return {"urls": self.urls, "idx_urls": self.idx_urls, "name": self.url}
 
     def __repr__(self) -> str:
         return f"ShardedRecords({self.url!r}: {len(self.shards)} shards, {len(self)} records)"

@@ -43,9 +43,9 @@ import numpy as np
 
 from .. import storage
 from ..errors import RecordIOError
+from ..records.batch import BatchRecords, read_batch
 from ..records.format import unpack
-from ..records.reader import BatchRecords, read_batch
-from ..records.shards import ShardedRecords, _pair_indexes, expand_shards
+from ..records.shards import ShardedRecords, expand_shards, pair_indexes
 
 __all__ = [
     "LabelMap",
@@ -306,7 +306,7 @@ def open_mixture(
     for source in mixture.sources:
         mine = expand_shards(source.path, storage_options)
         urls += mine
-        idx_urls += _pair_indexes(mine, source.idx, storage_options)
+        idx_urls += pair_indexes(mine, source.idx, storage_options)
         shards.append(len(mine))
     records = ShardedRecords(urls, idx_urls, name=mixture.name, storage_options=storage_options,
                              fetch=fetch, cache_dir=cache_dir, cache_limit=cache_limit,

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 
-from ..cli.main import Parser, add_storage_option, describe
+from ..cli.args import Parser, add_storage_option, describe
 from .config import AMP_DTYPES, TrainConfig
 from .loop import train
 

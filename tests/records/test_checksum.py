@@ -153,7 +153,7 @@ want = crc32c.crc32c(data)
 assert n.crc32c(data) == want and n.crc32c(data[5:], n.crc32c(data[:5])) == want
 for rec in sys.argv[1:]:
     with RecordFile(rec, verify_checksums=False) as r:
-        view, offsets = r._local_view(np.arange(len(r))), r.offsets
+        view, offsets = r.local_view(np.arange(len(r))), r.offsets
         got = checksum.frame_crcs(view, offsets)
         assert (got == checksum.frame_crcs(view, offsets, native=False)).all(), rec
         extents = [view[o : o + k] for o, k in zip(offsets.tolist(), r.lengths.tolist())]

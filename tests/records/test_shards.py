@@ -14,8 +14,9 @@ from recio.errors import IndexMismatchError, IndexWarning, RecordIOError
 from recio.frameworks.dataset import RecordDataset
 from recio.pipeline.config import IterConfig
 from recio.pipeline.iterator import ImageRecordIter
+from recio.records.batch import read_batch
+from recio.records.file import RecordFile
 from recio.records.format import IRHeader, pack, unpack
-from recio.records.reader import RecordFile, read_batch
 from recio.records.recordio import MXIndexedRecordIO
 from recio.records.samples import INSIGHTFACE, detect_layout
 from recio.records.shards import ShardedRecords, expand_shards, open_records
@@ -93,8 +94,9 @@ def test_list_pattern_glob_and_stem_name_the_same_shards(shards):
         with open_records(form) as records:
             assert isinstance(records, ShardedRecords)
             assert ids_of(records, range(len(records))) == ALL_IDS
-    with RecordFile(forms[1]) as records:  # RecordFile itself takes a list, pattern or glob
-        assert isinstance(records, ShardedRecords) and len(records) == sum(COUNTS)
+    for form in forms[:4]:  # a list, a pattern, globs: RecordFile opens one file only
+        with pytest.raises(TypeError, match="open_records opens a set of shards"):
+            RecordFile(form)
 
 
 def test_a_plain_rec_name_is_one_file_and_costs_no_lookup(shards, monkeypatch):
@@ -106,12 +108,6 @@ def test_a_plain_rec_name_is_one_file_and_costs_no_lookup(shards, monkeypatch):
     with open_records(shards[1]) as records:
         assert type(records) is RecordFile  # the single-file path, unchanged
         assert len(records) == COUNTS[1]
-
-
-def test_brace_ranges_pad_like_the_shell():
-    assert expand_shards("a-{8..11}.rec") == ["a-8.rec", "a-9.rec", "a-10.rec", "a-11.rec"]
-    assert expand_shards("a-{008..010}.rec") == ["a-008.rec", "a-009.rec", "a-010.rec"]
-    assert expand_shards("{x,y}-{0..1}.rec") == ["x-0.rec", "x-1.rec", "y-0.rec", "y-1.rec"]
 
 
 def test_bad_patterns_are_clear_errors(shards, tmp_path):

@@ -326,7 +326,7 @@ def pad_to_three(labels: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("remote_path", [False, True])
 def test_a_label_map_makes_them_work(recs, remote_path, monkeypatch):
     if remote_path:  # the exact parse that remote payloads take, on the same files
-        monkeypatch.setattr("recio.records.reader.RecordFile._is_local", False)
+        monkeypatch.setattr("recio.records.file.RecordFile.is_local", False)
     sources = [Source(recs["a"]), Source(recs["c"], labels=first_label)]
     with ImageRecordIter(sources, SHAPE, 13) as it:  # no shuffle: A's 20, then C's 6
         batches = list(it)

@@ -1,16 +1,16 @@
-"""The `recio` command: info, verify, index, --version."""
+"""`recio info`, `verify` and `index`: the walk of a .rec, what they say of it, the .idx."""
 
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 from recio.cli import main as cli
+from recio.records.file import RecordFile
 from recio.records.format import IRHeader, pack, unpack
-from recio.records.reader import RecordFile
 from recio.records.recordio import MXIndexedRecordIO
+
+from .errors import one_line_error
 
 
 def test_cli_info_verify_index(tmp_path, capsys):
@@ -36,83 +36,6 @@ def test_cli_info_verify_index(tmp_path, capsys):
     open(rec, "wb").write(bytes(data))
     assert cli(["verify", rec]) == 1
     assert "at byte" in capsys.readouterr().out
-
-
-def test_console_script_runs():
-    result = subprocess.run(
-        [sys.executable, "-m", "recio.cli", "--version"], capture_output=True, text=True
-    )
-    assert result.returncode == 0 and "recio" in result.stdout
-
-
-# --- errors: one line on stderr, a non-zero exit; --debug / RECIO_DEBUG=1 for the traceback
-
-
-def _one_line_error(capsys, *words):
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1, err
-    assert "Traceback" not in err
-    for word in words:
-        assert word in err, err
-    return err
-
-
-def test_missing_file_is_one_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("RECIO_DEBUG", raising=False)
-    for command in ("info", "verify", "index", "bench"):
-        assert cli([command, str(tmp_path / "nope.rec")]) == 2
-        _one_line_error(capsys, f"recio {command}:", "nope.rec")
-
-
-def test_usage_error_is_one_line(capsys):
-    with pytest.raises(SystemExit) as exit_:
-        cli(["bench", "--batch-size", "0"])
-    assert exit_.value.code == 2
-    _one_line_error(capsys, "--batch-size", "at least 1", "recio bench --help")
-    with pytest.raises(SystemExit):
-        cli(["info", "x.rec", "--storage-options", "{not json"])
-    _one_line_error(capsys, "--storage-options", "JSON")
-
-
-def test_error_inside_a_command_is_one_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("RECIO_DEBUG", raising=False)
-
-    def broken(*args, **kwargs):
-        raise ValueError("batch_size must be at least 1, not 0")
-
-    monkeypatch.setattr("recio.bench.cli.run_bench", broken)
-    assert cli(["bench", "x.rec"]) == 2
-    _one_line_error(capsys, "recio bench: batch_size must be at least 1")
-    # a missing extra: its install hint, in one line
-    monkeypatch.setitem(sys.modules, "recio.train", None)
-    assert cli(["train", "x.rec"]) == 2
-    _one_line_error(capsys, "recio train:")
-
-
-def test_debug_shows_the_traceback(tmp_path, monkeypatch):
-    missing = str(tmp_path / "nope.rec")
-    monkeypatch.delenv("RECIO_DEBUG", raising=False)
-    with pytest.raises(FileNotFoundError):
-        cli(["--debug", "verify", missing])
-    with pytest.raises(FileNotFoundError):
-        cli(["verify", "--debug", missing])
-    with pytest.raises(FileNotFoundError):
-        cli(["bench", "--debug", missing])
-    monkeypatch.setenv("RECIO_DEBUG", "1")
-    with pytest.raises(FileNotFoundError):
-        cli(["info", missing])
-
-
-def test_bench_errors_in_a_shell(tmp_path):
-    """What a user sees: `recio bench nope.rec` and `--batch-size 0`, one line each, exit 2."""
-    env = {k: v for k, v in os.environ.items() if k != "RECIO_DEBUG"}
-    for args in (["bench", str(tmp_path / "nope.rec")], ["bench", "--batch-size", "0"]):
-        result = subprocess.run(
-            [sys.executable, "-m", "recio.cli", *args], capture_output=True, text=True, env=env
-        )
-        assert result.returncode == 2, result
-        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-        assert "Traceback" not in result.stderr and not result.stdout
 
 
 # --- recio index: header ids as keys, --renumber, --force, --prefix-only --------------------
@@ -175,14 +98,14 @@ def test_index_refuses_to_overwrite_a_valid_idx(tmp_path, capsys):
     rec, idx = _write(tmp_path)
     before = open(idx, "rb").read()
     assert cli(["index", rec]) == 1
-    err = _one_line_error(capsys, "already exists and agrees", "--force")
+    err = one_line_error(capsys, "already exists and agrees", "--force")
     assert "nothing written" in err
     assert open(idx, "rb").read() == before
     # an .idx renumbered by an older `recio index`: the refusal says the keys would change
     open(idx, "w").write("".join(f"{k}\t{line.split()[1]}\n" for k, line in enumerate(
         before.decode().splitlines())))  # fmt: skip
     assert cli(["index", rec]) == 1
-    _one_line_error(capsys, "its keys differ", "--force")
+    one_line_error(capsys, "its keys differ", "--force")
     assert cli(["index", "--force", rec]) == 0
     assert "replaced the old" in capsys.readouterr().out
     assert open(idx, "rb").read() == before
@@ -211,7 +134,7 @@ def test_index_truncated_refuses_then_indexes_the_intact_prefix(tmp_path, capsys
     rec, idx, offsets, size = _truncated(tmp_path)
     before = open(idx, "rb").read()
     assert cli(["index", rec]) == 1
-    _one_line_error(capsys, f"{rec} is damaged", f"at byte {offsets[2]} of {rec}", "--prefix-only")
+    one_line_error(capsys, f"{rec} is damaged", f"at byte {offsets[2]} of {rec}", "--prefix-only")
     assert open(idx, "rb").read() == before
     assert cli(["index", "--prefix-only", rec]) == 0
     out = capsys.readouterr().out
@@ -292,68 +215,7 @@ def test_index_and_info_on_a_url(tmp_path, memfs, capsys):
         f"{IDS[1]}\t{offsets[1]}",
     ]
     assert cli(["index", "--prefix-only", "memory://m/d.rec"]) == 1
-    _one_line_error(capsys, "already exists", "--force")
-
-
-# --- --help: defaults, examples as written, plain text ----------------------------------
-
-
-def _help(capsys, *args):
-    with pytest.raises(SystemExit) as exit_:
-        cli([*args, "--help"])
-    assert exit_.value.code == 0
-    out = capsys.readouterr().out
-    assert "``" not in out and ":mod:" not in out  # no reStructuredText
-    assert "(default: False)" not in out and "(default: True)" not in out  # flags say it
-    assert "(default: None)" not in out
-    return out
-
-
-def _every_option_has_help(parser):
-    import argparse
-
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                _every_option_has_help(sub)
-        elif not isinstance(action, argparse._HelpAction):
-            assert action.help, f"{parser.prog} {action.option_strings or action.dest}: no help"
-
-
-def test_help_of_recio_and_its_own_commands(capsys):
-    from recio.cli.main import build_parser
-
-    _every_option_has_help(build_parser())
-    out = _help(capsys)
-    assert "  recio bench                                           # on the built-in sample\n" in (
-        out
-    )
-    assert "--debug or RECIO_DEBUG=1" in out
-    for command in ("info", "verify", "index"):
-        out = _help(capsys, command)
-        assert "exit status: 0" in out and "\nexample" in out
-    out = _help(capsys, "index")
-    assert "tools/rec2idx.py always numbers by position" in " ".join(out.split())
-    assert "--renumber" in out and "--force" in out and "--prefix-only" in out
-
-
-def test_help_of_bench(capsys):
-    from recio.bench import add_arguments
-    from recio.cli.main import Parser
-
-    parser = Parser(prog="recio bench")
-    add_arguments(parser)
-    _every_option_has_help(parser)
-    assert isinstance(parser.parse_args([]).shape, tuple)
-    out = _help(capsys, "bench")
-    # the usage example keeps its lines (the default formatter would merge them into prose)
-    assert "\n    recio bench [URL-or-PATH] [--threads N] [--batch-size B]" in out
-    assert "\n  recio bench --keep /tmp/sample " in out
-    flat = " ".join(out.split())
-    for default in ("(default: 64)", "(default: 3,224,224)", "(default: uint8)", "(default: 400)"):
-        assert default in flat
-    assert "vs Pillow" in flat and "MB/s counts the encoded (compressed) bytes" in flat
-    assert "Modules:" not in out
+    one_line_error(capsys, "already exists", "--force")
 
 
 @pytest.mark.parametrize("header", [True, False])
@@ -371,3 +233,28 @@ def test_info_shows_the_layout_it_found(tmp_path, capsys, header):
         assert fields["classes"] == "2"
     else:
         assert fields["layout"] == "plain: 5 images, 1 label-only record (not samples)"
+
+
+def test_info_verify_and_index_share_the_one_walk(tmp_path, monkeypatch, capsys):
+    """The three commands walk the .rec with recio.records.scan.walk_records (the walk the
+    readers index a file with), and print what it found."""
+    import recio.cli.records as commands
+
+    rec, _ = _write(tmp_path)
+    with RecordFile(rec) as records:
+        offsets = records.offsets.tolist()
+    real, calls = commands.walk_records, []
+
+    def spy(source, **kwargs):
+        calls.append(kwargs.get("headers", False))
+        found = real(source, **kwargs)
+        return found._replace(offsets=found.offsets[:2], headers=found.headers[:2])
+
+    monkeypatch.setattr(commands, "walk_records", spy)
+    assert cli(["info", rec]) == 1  # two records walked: the .idx lists five
+    assert re.search(r"\nrecords +2\n", capsys.readouterr().out)
+    assert cli(["verify", rec]) == 0
+    assert f"OK {rec}: 2 records" in capsys.readouterr().out
+    assert cli(["index", "--force", "--renumber", rec]) == 0
+    assert _idx_lines(rec[:-4] + ".idx") == [f"{k}\t{o}" for k, o in enumerate(offsets[:2])]
+    assert calls == [True, False, False]  # info reads the headers; verify and index do not

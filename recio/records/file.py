@@ -1,0 +1,355 @@
+"""One ``.rec`` read by position in its index: :class:`RecordFile`.
+
+``RecordFile`` takes record offsets from the ``.idx`` (or a walk of the file when there is
+none) and reads payloads zero-copy from local files, by ranged reads from remote ones.
+Several shards are :class:`~.shards.ShardedRecords`; :func:`~.shards.open_records` opens
+either.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import storage
+from ..errors import ChecksumError, CorruptRecordError, IndexWarning
+from .batch import BatchRecords, gather_words, map_words, read_file_batch
+from .checksum import resolve_verify
+from .cursor import RecordCursor
+from .format import FRAME_HEADER_SIZE, MAGIC, MAX_PAYLOAD, parse_idx_arrays, read_record
+from .index import check_offsets, default_idx_path, not_a_record_start
+from .protocol import RecordsBase
+from .samples import RecordLayout, layout_of_file
+from .scan import scan_source
+from .shard_names import is_shard_spec
+from .verified import VerifiedReads, put_problems
+
+__all__ = ["RecordFile"]
+
+
+class RecordFile(VerifiedReads, RecordsBase):
+    """Random access to every record of a ``.rec``, by position in its index.
+
+    Offsets come from ``idx_url`` (default: the ``.rec`` name with ``.idx``) or,
+    when there is no ``.idx``, from a scan of the file. ``read(i)`` returns the
+    payload of the i-th record in index order: a zero-copy memoryview for local
+    files. ``read_many`` fetches several records, concurrently for remote files.
+    Keys must fit in int64. Several keys may share an offset (a warning says so):
+    each reads the record there.
+
+    One file only: a list of URLs, a shard pattern or a glob is a ``TypeError`` (they
+    are for :func:`~.shards.open_records`, which opens one file or several).
+
+    ``verify_checksums``: check every record read against the checksum sidecar beside the
+    ``.idx`` (NOTE [checksum sidecar] in :mod:`.checksum`). True: the sidecar must be
+    there; "auto" (default): remote data is checked when it has one, local files are not
+    (``recio verify`` checks those); False: never. A remote record that does not match is
+    fetched again once; if it still does not, :class:`~recio.errors.ChecksumError` (or, for
+    batch readers, a bad slot for their ``on_error``). ``checksum_stats`` counts records
+    fetched again and mismatches. A sidecar of another write (its count or ``.rec`` size
+    differs) is an ``IndexMismatchError`` at open.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        idx_url: str | None = None,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        fetch: storage.FetchOptions | None = None,
+        cache_dir: str | None = None,
+        cache_limit: int | None = None,
+        verify_checksums: bool | str = "auto",
+    ) -> None:
+        if is_shard_spec(url):
+            raise TypeError(
+                f"RecordFile opens one .rec, not several ({url!r} is a list, a shard pattern "
+                "or a glob): recio.records.open_records opens a set of shards"
+            )
+        self.url = str(url)
+        self.storage_options = storage_options
+        self.fetch, self.cache_dir, self.cache_limit = fetch, cache_dir, cache_limit
+        self.verify_checksums = verify_checksums
+        mode = resolve_verify(verify_checksums, self.url)
+        self.closed = False
+        self._start_stats()
+        with storage.one_client():  # the .rec, .idx and sidecar through one client
+            self.source = storage.open_source(
+                self.url, storage_options, fetch=fetch, cache_dir=cache_dir,
+                cache_limit=cache_limit,
+            )  # fmt: skip
+            try:
+                self._load_index(idx_url)
+                self.checksums = self._load_checksums(mode)
+            except BaseException:
+                self.source.close()
+                raise
+
+    def _load_index(self, idx_url: str | None) -> None:
+        self._cursor = RecordCursor(self.source)
+        if idx_url is None:
+            candidate = default_idx_path(self.url)
+            idx_url = candidate if storage.exists(candidate, self.storage_options) else None
+        self.idx_url = idx_url
+        if idx_url is not None:
+            data = storage.read_bytes(idx_url, self.storage_options)
+            self.keys, self.offsets = parse_idx_arrays(data, path=idx_url)
+            del data  # the text of a 40M-line .idx is ~800 MB
+            check_offsets(idx_url, self.keys, self.offsets, self.source)
+        else:
+            self.offsets = np.array(scan_source(self.source), dtype=np.int64)
+            self.keys = np.arange(len(self.offsets), dtype=np.int64)
+        self.lengths = self._extents()
+
+    def _extents(self) -> np.ndarray:
+        """Each record's byte length: up to the next distinct record start in file order.
+
+        Keys sharing an offset share its record (and a warning names them).
+        """
+        offsets, size = self.offsets, self.source.size
+        if len(offsets) == 0:
+            return np.empty(0, dtype=np.int64)
+        # Offsets in file order, as writers leave them: the next start is the next offset.
+        lengths = np.empty(len(offsets), dtype=np.int64)
+        np.subtract(offsets[1:], offsets[:-1], out=lengths[:-1])
+        lengths[-1] = size - offsets[-1]
+        if lengths.min() > 0:
+            return lengths
+        del lengths
+        starts, first = np.unique(offsets, return_index=True)
+        if len(starts) < len(offsets):
+            self._warn_duplicates(first)
+        ends = np.append(starts[1:], size)
+        return ends[np.searchsorted(starts, offsets)] - offsets
+
+    def _warn_duplicates(self, first: np.ndarray) -> None:
+        repeated = np.ones(len(self.offsets), dtype=bool)
+        repeated[first] = False
+        positions = np.flatnonzero(repeated)
+        firsts = dict(zip(self.offsets[first].tolist(), first.tolist(), strict=True))
+        examples = []
+        for p in positions[:3].tolist():
+            offset = int(self.offsets[p])
+            examples.append(f"key {self.keys[p]} as key {self.keys[firsts[offset]]}, byte {offset}")
+        more = f", and {len(positions) - 3} more" if len(positions) > 3 else ""
+        warnings.warn(
+            f"{self.idx_url}: {len(positions)} entries repeat the offset of an earlier one "
+            f"({'; '.join(examples)}{more}): each reads the record at its offset",
+            IndexWarning,
+            stacklevel=5,  # the caller of RecordFile(),
+        )
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def read(self, i: int) -> memoryview | bytes:
+        """The payload of the ``i``-th record in index order (zero-copy for local files).
+
+        Raises:
+            IndexMismatchError: the ``.idx`` gives an offset that is not a record start.
+            TruncatedRecordError: the file ends inside the record (for a local file, also
+                one truncated while open: its size is checked on every read).
+            ValueError: the file is closed.
+        """
+        self.check_open()
+        offset = int(self.offsets[i])
+        # a whole-file copy is mended before the parse: a damaged header would stop it
+        view = self.local_view(np.array([i])) if self._repairs else None
+        try:
+            payload, _ = self._cursor.read_at(offset, i) if self.is_local else self._read_remote(i)
+        except CorruptRecordError as exc:
+            key = int(self.keys[i])
+            raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
+        if self.checksums is not None and self.is_local:
+            positions = np.array([i])
+            view = self.local_view(positions) if view is None else view
+            problems = self.verify_view(view, positions)
+            if problems:
+                raise problems[0]
+        return payload
+
+    @property
+    def is_local(self) -> bool:
+        """Whether the file is local (mapped): reads are zero-copy slices of the map."""
+        return self.source.mapped
+
+    @property
+    def cached(self) -> bool:
+        """Whether reads go through a bounded block cache (``cache_limit``)."""
+        return self.source.schedules
+
+    def schedule_reads(self, steps: Sequence[tuple[int, Any]]) -> None:
+        """Tell a block cache the records the coming steps read (NOTE [block cache]).
+
+        ``steps``: ``(clock, positions)`` per step, in order. Nothing to do without a cache.
+        """
+        if self.cached:
+            positions = [np.asarray(p, dtype=np.int64).reshape(-1) for _, p in steps]
+            when = np.repeat([w for w, _ in steps], [len(p) for p in positions])
+            flat = np.concatenate(positions) if positions else np.empty(0, dtype=np.int64)
+            self.source.schedule(when, self.offsets[flat], self.lengths[flat])
+
+    @property
+    def size(self) -> int:
+        """The ``.rec``'s size in bytes (as opened)."""
+        return int(self.source.size)
+
+    def _read_remote(self, i: int) -> tuple[memoryview | bytes, int]:
+        offset, length = int(self.offsets[i]), int(self.lengths[i])
+        data = self.source.read(offset, length)
+        if self.checksums is not None:
+            datas = [data]
+            problems = self._check_extents([i], datas)
+            if problems:
+                raise problems[0]
+            data = datas[0]
+        return self._parse_extent(i, data)
+
+    def _parse_extent(self, i: int, data) -> tuple[memoryview | bytes, int]:
+        offset = int(self.offsets[i])
+        return read_record(memoryview(data), 0, path=self.url, record_index=i, base=offset)
+
+    def read_many(
+        self, indices: Sequence[int], *, until: int | None = None, bad: str = "raise"
+    ) -> list[memoryview | bytes]:
+        """Payloads of several records (remote: one concurrent ranged fetch).
+
+        A local file's size is checked once per call: a record it no longer holds
+        (truncated while open) raises ``TruncatedRecordError``. Otherwise as ``read``.
+        ``until``: the clock of the last step the records are for (a block cache's
+        schedule, :meth:`schedule_reads`). ``bad``: what a record whose checksum does not
+        match becomes, "raise" (its :class:`~recio.errors.ChecksumError`) or "mark" (a
+        :class:`~recio.checksum.MismatchedPayload` carrying it, for a batch's ``on_error``).
+        """
+        self.check_open()
+        if bad not in ("raise", "mark"):
+            raise ValueError(f'bad must be "raise" or "mark", not {bad!r}')
+        if self.is_local:
+            out = self._read_many_local(indices)
+            if self.checksums is not None:
+                positions = np.asarray(indices, dtype=np.int64)
+                problems = self.verify_view(self.local_view(positions), positions)
+                put_problems(out, problems, bad)
+            return out
+        datas, problems = self._fetch_extents(indices, until)
+        out: list = [None] * len(datas)
+        for j, (i, data) in enumerate(zip(indices, datas, strict=False)):
+            if j not in problems:
+                out[j] = self.framed(int(i), data)
+        put_problems(out, problems, bad)
+        return out
+
+    def read_extents(self, indices: Sequence[int], *, until: int | None = None) -> list[bytes]:
+        """Remote records as stored: each one's frames as the ``.idx`` bounds them, unparsed.
+
+        One concurrent ranged fetch, as ``read_many``, for a caller that parses the frames
+        itself (the native decoder). Checked against the sidecar where there is one: a
+        record that does not match (fetched once more) comes as a
+        :class:`~recio.checksum.MismatchedPayload`.
+        """
+        self.check_open()
+        datas, problems = self._fetch_extents(indices, until)
+        put_problems(datas, problems, "mark")
+        return datas
+
+    def _fetch_extents(
+        self, indices: Sequence[int], until: int | None
+    ) -> tuple[list, dict[int, ChecksumError]]:
+        positions = np.asarray(indices, dtype=np.int64)
+        if self.cached:  # the block cache takes the ranges as an array (NOTE [ranges as arrays])
+            ranges = np.stack([self.offsets[positions], self.lengths[positions]], axis=1)
+            datas = list(self.source.read_ranges(ranges, until=until))
+        else:
+            ranges = list(
+                zip(self.offsets[positions].tolist(), self.lengths[positions].tolist(), strict=True)
+            )
+            datas = list(self.source.read_ranges(ranges))
+        problems = {} if self.checksums is None else self._check_extents(positions, datas, until)
+        return datas, problems
+
+    def framed(self, i: int, data) -> memoryview | bytes:
+        """Record ``i``'s payload parsed from its extent ``data`` (errors as ``read``)."""
+        try:
+            return self._parse_extent(i, data)[0]
+        except CorruptRecordError as exc:
+            key, offset = int(self.keys[i]), int(self.offsets[i])
+            raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
+
+    def _read_many_local(self, indices: Sequence[int]) -> list[memoryview | bytes]:
+        positions = np.asarray(indices, dtype=np.int64)
+        view = self.local_view(positions)
+        offsets = self.offsets[positions]
+        words = map_words(view)
+        head, plain = gather_words(words, offsets, 2)  # magic, lrec
+        lrec = head[:, 1]
+        starts = offsets + FRAME_HEADER_SIZE
+        ends = starts + (lrec & MAX_PAYLOAD)
+        plain &= (head[:, 0] == MAGIC) & (lrec <= MAX_PAYLOAD) & (ends <= len(view))  # cflag 0
+        out = [view[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+        for j in np.flatnonzero(~plain).tolist():
+            out[j] = self.read_from_view(view, int(positions[j]))
+        return out
+
+    def local_view(self, positions: np.ndarray) -> memoryview:
+        """The map as far as the file reaches now (parsing it cannot fault).
+
+        Of a whole-file copy of remote data, with a checksum sidecar, the records at
+        ``positions`` are checked first and any damaged one mended (:meth:`_mend_copy`).
+
+        Raises:
+            TruncatedRecordError: the file, truncated while open, lost a record of
+                ``positions``.
+        """
+        view = self.source.current_view()  # parsing it cannot touch a page past the end
+        if len(view) < self.source.size:
+            gone = np.flatnonzero(self.offsets[positions] + self.lengths[positions] > len(view))
+            if gone.size:
+                i = int(positions[gone[0]])
+                raise self.source.truncated(int(self.offsets[i]), len(view), i)
+        if self._repairs:
+            self._mend_copy(view, np.asarray(positions, dtype=np.int64))
+        return view
+
+    def read_from_view(self, view: memoryview, i: int) -> memoryview | bytes:
+        """Record ``i``'s payload by ``read_record``: the exact checks and errors."""
+        offset = int(self.offsets[i])
+        try:
+            return read_record(view, offset, path=self.url, record_index=i)[0]
+        except CorruptRecordError as exc:
+            key = int(self.keys[i])
+            raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
+
+    def describe(self, position: int, record_id: int | None = None) -> str:
+        """Text for messages about one record: 'record id N (record P, at byte B of URL)'.
+
+        Without ``record_id``, only the part in brackets.
+        """
+        where = f"record {position}, at byte {int(self.offsets[position])} of {self.url}"
+        return f"record id {record_id} ({where})" if record_id is not None else where
+
+    def read_batch(
+        self, positions: Any, label_width: int, payloads: Sequence[Any] | None = None
+    ) -> BatchRecords:
+        """One batch's records read and parsed (:func:`~.batch.read_file_batch`)."""
+        return read_file_batch(self, positions, label_width, payloads)
+
+    def detect_layout(self) -> RecordLayout:
+        """Which records are samples (:func:`~.samples.detect_layout`)."""
+        return layout_of_file(self)
+
+    def close(self) -> None:
+        """Close the file; payloads already read stay valid.
+
+        A local file is unmapped at once, or, while payload views are still held, when
+        the last of them goes. Reads raise ``ValueError`` from now on.
+        """
+        self.closed = True
+        self.source.close()
+
+    _PLACE = ("url", "idx_url")
+
+    def _place(self) -> dict[str, Any]:
+        return {"url": self.url, "idx_url": self.idx_url}

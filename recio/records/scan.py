@@ -1,0 +1,133 @@
+"""Walking a ``.rec`` record by record: the one walk that indexing, ``info`` and ``verify`` share.
+
+:func:`walk_records` walks a whole file up to its end or its first problem; a local file by
+its frame headers in the map (:func:`~.format.walk_frames`), a remote one (or a walk that
+wants each record's IRHeader) by parsing each record (:class:`~.cursor.RecordCursor`).
+:func:`scan_source` is that walk for a reader that needs every record (a damaged file is
+an error); :func:`record_end` follows the frames of one record only.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from .. import storage
+from ..errors import CorruptRecordError, RecordIOError, TruncatedRecordError
+from .cursor import RecordCursor
+from .format import (
+    CFLAG_FIRST,
+    CFLAG_LAST,
+    CFLAG_MIDDLE,
+    FRAME_HEADER_SIZE,
+    IR_HEADER_SIZE,
+    MAGIC,
+    MAX_PAYLOAD,
+    unpack_labels,
+    walk_frames,
+)
+
+__all__ = ["Walk", "record_end", "record_header", "scan_source", "walk_records"]
+
+
+class Walk(NamedTuple):
+    """What a walk over a ``.rec`` found (see :func:`walk_records`)."""
+
+    offsets: list[int]  # where each complete record starts
+    headers: list[tuple[int, float, int] | None]  # (flag, first label, id) each, if asked
+    end: int  # the file's size, or the byte where the damage starts
+    error: RecordIOError | None  # the first problem, naming the .rec and the byte
+
+    def intact(self, url: str) -> str:
+        """'the N complete records before byte B of URL' (the part an index can cover)."""
+        n = len(self.offsets)
+        return f"the {n} complete record{'' if n == 1 else 's'} before byte {self.end} of {url}"
+
+
+def record_header(payload) -> tuple[int, float, int] | None:
+    """``(flag, first label, id)`` of a record's IRHeader; None if it cannot hold one."""
+    try:
+        labels, rid, image_start = unpack_labels(payload, 1)
+    except RecordIOError:
+        return None
+    return (image_start - IR_HEADER_SIZE) // 4, float(labels[0]), rid
+
+
+def walk_records(source: storage.ByteSource, *, headers: bool = False) -> Walk:
+    """Walk a ``.rec`` record by record up to its end or its first problem.
+
+    A damaged file is not an error: the walk returns the complete records before the
+    damage, the byte where it starts (``end``; the file's size when there is none) and the
+    problem (a ``RecordIOError`` naming the ``.rec`` and the byte offset; for a local file
+    truncated while open, the truncation). ``headers``: also each record's IRHeader
+    (:func:`record_header`).
+    """
+    view = source.mapped_view() if not headers else None
+    if view is not None:  # the frame headers in the map, no payload touched
+        found = walk_frames(view, path=source.url)
+        error = found.error
+        if isinstance(error, TruncatedRecordError) and len(view) < source.size:
+            shrunk = source.truncated(error.offset or 0, len(view), error.record_index)
+            shrunk.__cause__, error = error, shrunk
+        return Walk(found.offsets, [], found.end, error)
+    cursor = RecordCursor(source)
+    offsets: list[int] = []
+    found_headers: list[tuple[int, float, int] | None] = []
+    offset, size = 0, source.size
+    while offset < size:
+        try:
+            payload, next_offset = cursor.read_at(offset, len(offsets))
+        except RecordIOError as exc:
+            return Walk(offsets, found_headers, offset, exc)
+        offsets.append(offset)
+        if headers:
+            found_headers.append(record_header(payload))
+        offset = next_offset
+    return Walk(offsets, found_headers, size, None)
+
+
+def scan_source(source: storage.ByteSource) -> list[int]:
+    """Record start offsets of a whole file (:func:`walk_records`).
+
+    Raises:
+        RecordIOError: the file's first problem.
+    """
+    walk = walk_records(source)
+    if walk.error is not None:
+        raise walk.error
+    return walk.offsets
+
+
+_FRAME = struct.Struct("<II")
+
+
+def record_end(source: storage.ByteSource, offset: int, record_index: int | None = None) -> int:
+    """Where the record at ``offset`` ends (after its padding), from its frame headers only.
+
+    Raises:
+        CorruptRecordError: no record starts at ``offset``, or its frames do not chain.
+        TruncatedRecordError: the file ends inside the record.
+    """
+    start = offset
+    while True:
+        head = bytes(source.read(offset, FRAME_HEADER_SIZE))
+        where = {"path": source.url, "offset": offset, "record_index": record_index}
+        if len(head) < FRAME_HEADER_SIZE:
+            raise TruncatedRecordError("file ends inside a frame header", **where)
+        magic, lrec = _FRAME.unpack(head)
+        cflag, length = lrec >> 29, lrec & MAX_PAYLOAD
+        continuation = cflag in (CFLAG_MIDDLE, CFLAG_LAST)
+        if magic != MAGIC:
+            raise CorruptRecordError(f"bad magic 0x{magic:08x}: not a record start", **where)
+        if cflag > CFLAG_LAST or continuation != (offset != start):
+            raise CorruptRecordError(f"frame with cflag {cflag}: not a record start", **where)
+        data_end = offset + FRAME_HEADER_SIZE + length
+        if data_end > source.size:
+            raise TruncatedRecordError(
+                f"file ends inside a payload ({source.size - data_end + length} of {length} "
+                "bytes present)",
+                **where,
+            )
+        offset = min(data_end + (-length & 3), source.size)
+        if cflag not in (CFLAG_FIRST, CFLAG_MIDDLE):
+            return offset

@@ -1,0 +1,179 @@
+"""Reads checked against a checksum sidecar: verified, fetched again, mended.
+
+A :class:`~.file.RecordFile` opened with a sidecar (NOTE [checksum sidecar] in
+:mod:`.checksum`) checks every record it reads: a local map's records in one call
+(:meth:`VerifiedReads.verify_view`), remote extents as fetched (a mismatch fetched again
+once from the store), and a whole-file copy of remote data mended from the store before
+it is parsed.
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+
+from .. import storage
+from ..errors import ChecksumError, RecordIOError
+from .checksum import (
+    Checksums,
+    MismatchedPayload,
+    extent_crcs,
+    frame_crcs,
+    load_sidecar,
+    sidecar_path,
+)
+
+__all__ = ["VerifiedReads", "put_problems"]
+
+
+class VerifiedReads:
+    """The checksum side of a :class:`~.file.RecordFile`'s reads.
+
+    Uses the file's ``url``, ``idx_url``, ``storage_options``, ``source``, ``offsets``
+    and ``lengths``; holds ``checksums`` (the sidecar, or None: reads are not verified)
+    and ``checksum_stats`` (records fetched again, mismatches).
+    """
+
+    url: str
+    idx_url: str | None
+    storage_options: dict | None
+    source: storage.ByteSource
+    offsets: np.ndarray
+    lengths: np.ndarray
+    checksums: Checksums | None
+
+    def _start_stats(self) -> None:
+        self.checksum_stats = {"refetched": 0, "mismatched": 0}
+        self._stats_lock = threading.Lock()  # decode threads read batches concurrently
+
+    def _load_checksums(self, mode: bool | str) -> Checksums | None:
+        """The sidecar to verify reads against (None: reads are not verified)."""
+        if mode is False:
+            return None
+        path = sidecar_path(self.url, self.idx_url)
+        found = load_sidecar(path, self.storage_options)
+        if found is None:
+            if mode is True:
+                raise FileNotFoundError(
+                    errno.ENOENT,
+                    f"verify_checksums=True, but {self.url} has no checksum sidecar "
+                    f"(`recio checksum {self.url}` writes it)",
+                    path,
+                )
+            return None
+        found.check_matches(len(self), self.url, self.source.size, self.idx_url)
+        return found
+
+    @property
+    def _repairs(self) -> bool:
+        """Whether local reads mend damaged records first: a whole-file copy, verified."""
+        return self.checksums is not None and self.source.mends
+
+    def _check_extents(
+        self, indices: Sequence[int], datas: list, until: int | None = None
+    ) -> dict[int, ChecksumError]:
+        """Check remote records' extents as fetched (``datas``) against the sidecar.
+
+        One that does not match is fetched again once from the store (damaged there or on
+        the way; through a block cache, its entries are dropped first): if that matches, it
+        replaces the first in ``datas``; else slot -> the error. Called only with a sidecar
+        loaded.
+        """
+        assert self.checksums is not None
+        positions = np.asarray(indices, dtype=np.int64)
+        crcs, ends = extent_crcs(datas)
+        bad = np.flatnonzero((crcs != self.checksums.table[positions]) | (ends < 0))
+        problems: dict[int, ChecksumError] = {}
+        for j in bad.tolist():
+            i = int(positions[j])
+            with self._stats_lock:
+                self.checksum_stats["refetched"] += 1
+            again = [self._refetch(i, until)]
+            crc, end = extent_crcs(again)
+            if end[0] >= 0 and crc[0] == self.checksums.table[i]:
+                datas[j] = again[0]
+                continue
+            with self._stats_lock:
+                self.checksum_stats["mismatched"] += 1
+            problems[j] = self.checksums.mismatch(self, i, int(crc[0]), refetched=True)
+        return problems
+
+    def _refetch(self, i: int, until: int | None = None):
+        """Record ``i``'s extent fetched again from the store (never a cache's copy)."""
+        offset, length = int(self.offsets[i]), int(self.lengths[i])
+        return self.source.refetch(offset, length, until=until)
+
+    def verify_view(self, view: memoryview, positions: np.ndarray) -> dict[int, ChecksumError]:
+        """Check the records at ``positions`` of a local map against the sidecar.
+
+        Returns slot -> :class:`~recio.errors.ChecksumError` for those that do not match
+        (empty without a sidecar). Each mismatch is counted in ``checksum_stats``.
+
+        Raises:
+            RecordIOError: a record whose frames do not chain (naming the file and byte).
+        """
+        if self.checksums is None or not len(positions):
+            return {}
+        crcs = frame_crcs(view, self.offsets[positions], self.url)
+        bad = np.flatnonzero(crcs != self.checksums.table[positions])
+        if not bad.size:
+            return {}
+        with self._stats_lock:
+            self.checksum_stats["mismatched"] += int(bad.size)
+        again = self._repairs  # a copy's damaged record was fetched again (_mend_copy)
+        return {
+            int(j): self.checksums.mismatch(self, int(positions[j]), int(crcs[j]), refetched=again)
+            for j in bad.tolist()
+        }
+
+    def _mend_copy(self, view: memoryview, positions: np.ndarray) -> None:
+        """Records of a whole-file copy that fail their checksum, fetched again and written over.
+
+        The copy, not the store, went bad (a disk's rot, a byte written over): each such
+        record is fetched again from the remote file and, if that matches its checksum,
+        written over the copy (:meth:`~recio.storage.CopiedSource.repair`), so the map
+        holds the store's bytes before anything parses them. One the store cannot mend
+        stays as it is, for the check after the parse to report. Each is counted in
+        ``checksum_stats["refetched"]``.
+        """
+        assert self.checksums is not None
+        expected = self.checksums.table[positions]
+        offsets, lengths = self.offsets[positions], self.lengths[positions]
+        try:
+            bad = np.flatnonzero(frame_crcs(view, offsets, self.url) != expected)
+        except RecordIOError:  # frames that no longer chain: each record's extent alone
+            spans = zip(offsets.tolist(), lengths.tolist(), strict=True)
+            extents = [view[o : o + n] for o, n in spans]
+            crcs, ends = extent_crcs(extents)
+            bad = np.flatnonzero((crcs != expected) | (ends < 0))
+        for j in bad.tolist():
+            offset, length = int(offsets[j]), int(lengths[j])
+            with self._stats_lock:
+                self.checksum_stats["refetched"] += 1
+            data = self.source.refetch(offset, length)
+            crc, end = extent_crcs([data])
+            if end[0] < 0 or crc[0] != expected[j]:
+                continue  # damaged in the store too: reported as a mismatch after the parse
+            try:
+                self.source.repair(offset, data)
+            except OSError as exc:
+                warnings.warn(
+                    f"{self.url}: record {int(positions[j])} of the local copy "
+                    f"{self.source.path} is damaged, and the copy cannot be written ({exc}): "
+                    "it is reported as a checksum mismatch",
+                    stacklevel=3,
+                )
+
+
+def put_problems(out: list, problems: dict[int, ChecksumError], bad: str) -> None:
+    """Raise the first checksum problem of a read (``bad="raise"``) or mark its records."""
+    if not problems:
+        return
+    if bad == "raise":
+        raise problems[min(problems)]
+    for j, error in problems.items():
+        out[j] = MismatchedPayload(error)
