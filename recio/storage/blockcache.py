@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from .source import ByteSource
+from .base import ByteSource
 
 __all__ = ["NEVER", "BlockCache", "CacheStats", "CachedSource", "clock", "replay"]
 
