@@ -8,8 +8,8 @@ ranges (:mod:`~recio.storage.remote`, :mod:`~recio.storage.retry`), optionally f
 copy (:mod:`~recio.storage.cache`) or through a bounded block cache
 (:mod:`~recio.storage.blockcache`). :mod:`~recio.storage.prefetch` fetches the ranges of
 upcoming batches ahead of the decoder, each read stamped with the schedule's
-:func:`clock`; batch arrays and receive buffers are :class:`Lease` s of reused memory
-(:mod:`~recio.storage.buffers`). Writers get an ``AtomicOutput``
+:func:`clock`; batch arrays and receive buffers are reused memory, each held by a
+:class:`Lease` (:mod:`~recio.storage.buffers`). Writers get an ``AtomicOutput``
 (:mod:`~recio.storage.atomic`): what it writes appears under the final name only on
 ``commit()``; ``abort()`` (or a crash) leaves nothing that looks whole.
 
