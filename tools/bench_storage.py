@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 from recio import storage  # noqa: E402
 from recio.records.reader import RecordFile, default_idx_path  # noqa: E402
 from recio.sampling.sampler import Sampler  # noqa: E402
-from recio.storage.prefetch import Prefetcher  # noqa: E402
+from recio.storage import Prefetcher  # noqa: E402
 
 
 def read_batches(kind: str, n: int, args) -> tuple[list[np.ndarray], int | None]:

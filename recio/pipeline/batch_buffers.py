@@ -7,7 +7,7 @@ import weakref
 
 import numpy as np
 
-from ..storage.buffers import Lease
+from ..storage import Lease
 
 
 class BatchBuffers:

@@ -39,9 +39,7 @@ from ..augment import KeyedDraw
 from ..decode import DecodePool, Status
 from ..records.checksum import MismatchedPayload
 from ..records.file import RecordFile
-from ..storage.blockcache import clock
-from ..storage.options import FetchOptions
-from ..storage.prefetch import Lookahead, Prefetcher
+from ..storage import FetchOptions, Lookahead, Prefetcher, clock
 from .batch_buffers import BatchBuffers
 from .config import IterConfig
 from .mxnet_inputs import ImageList, load_mean_image

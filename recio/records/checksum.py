@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import storage
+from .._crc32c import crc32c
 from ..errors import (
     ChecksumError,
     CorruptRecordError,
@@ -77,19 +78,6 @@ HEADER_SIZE = _HEAD.size + 4
 _FRAME = struct.Struct("<II")
 #: How a :class:`~recio.errors.ChecksumError`'s message starts (counted by IterStats).
 CHECKSUM_MISMATCH = "checksum mismatch"
-
-
-def crc32c(data: Any, value: int = 0) -> int:
-    """CRC32C (Castagnoli) of a bytes-like object; ``value`` continues an earlier one.
-
-    The extension's where it is built; else the crc32c package's (imported on first use:
-    its import takes ~50 ms, most of it importlib.metadata).
-    """
-    if _native is not None:
-        return _native.crc32c(data, value)
-    from crc32c import crc32c as _crc
-
-    return _crc(data, value)
 
 
 def sidecar_path(rec_url: str, idx_url: str | None = None) -> str:

@@ -1,17 +1,28 @@
 """Storage stage: where bytes come from and go to, local files (mmap'd) and any fsspec URL.
 
-Readers get a ``ByteSource`` (``size``, ``read(offset, length)``, ``read_ranges(ranges)``)
-from :func:`open_source`: a local file is mmap'd and read zero-copy
-(:mod:`~recio.storage.source`); a remote one is read by coalesced, concurrent, retried byte
+Readers get a ``ByteSource`` (:mod:`~recio.storage.base`: ``size``, ``read(offset,
+length)``, ``read_ranges(ranges)`` and optional capabilities) from :func:`open_source`
+(:mod:`~recio.storage.source`): a local file is mmap'd and read zero-copy
+(:mod:`~recio.storage.mapped`); a remote one is read by coalesced, concurrent, retried byte
 ranges (:mod:`~recio.storage.remote`, :mod:`~recio.storage.retry`), optionally from a local
-copy (:mod:`~recio.storage.cache`). :mod:`~recio.storage.prefetch` fetches the ranges of
-upcoming batches ahead of the decoder. Writers get an ``AtomicOutput``
+copy (:mod:`~recio.storage.cache`) or through a bounded block cache
+(:mod:`~recio.storage.blockcache`). :mod:`~recio.storage.prefetch` fetches the ranges of
+upcoming batches ahead of the decoder, each read stamped with the schedule's
+:func:`clock`; batch arrays and receive buffers are reused memory, each held by a
+:class:`Lease` (:mod:`~recio.storage.buffers`). Writers get an ``AtomicOutput``
 (:mod:`~recio.storage.atomic`): what it writes appears under the final name only on
 ``commit()``; ``abort()`` (or a crash) leaves nothing that looks whole.
+
+The names below are the storage layer's public interface: the layers above import them
+from here, not from its modules.
 """
 
-from .atomic import AtomicOutput
+from .atomic import AtomicOutput, remove_partials
+from .base import ByteSource
+from .buffers import Lease
+from .mapped import CopiedSource, MappedSource
 from .options import PRESIGN_SECONDS, FetchOptions
+from .prefetch import Lookahead, Prefetcher
 from .remote import FsspecSource, coalesce
 from .retry import (
     RangeIgnoredError,
@@ -21,7 +32,8 @@ from .retry import (
     retrying,
     translate_error,
 )
-from .source import ByteSource, CopiedSource, MappedSource, open_source
+from .schedule import clock
+from .source import open_source
 from .urls import (
     exists,
     filesystem,
@@ -40,9 +52,13 @@ __all__ = [
     "CopiedSource",
     "FetchOptions",
     "FsspecSource",
+    "Lease",
+    "Lookahead",
     "MappedSource",
+    "Prefetcher",
     "RangeIgnoredError",
     "RemoteReadError",
+    "clock",
     "coalesce",
     "exists",
     "filesystem",
@@ -54,6 +70,7 @@ __all__ = [
     "open_source",
     "read_bytes",
     "read_text",
+    "remove_partials",
     "retrying",
     "split_protocol",
     "translate_error",

@@ -48,48 +48,44 @@ from __future__ import annotations
 import bisect
 import contextlib
 import fcntl
-import hashlib
-import mmap
 import os
-import struct
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .source import ByteSource
+from .base import ByteSource
+from .claims import Claims
+from .entries import (
+    HEADER,
+    SUFFIX,
+    TMP,
+    CheckedMaps,
+    entry_bytes,
+    entry_name,
+    file_key,
+    map_entry,
+    valid,
+    write_entry,
+)
+from .schedule import NEVER, clock
 
-__all__ = ["NEVER", "BlockCache", "CacheStats", "CachedSource", "clock", "replay"]
+__all__ = [
+    "NEVER",
+    "BlockCache",
+    "CacheStats",
+    "CachedSource",
+    "clock",
+    "entry_bytes",
+    "file_key",
+    "replay",
+]
 
-_MAGIC = b"RBC1"
-_HEADER = struct.Struct("<4sIQQ")  # magic, crc32c of the data, block number, data length
-_SUFFIX = ".blk"
-_TMP = ".tmp"
-# Byte-range locks on the claims file: open file description locks where the system has
-# them (Linux), else POSIX record locks (NOTE [claims]).
-_SETLK = getattr(fcntl, "F_OFD_SETLK", fcntl.F_SETLK)
-_GETLK = getattr(fcntl, "F_OFD_GETLK", fcntl.F_GETLK)
-_FLOCK = struct.Struct("hhqqi4x")  # Linux's struct flock: type, whence, start, length, pid
-#: The priority of a block with no use ahead (Belady's first victim).
-NEVER = 1 << 62
 _WAIT_S = 120.0  # longest wait for a block another process claimed, then fetch it here
 _POLL_S = 0.002
-_HELD = 1024  # maps of checked entries a process keeps, at most (NOTE [checked once])
-
-
-def clock(epoch: int, step: int) -> int:
-    """The schedule's clock of ``step`` of ``epoch``: increasing, the same on every rank."""
-    return (int(epoch) << 32) | int(step)
-
-
-def _crc32c(data: Any) -> int:
-    import crc32c  # the block cache's checksum (the recio[cache] extra)
-
-    return crc32c.crc32c(data)
 
 
 @dataclass
@@ -148,12 +144,8 @@ class BlockCache:
         self._thread_lock = threading.Lock()
         self._fd: int | None = None
         self._fd_pid = -1
-        self._claims_fd: int | None = None
-        self._claims_pid = -1
-        self._mine: set[str] = set()  # entries this object's threads have claimed
-        # entry name -> (its inode, the checked data's view), oldest use first
-        self._held: OrderedDict[str, tuple[int, memoryview]] = OrderedDict()
-        self._held_lock = threading.Lock()
+        self._claims = Claims(self.dir, self._thread_lock)  # NOTE [claims]
+        self._held = CheckedMaps()  # NOTE [checked once]
 
     def __getstate__(self) -> dict:
         return {"dir": self.dir, "limit": self.limit, "policy": self.policy}
@@ -177,51 +169,11 @@ class BlockCache:
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
 
-    # --- claims -----------------------------------------------------------------------
-
-    # NOTE [claims]: a claim is a write lock on one byte of ``cache_dir/.claims``, at an
-    # offset hashed from the entry's name: taking it and letting it go creates and removes
-    # no file. (With an empty file per claim, ext4 under the cache's churn spent about
-    # 180 us on each inode it allocated, skipping recently deleted ones; without them, file
-    # creation fell from 2.1 % to 0.4 % of the client's CPU in the cache epochs of
-    # tools/bench_far_remote.py, by perf.) The locks belong to this object's open of the
-    # file (an open file description lock; a POSIX record lock, which is the process's,
-    # where the system has none), so the kernel drops them when the process ends: a dead
-    # claimer's claims go with it. This object's own threads share its open, so their
-    # claims are also kept in ``_mine``, which is read first. Two names hashed to one byte
-    # look claimed while either is: the waiter then finds no entry once the claim goes,
-    # and fetches the block.
-
-    def _claims(self) -> int:
-        """This process's descriptor of the claims file (the caller holds _thread_lock)."""
-        if self._claims_pid != os.getpid():
-            # A forked child shares its parent's open (and so its locks): open anew.
-            self._claims_fd = os.open(os.path.join(self.dir, ".claims"), os.O_RDWR | os.O_CREAT)
-            self._claims_pid = os.getpid()
-            self._mine = set()
-        return self._claims_fd
-
-    def _lock_byte(self, name: str, kind: int, command: int = _SETLK) -> bytes:
-        slot = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest()) >> 2
-        return fcntl.fcntl(self._claims(), command, _FLOCK.pack(kind, os.SEEK_SET, slot, 1, 0))
-
-    def _claimed_elsewhere(self, name: str) -> bool:
-        """Whether another process (or cache object) holds the claim of entry ``name``."""
-        held = self._lock_byte(name, fcntl.F_WRLCK, _GETLK)
-        return _FLOCK.unpack(held)[0] != fcntl.F_UNLCK
-
-    def _still_claimed(self, name: str, owner: str) -> bool:
-        """Whether the claim ``_claim`` saw (``owner``: "here" or "there") is still held."""
-        with self._thread_lock:
-            if owner == "here":
-                return name in self._mine
-            return self._claimed_elsewhere(name)
-
     # --- entries ----------------------------------------------------------------------
 
     def entry(self, key: str, block: int) -> str:
         """The path of ``block`` of the file ``key``."""
-        return os.path.join(self.dir, _name(key, block))
+        return os.path.join(self.dir, entry_name(key, block))
 
     def usage(self) -> int:
         """Bytes the entries take now."""
@@ -237,15 +189,15 @@ class BlockCache:
         inodes: dict[str, int] = {}
         for e in os.scandir(self.dir):
             name = e.name
-            if locked and name.endswith(_TMP):
+            if locked and name.endswith(TMP):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(e.path)
-            elif name.endswith(_SUFFIX):
+            elif name.endswith(SUFFIX):
                 with contextlib.suppress(FileNotFoundError):
                     st = e.stat()
                     entries[name] = (st.st_size, st.st_mtime_ns)
                     inodes[name] = e.inode()
-        self._let_go(inodes)
+        self._held.let_go(inodes)
         return entries
 
     def load(self, key: str, block: int, length: int) -> memoryview | None:
@@ -253,70 +205,27 @@ class BlockCache:
 
         An entry that fails its check is removed (and counted by the caller).
         """
-        name = _name(key, block)
+        name = entry_name(key, block)
         path = os.path.join(self.dir, name)
         try:
             inode = os.stat(path).st_ino
         except FileNotFoundError:
-            self._forget(name)
+            self._held.forget(name)
             return None
-        held = self._recall(name, inode)
+        held = self._held.recall(name, inode)
         if held is not None:
             return held
         try:
-            raw, inode = _mapped(path, _HEADER.size + length)
+            raw, inode = map_entry(path, entry_bytes(length))
         except FileNotFoundError:
             return None
-        if raw is not None and _valid(raw, block, length):
-            data = raw[_HEADER.size :]  # the page cache's pages: no copy of the block
-            self._keep(name, inode, data)
+        if raw is not None and valid(raw, block, length):
+            data = raw[HEADER.size :]  # the page cache's pages: no copy of the block
+            self._held.keep(name, inode, data)
             return data
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         raise _Corrupt(path)
-
-    # NOTE [checked once]: a process keeps the maps of the entries it has checked (the
-    # latest _HELD used), each with the entry's inode. A later read whose entry is still that
-    # inode is served from the map without reading and checking the block again: entries
-    # are never written in place (a new entry is a new file renamed over the name), and an
-    # inode cannot be reused for another file while a map of it is open, so the same inode
-    # is the same bytes that were checked. An entry another process has replaced is a new
-    # inode, checked again. What the check cannot see is the same file damaged in place
-    # after it (on disk, or by hand); with checksums in the sidecar the reader's check of
-    # every record still catches that. A map pins its file's disk blocks after the entry is
-    # removed, so maps are let go when this process evicts or invalidates an entry and
-    # whenever a scan of the folder (every store of fetched blocks) no longer finds their
-    # inode: the folder's bytes beyond the limit are at most what other processes evicted
-    # since.
-
-    def _recall(self, name: str, inode: int) -> memoryview | None:
-        """The checked data of entry ``name`` if it is held and still ``inode``."""
-        with self._held_lock:
-            held = self._held.get(name)
-            if held is None:
-                return None
-            if held[0] != inode:
-                del self._held[name]  # replaced since: checked anew
-                return None
-            self._held.move_to_end(name)
-            return held[1]
-
-    def _keep(self, name: str, inode: int, data: memoryview) -> None:
-        with self._held_lock:
-            self._held[name] = (inode, data)
-            self._held.move_to_end(name)
-            while len(self._held) > _HELD:
-                self._held.popitem(last=False)
-
-    def _forget(self, name: str) -> None:
-        with self._held_lock:
-            self._held.pop(name, None)
-
-    def _let_go(self, inodes: dict[str, int]) -> None:
-        """Drop the maps of entries that are gone or replaced (``inodes``: those there)."""
-        with self._held_lock:
-            for name in [n for n, (i, _) in self._held.items() if inodes.get(n) != i]:
-                del self._held[name]
 
     def invalidate(self, key: str, blocks: Iterable[int]) -> int:
         """Remove the entries of ``blocks`` of the file ``key``; how many there were.
@@ -327,20 +236,11 @@ class BlockCache:
         removed = 0
         with self.locked():
             for block in blocks:
-                self._forget(_name(key, block))
+                self._held.forget(entry_name(key, block))
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.entry(key, block))
                     removed += 1
         return removed
-
-    def _write(self, name: str, block: int, data: Any, priority: int) -> None:
-        path = os.path.join(self.dir, name)
-        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}{_TMP}"
-        with open(tmp, "wb") as f:
-            f.write(_HEADER.pack(_MAGIC, _crc32c(data), block, len(data)))
-            f.write(data)
-        os.utime(tmp, ns=(priority, priority))
-        os.replace(tmp, path)
 
     def _priority(self, next_use: int | None) -> int:
         return time.time_ns() if next_use is None or self.policy == "lru" else next_use
@@ -406,25 +306,18 @@ class BlockCache:
         mine, theirs = [], []
         with self.locked():
             for item in missing:
-                name = _name(key, item[0])
+                name = entry_name(key, item[0])
                 if os.path.exists(os.path.join(self.dir, name)):
                     theirs.append((*item, None))  # stored since the first look
-                elif name in self._mine:
-                    theirs.append((*item, "here"))
-                elif self._claimed_elsewhere(name):
-                    theirs.append((*item, "there"))
+                elif (owner := self._claims.owner(name)) is not None:
+                    theirs.append((*item, owner))
                 else:
-                    self._lock_byte(name, fcntl.F_WRLCK)
-                    self._mine.add(name)
+                    self._claims.take(name)
                     mine.append(item)
         return mine, theirs
 
     def _unclaim(self, key: str, blocks: Iterable[int]) -> None:
-        with self._thread_lock:
-            for block in blocks:
-                name = _name(key, block)
-                self._mine.discard(name)
-                self._lock_byte(name, fcntl.F_UNLCK)
+        self._claims.release([entry_name(key, block) for block in blocks])
 
     def _wait_for(self, key, theirs, fetch, stats: CacheStats, out: dict) -> None:
         """Read the blocks others are fetching once they are stored.
@@ -440,11 +333,11 @@ class BlockCache:
                 block, length, _, owner = item
                 # The claim first: it goes only after the entry is stored (or not stored at
                 # all), so no claim and no entry means this thread must fetch the block.
-                name = _name(key, block)
+                name = entry_name(key, block)
                 claimed = (
                     owner is not None
                     and time.monotonic() < deadline
-                    and self._still_claimed(name, owner)
+                    and self._claims.still_held(name, owner)
                 )
                 data = self._checked_load(key, block, length, stats)
                 if data is not None:
@@ -470,9 +363,9 @@ class BlockCache:
             ranked = sorted((p, n) for n, (_, p) in entries.items())
             # Soonest-needed first: when room runs out, the later ones are the ones bypassed.
             for block, next_use, data in sorted(items, key=lambda t: _order(t[1])):
-                need = _HEADER.size + len(data)
+                need = entry_bytes(len(data))
                 priority = self._priority(next_use)
-                name = _name(key, block)
+                name = entry_name(key, block)
                 if need > self.limit:
                     stats.add(bypassed=1)
                     continue
@@ -488,7 +381,7 @@ class BlockCache:
                     if latest and victim_priority <= priority:
                         break  # every resident block is needed sooner
                     del ranked[at]
-                    self._forget(victim)
+                    self._held.forget(victim)
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(os.path.join(self.dir, victim))
                     used -= entries.pop(victim)[0]
@@ -496,7 +389,7 @@ class BlockCache:
                 if used + need > self.limit:
                     stats.add(bypassed=1)
                     continue
-                self._write(name, block, data, priority)
+                write_entry(os.path.join(self.dir, name), block, data, priority)
                 used += need - entries.get(name, (0, 0))[0]
                 entries[name] = (need, priority)
                 bisect.insort(ranked, (priority, name))
@@ -525,43 +418,6 @@ class _Corrupt(Exception):
     pass
 
 
-def _mapped(path: str, size: int) -> tuple[memoryview | None, int]:
-    """The entry at ``path`` mapped read-only if it is ``size`` bytes (else None), its inode.
-
-    NOTE [mapped entries]: a hit is served from the page cache's own pages, as a local
-    file is (:class:`~recio.storage.source.MappedSource`): no copy into new memory, which
-    the kernel would first have to fault in and zero. The pages are read ahead in the one
-    ``mmap`` call (``MAP_POPULATE``) rather than faulted in a few at a time by the check.
-    Entries are never written in place (a temporary renamed over them, NOTE [block
-    cache]), and an entry removed while mapped keeps its pages until the map goes (the
-    last view of it), so the map holds the bytes that were checked. Only a file truncated
-    in place under a view (not something the cache does) could fault, as with a local
-    file.
-    """
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        st = os.fstat(fd)
-        if st.st_size != size:
-            return None, st.st_ino  # torn: the wrong length (an empty file cannot be mapped)
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-        return memoryview(mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ)), st.st_ino
-    finally:
-        os.close(fd)
-
-
-def _valid(raw: Any, block: int, length: int) -> bool:
-    if len(raw) < _HEADER.size:
-        return False
-    magic, crc, number, n = _HEADER.unpack_from(raw)
-    data = memoryview(raw)[_HEADER.size :]
-    return magic == _MAGIC and number == block and n == length == len(data) and crc == _crc32c(data)
-
-
-def _name(key: str, block: int) -> str:
-    """The file name of ``block`` of the file ``key`` in the cache's folder."""
-    return f"{key}-{block:010d}{_SUFFIX}"
-
-
 def _order(next_use: int | None) -> int:
     return NEVER if next_use is None else next_use
 
@@ -571,11 +427,6 @@ def _covered(first: np.ndarray, last: np.ndarray) -> list[int]:
     over = np.flatnonzero(last > first)  # a range over several blocks: few
     inner = [b for k in over.tolist() for b in range(int(first[k]) + 1, int(last[k]) + 1)]
     return np.unique(np.concatenate([first, np.asarray(inner, dtype=np.int64)])).tolist()
-
-
-def file_key(url: str, size: int, version: str | None) -> str:
-    """The name entries of one file's blocks start with: its URL, size and version."""
-    return hashlib.sha256(f"{url}\n{size}\n{version}".encode()).hexdigest()[:24]
 
 
 class CachedSource(ByteSource):
@@ -802,9 +653,3 @@ def replay(
             resident[b] = priority
             used += need
     return hits / len(blocks) if blocks else 0.0
-
-
-#: The bytes an entry of ``n`` data bytes takes.
-def entry_bytes(n: int) -> int:
-    """The bytes an entry holding ``n`` data bytes takes on disk (its header included)."""
-    return _HEADER.size + n

@@ -6,9 +6,9 @@ import os
 import warnings
 
 from .atomic import AtomicOutput
+from .mapped import CopiedSource
 from .remote import FsspecSource
 from .retry import retrying
-from .source import CopiedSource
 
 # What fsspec file systems give in ``info()`` that changes when a file's content does:
 # S3 (ETag, LastModified, VersionId), GCS (etag, generation, updated), Azure (etag,
@@ -57,7 +57,7 @@ def cached_copy(source: FsspecSource, cache_dir: str) -> CopiedSource:
     a file rewritten at the same size from the copy: its files are copied again at
     every open (with a warning, once per URL). ``source`` is closed; the returned source
     keeps its URL for messages, and opens it again to repair a damaged record
-    (:class:`~recio.storage.source.CopiedSource`).
+    (:class:`~recio.storage.mapped.CopiedSource`).
     """
     info = retrying(lambda: source.fs.info(source.path), source.url, 0, 0, source.fetch)
     version = file_version(info)

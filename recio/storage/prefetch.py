@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .adaptive import jobs_ahead
-from .blockcache import clock
+from .schedule import clock
 
 __all__ = ["Lookahead", "Prefetcher"]
 
@@ -54,7 +54,7 @@ class Prefetcher:
             windows when an epoch is resumed mid-way (windows start at multiples of
             group_batches).
         epoch: the batches' epoch, for a block cache's schedule: each job's reads are
-            for the clock of its last batch (:func:`recio.storage.blockcache.clock`);
+            for the clock of its last batch (:func:`recio.storage.schedule.clock`);
             None: no clock.
         read_ahead: adapt the jobs in flight to what is measured (Little's law: the
             consumer's bytes per second × a job's fetch time / a job's bytes, plus one;

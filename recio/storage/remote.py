@@ -20,6 +20,7 @@ from typing import Any
 from .._install import install_hint
 from . import buffers
 from .adaptive import LinkEstimate
+from .base import ByteSource
 from .options import PRESIGN_SECONDS, FetchOptions
 from .retry import (
     RangeIgnoredError,
@@ -30,7 +31,6 @@ from .retry import (
     retrying,
     translate_error,
 )
-from .source import ByteSource
 from .urls import filesystem, split_protocol, with_client_defaults
 
 

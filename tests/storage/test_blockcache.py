@@ -158,7 +158,7 @@ def test_an_entry_checked_once_is_not_checked_again_until_replaced(served, tmp_p
     compute no CRC32C; an entry replaced since (a new file, as another process writes one)
     is checked again, and a corrupt replacement is caught and fetched again; the maps of
     entries removed by others are let go at the next scan of the folder."""
-    from recio.storage import blockcache
+    from recio.storage import entries
 
     whole = served.files["/d.rec"]
     rf = open_cached(served, tmp_path, 4 * len(whole))
@@ -166,8 +166,8 @@ def test_an_entry_checked_once_is_not_checked_again_until_replaced(served, tmp_p
     rf.source.read_ranges(ranges)  # fetched and stored
     rf.source.read_ranges(ranges)  # hits: checked once here
     checked = []
-    real = blockcache._crc32c
-    monkeypatch.setattr(blockcache, "_crc32c", lambda data: checked.append(1) or real(data))
+    real = entries.crc32c
+    monkeypatch.setattr(entries, "crc32c", lambda data: checked.append(1) or real(data))
     got = rf.source.read_ranges(ranges)
     assert [bytes(g) for g in got] == [whole[o : o + n] for o, n in ranges]
     assert checked == [] and rf.source.stats.corrupt == 0
@@ -248,51 +248,6 @@ def test_eight_ranks_on_one_node_share_one_cache(tmp_path):
     assert 0 < sum(s["misses"] for s in fits) <= -(-size // 4096) < sum(s["hits"] for s in fits)
     small = [stats for _, stats in by_run[1].values()]
     assert sum(s["evicted"] + s["bypassed"] for s in small) > 0
-
-
-_CLAIMER = """
-import sys, time
-from recio.storage.blockcache import BlockCache
-cache = BlockCache(sys.argv[1], 1 << 20)
-mine, theirs = cache._claim("k", [(0, 10, None), (1, 10, None)])
-print(len(mine), len(theirs), flush=True)
-time.sleep(60)
-"""
-
-
-def test_a_claim_is_a_lock_that_goes_with_its_process_and_leaves_no_file(tmp_path):
-    """NOTE [claims]: a block another process has claimed waits; once that process is
-    killed (no unclaim ever runs), the claim is gone and the block is this process's to
-    fetch. Claiming and letting go create no file in the folder."""
-    claimer = subprocess.Popen(
-        [sys.executable, "-c", _CLAIMER, str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE,
-        text=True, env=dict(os.environ, PYTHONPATH=str(REPO)),
-    )  # fmt: skip
-    try:
-        assert claimer.stdout.readline().split() == ["2", "0"]
-        cache = BlockCache(str(tmp_path), 1 << 20)
-        mine, theirs = cache._claim("k", [(0, 10, None), (2, 10, None)])
-        assert [b for b, *_ in mine] == [2] and [(b, o) for b, _, _, o in theirs] == [(0, "there")]
-        name = os.path.basename(cache.entry("k", 0))
-        assert cache._still_claimed(name, "there")
-    finally:
-        claimer.kill()
-        claimer.wait()
-        claimer.stdout.close()
-    assert not cache._still_claimed(name, "there")
-    mine, theirs = cache._claim("k", [(0, 10, None), (1, 10, None)])
-    assert [b for b, *_ in mine] == [0, 1] and not theirs
-    # another thread of this object waits for this one's claims, a second object in this
-    # process (an open of its own) as for another process's
-    _, theirs = cache._claim("k", [(1, 10, None)])
-    assert [o for *_, o in theirs] == ["here"]
-    other = BlockCache(str(tmp_path), 1 << 20)
-    _, theirs = other._claim("k", [(1, 10, None)])
-    assert [o for *_, o in theirs] == ["there"]
-    cache._unclaim("k", [0, 1])
-    assert [b for b, *_ in other._claim("k", [(1, 10, None)])[0]] == [1]
-    other._unclaim("k", [1])
-    assert sorted(os.listdir(tmp_path)) == [".claims", ".lock"]
 
 
 def test_replay_belady_beats_lru_on_a_loop():

@@ -1,0 +1,153 @@
+"""Local files mmap'd: ``MappedSource``, and a remote file's whole local copy (``CopiedSource``).
+
+Reads are zero-copy memoryview slices of the page cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .base import ByteSource
+
+__all__ = ["CopiedSource", "MappedSource"]
+
+
+class MappedSource(ByteSource):
+    """A local file, mmap'd read-only: reads are zero-copy slices of the page cache.
+
+    A map faults (SIGBUS, which kills the process) where a page past the file's end is
+    touched, so a file truncated or rewritten in place while open is checked for: reads
+    (and :meth:`current_view`) compare the range with the file's size now, an fstat of
+    the map's descriptor, and raise ``TruncatedRecordError`` for a range that is gone.
+    A view already handed out can still fault if the file shrinks under it.
+    """
+
+    mapped = True
+
+    def __init__(self, path: str, url: str | None = None) -> None:
+        self.url = url or path
+        self.closed = False
+        with open(path, "rb") as f:
+            self.size = os.fstat(f.fileno()).st_size
+            # mmap refuses empty files; an empty buffer behaves the same. The map keeps a
+            # descriptor of its own (mmap.size() is an fstat of it): the file is closed here.
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if self.size else None
+        self.buffer = memoryview(self._map) if self._map is not None else memoryview(b"")
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"I/O on a closed file {self.url}")
+
+    def current_size(self) -> int:
+        """The file's size now (it was ``size`` when opened)."""
+        self._check_open()
+        return self._map.size() if self._map is not None else self.size
+
+    def current_view(self) -> memoryview:
+        """The map as far as the file still reaches: parsing it cannot fault.
+
+        ``buffer`` itself unless the file has shrunk since it was opened.
+        """
+        now = self.current_size()
+        return self.buffer if now >= self.size else self.buffer[:now]
+
+    def mapped_view(self) -> memoryview:
+        """:meth:`current_view`: a map's view is the whole file."""
+        return self.current_view()
+
+    def read(self, offset: int, length: int) -> memoryview:
+        """A zero-copy slice of the map (fewer bytes at the end of the file).
+
+        Raises:
+            TruncatedRecordError: the file was truncated while open and no longer holds
+                the range.
+            ValueError: the source is closed.
+        """
+        return self.read_ranges([(offset, length)])[0]
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        """Zero-copy slices of the map, the file's size checked once for all of them."""
+        view = self.current_view()
+        if len(view) < self.size:
+            for offset, length in ranges:
+                if min(offset + length, self.size) > len(view):
+                    raise self.truncated(offset, len(view))
+        return [view[offset : offset + length] for offset, length in ranges]
+
+    def close(self) -> None:
+        """Unmap the file, or, while views handed out still use the map, leave it to them.
+
+        The last view to go unmaps it and closes its descriptor; reads raise
+        ``ValueError`` from now on.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        buffer, self.buffer = self.buffer, memoryview(b"")
+        with contextlib.suppress(BufferError):  # a buffer taken from it directly
+            buffer.release()  # slices keep the map through a buffer of their own
+        mapped, self._map = self._map, None
+        if mapped is not None:
+            with contextlib.suppress(BufferError):  # views still exist: theirs to unmap
+                mapped.close()
+
+
+class CopiedSource(MappedSource):
+    """A remote file's whole local copy (``cache_dir`` without ``cache_limit``), mmap'd.
+
+    Reads are the map's. A record the checksum sidecar finds damaged in the copy (the
+    disk, not the store) is fetched again from the remote file (:meth:`refetch`) and
+    written over the copy's bytes (:meth:`repair`): the map is shared with the file, so
+    the repaired bytes are what every later read sees, in this process and in the others
+    that map the same copy.
+
+    Args:
+        path: the copy.
+        url: the remote file's URL (for messages, and to fetch ranges again).
+        reopen: opens the remote file again, when the first range is fetched again.
+    """
+
+    def __init__(self, path: str, url: str, reopen: Callable[[], ByteSource]) -> None:
+        super().__init__(path, url=url)
+        self.path = path
+        self._reopen = reopen
+        self._origin: ByteSource | None = None
+        self._lock = threading.Lock()  # decode threads verify batches concurrently
+
+    mends = True
+
+    def refetch(self, offset: int, length: int, *, until: int | None = None) -> Any:
+        """``length`` bytes from ``offset`` of the remote file, not of the copy."""
+        with self._lock:
+            if self._origin is None:
+                self._origin = self._reopen()
+            origin = self._origin
+        return origin.read(offset, length)
+
+    def repair(self, offset: int, data: Any) -> None:
+        """Write ``data`` (the store's bytes, checked) over the copy at ``offset``.
+
+        Raises:
+            OSError: the copy cannot be written (a read-only cache folder).
+        """
+        view = memoryview(data).cast("B")
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            done = 0
+            while done < len(view):
+                done += os.pwrite(fd, view[done:], offset + done)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Unmap the copy, and close the remote file if a range was fetched again."""
+        with self._lock:
+            origin, self._origin = self._origin, None
+        if origin is not None:
+            origin.close()
+        super().close()

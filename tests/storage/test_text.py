@@ -1,0 +1,27 @@
+"""decode_text: a text file's bytes as text with LF line ends, or the byte that is not UTF-8."""
+
+from __future__ import annotations
+
+import pytest
+
+from recio.errors import RecordIOError
+from recio.storage.text import decode_text, lf_line_ends
+
+
+def test_line_ends_as_python_text_files_read_them():
+    assert decode_text(b"a\r\nb\rc\nd") == "a\nb\nc\nd"
+    assert decode_text("é\n".encode()) == "é\n"
+    assert lf_line_ends("x\r\n\r") == "x\n\n"
+
+
+def test_a_byte_that_is_not_utf8_is_named_with_its_line():
+    with pytest.raises(RecordIOError, match=r"byte 0xff on line 3") as info:
+        decode_text(b"1\t0\n2\t8\n3\t\xff\n", path="x.idx")
+    assert info.value.path == "x.idx" and info.value.offset == 10
+
+
+def test_records_read_text_files_as_storage_does():
+    from recio.records.format import decode_text as records_decode_text
+
+    for data in (b"1\t0\r\n2\t9\r", b"\n\n"):
+        assert records_decode_text(data) == decode_text(data)
