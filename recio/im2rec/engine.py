@@ -51,7 +51,7 @@ from .. import storage
 from .._install import install_hint
 from ..records.format import ListEntry, format_idx_line
 from ..records.recordio import MXIndexedRecordIO
-from ..storage.atomic import remove_partials
+from ..storage import remove_partials
 from .batches import FramedRuns, batch_stream
 from .lists import check_list, read_list_into
 from .pack import output_names, shard_slice

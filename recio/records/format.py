@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import CorruptRecordError, RecordIOError, TruncatedRecordError
+from ..storage.text import decode_text, lf_line_ends
 
 MAGIC = 0xCED7230A
 MAGIC_BYTES = struct.pack("<I", MAGIC)
@@ -354,32 +355,6 @@ def _bad_idx_line(lineno: int, line: str, why: str, path: str | None) -> RecordI
     return RecordIOError(f"bad .idx line {lineno}: {line[:80]!r} ({why})", path=path)
 
 
-def decode_text(data: bytes, *, path: str | None = None) -> str:
-    """The bytes of a text file (an ``.idx``, a ``.lst``) as UTF-8 text.
-
-    Line ends are read as Python's text files read them (CRLF and CR as LF).
-
-    Raises:
-        RecordIOError: the bytes are not UTF-8 (names the file, byte and line).
-    """
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise RecordIOError(
-            f"not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line} ({exc.reason})",
-            path=path,
-            offset=exc.start,
-        ) from None
-    return _lf_line_ends(text)
-
-
-def _lf_line_ends(text: str) -> str:
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text
-
-
 # parse_idx_arrays parses pieces of about this many bytes, each ending at a line end, so
 # its temporaries stay this small (and in cache) whatever the size of the file.
 _IDX_PIECE = 1 << 20
@@ -448,7 +423,7 @@ def _idx_piece_text(piece: bytes | str, data: bytes | str, path: str | None) -> 
     if isinstance(piece, str):
         return piece
     try:
-        return _lf_line_ends(piece.decode("utf-8"))
+        return lf_line_ends(piece.decode("utf-8"))
     except UnicodeDecodeError:
         # The pieces before were text, so the file's first bad byte is in this one:
         # decode_text names it, and its line, as in the whole file.

@@ -20,8 +20,7 @@ def test_a_byte_that_is_not_utf8_is_named_with_its_line():
     assert info.value.path == "x.idx" and info.value.offset == 10
 
 
-def test_records_read_text_files_as_storage_does():
-    from recio.records.format import decode_text as records_decode_text
+def test_records_read_text_files_with_storages_decoder():
+    from recio.records import format as record_format
 
-    for data in (b"1\t0\r\n2\t9\r", b"\n\n"):
-        assert records_decode_text(data) == decode_text(data)
+    assert record_format.decode_text is decode_text
