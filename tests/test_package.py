@@ -142,6 +142,42 @@ def test_a_cycle_through_a_function_level_import_is_found(tmp_path):
     assert import_cycle(tmp_path, "pkg") is None
 
 
+# The data flow, bottom up: a module imports from its own layer and the layers below it,
+# never from one above (DESIGN.md, "Layers").
+LAYERS = [
+    ["recio", "recio._install", "recio._checks", "recio._crc32c", "recio._moved", "recio._native",
+     "recio.errors", "recio.dist"],
+    ["recio.storage"],
+    ["recio.records"],
+    ["recio.sampling", "recio.augment"],
+    ["recio.decode"],
+    ["recio.pipeline"],
+    ["recio.frameworks", "recio.dali", "recio.im2rec", "recio.bench", "recio.train", "recio.cli"],
+]  # fmt: skip
+
+
+def _layer(module: str) -> int:
+    found = [
+        (len(prefix), i)
+        for i, layer in enumerate(LAYERS)
+        for prefix in layer
+        if module == prefix or module.startswith(prefix + ".")
+    ]
+    return max(found)[1]
+
+
+def test_each_layer_imports_only_its_own_and_the_layers_below():
+    upward = []
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for target in module_imports(path.read_text(), name, path.name == "__init__.py"):
+            if target.startswith("recio.") and _layer(target) > _layer(name):
+                upward.append(f"{name} -> {target}")
+    assert not upward, upward
+    assert _layer("recio.records.file") == 2 and _layer("recio.pipeline.iterator") == 5
+
+
 def test_top_level_holds_few_public_modules_and_none_is_long():
     public = [p.stem for p in PACKAGE.glob("*.py") if not p.name.startswith("_")]
     assert len(public) <= 10, public
