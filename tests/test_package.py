@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -221,3 +222,18 @@ def test_every_subpackage_ships_in_the_wheel():
         ".".join(p.parent.relative_to(PACKAGE.parent).parts) for p in PACKAGE.rglob("__init__.py")
     }
     assert on_disk <= shipped
+
+
+def test_design_md_indexes_every_note_where_it_is():
+    """DESIGN.md's table of NOTE blocks names the file that holds each, and every NOTE
+    block in the code is in the table."""
+    root = PACKAGE.parent
+    design = (root / "DESIGN.md").read_text()
+    table = dict(re.findall(r"^\| \[([^\]]+)\] \| `([^`]+)` \|", design, re.M))
+    assert len(table) > 30
+    for name, where in table.items():
+        assert f"NOTE [{name}]" in (root / where).read_text(), f"NOTE [{name}] not in {where}"
+    defined = set()
+    for path in [*root.glob("recio/**/*.py"), *root.glob("native/*.[ch]")]:
+        defined |= set(re.findall(r"NOTE \[([^\]]+)\]:", path.read_text()))
+    assert defined <= set(table), sorted(defined - set(table))
