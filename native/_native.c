@@ -12,6 +12,7 @@
 
 #include <jconfig.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <unistd.h>
 
 #include "colour.h"
@@ -45,10 +46,6 @@ typedef struct {
    * release(), by recio.decode's Pillow path; it outlives the rc_pool (a Pillow decode may
    * still hold a share when close() frees the threads). Its limit is set once, by init. */
   rc_budget budget;
-  /* The draw tuple parsed last, and what it parsed to (get_draw_once): a pipeline passes the
-   * same tuple with every batch. Read and written with the GIL held. */
-  PyObject *draw_obj;
-  rc_draw draw_parsed;
 } PoolObject;
 
 /* Where one encoded image's bytes are, inside a buffer view the batch holds (see images). */
@@ -433,7 +430,6 @@ static void Pool_dealloc(PoolObject *self) {
   pthread_cond_destroy(&self->idle);
   pthread_mutex_destroy(&self->mu);
   rc_budget_destroy(&self->budget);
-  Py_CLEAR(self->draw_obj);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -643,49 +639,50 @@ static int all_ok(const int32_t *status, Py_ssize_t n) {
   return 1;
 }
 
-/* The arguments every decode takes (decode_batch, decode_records): the output, statuses,
- * crops and flips (or keyed draws) and options, as Python gives them. */
+/* NOTE [named parameters]: what a decode is asked to do reaches C by name, never by position.
+ * A Draw is made from keywords that name rc_draw's fields (its colour and geometry from dicts
+ * that name rc_colour's and rc_geom's), a JobOptions from keywords that name rc_opts' fields:
+ * each is parsed and checked once, when it is made (a pipeline makes them once per iterator),
+ * and a batch only copies the parsed struct. A missing or unknown name is a TypeError, so a
+ * change on either side cannot remap one parameter onto another. The per-batch arrays (out,
+ * status, crops, flips, the records' keys) are the call's own arguments. */
 typedef struct {
-  PyObject *out, *status, *crops, *flips, *lut, *draw, *draw_records;
-  PyObject *gain, *mean_img; /* float32 [3] and [3][out_h][out_w], or None */
-  int out_h, out_w, layout, itemsize, interp, bgr, dct_mode, roi;
-  unsigned long long max_pixels;
-} job_args;
-
-#define JOB_FORMAT "OOiiiiOOOiiiiK"
-
-/* The buffers a decode holds while it runs, and its error texts. */
-typedef struct {
-  Py_buffer out, status, crops, flips, lut, draw_records, gain, mean_img;
+  PyObject_HEAD
   rc_draw draw;
-  char *errors;
-} job_views;
+} DrawObject;
 
-static void job_release(job_views *v) {
-  PyMem_Free(v->errors);
-  release_param(&v->out);
-  release_param(&v->status);
-  release_param(&v->crops);
-  release_param(&v->flips);
-  release_param(&v->lut);
-  release_param(&v->draw_records);
-  release_param(&v->gain);
-  release_param(&v->mean_img);
-}
+static PyTypeObject DrawType;
 
-/* geometry: (affine, max_rotate_angle, rotate, max_shear_ratio, min_ratio, max_ratio,
- * min_random_scale, max_random_scale, min_img_size, max_img_size, min_crop_size, max_crop_size,
- * pad, fill_value, inter_method), as recio.geometry.GeometrySpec.native() gives it. */
-static int get_geom(PyObject *obj, rc_geom *g) {
-  if (!PyTuple_Check(obj)) {
-    PyErr_SetString(PyExc_TypeError, "geometry must be a tuple");
+/* Parses `mapping` (a dict) as the keyword arguments of `what`: every name of kwlist given. */
+static int parse_named(PyObject *mapping, const char *format, char **kwlist, ...) {
+  if (!PyDict_Check(mapping)) {
+    PyErr_Format(PyExc_TypeError, "%s must be a dict of its parameters by name",
+                 strchr(format, ':') + 1);
     return -1;
   }
-  if (!PyArg_ParseTuple(obj, "iiifffffffiiiii:geometry", &g->affine, &g->max_rotate_angle,
-                        &g->rotate, &g->max_shear_ratio, &g->min_ratio, &g->max_ratio,
-                        &g->min_random_scale, &g->max_random_scale, &g->min_img_size,
-                        &g->max_img_size, &g->min_crop_size, &g->max_crop_size, &g->pad,
-                        &g->fill_value, &g->inter_method))
+  PyObject *empty = PyTuple_New(0);
+  if (!empty) return -1;
+  va_list va;
+  va_start(va, kwlist);
+  const int ok = PyArg_VaParseTupleAndKeywords(empty, mapping, format, kwlist, va);
+  va_end(va);
+  Py_DECREF(empty);
+  return ok ? 0 : -1;
+}
+
+/* geometry: rc_geom's fields by name, as recio.augment.GeometrySpec.native() gives them. */
+static int get_geom(PyObject *mapping, rc_geom *g) {
+  static char *kwlist[] = {"affine",           "max_rotate_angle", "rotate",
+                           "max_shear_ratio",  "min_ratio",        "max_ratio",
+                           "min_random_scale", "max_random_scale", "min_img_size",
+                           "max_img_size",     "min_crop_size",    "max_crop_size",
+                           "pad",              "fill_value",       "inter_method",
+                           NULL};
+  if (parse_named(mapping, "iiifffffffiiiii:geometry", kwlist, &g->affine, &g->max_rotate_angle,
+                  &g->rotate, &g->max_shear_ratio, &g->min_ratio, &g->max_ratio,
+                  &g->min_random_scale, &g->max_random_scale, &g->min_img_size, &g->max_img_size,
+                  &g->min_crop_size, &g->max_crop_size, &g->pad, &g->fill_value,
+                  &g->inter_method) < 0)
     return -1;
   const int im = g->inter_method;
   if (g->max_rotate_angle < 0 || g->max_rotate_angle > 360 || g->pad < 0 || g->pad > 1 << 16 ||
@@ -701,26 +698,16 @@ static int get_geom(PyObject *obj, rc_geom *g) {
   return 0;
 }
 
-/* draw: (out_w, out_h, resize, rand_crop, rrc, rand_mirror, min_area, max_area, min_aspect,
- * max_aspect, epoch_key[, geometry or None, mirror, random_h, random_s, random_l, brightness,
- * contrast, saturation, pca_noise, max_random_contrast, max_random_illumination]), as
- * recio.augment.KeyedDraw.native() gives it. */
-static int get_draw(PyObject *obj, rc_draw *d) {
-  unsigned long long key;
-  if (!PyTuple_Check(obj)) {
-    PyErr_SetString(PyExc_TypeError, "draw must be a tuple");
+/* colour: rc_colour's fields by name, as recio.augment.ColourSpec.native() gives them. */
+static int get_colour(PyObject *mapping, rc_colour *c) {
+  static char *kwlist[] = {"random_h",   "random_s",   "random_l",
+                           "brightness", "contrast",   "saturation",
+                           "pca_noise",  "max_random_contrast", "max_random_illumination",
+                           NULL};
+  if (parse_named(mapping, "iiidddddd:colour", kwlist, &c->random_h, &c->random_s, &c->random_l,
+                  &c->brightness, &c->contrast, &c->saturation, &c->pca_noise,
+                  &c->max_random_contrast, &c->max_random_illumination) < 0)
     return -1;
-  }
-  memset(d, 0, sizeof *d);
-  rc_colour *c = &d->colour;
-  PyObject *geom = Py_None;
-  if (!PyArg_ParseTuple(obj, "iiiiiiddddK|Oiiiidddddd:draw", &d->out_w, &d->out_h, &d->resize,
-                        &d->rand_crop, &d->rrc, &d->rand_mirror, &d->min_area, &d->max_area,
-                        &d->min_aspect, &d->max_aspect, &key, &geom, &d->mirror, &c->random_h,
-                        &c->random_s, &c->random_l, &c->brightness, &c->contrast, &c->saturation,
-                        &c->pca_noise, &c->max_random_contrast, &c->max_random_illumination))
-    return -1;
-  if (geom != Py_None && get_geom(geom, &d->geom) < 0) return -1;
   if (!(c->random_h >= 0 && c->random_h <= 180 && c->random_s >= 0 && c->random_s <= 255 &&
         c->random_l >= 0 && c->random_l <= 255 && c->brightness >= 0 && c->contrast >= 0 &&
         c->saturation >= 0 && c->pca_noise >= 0 && c->max_random_contrast >= 0 &&
@@ -728,68 +715,188 @@ static int get_draw(PyObject *obj, rc_draw *d) {
     PyErr_SetString(PyExc_ValueError, "bad colour parameters");
     return -1;
   }
-  if (!(d->min_area > 0 && d->min_area <= d->max_area && d->max_area <= 1 && d->min_aspect > 0 &&
-        d->min_aspect <= d->max_aspect && d->out_w > 0 && d->out_h > 0)) {
+  return 0;
+}
+
+static int refuse_positional(PyObject *args, const char *what) {
+  if (PyTuple_GET_SIZE(args) == 0) return 0;
+  PyErr_Format(PyExc_TypeError, "%s takes keyword arguments only (its fields by name)", what);
+  return -1;
+}
+
+static PyObject *Draw_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"out_w",      "out_h",      "resize",    "rand_crop", "rrc",
+                           "rand_mirror", "min_area",  "max_area",  "min_aspect", "max_aspect",
+                           "epoch_key",  "mirror",     "colour",    "geometry",  NULL};
+  if (refuse_positional(args, "Draw") < 0) return NULL;
+  rc_draw d;
+  memset(&d, 0, sizeof d);
+  unsigned long long key;
+  PyObject *colour, *geom = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "iiiiiiddddKiO|O:Draw", kwlist, &d.out_w, &d.out_h,
+                                   &d.resize, &d.rand_crop, &d.rrc, &d.rand_mirror, &d.min_area,
+                                   &d.max_area, &d.min_aspect, &d.max_aspect, &key, &d.mirror,
+                                   &colour, &geom))
+    return NULL;
+  if (get_colour(colour, &d.colour) < 0 || (geom != Py_None && get_geom(geom, &d.geom) < 0))
+    return NULL;
+  if (!(d.min_area > 0 && d.min_area <= d.max_area && d.max_area <= 1 && d.min_aspect > 0 &&
+        d.min_aspect <= d.max_aspect && d.out_w > 0 && d.out_h > 0)) {
     PyErr_SetString(PyExc_ValueError, "bad draw parameters");
-    return -1;
+    return NULL;
   }
-  d->epoch_key = key;
-  return 0;
+  d.epoch_key = key;
+  DrawObject *self = (DrawObject *)type->tp_alloc(type, 0);
+  if (self) self->draw = d;
+  return (PyObject *)self;
 }
 
-/* get_draw, parsed once for a tuple passed again (a tuple of numbers cannot change): a
- * pipeline's batches share one, and parsing it was 3 % of a small-image batch's serial work. */
-static int get_draw_once(PoolObject *self, PyObject *obj, rc_draw *d) {
-  if (obj == self->draw_obj) {
-    *d = self->draw_parsed;
-    return 0;
-  }
-  if (get_draw(obj, d) < 0) return -1;
-  Py_XSETREF(self->draw_obj, Py_NewRef(obj));
-  self->draw_parsed = *d;
-  return 0;
+static PyTypeObject DrawType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "recio._native.Draw",
+    .tp_doc = PyDoc_STR("Draw(*, out_w, out_h, resize, rand_crop, rrc, rand_mirror, min_area, "
+                        "max_area, min_aspect, max_aspect, epoch_key, mirror, colour, "
+                        "geometry=None): one epoch's keyed draws, rc_draw's fields by name "
+                        "(colour and geometry: dicts of rc_colour's and rc_geom's), checked "
+                        "once (NOTE [named parameters]); recio.augment.KeyedDraw.native() "
+                        "makes it."),
+    .tp_basicsize = sizeof(DrawObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = Draw_new,
+};
+
+/* The draw of a Draw object; NULL with TypeError for anything else. */
+static const rc_draw *draw_of(PyObject *obj) {
+  if (PyObject_TypeCheck(obj, &DrawType)) return &((DrawObject *)obj)->draw;
+  PyErr_Format(PyExc_TypeError, "draw must be a recio._native.Draw, not %s", Py_TYPE(obj)->tp_name);
+  return NULL;
 }
 
-/* Checks a's options and takes its buffers for n images into v, and ctx's fields from them;
- * on failure, an exception and nothing held. */
-static int job_open(PoolObject *self, const job_args *a, Py_ssize_t n, job_views *v,
-                    batch_ctx *ctx) {
-  memset(v, 0, sizeof *v);
-  if (a->out_h < 1 || a->out_w < 1 || (a->itemsize != 1 && a->itemsize != 2 && a->itemsize != 4) ||
-      (a->layout != RC_LAYOUT_NHWC && a->layout != RC_LAYOUT_NCHW) || a->interp < 0 ||
-      a->interp > RC_INTERP_NEAREST || a->dct_mode < 0 || a->dct_mode > RC_DCT_ALL) {
+/* A decode's options (NOTE [named parameters]): rc_opts less the budget (the pool's), with the
+ * views of its lookup table, gain and mean image held while it lives, and its Draw. */
+typedef struct {
+  PyObject_HEAD
+  rc_opts opts;
+  PyObject *draw; /* a Draw, or NULL */
+  Py_buffer lut, gain, mean_img;
+} JobOptionsObject;
+
+static void JobOptions_dealloc(JobOptionsObject *self) {
+  release_param(&self->lut);
+  release_param(&self->gain);
+  release_param(&self->mean_img);
+  Py_XDECREF(self->draw);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *JobOptions_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"out_h",      "out_w", "layout", "itemsize", "interp", "bgr",
+                           "dct_mode",   "roi",   "max_pixels", "lut",  "draw",   "gain",
+                           "mean_img",   NULL};
+  if (refuse_positional(args, "JobOptions") < 0) return NULL;
+  rc_opts o = {0};
+  PyObject *lut = Py_None, *draw = Py_None, *gain = Py_None, *mean_img = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "iiiiiiiiK|OOOO:JobOptions", kwlist, &o.out_h,
+                                   &o.out_w, &o.layout, &o.itemsize, &o.interp, &o.bgr,
+                                   &o.dct_mode, &o.roi, &o.max_pixels, &lut, &draw, &gain,
+                                   &mean_img))
+    return NULL;
+  if (o.out_h < 1 || o.out_w < 1 || (o.itemsize != 1 && o.itemsize != 2 && o.itemsize != 4) ||
+      (o.layout != RC_LAYOUT_NHWC && o.layout != RC_LAYOUT_NCHW) || o.interp < 0 ||
+      o.interp > RC_INTERP_NEAREST || o.dct_mode < 0 || o.dct_mode > RC_DCT_ALL) {
     PyErr_SetString(PyExc_ValueError, "bad decode parameters");
-    return -1;
+    return NULL;
   }
-  if (a->itemsize != 1 && a->lut == Py_None) {
+  if (o.itemsize != 1 && lut == Py_None) {
     PyErr_SetString(PyExc_ValueError, "float outputs need a lookup table");
-    return -1;
+    return NULL;
   }
-  const int drawn = a->draw != Py_None;
-  if (drawn &&
-      (get_draw_once(self, a->draw, &v->draw) < 0 || a->crops == Py_None || a->flips == Py_None)) {
-    if (!PyErr_Occurred())
-      PyErr_SetString(PyExc_ValueError, "keyed draws need crops and flips to write to");
-    return -1;
-  }
-  const size_t stride = (size_t)a->out_h * a->out_w * 3 * a->itemsize;
-  if (get_param(a->out, &v->out, (Py_ssize_t)(stride * n), 1, "out") < 0 ||
-      get_param(a->status, &v->status, n * 4, 1, "status") < 0 ||
-      get_param(a->crops, &v->crops, n * 16, drawn, "crops") < 0 ||
-      get_param(a->flips, &v->flips, n, drawn, "flips") < 0 ||
-      get_param(a->itemsize == 1 ? Py_None : a->lut, &v->lut, 3 * 256 * a->itemsize, 0, "lut") <
-          0 ||
-      get_param(drawn ? a->draw_records : Py_None, &v->draw_records, n * 8, 0, "draw_records") <
-          0 ||
-      get_param(a->gain, &v->gain, 3 * 4, 0, "gain") < 0 ||
-      get_param(a->mean_img, &v->mean_img, (Py_ssize_t)a->out_h * a->out_w * 3 * 4, 0, "mean_img") <
+  if (draw != Py_None && !draw_of(draw)) return NULL;
+  JobOptionsObject *self = (JobOptionsObject *)type->tp_alloc(type, 0);
+  if (!self) return NULL;
+  if (get_param(o.itemsize == 1 ? Py_None : lut, &self->lut, 3 * 256 * o.itemsize, 0, "lut") < 0 ||
+      get_param(gain, &self->gain, 3 * 4, 0, "gain") < 0 ||
+      get_param(mean_img, &self->mean_img, (Py_ssize_t)o.out_h * o.out_w * 3 * 4, 0, "mean_img") <
           0)
     goto fail;
-  if ((v->gain.buf || v->mean_img.buf) && (a->itemsize != 4 || !v->gain.buf)) {
+  if ((self->gain.buf || self->mean_img.buf) && (o.itemsize != 4 || !self->gain.buf)) {
     PyErr_SetString(PyExc_ValueError,
                     "gain and mean_img need float32 outputs (and mean_img a gain)");
     goto fail;
   }
+  o.lut = self->lut.buf;
+  o.gain = self->gain.buf;
+  o.mean_img = self->mean_img.buf;
+  self->opts = o;
+  self->draw = draw == Py_None ? NULL : Py_NewRef(draw);
+  return (PyObject *)self;
+fail:
+  Py_DECREF(self);
+  return NULL;
+}
+
+static PyTypeObject JobOptionsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "recio._native.JobOptions",
+    .tp_doc = PyDoc_STR(
+        "JobOptions(*, out_h, out_w, layout, itemsize, interp, bgr, dct_mode, roi, max_pixels, "
+        "lut=None, draw=None, gain=None, mean_img=None): what every image of a decode gets, "
+        "rc_opts' fields by name, checked once (NOTE [named parameters]). lut: [3][256] values "
+        "of itemsize bytes, float outputs only; draw: a Draw (each image's window, flip and "
+        "colour drawn for its record); gain (float32 [3]: scale / std) and mean_img (float32 "
+        "[3][out_h][out_w], times gain), float32 outputs only: out = lut * contrast + "
+        "illumination * gain - contrast * mean_img, with the drawn contrast factor and "
+        "illumination. recio.decode makes it once per job."),
+    .tp_basicsize = sizeof(JobOptionsObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = JobOptions_new,
+    .tp_dealloc = (destructor)JobOptions_dealloc,
+};
+
+/* The buffers a decode holds while it runs, its options and its error texts. */
+typedef struct {
+  Py_buffer out, status, crops, flips, draw_records;
+  PyObject *options; /* the JobOptions: its views and Draw stay alive with it */
+  char *errors;
+} job_views;
+
+static void job_release(job_views *v) {
+  PyMem_Free(v->errors);
+  v->errors = NULL;
+  release_param(&v->out);
+  release_param(&v->status);
+  release_param(&v->crops);
+  release_param(&v->flips);
+  release_param(&v->draw_records);
+  Py_CLEAR(v->options);
+}
+
+/* A batch's arrays (as its call gives them) and its JobOptions. */
+typedef struct {
+  PyObject *out, *status, *options, *crops, *flips, *draw_records;
+} job_args;
+
+/* Takes a's buffers for n images into v, and ctx's fields from them and the options; on
+ * failure, an exception and nothing held. */
+static int job_open(PoolObject *self, const job_args *a, Py_ssize_t n, job_views *v,
+                    batch_ctx *ctx) {
+  memset(v, 0, sizeof *v);
+  if (!PyObject_TypeCheck(a->options, &JobOptionsType)) {
+    PyErr_Format(PyExc_TypeError, "options must be a recio._native.JobOptions, not %s",
+                 Py_TYPE(a->options)->tp_name);
+    return -1;
+  }
+  const JobOptionsObject *o = (const JobOptionsObject *)a->options;
+  const int drawn = o->draw != NULL;
+  if (drawn && (a->crops == Py_None || a->flips == Py_None)) {
+    PyErr_SetString(PyExc_ValueError, "keyed draws need crops and flips to write to");
+    return -1;
+  }
+  const size_t stride = (size_t)o->opts.out_h * o->opts.out_w * 3 * o->opts.itemsize;
+  if (get_param(a->out, &v->out, (Py_ssize_t)(stride * n), 1, "out") < 0 ||
+      get_param(a->status, &v->status, n * 4, 1, "status") < 0 ||
+      get_param(a->crops, &v->crops, n * 16, drawn, "crops") < 0 ||
+      get_param(a->flips, &v->flips, n, drawn, "flips") < 0 ||
+      get_param(drawn ? a->draw_records : Py_None, &v->draw_records, n * 8, 0, "draw_records") < 0)
+    goto fail;
   if (!v->out.buf || !v->status.buf || (drawn && !v->draw_records.buf)) {
     PyErr_SetString(PyExc_ValueError, "out and status (and draw_records, to draw) are required");
     goto fail;
@@ -800,29 +907,19 @@ static int job_open(PoolObject *self, const job_args *a, Py_ssize_t n, job_views
     PyErr_NoMemory();
     goto fail;
   }
+  v->options = Py_NewRef(a->options);
   *ctx = (batch_ctx){
       .crops = v->crops.buf,
       .flips = v->flips.buf,
-      .draw = drawn ? &v->draw : NULL,
+      .draw = drawn ? &((DrawObject *)o->draw)->draw : NULL,
       .draw_records = v->draw_records.buf,
       .status = v->status.buf,
       .errors = v->errors,
       .out = v->out.buf,
       .out_stride = stride,
-      .opts = {.out_w = a->out_w,
-               .out_h = a->out_h,
-               .layout = a->layout,
-               .itemsize = a->itemsize,
-               .lut = v->lut.buf,
-               .gain = v->gain.buf,
-               .mean_img = v->mean_img.buf,
-               .interp = a->interp,
-               .bgr = a->bgr,
-               .dct_mode = a->dct_mode,
-               .roi = a->roi,
-               .max_pixels = a->max_pixels,
-               .budget = &self->budget},
+      .opts = o->opts,
   };
+  ctx->opts.budget = &self->budget;
   return 0;
 fail:
   job_release(v);
@@ -837,34 +934,28 @@ static PyObject *job_run(PoolObject *self, batch_ctx *ctx, Py_ssize_t n) {
                                 : per_image(ctx->status, ctx->errors, n, no_result, NULL);
 }
 
-PyDoc_STRVAR(
-    decode_batch_doc,
-    "decode_batch(buffers, out, status, out_h, out_w, layout, itemsize, crops, flips, "
-    "lut, interp, bgr, dct_mode, roi, max_pixels, starts=None, lengths=None, "
-    "draw=None, draw_records=None, gain=None, mean_img=None) -> list[str | None] | None\n\n"
-    "Decodes every JPEG in buffers into out[i] (C-contiguous, writable) and its status "
-    "into status[i] (int32). buffers: a sequence of bytes-like objects, or, with starts "
-    "and lengths (int64 [n] each), one bytes-like object whose bytes "
-    "[starts[i], starts[i] + lengths[i]) are image i (a span outside it is a ValueError). "
-    "crops: int32 [n][4] buffer or None; flips: uint8 [n] or None; lut: [3][256] values "
-    "of itemsize bytes for float outputs, else None. With draw (a tuple, see "
-    "recio.augment.KeyedDraw) and draw_records (int64 [n]), image i's window and flip "
-    "are drawn for record draw_records[i] once its header is read, and written to "
-    "crops and flips (and its colour drawn and applied). gain (float32 [3]: scale / std) "
-    "and mean_img (float32 [3][out_h][out_w], times gain), float32 outputs only: "
-    "out = lut * contrast + illumination * gain - contrast * mean_img, with the "
-    "drawn contrast factor and illumination. Returns the error text per image (None where status "
-    "is 0), or "
-    "None when every status is 0. Use recio.decode.DecodePool, which checks the "
-    "arguments.");
+PyDoc_STRVAR(decode_batch_doc,
+             "decode_batch(buffers, out, status, options, crops=None, flips=None, starts=None, "
+             "lengths=None, draw_records=None) -> list[str | None] | None\n\n"
+             "Decodes every JPEG in buffers into out[i] (C-contiguous, writable) and its status "
+             "into status[i] (int32), as options (a JobOptions) say. buffers: a sequence of "
+             "bytes-like objects, or, with starts and lengths (int64 [n] each), one bytes-like "
+             "object whose bytes [starts[i], starts[i] + lengths[i]) are image i (a span outside "
+             "it is a ValueError). crops: int32 [n][4] buffer or None; flips: uint8 [n] or None. "
+             "With the options' draw and draw_records (int64 [n]), image i's window and flip "
+             "are drawn for record draw_records[i] once its header is read, and written to "
+             "crops and flips (and its colour drawn and applied). Returns the error text per "
+             "image (None where status is 0), or None when every status is 0. Use "
+             "recio.decode.DecodePool, which checks the arguments.");
 
-static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args) {
+static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"buffers", "out",     "status",       "options", "crops", "flips",
+                           "starts",  "lengths", "draw_records", NULL};
   PyObject *buffers, *starts = Py_None, *lengths = Py_None;
-  job_args a = {.draw = Py_None, .draw_records = Py_None, .gain = Py_None, .mean_img = Py_None};
-  if (!PyArg_ParseTuple(args, "O" JOB_FORMAT "|OOOOOO:decode_batch", &buffers, &a.out, &a.status,
-                        &a.out_h, &a.out_w, &a.layout, &a.itemsize, &a.crops, &a.flips, &a.lut,
-                        &a.interp, &a.bgr, &a.dct_mode, &a.roi, &a.max_pixels, &starts, &lengths,
-                        &a.draw, &a.draw_records, &a.gain, &a.mean_img))
+  job_args a = {.crops = Py_None, .flips = Py_None, .draw_records = Py_None};
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO|OOOOO:decode_batch", kwlist, &buffers, &a.out,
+                                   &a.status, &a.options, &a.crops, &a.flips, &starts, &lengths,
+                                   &a.draw_records))
     return NULL;
   if (check_open(self) < 0) return NULL;
   batch_images im;
@@ -880,12 +971,9 @@ static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args) {
   release_images(&im);
   return result;
 }
-
 PyDoc_STRVAR(decode_records_doc,
-             "decode_records(base, offsets, labels, ids, starts, lengths, out, status, out_h, "
-             "out_w, layout, itemsize, crops, flips, lut, interp, bgr, dct_mode, roi, "
-             "max_pixels, draw=None, draw_records=None, gain=None, mean_img=None) -> "
-             "list[str | None] | None\n\n"
+             "decode_records(base, offsets, labels, ids, starts, lengths, out, status, options, "
+             "crops=None, flips=None, draw_records=None) -> list[str | None] | None\n\n"
              "As decode_batch, for the records at byte offsets (int64 [n]) of base (a "
              "bytes-like object: a map of the .rec; or a list of n of them, record i at "
              "offsets[i] of base[i], its spans inside it): each decode thread parses its records' "
@@ -900,14 +988,18 @@ static PyObject *pending_new(PoolObject *self, batch_ctx *ctx, job_views *v,
                              Py_buffer *const views[6], Py_ssize_t n);
 
 /* decode_records, run now (submit 0) or queued as a Pending (submit 1). */
-static PyObject *records_call(PoolObject *self, PyObject *args, int submit) {
+static PyObject *records_call(PoolObject *self, PyObject *args, PyObject *kwds, int submit) {
+  static char *kwlist[] = {"base",   "offsets", "labels",  "ids",   "starts", "lengths",
+                           "out",    "status",  "options", "crops", "flips",  "draw_records",
+                           NULL};
   PyObject *base_obj, *offsets_obj, *labels_obj, *ids_obj, *starts_obj, *lengths_obj;
-  job_args a = {.draw = Py_None, .draw_records = Py_None, .gain = Py_None, .mean_img = Py_None};
-  if (!PyArg_ParseTuple(args, "OOOOOO" JOB_FORMAT "|OOOO:decode_records", &base_obj, &offsets_obj,
-                        &labels_obj, &ids_obj, &starts_obj, &lengths_obj, &a.out, &a.status,
-                        &a.out_h, &a.out_w, &a.layout, &a.itemsize, &a.crops, &a.flips, &a.lut,
-                        &a.interp, &a.bgr, &a.dct_mode, &a.roi, &a.max_pixels, &a.draw,
-                        &a.draw_records, &a.gain, &a.mean_img))
+  job_args a = {.crops = Py_None, .flips = Py_None, .draw_records = Py_None};
+  if (!PyArg_ParseTupleAndKeywords(args, kwds,
+                                   submit ? "OOOOOOOOO|OOO:submit_records"
+                                          : "OOOOOOOOO|OOO:decode_records",
+                                   kwlist, &base_obj, &offsets_obj, &labels_obj, &ids_obj,
+                                   &starts_obj, &lengths_obj, &a.out, &a.status, &a.options,
+                                   &a.crops, &a.flips, &a.draw_records))
     return NULL;
   if (check_open(self) < 0) return NULL;
   Py_buffer base = {0}, offsets = {0}, labels = {0}, ids = {0}, starts = {0}, lengths = {0};
@@ -970,8 +1062,8 @@ done:
   return result;
 }
 
-static PyObject *Pool_decode_records(PoolObject *self, PyObject *args) {
-  return records_call(self, args, 0);
+static PyObject *Pool_decode_records(PoolObject *self, PyObject *args, PyObject *kwds) {
+  return records_call(self, args, kwds, 0);
 }
 
 /* NOTE [pending jobs]: Pool.submit_records queues a decode_records job (rc_pool_submit) and
@@ -1031,7 +1123,6 @@ static PyObject *pending_new(PoolObject *pool, batch_ctx *ctx, job_views *v,
   }
   self->ctx = *ctx;
   self->ctx.records = &self->records;
-  if (self->ctx.draw) self->ctx.draw = &self->v.draw;
   rc_job_init(&self->job, decode_task, &self->ctx, (size_t)n);
   rc_pool *p = enter_pool(pool);
   int rc = p ? rc_pool_submit(p, &self->job) : -1;
@@ -1150,8 +1241,8 @@ PyDoc_STRVAR(submit_records_doc,
              "from one queued job to the next without waiting for the caller. Every buffer "
              "passed is held, and written to, until the job is finished.");
 
-static PyObject *Pool_submit_records(PoolObject *self, PyObject *args) {
-  return records_call(self, args, 1);
+static PyObject *Pool_submit_records(PoolObject *self, PyObject *args, PyObject *kwds) {
+  return records_call(self, args, kwds, 1);
 }
 
 PyDoc_STRVAR(transcode_batch_doc,
@@ -1169,12 +1260,15 @@ static PyObject *transcoded_jpeg(void *vctx, Py_ssize_t i) {
   return PyBytes_FromStringAndSize((const char *)c->outs[i], (Py_ssize_t)c->lens[i]);
 }
 
-static PyObject *Pool_transcode_batch(PoolObject *self, PyObject *args) {
+static PyObject *Pool_transcode_batch(PoolObject *self, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"buffers", "status", "crops",    "sizes",      "quality",
+                           "gray",    "interp", "dct_mode", "max_pixels", NULL};
   PyObject *buffers, *status_obj, *crops_obj, *sizes_obj;
   int quality, gray, interp, dct_mode;
   unsigned long long max_pixels;
-  if (!PyArg_ParseTuple(args, "OOOOiiiiK:transcode_batch", &buffers, &status_obj, &crops_obj,
-                        &sizes_obj, &quality, &gray, &interp, &dct_mode, &max_pixels))
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOiiiiK:transcode_batch", kwlist, &buffers,
+                                   &status_obj, &crops_obj, &sizes_obj, &quality, &gray, &interp,
+                                   &dct_mode, &max_pixels))
     return NULL;
   if (check_open(self) < 0) return NULL;
   if (quality < 1 || quality > 100 || interp < 0 || interp > RC_INTERP_NEAREST || dct_mode < 0 ||
@@ -1247,13 +1341,16 @@ PyDoc_STRVAR(resize_encode_doc,
              "Pillow's resize(box=) does and encodes a 4:2:0 JPEG at quality, with the GIL "
              "released. Raises ValueError with the reason on failure.");
 
-static PyObject *Pool_resize_encode(PoolObject *self, PyObject *args) {
+static PyObject *Pool_resize_encode(PoolObject *self, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"pixels", "width",   "height", "crop", "out_w",
+                           "out_h",  "quality", "interp", NULL};
   PyObject *pixels;
   resize_encode_ctx ctx = {0};
   int interp;
-  if (!PyArg_ParseTuple(args, "Oii(iiii)iiii:resize_encode", &pixels, &ctx.width, &ctx.height,
-                        &ctx.crop[0], &ctx.crop[1], &ctx.crop[2], &ctx.crop[3], &ctx.opts.out_w,
-                        &ctx.opts.out_h, &ctx.quality, &interp))
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oii(iiii)iiii:resize_encode", kwlist, &pixels,
+                                   &ctx.width, &ctx.height, &ctx.crop[0], &ctx.crop[1],
+                                   &ctx.crop[2], &ctx.crop[3], &ctx.opts.out_w, &ctx.opts.out_h,
+                                   &ctx.quality, &interp))
     return NULL;
   if (check_open(self) < 0) return NULL;
   if (ctx.width < 1 || ctx.height < 1 || ctx.quality < 1 || ctx.quality > 100 || interp < 0 ||
@@ -1292,9 +1389,11 @@ PyDoc_STRVAR(image_sizes_doc,
              "unreadable, -2 where the buffer is not a JPEG. buffers: as in decode_batch, a "
              "sequence of bytes-like objects or, with starts and lengths, spans of one buffer.");
 
-static PyObject *Pool_image_sizes(PoolObject *self, PyObject *args) {
+static PyObject *Pool_image_sizes(PoolObject *self, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"buffers", "sizes", "starts", "lengths", NULL};
   PyObject *buffers, *sizes_obj, *starts = Py_None, *lengths = Py_None;
-  if (!PyArg_ParseTuple(args, "OO|OO:image_sizes", &buffers, &sizes_obj, &starts, &lengths))
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|OO:image_sizes", kwlist, &buffers, &sizes_obj,
+                                   &starts, &lengths))
     return NULL;
   if (check_open(self) < 0) return NULL;
   batch_images im;
@@ -1378,14 +1477,19 @@ PyDoc_STRVAR(
     "crcs[i] (uint32: the record's checksum, as the checksum sidecar keeps it); returns the "
     "frames of the records made, one after another in entry order. With the GIL released.");
 
-static PyObject *Pool_im2rec_batch(PoolObject *self, PyObject *args) {
+static PyObject *Pool_im2rec_batch(PoolObject *self, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"paths",   "prefixes",         "status",   "lengths",
+                           "crcs",    "resize",           "center_crop", "color",
+                           "quality", "max_output_bytes", "dct_mode", "max_pixels",
+                           NULL};
   PyObject *paths_obj, *prefixes_obj, *status_obj, *lengths_obj, *crcs_obj;
   im2rec_ctx ctx = {0};
   unsigned long long max_out, max_pixels;
   int dct_mode;
-  if (!PyArg_ParseTuple(args, "OOOOOiiiiKiK:im2rec_batch", &paths_obj, &prefixes_obj, &status_obj,
-                        &lengths_obj, &crcs_obj, &ctx.o.resize, &ctx.o.center_crop, &ctx.o.color,
-                        &ctx.o.quality, &max_out, &dct_mode, &max_pixels))
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOiiiiKiK:im2rec_batch", kwlist, &paths_obj,
+                                   &prefixes_obj, &status_obj, &lengths_obj, &crcs_obj,
+                                   &ctx.o.resize, &ctx.o.center_crop, &ctx.o.color,
+                                   &ctx.o.quality, &max_out, &dct_mode, &max_pixels))
     return NULL;
   if (check_open(self) < 0) return NULL;
   if (ctx.o.quality < 1 || ctx.o.quality > 100 || ctx.o.color < -1 || ctx.o.color > 1 ||
@@ -1471,13 +1575,13 @@ done:
 }
 
 static PyMethodDef Pool_methods[] = {
-    {"decode_batch", (PyCFunction)Pool_decode_batch, METH_VARARGS, decode_batch_doc},
-    {"decode_records", (PyCFunction)Pool_decode_records, METH_VARARGS, decode_records_doc},
-    {"submit_records", (PyCFunction)Pool_submit_records, METH_VARARGS, submit_records_doc},
-    {"image_sizes", (PyCFunction)Pool_image_sizes, METH_VARARGS, image_sizes_doc},
-    {"transcode_batch", (PyCFunction)Pool_transcode_batch, METH_VARARGS, transcode_batch_doc},
-    {"resize_encode", (PyCFunction)Pool_resize_encode, METH_VARARGS, resize_encode_doc},
-    {"im2rec_batch", (PyCFunction)Pool_im2rec_batch, METH_VARARGS, im2rec_batch_doc},
+    {"decode_batch", (PyCFunction)(void (*)(void))Pool_decode_batch, METH_VARARGS | METH_KEYWORDS, decode_batch_doc},
+    {"decode_records", (PyCFunction)(void (*)(void))Pool_decode_records, METH_VARARGS | METH_KEYWORDS, decode_records_doc},
+    {"submit_records", (PyCFunction)(void (*)(void))Pool_submit_records, METH_VARARGS | METH_KEYWORDS, submit_records_doc},
+    {"image_sizes", (PyCFunction)(void (*)(void))Pool_image_sizes, METH_VARARGS | METH_KEYWORDS, image_sizes_doc},
+    {"transcode_batch", (PyCFunction)(void (*)(void))Pool_transcode_batch, METH_VARARGS | METH_KEYWORDS, transcode_batch_doc},
+    {"resize_encode", (PyCFunction)(void (*)(void))Pool_resize_encode, METH_VARARGS | METH_KEYWORDS, resize_encode_doc},
+    {"im2rec_batch", (PyCFunction)(void (*)(void))Pool_im2rec_batch, METH_VARARGS | METH_KEYWORDS, im2rec_batch_doc},
     {"reserve", (PyCFunction)Pool_reserve, METH_O, reserve_doc},
     {"release", (PyCFunction)Pool_release, METH_O, "release(nbytes): gives back a reserve()."},
     {"close", (PyCFunction)Pool_close, METH_NOARGS, "Stops and joins the threads."},
@@ -1516,7 +1620,7 @@ PyDoc_STRVAR(draw_warp_doc,
              "draw_warp(draw, width, height, record) -> (m, off_x, off_y, interp, border, fill, "
              "crop, flip)\n\n"
              "The warp the decode draws for `record`, an image of width x height, with draw's "
-             "geometry (recio.geometry.plan is its reference): m the 2x3 map (6 floats), the "
+             "geometry (recio.augment.geometry.plan is its reference): m the 2x3 map (6 floats), the "
              "crop (x, y, w, h) the source pixels its taps read.");
 
 static PyObject *draw_warp(PyObject *mod, PyObject *args) {
@@ -1524,8 +1628,9 @@ static PyObject *draw_warp(PyObject *mod, PyObject *args) {
   int width, height;
   long long record;
   if (!PyArg_ParseTuple(args, "OiiL:draw_warp", &draw_obj, &width, &height, &record)) return NULL;
-  rc_draw d;
-  if (get_draw(draw_obj, &d) < 0) return NULL;
+  const rc_draw *drawn = draw_of(draw_obj);
+  if (!drawn) return NULL;
+  const rc_draw d = *drawn;
   if (!d.geom.on) {
     PyErr_SetString(PyExc_ValueError, "draw_warp needs a draw with a geometry");
     return NULL;
@@ -1543,15 +1648,16 @@ PyDoc_STRVAR(draw_windows_doc,
              "draw_windows(draw, sizes, records, crops, flips) -> None\n\n"
              "Writes the keyed window (int32 [n][4]: x, y, w, h) and flip (uint8 [n]) of every "
              "record records[i] (int64 [n]) of size sizes[i] (int32 [n][2]: width, height) into "
-             "crops and flips: what decode_batch draws for it. draw: as in decode_batch.");
+             "crops and flips: what decode_batch draws for it. draw: a Draw.");
 
 static PyObject *draw_windows(PyObject *mod, PyObject *args) {
   PyObject *draw_obj, *sizes_obj, *records_obj, *crops_obj, *flips_obj;
   if (!PyArg_ParseTuple(args, "OOOOO:draw_windows", &draw_obj, &sizes_obj, &records_obj, &crops_obj,
                         &flips_obj))
     return NULL;
-  rc_draw d;
-  if (get_draw(draw_obj, &d) < 0) return NULL;
+  const rc_draw *drawn = draw_of(draw_obj);
+  if (!drawn) return NULL;
+  const rc_draw d = *drawn;
   Py_buffer records, sizes = {0}, crops = {0}, flips = {0};
   if (get_int64s(records_obj, &records, "records") < 0) return NULL;
   const Py_ssize_t n = records.shape[0];
@@ -1592,8 +1698,9 @@ static PyObject *draw_colours(PyObject *mod, PyObject *args) {
   PyObject *draw_obj, *records_obj, *values_obj;
   if (!PyArg_ParseTuple(args, "OOO:draw_colours", &draw_obj, &records_obj, &values_obj))
     return NULL;
-  rc_draw d;
-  if (get_draw(draw_obj, &d) < 0) return NULL;
+  const rc_draw *drawn = draw_of(draw_obj);
+  if (!drawn) return NULL;
+  const rc_draw d = *drawn;
   Py_buffer records, values = {0};
   if (get_int64s(records_obj, &records, "records") < 0) return NULL;
   const Py_ssize_t n = records.shape[0];
@@ -1775,7 +1882,9 @@ static int add_status_codes(PyObject *m) {
 }
 
 PyMODINIT_FUNC PyInit__native(void) {
-  if (PyType_Ready(&PoolType) < 0 || PyType_Ready(&PendingType) < 0) return NULL;
+  if (PyType_Ready(&PoolType) < 0 || PyType_Ready(&PendingType) < 0 ||
+      PyType_Ready(&DrawType) < 0 || PyType_Ready(&JobOptionsType) < 0)
+    return NULL;
   PyObject *m = PyModule_Create(&native_module);
   if (!m) return NULL;
   /* No Py_MOD_GIL_NOT_USED: a free-threaded build turns the GIL on when it imports this
@@ -1783,6 +1892,8 @@ PyMODINIT_FUNC PyInit__native(void) {
    * the buffers sequence is read item by item (PySequence_Fast_GET_ITEM on a list another
    * thread could change), Pool.pid and the fork checks are ordered by the GIL only. */
   if (PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) < 0 ||
+      PyModule_AddObjectRef(m, "Draw", (PyObject *)&DrawType) < 0 ||
+      PyModule_AddObjectRef(m, "JobOptions", (PyObject *)&JobOptionsType) < 0 ||
       PyModule_AddStringConstant(m, "LIBJPEG_TURBO_VERSION", STR(LIBJPEG_TURBO_VERSION)) < 0 ||
       PyModule_AddIntConstant(m, "ERRLEN", RC_ERRLEN) < 0 ||
       PyModule_AddStringConstant(m, "SIMD", rc_simd_init()) < 0 ||

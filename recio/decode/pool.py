@@ -324,9 +324,11 @@ class DecodePool:
         errors: list[str | None] | None = None  # None: no image failed
         if self.backend == "native" and n:
             images, spans = _native_images(buffers)
-            spans = spans or (None, None)
-            errors = self._native.decode_batch(images, *self._native_job(job, status), *spans,
-                                               *job.native_extra)  # fmt: skip
+            starts, lengths = spans or (None, None)
+            errors = self._native.decode_batch(
+                images, job.out, status, self._job_options(job), job.crops, job.flips, starts,
+                lengths, job.records,
+            )  # fmt: skip
             todo = np.flatnonzero(status == _UNSUPPORTED).tolist() if errors is not None else []
         else:
             todo = list(range(n))
@@ -412,8 +414,8 @@ class DecodePool:
         handle = None
         if self.backend == "native" and n:
             handle = self._native.submit_records(
-                base, offsets, labels, ids, starts, lengths, *self._native_job(job, status),
-                *job.native_extra,
+                base, offsets, labels, ids, starts, lengths, job.out, status,
+                self._job_options(job), job.crops, job.flips, job.records,
             )  # fmt: skip
         return PendingRecords(self, job, base, status, labels, ids, starts, lengths, handle)
 
@@ -454,13 +456,23 @@ class DecodePool:
         )  # fmt: skip
         return RecordsJob(self, job, kwargs, probe.shape[1:], probe.dtype)
 
-    def _native_job(self, job: _Job, status: np.ndarray) -> tuple:
-        """The arguments every native decode takes, from ``out`` to ``max_pixels``."""
-        return (
-            job.out, status, job.height, job.width, _LAYOUTS[job.layout], job.out.itemsize,
-            job.crops, job.flips, job.lut, _INTERP[job.interpolation], int(job.bgr),
-            self._dct_mode, self._roi, self.max_pixels,
-        )  # fmt: skip
+    def _job_options(self, job: _Job) -> Any:
+        """The native pool's ``JobOptions`` of ``job``: every option by name, checked once."""
+        return _native.JobOptions(
+            out_h=job.height,
+            out_w=job.width,
+            layout=_LAYOUTS[job.layout],
+            itemsize=job.out.itemsize,
+            interp=_INTERP[job.interpolation],
+            bgr=int(job.bgr),
+            dct_mode=self._dct_mode,
+            roi=self._roi,
+            max_pixels=self.max_pixels,
+            lut=job.lut,
+            draw=None if job.draw is None else job.draw.native(),
+            gain=job.gain,
+            mean_img=job.mean_img,
+        )
 
     def _finish(self, job: _Job, buffers: Any, status: np.ndarray, errors, todo: list) -> None:
         """Decode the ``todo`` images with Pillow, zero the failed slots, keep the errors."""
@@ -541,14 +553,14 @@ class DecodePool:
         status = np.zeros(n, dtype=np.int32)
         results = self._native.transcode_batch(
             buffers,
-            status,
-            crops,
-            sizes,
-            int(quality),
-            int(bool(gray)),
-            _INTERP[interpolation],
-            self._dct_mode,
-            self.max_pixels,
+            status=status,
+            crops=crops,
+            sizes=sizes,
+            quality=int(quality),
+            gray=int(bool(gray)),
+            interp=_INTERP[interpolation],
+            dct_mode=self._dct_mode,
+            max_pixels=self.max_pixels,
         )
         self._last.errors = [None if st == 0 else r for st, r in zip(status, results, strict=True)]
         self._last.n = n
@@ -558,15 +570,16 @@ class DecodePool:
         self,
         paths: Sequence[bytes],
         prefixes: Sequence[bytes],
-        options: tuple[int, int, int, int, int],
+        options: dict[str, int],
     ) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
         """im2rec's records of plain JPEG files, made and framed in C (native backend only).
 
         Args:
             paths: each file's path (bytes).
             prefixes: each record's IRHeader and labels (bytes), put before its JPEG.
-            options: ``(resize, center_crop, color, quality, max_output_bytes)`` as
-                :class:`recio.im2rec.EncodeOptions` holds them.
+            options: ``resize``, ``center_crop``, ``color``, ``quality`` and
+                ``max_output_bytes`` by name, as :class:`recio.im2rec.EncodeOptions` holds
+                them.
 
         Returns:
             The frames of the records made, one after another, and per file its int32
@@ -582,8 +595,9 @@ class DecodePool:
         lengths = np.zeros(n, np.int64)
         crcs = np.zeros(n, np.uint32)
         frames = self._native.im2rec_batch(
-            paths, prefixes, status, lengths, crcs, *options, self._dct_mode, self.max_pixels
-        )
+            paths, prefixes, status, lengths, crcs, **options, dct_mode=self._dct_mode,
+            max_pixels=self.max_pixels,
+        )  # fmt: skip
         return frames, status, lengths, crcs
 
     def resize_encode(
@@ -618,8 +632,16 @@ class DecodePool:
             raise ValueError(f"pixels must have shape (height, width, 3), got {pixels.shape}")
         height, width = pixels.shape[:2]
         x, y, w, h = crop if crop is not None else (0, 0, width, height)
+        out_w, out_h = size
         return self._native.resize_encode(
-            pixels, width, height, (x, y, w, h), *size, int(quality), _INTERP[interpolation]
+            pixels,
+            width=width,
+            height=height,
+            crop=(x, y, w, h),
+            out_w=out_w,
+            out_h=out_h,
+            quality=int(quality),
+            interp=_INTERP[interpolation],
         )
 
 
@@ -713,18 +735,15 @@ class RecordsJob:
     """:meth:`DecodePool.records_job`: the shared arguments of many ``submit_records``."""
 
     __slots__ = (
-        "_args", "_draw", "_dtype", "_extra", "_job", "_kwargs", "_pool", "_shape", "_width",
+        "_drawn", "_dtype", "_job", "_kwargs", "_options", "_pool", "_shape", "_width",
     )  # fmt: skip
 
     def __init__(self, pool: DecodePool, job: _Job, kwargs: dict, shape: tuple, dtype) -> None:
         self._pool, self._job, self._kwargs = pool, job, kwargs
         self._width, self._shape, self._dtype = kwargs["label_width"], shape, dtype
-        self._args = None
-        self._draw = job.native_extra[0]  # the draw's native tuple, or None
-        self._extra = job.native_extra[2:]  # (gain, mean_img): the same for every batch
-        if pool.backend == "native":
-            # out, status, crops and flips (0, 1, 6, 7) are each batch's own
-            self._args = list(pool._native_job(job, np.zeros(0, dtype=np.int32)))
+        self._drawn = job.draw is not None
+        # the native JobOptions every batch shares (None: the Python backend)
+        self._options = pool._job_options(job) if pool.backend == "native" else None
 
     def submit(
         self, base: Any, offsets: np.ndarray, out: np.ndarray, records: np.ndarray | None = None
@@ -748,31 +767,30 @@ class RecordsJob:
                 f"out must be a writeable C-contiguous {self._dtype} array of at least {n}"
                 f" images of shape {self._shape}, got {getattr(out, 'shape', type(out))}"
             )
-        if self._args is None or not n or offsets.dtype != np.int64:
+        if self._options is None or not n or offsets.dtype != np.int64:
             return pool.submit_records(base, offsets, out, records=records, **self._kwargs)
         if out.shape[0] != n:
             out = out[:n]
         labels = np.zeros((n, self._width), dtype=np.float32)
         ids, starts, lengths = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
         status = np.empty(n, dtype=np.int32)  # every slot's is written (parse or decode)
-        args = self._args.copy()
-        args[0], args[1] = out, status
-        draw: tuple = (None, None)
-        if self._draw is not None:
+        crops = flips = keys = None
+        if self._drawn:
             if records is None or len(records) != n or records.dtype != np.int64:
                 raise ValueError(f"records must be int64 of shape ({n},) to draw")
-            args[6], args[7] = np.zeros((n, 4), dtype=np.int32), np.zeros(n, dtype=np.uint8)
-            draw = (self._draw, records)
+            crops, flips = np.zeros((n, 4), dtype=np.int32), np.zeros(n, dtype=np.uint8)
+            keys = records
         handle = pool._native.submit_records(
-            base, offsets, labels, ids, starts, lengths, *args, *draw, *self._extra
-        )
-        job = (self, out, args[6], args[7], records)
+            base, offsets, labels, ids, starts, lengths, out, status, self._options, crops, flips,
+            keys,
+        )  # fmt: skip
+        job = (self, out, crops, flips, records)
         return PendingRecords(pool, job, base, status, labels, ids, starts, lengths, handle)
 
     @property
     def native(self) -> bool:
         """Whether :meth:`queue` may be used (the native backend)."""
-        return self._args is not None
+        return self._options is not None
 
     def queue(
         self, base: Any, offsets: np.ndarray, out: np.ndarray, records: np.ndarray | None, rows
@@ -793,22 +811,19 @@ class RecordsJob:
         labels = np.zeros((n, self._width), dtype=np.float32)
         ids = np.empty(n, np.int64)
         status, starts, lengths, crops, flips = rows
-        args = self._args.copy()
-        args[0], args[1] = out, status
-        draw: tuple = (None, None)
-        if self._draw is not None:
-            args[6], args[7] = crops, flips
-            draw = (self._draw, records)
+        if not self._drawn:
+            crops = flips = records = None
         handle = self._pool._native.submit_records(
-            base, offsets, labels, ids, starts, lengths, *args, *draw, *self._extra
-        )
+            base, offsets, labels, ids, starts, lengths, out, status, self._options, crops, flips,
+            records,
+        )  # fmt: skip
         return handle, labels, ids
 
     def pending(self, base, out, records, rows, handle, labels, ids) -> PendingRecords:
         """The :class:`PendingRecords` of a :meth:`queue` call (its arguments and result)."""
         status, starts, lengths, crops, flips = rows
-        if self._draw is None:  # the shared job's, as submit() passes them
-            crops, flips = self._args[6], self._args[7]
+        if not self._drawn:  # none drawn: the images are whole
+            crops = flips = None
         job = (self, out, crops, flips, records)
         return PendingRecords(self._pool, job, base, status, labels, ids, starts, lengths, handle)
 
@@ -816,7 +831,6 @@ class RecordsJob:
         """The _Job of one batch (for the images the native pool leaves to Pillow)."""
         job = copy.copy(self._job)
         job.out, job.crops, job.flips, job.records = out, crops, flips, records
-        job.native_extra = (None if records is None else self._draw, records, *self._extra)
         return job
 
 
@@ -886,7 +900,6 @@ class _Job:
     flips: np.ndarray | None
     draw: KeyedDraw | None
     records: np.ndarray | None
-    native_extra: tuple  # (draw, records, gain, mean_img) as the native pool takes them
     lut: np.ndarray | None
     gain: np.ndarray | None  # float32 (3,): scale / std, where a table per image is made
     mean_img: np.ndarray | None  # float32 (3, H, W): the mean image times gain
@@ -953,7 +966,6 @@ class _Job:
                 raise ValueError(f"flips must have shape ({n},), got {f.shape}")
             job.flips = np.ascontiguousarray(f != 0, dtype=np.uint8)  # 256 is true, not 0
         job.draw, job.records = draw, None
-        native_draw: tuple = (None, None)
         if draw is not None:
             if crops is not None or flips is not None:
                 raise ValueError("give crops and flips, or draw, not both")
@@ -963,7 +975,6 @@ class _Job:
             # the pool writes the windows and flips it draws here
             job.crops = np.zeros((n, 4), dtype=np.int32)
             job.flips = np.zeros(n, dtype=np.uint8)
-            native_draw = (draw.native(), job.records)
         job.lut = job.gain = job.mean_img = None
         scale = float(scale)
         if not (np.isfinite(scale) and scale != 0):
@@ -993,7 +1004,6 @@ class _Job:
             if mean is not None and np.any(np.asarray(mean) != 0):
                 raise ValueError("give mean or mean_img, not both")
             job.mean_img = np.ascontiguousarray(m * (scale / s)[:, None, None], dtype=np.float32)
-        job.native_extra = (*native_draw, job.gain, job.mean_img)
         return job
 
     def decode_pil(

@@ -461,7 +461,13 @@ def make_batch(
     frames, status, lengths, crcs = pool.im2rec_batch(
         [os.fsencode(os.path.join(root, e.path)) for e in entries],
         [pack(record_header(e, opts.pack_label), b"") for e in entries],
-        (opts.resize, int(opts.center_crop), opts.color, opts.quality, limit),
+        {
+            "resize": opts.resize,
+            "center_crop": int(opts.center_crop),
+            "color": opts.color,
+            "quality": opts.quality,
+            "max_output_bytes": limit,
+        },
     )
     others: list = [None] * len(entries)
     todo = np.flatnonzero(status).tolist()
