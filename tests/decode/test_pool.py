@@ -404,8 +404,8 @@ def test_the_normalisation_table_is_shared_and_read_only(pool: decode.DecodePool
     first = out.copy()
     pool.decode_batch(buf, out, mean=[10, 20, 30], std=np.array([2.0, 2, 2]))  # unhashable
     np.testing.assert_array_equal(out, first)
-    lut = decode.pool._lut(np.dtype(np.float32), (10.0, 20.0, 30.0), (2.0, 2.0, 2.0))
-    assert lut is decode.pool._lut(np.dtype(np.float32), (10.0, 20.0, 30.0), (2.0, 2.0, 2.0))
+    lut = decode.options.lut(np.dtype(np.float32), (10.0, 20.0, 30.0), (2.0, 2.0, 2.0))
+    assert lut is decode.options.lut(np.dtype(np.float32), (10.0, 20.0, 30.0), (2.0, 2.0, 2.0))
     assert not lut.flags.writeable and lut[1, 20] == 0.0 and lut[2, 32] == 1.0
 
 
@@ -751,7 +751,7 @@ def _hold_first_pillow_decode(monkeypatch, hold: threading.Event, timeout: float
     """Makes the Pillow decode of image 0 wait (up to timeout) for `hold`; returns the events
     set when it starts and the time it wrote its slot."""
     started, wrote = threading.Event(), []
-    real = decode.pool._Job.decode_pil
+    real = decode.batch.DecodeJob.decode_pil
 
     def slow(self, i, *args):
         if i == 0:
@@ -762,7 +762,7 @@ def _hold_first_pillow_decode(monkeypatch, hold: threading.Event, timeout: float
             wrote.append(time.monotonic())
         return result
 
-    monkeypatch.setattr(decode.pool._Job, "decode_pil", slow)
+    monkeypatch.setattr(decode.batch.DecodeJob, "decode_pil", slow)
     return started, wrote
 
 
