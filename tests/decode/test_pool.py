@@ -26,6 +26,7 @@ from PIL import Image
 
 from recio import decode
 from recio.errors import DecodeError
+from recio.im2rec.encoder import JpegEncoder
 from recio.records.spans import Spans
 
 from ..images import backends, encode, make_pixels
@@ -739,7 +740,8 @@ def test_progressive_jpeg_under_the_default_budget() -> None:
 def test_transcode_refuses_a_progressive_jpeg_over_the_budget() -> None:
     big = encode(1024, 1024, progressive=True)  # 4:2:0: 24,576 blocks, 3 MB of coefficients
     with decode.DecodePool(1, backend="native", max_decode_bytes=2 * MIB) as p:
-        status, out = p.transcode_jpeg([big, encode(64, 64)], np.array([[64, 64]] * 2))
+        encoder = JpegEncoder(p)
+        status, out = encoder.transcode_jpeg([big, encode(64, 64)], np.array([[64, 64]] * 2))
         assert status.tolist() == [decode.STATUS_TOO_LARGE, 0] and out[0] is None
         assert "1024x1024 progressive JPEG needs about" in p.last_errors()[0]
         out = np.zeros((1, 32, 32, 3), np.uint8)
