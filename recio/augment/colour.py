@@ -100,7 +100,7 @@ class ColourSpec:
     def native(self) -> dict[str, int | float]:
         """The colour part of a draw, as the native pool takes it: rc_colour's fields by name.
 
-        native/_native.c reads each by its name (NOTE [named parameters]), so neither side's
+        native/bind_options.c reads each by its name (NOTE [named parameters]), so neither side's
         order matters.
         """
         return {

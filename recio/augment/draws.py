@@ -95,7 +95,7 @@ class KeyedDraw:
         """The draw as the native pool takes it: a ``recio._native.Draw``, checked once.
 
         Every field is passed by the name of rc_draw's field (NOTE [named parameters] in
-        native/_native.c); colour and geometry as their own ``native()`` dicts.
+        native/bind_options.c); colour and geometry as their own ``native()`` dicts.
         """
         s = self.spec
         return _native.Draw(

@@ -212,7 +212,7 @@ class GeometrySpec:
     def native(self) -> dict[str, int | float]:
         """The geometry as the native pool takes it: rc_geom's fields by name.
 
-        native/_native.c reads each by its name (NOTE [named parameters]).
+        native/bind_options.c reads each by its name (NOTE [named parameters]).
         """
         lo, hi = self.aspect_range
         crop_lo, crop_hi = self.crop_sizes or (-1, -1)

@@ -2,7 +2,7 @@
 
 :meth:`DecodePool.submit_records <recio.decode.DecodePool.submit_records>` queues a batch
 of records on the native pool and returns a :class:`PendingRecords` at once (NOTE [pending
-jobs] in native/_native.c); :class:`RecordsJob` makes what many such batches share once,
+jobs] in native/bind_pending.c); :class:`RecordsJob` makes what many such batches share once,
 for a pipeline's batches. :class:`DecodedRecords` is what a batch gives.
 """
 

@@ -182,7 +182,7 @@ def _copy_as(cls: type, spec: object) -> object:
 
 @pytest.mark.needs_native
 def test_the_draw_reaches_the_decoder_by_name_not_by_field_order() -> None:
-    """NOTE [named parameters] in native/_native.c: a ColourSpec and a GeometrySpec with their
+    """NOTE [named parameters] in native/bind_options.c: a ColourSpec and a GeometrySpec with their
     fields in another order draw the same colours and windows, and decode the same pixels."""
     from recio.augment import ColourSpec, GeometrySpec
     from recio.decode import DecodePool
