@@ -13,7 +13,6 @@ import json
 import mmap
 import os
 import re
-import struct
 import subprocess
 import sys
 import textwrap
@@ -337,33 +336,6 @@ def test_spans_decode_as_the_list_does(pool: decode.DecodePool) -> None:
     np.testing.assert_array_equal(got, want)
     assert pool.image_sizes(spans).tolist() == pool.image_sizes(bufs).tolist()
     assert pool.image_sizes(spans.take([3, 0])).tolist() == [[30, 20], [60, 40]]
-
-
-def test_records_from_a_list_of_extents_decode_as_from_one_base(pool: decode.DecodePool) -> None:
-    """submit_records over a list of records' extents (NOTE [unjoined extents] in
-    recio/iterator.py) gives what it gives over the same records joined: statuses, labels,
-    ids, pixels, PNGs (the Pillow path, each image read inside its own extent) too; the
-    Python backend leaves every record to the exact parse either way."""
-    from recio.records.format import IRHeader, pack
-
-    images = [encode(60, 40, seed=1), encode(30, 20, fmt="PNG"), encode(50, 30, seed=2)]
-    extents = []
-    for k, image in enumerate(images):
-        payload = pack(IRHeader(0, float(k), 100 + k, 0), image)
-        extents.append(struct.pack("<II", 0xCED7230A, len(payload)) + payload)
-        extents[-1] += b"\0" * (-len(extents[-1]) % 4)
-    offsets = np.cumsum([0] + [len(e) for e in extents[:-1]]).astype(np.int64)
-    want, got = (np.full((3, 20, 24, 3), 9, np.uint8) for _ in range(2))
-    expected = pool.submit_records(b"".join(extents), offsets, want).result()
-    result = pool.submit_records(extents, np.zeros(3, np.int64), got).result()
-    assert result.status.tolist() == expected.status.tolist()
-    if pool.backend != "native":  # every record left to the exact parse
-        assert result.status.tolist() == [decode.Status.RECORD] * 3
-        return
-    assert result.status.tolist() == [0, 0, 0]
-    assert result.ids.tolist() == [100, 101, 102] and result.labels[:, 0].tolist() == [0, 1, 2]
-    assert [bytes(i) for i in result.images] == [bytes(i) for i in expected.images] == images
-    np.testing.assert_array_equal(got, want)
 
 
 def test_last_errors_of_a_batch_without_failures(pool: decode.DecodePool) -> None:
