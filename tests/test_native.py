@@ -897,3 +897,34 @@ def test_a_pending_batch_in_a_forked_child_refuses_to_wait() -> None:
     res = _run(script, 120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split()[-1] == "0", res.stdout + res.stderr
+
+
+def test_job_options_are_named_and_checked_once() -> None:
+    """NOTE [named parameters] in native/bind_options.c: a JobOptions is made from its fields'
+    names only (positions, a missing or an unknown name are TypeErrors), checked when made,
+    and a decode takes nothing else as its options."""
+    named = dict(out_h=12, out_w=16, layout=0, itemsize=1, interp=0, bgr=0, dct_mode=1, roi=1,
+                 max_pixels=1 << 27)  # fmt: skip
+    _native.JobOptions(**named)
+    with pytest.raises(TypeError, match="keyword arguments only"):
+        _native.JobOptions(*named.values())
+    with pytest.raises(TypeError, match="roi"):
+        _native.JobOptions(**{k: v for k, v in named.items() if k != "roi"})
+    with pytest.raises(TypeError, match="colour"):
+        _native.JobOptions(**named, colour=1)
+    with pytest.raises(ValueError, match="bad decode parameters"):
+        _native.JobOptions(**{**named, "layout": 2})
+    with pytest.raises(ValueError, match="lookup table"):
+        _native.JobOptions(**{**named, "itemsize": 4})
+    with pytest.raises(ValueError, match="lut has 1536 bytes, needs 3072"):
+        _native.JobOptions(**{**named, "itemsize": 4}, lut=np.zeros((3, 256), np.float16))
+    pool = _native.Pool(1)
+    try:
+        out = np.zeros((1, 12, 16, 3), np.uint8)
+        with pytest.raises(TypeError, match="options must be a recio._native.JobOptions"):
+            pool.decode_batch([encode(16, 12)], out, np.zeros(1, np.int32), tuple(named.values()))
+        status = np.full(1, -1, np.int32)
+        assert pool.decode_batch([encode(16, 12)], out, status, _native.JobOptions(**named)) is None
+        assert status.tolist() == [0] and out.any()
+    finally:
+        pool.close()
