@@ -1,6 +1,6 @@
 /* recio decode core: one JPEG -> crop -> resample -> flip -> cast, written in place.
  *
- * No Python here: the binding (_native.c) owns buffers and errors, the pool (pool.c) owns
+ * No Python here: the bindings (bind_*.c) own buffers and errors, the pool (pool.c) owns
  * threads. One rc_worker per thread holds a reusable libjpeg decompressor and scratch memory.
  */
 #ifndef RECIO_DECODE_CORE_H

@@ -244,7 +244,7 @@ void rc_pool_shutdown(rc_pool *p) {
 void rc_pool_forget(rc_pool *p) {
   /* The threads live only in the parent; the child keeps its copies of the states' memory,
    * and of the queued jobs (never finished here: their waiters must not wait, see
-   * NOTE [pending jobs] in _native.c). */
+   * NOTE [pending jobs] in bind_pending.c). */
   p->stopped = p->stopping = 1;
   p->head = p->tail = NULL;
   p->inline_state = NULL;

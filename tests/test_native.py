@@ -56,6 +56,9 @@ import io, random, sys, threading, time
 import numpy as np
 from PIL import Image
 from recio import _native
+_options = lambda out_h, out_w: _native.JobOptions(  # NHWC uint8
+    out_h=out_h, out_w=out_w, layout=0, itemsize=1, interp=0, bgr=0, dct_mode=1, roi=1,
+    max_pixels=1 << 27)
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 300
 sys.setswitchinterval(1e-6)
@@ -82,8 +85,7 @@ def run_batch(pool, kind):
     if kind == 0:
         out = np.zeros((n, H, W, 3), np.uint8)
         status = np.full(n, -1, np.int32)
-        errors = pool.decode_batch(bufs, out, status, H, W, 0, 1, None, None, None, 0, 0, 1, 1,
-                                   1 << 27)
+        errors = pool.decode_batch(bufs, out, status, _options(H, W))
         assert status.tolist() == [0] * n, status
         assert errors is None, errors  # None: no image failed
         assert out.reshape(n, -1).max(axis=1).min() > 0  # every image written
@@ -94,17 +96,19 @@ def run_batch(pool, kind):
     elif kind == 2:
         status = np.full(n, -1, np.int32)
         sizes = np.array([[W, H]] * n, np.int32)
-        res = pool.transcode_batch(bufs, status, None, sizes, 90, 0, 0, 1, 1 << 27)
+        res = pool.transcode_batch(bufs, status=status, crops=None, sizes=sizes, quality=90,
+                                   gray=0, interp=0, dct_mode=1, max_pixels=1 << 27)
         assert status.tolist() == [0] * n, status
         assert all(isinstance(r, bytes) and r[:2] == b"\\xff\\xd8" for r in res)
     elif kind == 3:
-        res = pool.resize_encode(rgb, 64, 48, (0, 0, 64, 48), W, H, 90, 0)
+        res = pool.resize_encode(rgb, width=64, height=48, crop=(0, 0, 64, 48), out_w=W, out_h=H,
+                                 quality=90, interp=0)
         assert res[:2] == b"\\xff\\xd8"
     else:
         out = np.zeros((n, H, W, 3), np.uint8)
         status = np.full(n, -1, np.int32)
-        errors = pool.decode_batch(base, out, status, H, W, 0, 1, None, None, None, 0, 0, 1, 1,
-                                   1 << 27, starts, lengths)
+        errors = pool.decode_batch(base, out, status, _options(H, W), starts=starts,
+                                   lengths=lengths)
         assert status.tolist() == [0] * n and errors is None, (status, errors)
         assert out.reshape(n, -1).max(axis=1).min() > 0
         base.append(0)  # the batch's view of the base is released: it may be resized again
@@ -175,6 +179,9 @@ def test_concurrent_close_calls_and_batches() -> None:
     import numpy as np
     from PIL import Image
     from recio import _native
+    _options = lambda out_h, out_w: _native.JobOptions(  # NHWC uint8
+        out_h=out_h, out_w=out_w, layout=0, itemsize=1, interp=0, bgr=0, dct_mode=1, roi=1,
+        max_pixels=1 << 27)
 
     sys.setswitchinterval(1e-6)
     failures = []
@@ -198,8 +205,7 @@ def test_concurrent_close_calls_and_batches() -> None:
                 out = np.zeros((16, 8, 8, 3), np.uint8)
                 st = np.zeros(16, np.int32)
                 try:
-                    pool.decode_batch(bufs, out, st, 8, 8, 0, 1, None, None, None, 0, 0, 1, 1,
-                                      1 << 27)
+                    pool.decode_batch(bufs, out, st, _options(8, 8))
                     assert st.tolist() == [0] * 16
                     results.append("ok")
                 except ValueError as e:
@@ -241,6 +247,9 @@ def test_close_in_forked_child_does_not_wait_for_the_parents_batch() -> None:
     import numpy as np
     from PIL import Image
     from recio import _native
+    _options = lambda out_h, out_w: _native.JobOptions(  # NHWC uint8
+        out_h=out_h, out_w=out_w, layout=0, itemsize=1, interp=0, bgr=0, dct_mode=1, roi=1,
+        max_pixels=1 << 27)
 
     b = io.BytesIO()
     Image.fromarray(np.random.default_rng(0).integers(0, 256, (256, 256, 3), np.uint8)).save(
@@ -252,7 +261,7 @@ def test_close_in_forked_child_does_not_wait_for_the_parents_batch() -> None:
     def batch():
         out = np.zeros((64, 32, 32, 3), np.uint8)
         st = np.zeros(64, np.int32)
-        pool.decode_batch(bufs, out, st, 32, 32, 0, 1, None, None, None, 0, 0, 1, 1, 1 << 27)
+        pool.decode_batch(bufs, out, st, _options(32, 32))
 
     def loop():
         while not stop:
@@ -297,6 +306,9 @@ def test_close_at_exit_while_a_daemon_thread_decodes() -> None:
     import numpy as np
     from PIL import Image
     from recio import _native
+    _options = lambda out_h, out_w: _native.JobOptions(  # NHWC uint8
+        out_h=out_h, out_w=out_w, layout=0, itemsize=1, interp=0, bgr=0, dct_mode=1, roi=1,
+        max_pixels=1 << 27)
 
     b = io.BytesIO()
     Image.fromarray(np.random.default_rng(0).integers(0, 256, (512, 512, 3), np.uint8)).save(
@@ -308,7 +320,7 @@ def test_close_at_exit_while_a_daemon_thread_decodes() -> None:
         out = np.zeros((64, 32, 32, 3), np.uint8)
         st = np.zeros(64, np.int32)
         while True:
-            pool.decode_batch(bufs, out, st, 32, 32, 0, 1, None, None, None, 0, 0, 1, 1, 1 << 27)
+            pool.decode_batch(bufs, out, st, _options(32, 32))
 
     class Closer:
         def __init__(self, p):
@@ -332,7 +344,13 @@ def test_close_at_exit_while_a_daemon_thread_decodes() -> None:
 
 # --- spans: a batch's images as byte ranges of one buffer -------------------------------
 
-DECODE_ARGS = (None, None, None, 0, 0, 1, 1, 1 << 27)  # crops .. max_pixels: NHWC uint8
+
+def _options(out_h: int = 12, out_w: int = 16):
+    """The JobOptions of an NHWC uint8 decode, bilinear, pow2 DCT scaling, ROI decode."""
+    return _native.JobOptions(
+        out_h=out_h, out_w=out_w, layout=0, itemsize=1, interp=0, bgr=0, dct_mode=1, roi=1,
+        max_pixels=1 << 27,
+    )  # fmt: skip
 
 
 def _spanned(bufs: list[bytes], gap: int = 3) -> tuple[bytearray, np.ndarray, np.ndarray]:
@@ -348,7 +366,7 @@ def _spanned(bufs: list[bytes], gap: int = 3) -> tuple[bytearray, np.ndarray, np
 def _decode(pool, images, n: int, *spans) -> tuple[np.ndarray, np.ndarray, object]:
     out = np.full((n, 12, 16, 3), 7, np.uint8)
     status = np.full(n, -1, np.int32)
-    errors = pool.decode_batch(images, out, status, 12, 16, 0, 1, *DECODE_ARGS, *spans)
+    errors = pool.decode_batch(images, out, status, _options(), None, None, *spans)
     return out, status, errors
 
 
@@ -398,11 +416,21 @@ def test_records_outside_the_base_or_malformed_are_left_to_the_exact_parse() -> 
     out, status, (labels, ids, starts, lengths) = _records_args(n)
     pool = _native.Pool(2)
     try:
-        errors = pool.decode_records(bytes(base), offsets, labels, ids, starts, lengths, out,
-                                     status, 12, 16, 0, 1, *DECODE_ARGS)  # fmt: skip
+        errors = pool.decode_records(
+            bytes(base), offsets, labels, ids, starts, lengths, out, status, _options()
+        )
         with pytest.raises(ValueError, match="labels"):
-            pool.decode_records(bytes(base), offsets, np.zeros(3, np.float32), ids, starts,
-                                lengths, out, status, 12, 16, 0, 1, *DECODE_ARGS)  # fmt: skip
+            pool.decode_records(
+                bytes(base),
+                offsets,
+                np.zeros(3, np.float32),
+                ids,
+                starts,
+                lengths,
+                out,
+                status,
+                _options(),
+            )
     finally:
         pool.close()
     assert status.tolist() == [0] + [decode.STATUS_RECORD] * (n - 1)
@@ -448,8 +476,8 @@ def test_spans_outside_the_base_are_refused_before_any_work(starts, lengths, err
             sizes = np.full((2, 2), -5, np.int32)
             with pytest.raises(ValueError, match=re.escape(error)):
                 if run == "decode":
-                    args = (*DECODE_ARGS, starts, np.array(lengths, np.int64))
-                    pool.decode_batch(base, out, status, 12, 16, 0, 1, *args)
+                    lengths = np.array(lengths, np.int64)
+                    pool.decode_batch(base, out, status, _options(), starts=starts, lengths=lengths)
                 else:
                     pool.image_sizes(base, sizes, starts, np.array(lengths, np.int64))
             assert (out == 7).all() and (status == -1).all() and (sizes == -5).all()
@@ -505,6 +533,9 @@ SPANS_OF_A_CLOSED_MAP = """
 import mmap, os, sys, tempfile, threading, weakref
 import numpy as np
 from recio import _native
+_options = lambda out_h, out_w: _native.JobOptions(  # NHWC uint8
+    out_h=out_h, out_w=out_w, layout=0, itemsize=1, interp=0, bgr=0, dct_mode=1, roi=1,
+    max_pixels=1 << 27)
 sys.setswitchinterval(1e-6)
 data = open(os.environ["JPEG"], "rb").read()
 n = 64
@@ -536,8 +567,8 @@ with tempfile.TemporaryFile() as f:
         t = threading.Timer(0.0005 * (i % 8), close)
         t.start()
         try:
-            pool.decode_batch(memoryview(m) if i % 2 else m, out, status, 8, 8, 0, 1, None,
-                              None, None, 0, 0, 1, 1, 1 << 27, starts, lengths)
+            pool.decode_batch(memoryview(m) if i % 2 else m, out, status, _options(8, 8),
+                              starts=starts, lengths=lengths)
             assert status.tolist() == [0] * n, status
         except ValueError as e:  # closed before the batch took its view
             assert "closed" in str(e), e
@@ -696,13 +727,11 @@ def test_submitted_batches_queue_and_decode_as_decode_records() -> None:
     pool = _native.Pool(2)
     try:
         want_out, want_status, want_heads = _records_args(n)
-        want = pool.decode_records(base, offsets, *want_heads, want_out, want_status, 12, 16, 0,
-                                   1, *DECODE_ARGS)  # fmt: skip
+        want = pool.decode_records(base, offsets, *want_heads, want_out, want_status, _options())
         jobs = []
         for _ in range(4):
             out, status, heads = _records_args(n)
-            pending = pool.submit_records(base, offsets, *heads, out, status, 12, 16, 0, 1,
-                                          *DECODE_ARGS)  # fmt: skip
+            pending = pool.submit_records(base, offsets, *heads, out, status, _options())
             jobs.append((pending, out, status, heads))
         with pytest.raises(BufferError):
             base.append(0)  # held by the queued jobs
@@ -717,13 +746,13 @@ def test_submitted_batches_queue_and_decode_as_decode_records() -> None:
         del jobs, pending
         base.append(0)  # every view released
         with pytest.raises(ValueError, match="timeout"):
-            pool.submit_records(base, offsets[:2], *_records_args(2)[2], *_records_args(2)[:2],
-                                12, 16, 0, 1, *DECODE_ARGS).wait(-1)  # fmt: skip
+            pool.submit_records(
+                base, offsets[:2], *_records_args(2)[2], *_records_args(2)[:2], _options()
+            ).wait(-1)
     finally:
         pool.close()
     with pytest.raises(ValueError, match="closed"):
-        pool.submit_records(base, offsets, *want_heads, want_out, want_status, 12, 16, 0, 1,
-                            *DECODE_ARGS)  # fmt: skip
+        pool.submit_records(base, offsets, *want_heads, want_out, want_status, _options())
 
 
 def test_records_in_a_list_of_extents_decode_as_in_one_base() -> None:
@@ -741,11 +770,11 @@ def test_records_in_a_list_of_extents_decode_as_in_one_base() -> None:
     pool = _native.Pool(2)
     try:
         want_out, want_status, want_heads = _records_args(n)
-        pool.decode_records(base, offsets, *want_heads, want_out, want_status, 12, 16, 0, 1,
-                            *DECODE_ARGS)  # fmt: skip
+        pool.decode_records(base, offsets, *want_heads, want_out, want_status, _options())
         out, status, heads = _records_args(n)
-        pending = pool.submit_records(extents, np.zeros(n, np.int64), *heads, out, status, 12,
-                                      16, 0, 1, *DECODE_ARGS)  # fmt: skip
+        pending = pool.submit_records(
+            extents, np.zeros(n, np.int64), *heads, out, status, _options()
+        )
         with pytest.raises(BufferError):
             extents[0].append(0)  # held by the queued job
         assert pending.wait(30)
@@ -753,8 +782,7 @@ def test_records_in_a_list_of_extents_decode_as_in_one_base() -> None:
         del pending
         extents[0].append(0)  # released
         with pytest.raises(ValueError, match="5 extents for 6 offsets"):
-            pool.decode_records(extents[:5], np.zeros(n, np.int64), *heads, out, status, 12, 16,
-                                0, 1, *DECODE_ARGS)  # fmt: skip
+            pool.decode_records(extents[:5], np.zeros(n, np.int64), *heads, out, status, _options())
     finally:
         pool.close()
     assert want_status.tolist() == [0] * 6
@@ -775,6 +803,9 @@ def test_close_with_batches_queued_stops_them_and_writes_nothing_after() -> None
     import struct, threading, time
     import numpy as np
     from recio import _native
+    _options = lambda out_h, out_w: _native.JobOptions(  # NHWC uint8
+        out_h=out_h, out_w=out_w, layout=0, itemsize=1, interp=0, bgr=0, dct_mode=1, roi=1,
+        max_pixels=1 << 27)
     from recio.records.format import IRHeader, pack
     from tests.images import encode
 
@@ -792,8 +823,7 @@ def test_close_with_batches_queued_stops_them_and_writes_nothing_after() -> None
             heads = (np.zeros((n, 1), np.float32), np.zeros(n, np.int64), np.zeros(n, np.int64),
                      np.zeros(n, np.int64))
             st = np.full(n, -1, np.int32)
-            p = pool.submit_records(base, offsets, *heads, out, st, 64, 64, 0, 1, None, None,
-                                    None, 0, 0, 1, 1, 1 << 27)
+            p = pool.submit_records(base, offsets, *heads, out, st, _options(64, 64))
             jobs.append((p, out))
         closer = threading.Thread(target=pool.close)
         time.sleep(0.002 * trial)
@@ -828,6 +858,9 @@ def test_a_pending_batch_in_a_forked_child_refuses_to_wait() -> None:
     import os, signal, struct, traceback
     import numpy as np
     from recio import _native
+    _options = lambda out_h, out_w: _native.JobOptions(  # NHWC uint8
+        out_h=out_h, out_w=out_w, layout=0, itemsize=1, interp=0, bgr=0, dct_mode=1, roi=1,
+        max_pixels=1 << 27)
     from recio.records.format import IRHeader, pack
     from tests.images import encode
 
@@ -839,8 +872,7 @@ def test_a_pending_batch_in_a_forked_child_refuses_to_wait() -> None:
     heads = [np.zeros((n, 1), np.float32)] + [np.zeros(n, np.int64) for _ in range(3)]
     out, st = np.zeros((n, 64, 64, 3), np.uint8), np.full(n, -1, np.int32)
     pool = _native.Pool(2)
-    p = pool.submit_records(frame * n, offsets, *heads, out, st, 64, 64, 0, 1, None, None,
-                            None, 0, 0, 1, 1, 1 << 27)
+    p = pool.submit_records(frame * n, offsets, *heads, out, st, _options(64, 64))
     pid = os.fork()
     if pid == 0:
         signal.alarm(20)  # a hang dies of SIGALRM
@@ -865,3 +897,34 @@ def test_a_pending_batch_in_a_forked_child_refuses_to_wait() -> None:
     res = _run(script, 120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split()[-1] == "0", res.stdout + res.stderr
+
+
+def test_job_options_are_named_and_checked_once() -> None:
+    """NOTE [named parameters] in native/bind_options.c: a JobOptions is made from its fields'
+    names only (positions, a missing or an unknown name are TypeErrors), checked when made,
+    and a decode takes nothing else as its options."""
+    named = dict(out_h=12, out_w=16, layout=0, itemsize=1, interp=0, bgr=0, dct_mode=1, roi=1,
+                 max_pixels=1 << 27)  # fmt: skip
+    _native.JobOptions(**named)
+    with pytest.raises(TypeError, match="keyword arguments only"):
+        _native.JobOptions(*named.values())
+    with pytest.raises(TypeError, match="roi"):
+        _native.JobOptions(**{k: v for k, v in named.items() if k != "roi"})
+    with pytest.raises(TypeError, match="colour"):
+        _native.JobOptions(**named, colour=1)
+    with pytest.raises(ValueError, match="bad decode parameters"):
+        _native.JobOptions(**{**named, "layout": 2})
+    with pytest.raises(ValueError, match="lookup table"):
+        _native.JobOptions(**{**named, "itemsize": 4})
+    with pytest.raises(ValueError, match="lut has 1536 bytes, needs 3072"):
+        _native.JobOptions(**{**named, "itemsize": 4}, lut=np.zeros((3, 256), np.float16))
+    pool = _native.Pool(1)
+    try:
+        out = np.zeros((1, 12, 16, 3), np.uint8)
+        with pytest.raises(TypeError, match="options must be a recio._native.JobOptions"):
+            pool.decode_batch([encode(16, 12)], out, np.zeros(1, np.int32), tuple(named.values()))
+        status = np.full(1, -1, np.int32)
+        assert pool.decode_batch([encode(16, 12)], out, status, _native.JobOptions(**named)) is None
+        assert status.tolist() == [0] and out.any()
+    finally:
+        pool.close()

@@ -90,7 +90,7 @@ def _batches(kind: str, rec: str, out: int, n: int) -> None:
     ``kind``: "decode" (read_and_decode, unverified), "verify" (RecordFile.verify_view),
     "remote-off" / "remote-on" (read_many from memory://, checked or not)."""
     from recio.augment import KeyedDraw
-    from recio.decode import DecodePool
+    from recio.decode import DecodeOptions, DecodePool
     from recio.pipeline.config import CropSpec
     from recio.pipeline.read_decode import read_and_decode
     from recio.records.reader import RecordFile
@@ -112,9 +112,9 @@ def _batches(kind: str, rec: str, out: int, n: int) -> None:
     else:
         records = RecordFile(rec, verify_checksums=False)
         pool, pixels = DecodePool(1), np.empty((64, out, out, 3), np.uint8)
-        draw, kw = KeyedDraw(CropSpec(out, out), seed=0, epoch=0), {}
+        draw, options = KeyedDraw(CropSpec(out, out), seed=0, epoch=0), DecodeOptions()
         call = lambda: read_and_decode(  # noqa: E731
-            records, positions, pool, pixels, label_width=1, draw=draw, decode_kwargs=kw
+            records, positions, pool, pixels, label_width=1, draw=draw, options=options
         )
     for _ in range(n + 1):
         call()

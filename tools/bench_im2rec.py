@@ -76,6 +76,7 @@ class Bounds:
         from turbojpeg import TJSAMP_420, TurboJPEG
 
         from recio import decode
+        from recio.im2rec.encoder import JpegEncoder
         from recio.im2rec.transcode import EncodeOptions, SkipImage, _native_job, read_file
         from recio.records.format import parse_lst
 
@@ -95,7 +96,7 @@ class Bounds:
             else:
                 jpegs.append(data)
                 jobs.append(job)
-        self.pool = decode.DecodePool(threads, backend="native")
+        self.pool = JpegEncoder(decode.DecodePool(threads, backend="native"))
         sizes = np.array([job.size for job in jobs], np.int32)
         status, small = self.pool.transcode_jpeg(jpegs, sizes, quality=quality)
         keep = [i for i, st in enumerate(status) if st == 0]

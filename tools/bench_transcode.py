@@ -33,6 +33,7 @@ from PIL import Image
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from recio.decode import DecodePool  # noqa: E402
+from recio.im2rec.encoder import JpegEncoder  # noqa: E402
 from recio.im2rec.transcode import jpeg_header, output_size  # noqa: E402
 
 
@@ -54,7 +55,8 @@ def main() -> None:
     heads = [jpeg_header(d) for d in datas]
     sizes = np.array([output_size(h.width, h.height, args.resize) for h in heads], np.int32)
     pool = DecodePool(1, backend="native")
-    _, small = pool.transcode_jpeg(datas, sizes, quality=args.quality)
+    encoder = JpegEncoder(pool)
+    _, small = encoder.transcode_jpeg(datas, sizes, quality=args.quality)
     resized = [tj.decode(j, pixel_format=TJPF_RGB) for j in small]  # what the floor encodes
 
     def psnr(a: np.ndarray, b: np.ndarray) -> float:
@@ -64,7 +66,7 @@ def main() -> None:
     def rgb_jpeg(data: bytes, w: int, h: int) -> bytes:
         rgb = np.empty((1, h, w, 3), np.uint8)
         pool.decode_batch([data], rgb)
-        return pool.resize_encode(rgb[0], (w, h), quality=args.quality)
+        return encoder.resize_encode(rgb[0], (w, h), quality=args.quality)
 
     scores: dict[str, list[float]] = {"planes": [], "via RGB": []}
     for data, jpeg, (w, h) in zip(datas, small, sizes.tolist(), strict=True):
@@ -77,7 +79,7 @@ def main() -> None:
         print(f"PSNR vs Pillow LANCZOS, {name:8s} {statistics.mean(values):.2f} dB (mean)")
 
     def recio() -> None:
-        pool.transcode_jpeg(datas, sizes, quality=args.quality)
+        encoder.transcode_jpeg(datas, sizes, quality=args.quality)
 
     def via_rgb() -> None:
         for data, (w, h) in zip(datas, sizes.tolist(), strict=True):

@@ -9,7 +9,6 @@ and the flip's, so turning colour on changes no window or flip.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -66,9 +65,9 @@ class ColourSpec:
             if not 0 <= value <= top:
                 raise ValueError(f"{name} must be in [0, {top}], not {value}")
             object.__setattr__(self, name, value)
-        for f in dataclasses.fields(self)[3:]:
+        for name in _FACTORS:
             object.__setattr__(
-                self, f.name, check_number(f.name, getattr(self, f.name), finite=False, minimum=0.0)
+                self, name, check_number(name, getattr(self, name), finite=False, minimum=0.0)
             )
         if self.max_random_contrast >= 1:
             raise ValueError(
@@ -98,9 +97,28 @@ class ColourSpec:
         """Whether any colour augmentation is on."""
         return self.pixels or self.affine
 
-    def native(self) -> tuple:
-        """The colour part of a draw, as the native pool takes it."""
-        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
+    def native(self) -> dict[str, int | float]:
+        """The colour part of a draw, as the native pool takes it: rc_colour's fields by name.
+
+        native/bind_options.c reads each by its name (NOTE [named parameters]), so neither side's
+        order matters.
+        """
+        return {
+            "random_h": self.random_h,
+            "random_s": self.random_s,
+            "random_l": self.random_l,
+            "brightness": self.brightness,
+            "contrast": self.contrast,
+            "saturation": self.saturation,
+            "pca_noise": self.pca_noise,
+            "max_random_contrast": self.max_random_contrast,
+            "max_random_illumination": self.max_random_illumination,
+        }
+
+
+# ColourSpec's non-negative factors (its fields past the three HLS shifts)
+_FACTORS = ("brightness", "contrast", "saturation", "pca_noise", "max_random_contrast",
+            "max_random_illumination")  # fmt: skip
 
 
 COLOUR_VALUES = 11  # per record: HLS h, s, l; brightness, contrast, saturation; PCA r, g, b;

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -90,15 +91,29 @@ class KeyedDraw:
         """The 64-bit key every record's draws of this epoch start from."""
         return mix_int(mix_int((self.seed + GOLDEN_INT) & MASK) ^ (self.epoch * GOLDEN_INT & MASK))
 
-    def native(self) -> tuple:
-        """The draw as the native pool takes it."""
+    def native(self) -> Any:
+        """The draw as the native pool takes it: a ``recio._native.Draw``, checked once.
+
+        Every field is passed by the name of rc_draw's field (NOTE [named parameters] in
+        native/bind_options.c); colour and geometry as their own ``native()`` dicts.
+        """
         s = self.spec
-        return (
-            s.out_width, s.out_height, s.resize, int(s.rand_crop), int(s.random_resized_crop),
-            int(s.rand_mirror), s.min_area, s.max_area, s.min_aspect, s.max_aspect,
-            self.epoch_key, None if self.geometry is None else self.geometry.native(),
-            int(s.mirror), *self.colour.native(),
-        )  # fmt: skip
+        return _native.Draw(
+            out_w=s.out_width,
+            out_h=s.out_height,
+            resize=s.resize,
+            rand_crop=int(s.rand_crop),
+            rrc=int(s.random_resized_crop),
+            rand_mirror=int(s.rand_mirror),
+            min_area=s.min_area,
+            max_area=s.max_area,
+            min_aspect=s.min_aspect,
+            max_aspect=s.max_aspect,
+            epoch_key=self.epoch_key,
+            mirror=int(s.mirror),
+            colour=self.colour.native(),
+            geometry=None if self.geometry is None else self.geometry.native(),
+        )
 
     def colours(self, records: np.ndarray) -> ColourDraws:
         """The colour draws of ``records`` (what the decoder applies to each)."""

@@ -209,15 +209,30 @@ class GeometrySpec:
             if getattr(self, f.name) != getattr(default, f.name)
         ]
 
-    def native(self) -> tuple:
-        """The geometry as the native pool takes it (native/_native.c, get_geom)."""
+    def native(self) -> dict[str, int | float]:
+        """The geometry as the native pool takes it: rc_geom's fields by name.
+
+        native/bind_options.c reads each by its name (NOTE [named parameters]).
+        """
         lo, hi = self.aspect_range
         crop_lo, crop_hi = self.crop_sizes or (-1, -1)
-        return (
-            int(self.warp), self.max_rotate_angle, self.rotate, self.max_shear_ratio, lo, hi,
-            self.min_random_scale, self.max_random_scale, self.min_img_size, self.max_img_size,
-            crop_lo, crop_hi, self.pad, self.fill_value, self.inter_method,
-        )  # fmt: skip
+        return {
+            "affine": int(self.warp),
+            "max_rotate_angle": self.max_rotate_angle,
+            "rotate": self.rotate,
+            "max_shear_ratio": self.max_shear_ratio,
+            "min_ratio": lo,
+            "max_ratio": hi,
+            "min_random_scale": self.min_random_scale,
+            "max_random_scale": self.max_random_scale,
+            "min_img_size": self.min_img_size,
+            "max_img_size": self.max_img_size,
+            "min_crop_size": crop_lo,
+            "max_crop_size": crop_hi,
+            "pad": self.pad,
+            "fill_value": self.fill_value,
+            "inter_method": self.inter_method,
+        }
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,15 @@ Semantics shared by both backends:
 * A failed image gets a non-zero status, its text in :meth:`DecodePool.last_errors`, and a
   zeroed slot in ``out``; the rest of the batch completes.
 
-Modules: :mod:`~recio.decode.pool` (``DecodePool``), :mod:`~recio.decode.status` (the
-status codes), :mod:`~recio.decode._pillow` (the Pillow path), :mod:`~recio.decode.jpegcheck`
-(is an encoded image whole, before DALI sees it).
+Modules: :mod:`~recio.decode.pool` (``DecodePool``: the decode API),
+:mod:`~recio.decode.options` (``DecodeOptions``: interpolation, normalisation, layout),
+:mod:`~recio.decode.batch` (one call's checked arguments, and its Pillow path),
+:mod:`~recio.decode.jobs` (queued record batches: ``PendingRecords``, ``RecordsJob``),
+:mod:`~recio.decode.status` (the status codes), :mod:`~recio.decode._pillow` (the Pillow
+path), :mod:`~recio.decode.jpegcheck` (is an encoded image whole, before DALI sees it).
 """
 
+from .options import DecodeOptions
 from .pool import DecodePool, default_backend, features, native_available, raise_on_error
 from .status import (
     STATUS_BAD_PARAM,
@@ -59,6 +63,7 @@ __all__ = [
     "STATUS_TOO_LARGE",
     "STATUS_TRUNCATED",
     "STATUS_UNSUPPORTED",
+    "DecodeOptions",
     "DecodePool",
     "Status",
     "default_backend",

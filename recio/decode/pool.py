@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import copy
-import functools
 import os
 import threading
 import warnings
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from ..augment import KeyedDraw, apply_colour
-from ..augment.geometry import plan, warp_image
+from ..augment import KeyedDraw
 from ..records.spans import Spans
-from ._pillow import Budget, ByteBudget, pil_decode, pil_filters, pil_size
+from ._pillow import Budget, ByteBudget, pil_size
+from .batch import DTYPES, DecodeJob
+from .jobs import DecodedRecords, ExtentImages, PendingRecords, RecordsJob
+from .options import INTERP, LAYOUTS, DecodeOptions
 from .status import STATUS_NAMES, Status
 
 try:
@@ -25,10 +25,18 @@ try:
 except ImportError:  # extension not built: the Python fallback takes over, visibly
     _native = None
 
-_INTERP = {"bilinear": 0, "area": 1, "nearest": 2}
-_LAYOUTS = {"NHWC": 0, "NCHW": 1}
 _DCT = {"off": 0, "pow2": 1, "all": 2}
-_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float16))
+__all__ = [
+    "DecodePool",
+    "DecodedRecords",
+    "ExtentImages",
+    "PendingRecords",
+    "RecordsJob",
+    "default_backend",
+    "features",
+    "native_available",
+    "raise_on_error",
+]
 _UNSUPPORTED = int(Status.UNSUPPORTED)  # an enum member's lookup costs a microsecond
 
 _warned_slow = False
@@ -56,8 +64,8 @@ def features() -> dict[str, Any]:
         "native": _native is not None,
         "default_backend": default_backend(),
         "libjpeg_turbo": getattr(_native, "LIBJPEG_TURBO_VERSION", None),
-        "interpolations": sorted(_INTERP),
-        "dtypes": [str(d) for d in _DTYPES],
+        "interpolations": sorted(INTERP),
+        "dtypes": [str(d) for d in DTYPES],
     }
 
 
@@ -72,44 +80,6 @@ def _warn_slow_once(reason: str) -> None:
         RuntimeWarning,
         stacklevel=3,
     )
-
-
-_INT32 = np.iinfo(np.int32)
-
-
-def _int32_array(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """``value`` as a C-contiguous int32 array of ``shape``, never wrapped.
-
-    A value int32 cannot hold (a window past 2**31 in int64, say) is a ValueError naming it
-    and where it is, as is a fractional or non-finite float: numpy's cast would wrap or
-    truncate it silently.
-    """
-    a = np.asarray(value)
-    if a.shape != shape:
-        raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
-    if a.dtype == np.int32:
-        return np.ascontiguousarray(a)
-    if a.dtype.kind == "O":  # Python ints beyond int64, or not numbers at all
-        items = a.ravel().tolist()
-        if not all(isinstance(v, int) for v in items):
-            raise ValueError(f"{name} must hold integers, got {a.dtype} values")
-        bad = [i for i, v in enumerate(items) if not _INT32.min <= v <= _INT32.max]
-        if bad:
-            where = np.unravel_index(bad[0], shape)
-            value = items[bad[0]]
-            raise ValueError(f"{name}{list(map(int, where))} = {value} is outside int32")
-        return np.array(items, dtype=np.int32).reshape(shape)
-    if a.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must hold integers, got dtype {a.dtype}")
-    with np.errstate(invalid="ignore"):
-        outside = ~((a >= _INT32.min) & (a <= _INT32.max))  # NaN too
-        fraction = (np.trunc(a) != a) & ~outside if a.dtype.kind == "f" else None
-    limits = f"is outside int32 ({_INT32.min}..{_INT32.max})"
-    for bad, what in ((outside, limits), (fraction, "is not a whole number")):
-        if bad is not None and bad.any():
-            where = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(f"{name}{list(where)} = {a[where].item()!r} {what}")
-    return np.ascontiguousarray(a, dtype=np.int32)
 
 
 def _default_threads() -> int:
@@ -268,13 +238,8 @@ class DecodePool:
         flips: np.ndarray | None = None,
         draw: KeyedDraw | None = None,
         records: np.ndarray | None = None,
-        interpolation: str = "bilinear",
-        mean: Sequence[float] | None = None,
-        std: Sequence[float] | None = None,
-        layout: str = "NHWC",
-        channel_order: str = "RGB",
-        scale: float = 1.0,
-        mean_img: np.ndarray | None = None,
+        options: DecodeOptions | None = None,
+        **option_fields: Any,
     ) -> np.ndarray:
         """Decodes ``buffers`` into ``out[:len(buffers)]`` and returns an int32 status per image.
 
@@ -291,17 +256,11 @@ class DecodePool:
             draw: instead of crops and flips, each image's window and flip drawn for its
                 record (``records``, int64 (N,)) as it is decoded, from the size in its header.
             records: the record number of each image, the key of its draws (with ``draw``).
-            interpolation: "bilinear", "area" (Pillow BOX) or "nearest".
-            mean: per output channel on the 0..255 scale; float outputs only:
-                ``out = (pixel - mean) / std``.
-            std: per output channel on the 0..255 scale, as ``mean``.
-            layout: "NHWC" or "NCHW".
-            channel_order: "RGB" or "BGR".
-            scale: MXNet's ``scale``, float outputs only: ``out = (pixel - mean) / std *
-                scale``.
-            mean_img: a mean image, float32 outputs only: (3, H, W) per output channel on
-                the 0..255 scale, taken from every image instead of ``mean`` (MXNet's
-                ``mean_img``).
+            options: interpolation, normalisation and layout
+                (:class:`~recio.decode.options.DecodeOptions`; default: its defaults).
+            **option_fields: DecodeOptions' fields by name (``interpolation=``, ``mean=``,
+                ``std=``, ``layout=``, ``channel_order=``, ``scale=``, ``mean_img=``), put
+                into ``options``.
 
         With ``draw``, its colour augmentation (:class:`~recio.augment.ColourSpec`) runs on
         each image's pixels before they are normalised, and its random contrast and
@@ -316,17 +275,17 @@ class DecodePool:
         """
         self._check_open()
         n = len(buffers)
-        job = _Job.build(
-            n, out, crops, flips, draw, records, interpolation, mean, std, layout, channel_order,
-            scale, mean_img,
-        )  # fmt: skip
+        options = DecodeOptions.of(options, option_fields)
+        job = DecodeJob.build(n, out, crops, flips, draw, records, options)
         status = np.zeros(n, dtype=np.int32)
         errors: list[str | None] | None = None  # None: no image failed
         if self.backend == "native" and n:
             images, spans = _native_images(buffers)
-            spans = spans or (None, None)
-            errors = self._native.decode_batch(images, *self._native_job(job, status), *spans,
-                                               *job.native_extra)  # fmt: skip
+            starts, lengths = spans or (None, None)
+            errors = self._native.decode_batch(
+                images, job.out, status, self._job_options(job), job.crops, job.flips, starts,
+                lengths, job.records,
+            )  # fmt: skip
             todo = np.flatnonzero(status == _UNSUPPORTED).tolist() if errors is not None else []
         else:
             todo = list(range(n))
@@ -342,13 +301,8 @@ class DecodePool:
         label_width: int = 1,
         draw: KeyedDraw | None = None,
         records: np.ndarray | None = None,
-        interpolation: str = "bilinear",
-        mean: Sequence[float] | None = None,
-        std: Sequence[float] | None = None,
-        layout: str = "NHWC",
-        channel_order: str = "RGB",
-        scale: float = 1.0,
-        mean_img: np.ndarray | None = None,
+        options: DecodeOptions | None = None,
+        **option_fields: Any,
     ) -> DecodedRecords:
         """Parse the records at byte ``offsets`` of ``base`` and decode their images, in one call.
 
@@ -361,8 +315,7 @@ class DecodePool:
         """
         return self.submit_records(
             base, offsets, out, label_width=label_width, draw=draw, records=records,
-            interpolation=interpolation, mean=mean, std=std, layout=layout,
-            channel_order=channel_order, scale=scale, mean_img=mean_img,
+            options=DecodeOptions.of(options, option_fields),
         ).result()  # fmt: skip
 
     def submit_records(
@@ -374,13 +327,8 @@ class DecodePool:
         label_width: int = 1,
         draw: KeyedDraw | None = None,
         records: np.ndarray | None = None,
-        interpolation: str = "bilinear",
-        mean: Sequence[float] | None = None,
-        std: Sequence[float] | None = None,
-        layout: str = "NHWC",
-        channel_order: str = "RGB",
-        scale: float = 1.0,
-        mean_img: np.ndarray | None = None,
+        options: DecodeOptions | None = None,
+        **option_fields: Any,
     ) -> PendingRecords:
         """:meth:`decode_records`, queued: returns at once, the pool decodes meanwhile.
 
@@ -398,10 +346,8 @@ class DecodePool:
         self._check_open()
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         n = len(offsets)
-        job = _Job.build(
-            n, out, None, None, draw, records, interpolation, mean, std, layout, channel_order,
-            scale, mean_img,
-        )  # fmt: skip
+        options = DecodeOptions.of(options, option_fields)
+        job = DecodeJob.build(n, out, None, None, draw, records, options)
         width = int(label_width)
         if width < 1:
             raise ValueError(f"label_width must be at least 1, not {label_width}")
@@ -412,8 +358,8 @@ class DecodePool:
         handle = None
         if self.backend == "native" and n:
             handle = self._native.submit_records(
-                base, offsets, labels, ids, starts, lengths, *self._native_job(job, status),
-                *job.native_extra,
+                base, offsets, labels, ids, starts, lengths, job.out, status,
+                self._job_options(job), job.crops, job.flips, job.records,
             )  # fmt: skip
         return PendingRecords(self, job, base, status, labels, ids, starts, lengths, handle)
 
@@ -424,13 +370,8 @@ class DecodePool:
         *,
         label_width: int = 1,
         draw: KeyedDraw | None = None,
-        interpolation: str = "bilinear",
-        mean: Sequence[float] | None = None,
-        std: Sequence[float] | None = None,
-        layout: str = "NHWC",
-        channel_order: str = "RGB",
-        scale: float = 1.0,
-        mean_img: np.ndarray | None = None,
+        options: DecodeOptions | None = None,
+        **option_fields: Any,
     ) -> RecordsJob:
         """:meth:`submit_records` for many batches into outputs of one image shape and dtype.
 
@@ -441,28 +382,32 @@ class DecodePool:
         """
         probe = np.empty((0, *tuple(out_shape)[1:]), dtype=dtype)
         records = None if draw is None else np.zeros(0, dtype=np.int64)
-        job = _Job.build(
-            0, probe, None, None, draw, records, interpolation, mean, std, layout, channel_order,
-            scale, mean_img,
-        )  # fmt: skip
+        options = DecodeOptions.of(options, option_fields)
+        job = DecodeJob.build(0, probe, None, None, draw, records, options)
         width = int(label_width)
         if width < 1:
             raise ValueError(f"label_width must be at least 1, not {label_width}")
-        kwargs = dict(
-            label_width=width, draw=draw, interpolation=interpolation, mean=mean, std=std,
-            layout=layout, channel_order=channel_order, scale=scale, mean_img=mean_img,
-        )  # fmt: skip
-        return RecordsJob(self, job, kwargs, probe.shape[1:], probe.dtype)
+        return RecordsJob(self, job, width, options, probe.shape[1:], probe.dtype)
 
-    def _native_job(self, job: _Job, status: np.ndarray) -> tuple:
-        """The arguments every native decode takes, from ``out`` to ``max_pixels``."""
-        return (
-            job.out, status, job.height, job.width, _LAYOUTS[job.layout], job.out.itemsize,
-            job.crops, job.flips, job.lut, _INTERP[job.interpolation], int(job.bgr),
-            self._dct_mode, self._roi, self.max_pixels,
-        )  # fmt: skip
+    def _job_options(self, job: DecodeJob) -> Any:
+        """The native pool's ``JobOptions`` of ``job``: every option by name, checked once."""
+        return _native.JobOptions(
+            out_h=job.height,
+            out_w=job.width,
+            layout=LAYOUTS[job.layout],
+            itemsize=job.out.itemsize,
+            interp=INTERP[job.interpolation],
+            bgr=int(job.bgr),
+            dct_mode=self._dct_mode,
+            roi=self._roi,
+            max_pixels=self.max_pixels,
+            lut=job.lut,
+            draw=None if job.draw is None else job.draw.native(),
+            gain=job.gain,
+            mean_img=job.mean_img,
+        )
 
-    def _finish(self, job: _Job, buffers: Any, status: np.ndarray, errors, todo: list) -> None:
+    def _finish(self, job: DecodeJob, buffers: Any, status: np.ndarray, errors, todo: list) -> None:
         """Decode the ``todo`` images with Pillow, zero the failed slots, keep the errors."""
         if todo:  # PNG & co. on the native backend (usually few), everything on the fallback
 
@@ -501,324 +446,6 @@ class DecodePool:
                 f.cancel()
             wait(futures)
 
-    def transcode_jpeg(
-        self,
-        buffers: Sequence[Any],
-        sizes: np.ndarray,
-        *,
-        crops: np.ndarray | None = None,
-        quality: int = 95,
-        gray: bool = False,
-        interpolation: str = "bilinear",
-    ) -> tuple[np.ndarray, list[bytes | None]]:
-        """JPEGs → crop → resize → JPEGs again, without leaving C (native backend only).
-
-        Args:
-            buffers: encoded JPEGs (any contiguous buffer-protocol objects).
-            sizes: integers (N, 2) output [width, height] per image (int32 range, as crops).
-            crops: integers (N, 4) [x, y, w, h] in source pixels, or None for whole images;
-                a value int32 cannot hold is a ValueError, as in :meth:`decode_batch`.
-            quality: 1..100; colour output is YCbCr 4:2:0, as OpenCV and MXNet write it.
-            gray: one luma channel instead of colour.
-            interpolation: as in :meth:`decode_batch`.
-
-        Returns:
-            int32 statuses and, per image, the new JPEG's bytes (None where the status is
-            not 0; the text is in :meth:`last_errors`). Non-JPEG inputs get
-            ``Status.UNSUPPORTED``: they are for the caller to handle another way.
-        """
-        self._check_open()
-        if self.backend != "native":
-            raise RuntimeError("transcode_jpeg needs the native backend")
-        if not 1 <= quality <= 100:
-            raise ValueError(f"quality must be in 1..100, got {quality}")
-        if interpolation not in _INTERP:
-            raise ValueError(f"interpolation must be one of {sorted(_INTERP)}")
-        n = len(buffers)
-        sizes = _int32_array("sizes", sizes, (n, 2))
-        if crops is not None:
-            crops = _int32_array("crops", crops, (n, 4))
-        status = np.zeros(n, dtype=np.int32)
-        results = self._native.transcode_batch(
-            buffers,
-            status,
-            crops,
-            sizes,
-            int(quality),
-            int(bool(gray)),
-            _INTERP[interpolation],
-            self._dct_mode,
-            self.max_pixels,
-        )
-        self._last.errors = [None if st == 0 else r for st, r in zip(status, results, strict=True)]
-        self._last.n = n
-        return status, [r if st == 0 else None for st, r in zip(status, results, strict=True)]
-
-    def im2rec_batch(
-        self,
-        paths: Sequence[bytes],
-        prefixes: Sequence[bytes],
-        options: tuple[int, int, int, int, int],
-    ) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
-        """im2rec's records of plain JPEG files, made and framed in C (native backend only).
-
-        Args:
-            paths: each file's path (bytes).
-            prefixes: each record's IRHeader and labels (bytes), put before its JPEG.
-            options: ``(resize, center_crop, color, quality, max_output_bytes)`` as
-                :class:`recio.im2rec.EncodeOptions` holds them.
-
-        Returns:
-            The frames of the records made, one after another, and per file its int32
-            status (0: made; ``Status.UNSUPPORTED``: left to the caller's Python path),
-            int64 length in the frames and uint32 checksum (:func:`recio.im2rec.make_batch`
-            is the caller, NOTE [im2rec in C] in native/im2rec_core.h).
-        """
-        self._check_open()
-        if self.backend != "native":
-            raise RuntimeError("im2rec_batch needs the native backend")
-        n = len(paths)
-        status = np.zeros(n, np.int32)
-        lengths = np.zeros(n, np.int64)
-        crcs = np.zeros(n, np.uint32)
-        frames = self._native.im2rec_batch(
-            paths, prefixes, status, lengths, crcs, *options, self._dct_mode, self.max_pixels
-        )
-        return frames, status, lengths, crcs
-
-    def resize_encode(
-        self,
-        pixels: np.ndarray,
-        size: tuple[int, int],
-        *,
-        crop: tuple[int, int, int, int] | None = None,
-        quality: int = 95,
-        interpolation: str = "bilinear",
-    ) -> bytes:
-        """RGB pixels another library decoded → crop → resize → JPEG (native backend only).
-
-        Args:
-            pixels: uint8 (height, width, 3), e.g. ``np.asarray`` of a Pillow RGB image.
-            size: output (width, height).
-            crop: (x, y, w, h) inside the image, or None for all of it; resized as Pillow's
-                ``resize(size, box=...)`` does.
-            quality: 1..100; the JPEG is YCbCr 4:2:0, as :meth:`transcode_jpeg` writes.
-            interpolation: as in :meth:`decode_batch`.
-
-        Raises:
-            ValueError: bad arguments, or the reason the image could not be encoded.
-        """
-        self._check_open()
-        if self.backend != "native":
-            raise RuntimeError("resize_encode needs the native backend")
-        if interpolation not in _INTERP:
-            raise ValueError(f"interpolation must be one of {sorted(_INTERP)}")
-        pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
-        if pixels.ndim != 3 or pixels.shape[2] != 3:
-            raise ValueError(f"pixels must have shape (height, width, 3), got {pixels.shape}")
-        height, width = pixels.shape[:2]
-        x, y, w, h = crop if crop is not None else (0, 0, width, height)
-        return self._native.resize_encode(
-            pixels, width, height, (x, y, w, h), *size, int(quality), _INTERP[interpolation]
-        )
-
-
-class DecodedRecords(NamedTuple):
-    """What :meth:`DecodePool.decode_records` gives: per record its status, header and image."""
-
-    status: np.ndarray  # int32 (N,), 0 decoded; Status.RECORD: left to the exact parse
-    labels: np.ndarray  # float32 (N, label_width); flag 0 gives its label in every column
-    ids: np.ndarray  # int64 (N,) from the IRHeaders, -1 where unparsed
-    images: Spans | ExtentImages  # where each image is (empty where unparsed)
-
-
-def _images(base: Any, starts: np.ndarray, lengths: np.ndarray) -> Spans | ExtentImages:
-    """Each record's image: spans of ``base``, or (a list of extents) inside its own."""
-    if isinstance(base, list | tuple):
-        return ExtentImages(base, starts, lengths)
-    return Spans.inside(memoryview(base).cast("B"), starts, lengths)
-
-
-class ExtentImages(Sequence):
-    """Item ``i`` is ``extents[i][starts[i]:][:lengths[i]]`` (sliced when asked for)."""
-
-    __slots__ = ("extents", "lengths", "starts")
-
-    def __init__(self, extents: Sequence[Any], starts: np.ndarray, lengths: np.ndarray) -> None:
-        self.extents, self.starts, self.lengths = extents, starts, lengths
-
-    def __len__(self) -> int:
-        return len(self.extents)
-
-    def __getitem__(self, i: int) -> memoryview:  # type: ignore[override]
-        start = int(self.starts[i])
-        return memoryview(self.extents[i]).cast("B")[start : start + int(self.lengths[i])]
-
-
-class PendingRecords:
-    """A :meth:`DecodePool.submit_records` batch: wait for it, then take its result once."""
-
-    __slots__ = ("_base", "_handle", "_job", "_pool", "_result", "_rows", "failed")
-
-    def __init__(self, pool, job, base, status, labels, ids, starts, lengths, handle) -> None:
-        # job: the batch's _Job, or (RecordsJob, out, crops, flips, records) to make it from
-        # where an image needs it (Pillow, the failed slots)
-        self._pool, self._job, self._base, self._handle = pool, job, base, handle
-        self._rows = (status, labels, ids, starts, lengths)
-        self._result: DecodedRecords | None = None
-        self.failed: bool | None = None  # after result(): whether any status is not 0
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait (GIL released) until the native pool is done, at most ``timeout`` seconds.
-
-        Returns whether it is done; :meth:`result` then returns without waiting for it.
-        """
-        return True if self._handle is None else self._handle.wait(timeout)
-
-    def result(self) -> DecodedRecords:
-        """What :meth:`DecodePool.decode_records` returns; waits for the pool first.
-
-        Its errors are this thread's :meth:`DecodePool.last_errors`.
-
-        Raises:
-            ValueError: the pool was closed before every image was decoded.
-        """
-        if self._result is not None:
-            return self._result
-        status, labels, ids, starts, lengths = self._rows
-        n = len(status)
-        errors: list[str | None] | None = None
-        todo: list[int] = []
-        if self._handle is not None:
-            errors = self._handle.result()
-            self._handle = None  # its buffer views are released
-            todo = np.flatnonzero(status == _UNSUPPORTED).tolist() if errors is not None else []
-        elif n:
-            errors = [None] * n
-        images = _images(self._base, starts, lengths)
-        pool = self._pool
-        if errors is None:  # every image decoded: nothing to finish
-            pool._last.errors, pool._last.n = None, n
-        else:
-            job = self._job
-            if not isinstance(job, _Job):
-                job = job[0].job_for(*job[1:])
-            pool._finish(job, images, status, errors, todo)
-        self.failed = errors is not None and bool(status.any())
-        self._result = DecodedRecords(status, labels, ids, images)
-        return self._result
-
-
-class RecordsJob:
-    """:meth:`DecodePool.records_job`: the shared arguments of many ``submit_records``."""
-
-    __slots__ = (
-        "_args", "_draw", "_dtype", "_extra", "_job", "_kwargs", "_pool", "_shape", "_width",
-    )  # fmt: skip
-
-    def __init__(self, pool: DecodePool, job: _Job, kwargs: dict, shape: tuple, dtype) -> None:
-        self._pool, self._job, self._kwargs = pool, job, kwargs
-        self._width, self._shape, self._dtype = kwargs["label_width"], shape, dtype
-        self._args = None
-        self._draw = job.native_extra[0]  # the draw's native tuple, or None
-        self._extra = job.native_extra[2:]  # (gain, mean_img): the same for every batch
-        if pool.backend == "native":
-            # out, status, crops and flips (0, 1, 6, 7) are each batch's own
-            self._args = list(pool._native_job(job, np.zeros(0, dtype=np.int32)))
-
-    def submit(
-        self, base: Any, offsets: np.ndarray, out: np.ndarray, records: np.ndarray | None = None
-    ) -> PendingRecords:
-        """:meth:`DecodePool.submit_records` of ``offsets`` (int64) into ``out``.
-
-        ``records``: the keys of the draws (int64, one per offset), with a draw.
-        """
-        pool = self._pool
-        pool._check_open()
-        n = len(offsets)
-        if (
-            type(out) is not np.ndarray
-            or out.shape[1:] != self._shape
-            or out.dtype != self._dtype
-            or out.shape[0] < n
-            or not out.flags.c_contiguous
-            or not out.flags.writeable
-        ):
-            raise ValueError(
-                f"out must be a writeable C-contiguous {self._dtype} array of at least {n}"
-                f" images of shape {self._shape}, got {getattr(out, 'shape', type(out))}"
-            )
-        if self._args is None or not n or offsets.dtype != np.int64:
-            return pool.submit_records(base, offsets, out, records=records, **self._kwargs)
-        if out.shape[0] != n:
-            out = out[:n]
-        labels = np.zeros((n, self._width), dtype=np.float32)
-        ids, starts, lengths = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
-        status = np.empty(n, dtype=np.int32)  # every slot's is written (parse or decode)
-        args = self._args.copy()
-        args[0], args[1] = out, status
-        draw: tuple = (None, None)
-        if self._draw is not None:
-            if records is None or len(records) != n or records.dtype != np.int64:
-                raise ValueError(f"records must be int64 of shape ({n},) to draw")
-            args[6], args[7] = np.zeros((n, 4), dtype=np.int32), np.zeros(n, dtype=np.uint8)
-            draw = (self._draw, records)
-        handle = pool._native.submit_records(
-            base, offsets, labels, ids, starts, lengths, *args, *draw, *self._extra
-        )
-        job = (self, out, args[6], args[7], records)
-        return PendingRecords(pool, job, base, status, labels, ids, starts, lengths, handle)
-
-    @property
-    def native(self) -> bool:
-        """Whether :meth:`queue` may be used (the native backend)."""
-        return self._args is not None
-
-    def queue(
-        self, base: Any, offsets: np.ndarray, out: np.ndarray, records: np.ndarray | None, rows
-    ) -> tuple[Any, np.ndarray, np.ndarray]:
-        """:meth:`submit`'s native call alone, into the caller's arrays (native backend).
-
-        For a caller that made ``out`` as :meth:`submit` checks it (the native call checks
-        the sizes again, for memory safety), ``offsets`` int64 and, with a draw, ``records``
-        int64, one per offset. ``rows``: ``(status, starts, lengths, crops, flips)`` for
-        ``n = len(offsets)`` images (int32 n, int64 n, int64 n, int32 n×4, uint8 n), the
-        caller's to reuse once the batch is finished: every slot's status, start and length
-        is written, and with a draw its crop and flip before they are read. Returns the
-        native handle and the batch's fresh labels and ids; :meth:`pending` makes the
-        :class:`PendingRecords` of it.
-        """
-        self._pool._check_open()
-        n = len(offsets)
-        labels = np.zeros((n, self._width), dtype=np.float32)
-        ids = np.empty(n, np.int64)
-        status, starts, lengths, crops, flips = rows
-        args = self._args.copy()
-        args[0], args[1] = out, status
-        draw: tuple = (None, None)
-        if self._draw is not None:
-            args[6], args[7] = crops, flips
-            draw = (self._draw, records)
-        handle = self._pool._native.submit_records(
-            base, offsets, labels, ids, starts, lengths, *args, *draw, *self._extra
-        )
-        return handle, labels, ids
-
-    def pending(self, base, out, records, rows, handle, labels, ids) -> PendingRecords:
-        """The :class:`PendingRecords` of a :meth:`queue` call (its arguments and result)."""
-        status, starts, lengths, crops, flips = rows
-        if self._draw is None:  # the shared job's, as submit() passes them
-            crops, flips = self._args[6], self._args[7]
-        job = (self, out, crops, flips, records)
-        return PendingRecords(self._pool, job, base, status, labels, ids, starts, lengths, handle)
-
-    def job_for(self, out: np.ndarray, crops, flips, records) -> _Job:
-        """The _Job of one batch (for the images the native pool leaves to Pillow)."""
-        job = copy.copy(self._job)
-        job.out, job.crops, job.flips, job.records = out, crops, flips, records
-        job.native_extra = (None if records is None else self._draw, records, *self._extra)
-        return job
-
 
 def _native_images(buffers: Sequence[Any] | Spans) -> tuple[Any, tuple]:
     """How the native pool takes ``buffers``: the images argument, and (starts, lengths) or ()."""
@@ -848,207 +475,3 @@ def raise_on_error(status: np.ndarray, errors: Sequence[str | None]) -> None:
     for i in np.flatnonzero(status):
         st = int(status[i])
         raise DecodeError(errors[i] or STATUS_NAMES.get(st, "error"), index=int(i), status=st)
-
-
-def _lut(dtype: np.dtype, mean: Any, std: Any, scale: float = 1.0) -> np.ndarray:
-    """The per-channel lookup table of ``(level - mean) / std * scale`` (both backends').
-
-    Made once per (dtype, mean, std, scale) given as tuples, as an iterator's batches give
-    them.
-    """
-    try:
-        return _cached_lut(dtype, mean, std, scale)
-    except TypeError:  # unhashable: lists, arrays
-        return _make_lut(dtype, mean, std, scale)
-
-
-def _make_lut(dtype: np.dtype, mean: Any, std: Any, scale: float = 1.0) -> np.ndarray:
-    m = np.zeros(3) if mean is None else np.asarray(mean, dtype=np.float64)
-    s = np.ones(3) if std is None else np.asarray(std, dtype=np.float64)
-    if m.shape != (3,) or s.shape != (3,):
-        raise ValueError("mean and std must have 3 values (one per output channel)")
-    if not (np.isfinite(m).all() and np.isfinite(s).all()) or (s == 0).any():
-        raise ValueError(f"mean/std must be finite and std non-zero, got {m}, {s}")
-    levels = np.arange(256, dtype=np.float64)
-    lut = ((levels[None, :] - m[:, None]) / s[:, None] * scale).astype(dtype)  # (* 1: exact)
-    lut.flags.writeable = False  # shared by the batches that hit the cache
-    return lut
-
-
-_cached_lut = functools.lru_cache(maxsize=16)(_make_lut)
-
-
-class _Job:
-    """The checked, normalised arguments of one decode_batch call."""
-
-    out: np.ndarray
-    crops: np.ndarray | None
-    flips: np.ndarray | None
-    draw: KeyedDraw | None
-    records: np.ndarray | None
-    native_extra: tuple  # (draw, records, gain, mean_img) as the native pool takes them
-    lut: np.ndarray | None
-    gain: np.ndarray | None  # float32 (3,): scale / std, where a table per image is made
-    mean_img: np.ndarray | None  # float32 (3, H, W): the mean image times gain
-    height: int
-    width: int
-    layout: str
-    bgr: bool
-    interpolation: str
-
-    @classmethod
-    def build(
-        cls,
-        n: int,
-        out: np.ndarray,
-        crops: Any,
-        flips: Any,
-        draw: KeyedDraw | None,
-        records: Any,
-        interpolation: str,
-        mean: Sequence[float] | None,
-        std: Sequence[float] | None,
-        layout: str,
-        channel_order: str,
-        scale: float = 1.0,
-        mean_img: Any = None,
-    ) -> _Job:
-        job = cls()
-        if not isinstance(out, np.ndarray):
-            raise ValueError(f"out must be a numpy array, got {type(out).__name__}")
-        if out.dtype not in _DTYPES:
-            raise ValueError(f"out.dtype must be uint8, float32 or float16, got {out.dtype}")
-        if not out.flags.c_contiguous or not out.flags.writeable:
-            raise ValueError("out must be a writeable C-contiguous array")
-        if layout not in _LAYOUTS:
-            raise ValueError(f"layout must be 'NHWC' or 'NCHW', got {layout!r}")
-        if channel_order not in ("RGB", "BGR"):
-            raise ValueError(f"channel_order must be 'RGB' or 'BGR', got {channel_order!r}")
-        if interpolation not in _INTERP:
-            allowed = sorted(_INTERP)
-            raise ValueError(f"interpolation must be one of {allowed}, got {interpolation!r}")
-        channel_axis = 3 if layout == "NHWC" else 1
-        if out.ndim != 4 or out.shape[channel_axis] != 3:
-            want = "(N, H, W, 3)" if layout == "NHWC" else "(N, 3, H, W)"
-            raise ValueError(f"out.shape must be {want} for {layout}, got {out.shape}")
-        if out.shape[0] < n:
-            raise ValueError(f"out holds {out.shape[0]} images, the batch has {n}")
-        job.height, job.width = out.shape[1:3] if layout == "NHWC" else out.shape[2:4]
-        if job.height < 1 or job.width < 1:
-            raise ValueError(f"out has an empty image shape {out.shape}")
-        job.out = out[:n]
-        job.layout = layout
-        job.bgr = channel_order == "BGR"
-        job.interpolation = interpolation
-        job.crops = None
-        if crops is not None:
-            c = _int32_array("crops", crops, (n, 4))
-            if n and (c[:, 2:] <= 0).any():
-                raise ValueError("crop widths and heights must be positive")
-            job.crops = c
-        job.flips = None
-        if flips is not None:
-            f = np.asarray(flips)
-            if f.shape != (n,):
-                raise ValueError(f"flips must have shape ({n},), got {f.shape}")
-            job.flips = np.ascontiguousarray(f != 0, dtype=np.uint8)  # 256 is true, not 0
-        job.draw, job.records = draw, None
-        native_draw: tuple = (None, None)
-        if draw is not None:
-            if crops is not None or flips is not None:
-                raise ValueError("give crops and flips, or draw, not both")
-            job.records = np.ascontiguousarray(records, dtype=np.int64)
-            if job.records.shape != (n,):
-                raise ValueError(f"records must have shape ({n},) to draw, got {job.records.shape}")
-            # the pool writes the windows and flips it draws here
-            job.crops = np.zeros((n, 4), dtype=np.int32)
-            job.flips = np.zeros(n, dtype=np.uint8)
-            native_draw = (draw.native(), job.records)
-        job.lut = job.gain = job.mean_img = None
-        scale = float(scale)
-        if not (np.isfinite(scale) and scale != 0):
-            raise ValueError(f"scale must be finite and non-zero, got {scale}")
-        affine = draw is not None and draw.colour.affine
-        if out.dtype == np.uint8:
-            if mean is not None or std is not None or scale != 1 or mean_img is not None:
-                raise ValueError("mean/std, scale and mean_img need a float32 or float16 out")
-            if affine:
-                raise ValueError("max_random_contrast/illumination need a float32 out")
-        else:
-            job.lut = _lut(out.dtype, mean, std, scale)
-        if affine or mean_img is not None:
-            if out.dtype != np.float32:
-                raise ValueError(
-                    "max_random_contrast/illumination and mean_img need a float32 out, "
-                    f"not {out.dtype}"
-                )
-            s = np.ones(3) if std is None else np.asarray(std, dtype=np.float64)
-            job.gain = (scale / s).astype(np.float32)
-        if mean_img is not None:
-            m = np.asarray(mean_img, dtype=np.float64)
-            if m.shape != (3, job.height, job.width):
-                raise ValueError(
-                    f"mean_img must have shape (3, {job.height}, {job.width}), got {m.shape}"
-                )
-            if mean is not None and np.any(np.asarray(mean) != 0):
-                raise ValueError("give mean or mean_img, not both")
-            job.mean_img = np.ascontiguousarray(m * (scale / s)[:, None, None], dtype=np.float32)
-        job.native_extra = (*native_draw, job.gain, job.mean_img)
-        return job
-
-    def decode_pil(
-        self, i: int, buf: Any, max_pixels: int, budget: Budget | None = None
-    ) -> tuple[int, str | None]:
-        """Decodes image i with Pillow into its slot; returns (status, error)."""
-        if self.draw is not None and self.draw.geometry is not None:
-            return self._decode_warped(i, buf, max_pixels, budget)
-        if self.draw is not None:  # the pool could not read the header: draw from Pillow's
-            windows, flips = self.draw.windows(np.array([pil_size(buf)]), self.records[i : i + 1])
-            self.crops[i], self.flips[i] = windows[0], flips[0]
-        crop = None if self.crops is None else self.crops[i]
-        flip = bool(self.flips[i]) if self.flips is not None else False
-        resample = pil_filters()[self.interpolation]
-        status, err, pixels = pil_decode(
-            buf, crop, flip, self.width, self.height, resample, max_pixels, budget
-        )
-        if pixels is not None:
-            self._store(i, pixels)
-        return status, err
-
-    def _store(self, i: int, pixels: np.ndarray) -> None:
-        """Image i's RGB pixels (cropped, mirrored), coloured, into its slot in the output."""
-        colour = self.draw.colour if self.draw is not None else None
-        draws = None
-        if colour is not None and colour.enabled:
-            draws = self.draw.colours(self.records[i : i + 1])
-        if colour is not None and colour.pixels:
-            pixels = apply_colour(pixels, colour, draws, 0)
-        if self.bgr:
-            pixels = pixels[..., ::-1]
-        contrast, shift = (1.0, 0.0) if draws is None else draws.affine[0]
-        if self.gain is not None and (
-            self.mean_img is not None or contrast != 1 or shift != 0
-        ):  # this image's own table, as native/decode_core.c's store_norm
-            f32 = np.float32
-            lut = self.lut * f32(contrast) + (f32(shift) * self.gain)[:, None]
-            pixels = lut[np.arange(3), pixels]
-            if self.mean_img is not None:
-                pixels = pixels - f32(contrast) * self.mean_img.transpose(1, 2, 0)
-        elif self.lut is not None:
-            pixels = self.lut[np.arange(3), pixels]
-        self.out[i] = pixels.transpose(2, 0, 1) if self.layout == "NCHW" else pixels
-
-    def _decode_warped(
-        self, i: int, buf: Any, max_pixels: int, budget: Budget | None
-    ) -> tuple[int, str | None]:
-        """decode_pil through the draw's geometry: the whole image decoded, then warped."""
-        w, h = pil_size(buf)
-        warp = plan(self.draw, w, h, int(self.records[i]))
-        self.crops[i], self.flips[i] = warp.crop, warp.flip
-        status, err, pixels = pil_decode(
-            buf, None, False, max(w, 1), max(h, 1), 0, max_pixels, budget
-        )
-        if pixels is not None:
-            pixels = warp_image(pixels, warp, self.width, self.height)
-            self._store(i, pixels[:, ::-1] if warp.flip else pixels)
-        return status, err

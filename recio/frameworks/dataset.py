@@ -33,7 +33,7 @@ import numpy as np
 
 from .._checks import check_choice, check_int
 from ..augment import ColourSpec, CropSpec, GeometrySpec, KeyedDraw
-from ..decode import DecodePool
+from ..decode import DecodeOptions, DecodePool
 from ..errors import DecodeError
 from ..pipeline.config import Normalize, Storage, check_rec_spec
 from ..pipeline.read_decode import read_and_decode
@@ -214,12 +214,12 @@ class RecordDataset:
                 settings["colour"],
                 settings["geometry"],
             ),
-            decode_kwargs={
-                "mean": norm.channel_mean_std[0] if norm.enabled else None,
-                "std": norm.channel_mean_std[1] if norm.enabled else None,
-                "layout": norm.layout,
-                "channel_order": norm.channel_order,
-            },
+            options=DecodeOptions(
+                mean=norm.channel_mean_std[0] if norm.enabled else None,
+                std=norm.channel_mean_std[1] if norm.enabled else None,
+                layout=norm.layout,
+                channel_order=norm.channel_order,
+            ),
             raise_bad_headers=settings["on_error"] == "raise",
         )
         if got.reasons is not None:

@@ -12,13 +12,15 @@ layout (NOTE [insightface layout] in :mod:`~recio.im2rec.layout`).
 Modules: :mod:`~recio.im2rec.lists` (folder → ``.lst``), :mod:`~recio.im2rec.pack`
 (``.lst`` → ``.rec``/``.idx``), :mod:`~recio.im2rec.layout` (the order and keys of the
 records, and the face layout's index records), :mod:`~recio.im2rec.transcode` (one image
-file → record bytes: JPEG → JPEG in C, else Pillow), :mod:`~recio.im2rec.engine` (one
+file → record bytes: JPEG → JPEG in C, else Pillow), :mod:`~recio.im2rec.encoder` (the
+native pool's encoder API the C paths use), :mod:`~recio.im2rec.engine` (one
 task per shard on a Dask cluster, resumable: ``--engine dask``), :mod:`~recio.im2rec.cli`
 (the command line).
 """
 
 from .batches import default_pool
 from .cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_SKIPPED, add_arguments, main, run
+from .encoder import JpegEncoder
 from .layout import LAYOUTS, FaceIndex, group_by_class
 from .lists import (
     DEFAULT_EXTS,
@@ -43,6 +45,7 @@ __all__ = [
     "MXNET_SEED",
     "EncodeOptions",
     "FaceIndex",
+    "JpegEncoder",
     "PackReport",
     "SkipImage",
     "TooManyErrors",

@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import decode
 from ..records.format import IRHeader, ListEntry, pack
+from .encoder import JpegEncoder
 
 
 class SkipImage(Exception):
@@ -225,10 +226,10 @@ def encode_images(datas: Sequence[bytes], opts: EncodeOptions) -> list[bytes | S
     The JPEGs that C re-encodes go in one call (one GIL release for the lot).
     """
     out: list[bytes | SkipImage | None] = [None] * len(datas)
-    pool = _native_pool() if opts.encoding == ".jpg" and not opts.pass_through else None
+    encoder = _native_encoder() if opts.encoding == ".jpg" and not opts.pass_through else None
     jobs: dict[bool, list[tuple[int, _NativeJob]]] = {False: [], True: []}  # by grey output
     for i, data in enumerate(datas):
-        job = _reported(_native_job, data, opts) if pool is not None else None
+        job = _reported(_native_job, data, opts) if encoder is not None else None
         if isinstance(job, _NativeJob):
             jobs[job.gray].append((i, job))
         else:  # not for C, or already a SkipImage
@@ -236,14 +237,14 @@ def encode_images(datas: Sequence[bytes], opts: EncodeOptions) -> list[bytes | S
     for gray, todo in jobs.items():
         if not todo:
             continue
-        status, jpegs = pool.transcode_jpeg(
+        status, jpegs = encoder.transcode_jpeg(
             [datas[i] for i, _ in todo],
             np.array([job.size for _, job in todo], np.int32),
             crops=np.array([job.crop for _, job in todo], np.int32),
             quality=opts.quality,
             gray=gray,
         )
-        errors = pool.last_errors()
+        errors = encoder.last_errors()
         for (i, _), st, jpeg, err in zip(todo, status, jpegs, errors, strict=True):
             if jpeg is not None:
                 out[i] = jpeg
@@ -308,13 +309,15 @@ def native_available() -> bool:
 _worker = threading.local()
 
 
-def _native_pool():
-    """This thread's one-thread native pool (runs inline, in the calling thread), or None."""
-    pool = getattr(_worker, "pool", False)
-    if pool is False:
-        native = native_available()
-        pool = _worker.pool = decode.DecodePool(1, backend="native") if native else None
-    return pool
+def _native_encoder() -> JpegEncoder | None:
+    """This thread's encoder on a one-thread native pool (inline, in this thread), or None."""
+    encoder = getattr(_worker, "encoder", False)
+    if encoder is False:
+        encoder = None
+        if native_available():
+            encoder = JpegEncoder(decode.DecodePool(1, backend="native"))
+        _worker.encoder = encoder
+    return encoder
 
 
 def _encode_pillow(data: bytes, opts: EncodeOptions) -> bytes:
@@ -341,10 +344,10 @@ def _encode_pillow(data: bytes, opts: EncodeOptions) -> bytes:
         raise SkipImage(f"corrupt image ({exc})") from None
     box = crop_box(*im.size, opts.center_crop)
     size = output_size(box[2] - box[0], box[3] - box[1], opts.resize)
-    pool = _native_pool() if opts.encoding == ".jpg" and im.mode == "RGB" else None
-    if pool is not None:  # resize and encode in C: ~4x faster than Pillow's resize alone
+    encoder = _native_encoder() if opts.encoding == ".jpg" and im.mode == "RGB" else None
+    if encoder is not None:  # resize and encode in C: ~4x faster than Pillow's resize alone
         crop = (box[0], box[1], box[2] - box[0], box[3] - box[1])
-        return pool.resize_encode(np.asarray(im), size, crop=crop, quality=opts.quality)
+        return encoder.resize_encode(np.asarray(im), size, crop=crop, quality=opts.quality)
     if size != im.size or box != (0, 0, *im.size):
         im = im.resize(size, Image.Resampling.BILINEAR, box=box)
     if opts.encoding == ".png":
@@ -422,22 +425,23 @@ def native_batches(opts: EncodeOptions) -> bool:
     )
 
 
-_SHARED: dict[int, decode.DecodePool] = {}
+_SHARED: dict[int, JpegEncoder] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def _batch_pool(threads: int) -> decode.DecodePool:
-    """The native pool of ``threads`` threads that this process's C batches share.
+def _batch_encoder(threads: int) -> JpegEncoder:
+    """The encoder on the pool of ``threads`` native threads this process's C batches share.
 
     Callers in several threads queue their batches on the one pool, whose threads go from
     one batch to the next without waiting: while a caller writes or makes the files C left
     to it, the next caller's batch is already running, so the cores stay busy.
     """
     with _SHARED_LOCK:
-        pool = _SHARED.get(threads)
-        if pool is None:
-            pool = _SHARED[threads] = decode.DecodePool(threads, backend="native")
-    return pool
+        encoder = _SHARED.get(threads)
+        if encoder is None:
+            pool = decode.DecodePool(threads, backend="native")
+            encoder = _SHARED[threads] = JpegEncoder(pool)
+    return encoder
 
 
 def make_batch(
@@ -452,16 +456,22 @@ def make_batch(
     which makes them or says why not. The records are the bytes :func:`make_records`
     would make.
     """
-    pool = _batch_pool(threads) if native_batches(opts) else None
-    if pool is None:
+    encoder = _batch_encoder(threads) if native_batches(opts) else None
+    if encoder is None:
         n = len(entries)
         empty = np.zeros(n, np.int64), np.zeros(n, np.uint32)
         return RecordBatch(b"", *empty, make_records(entries, root, opts))
     limit = min(opts.max_output_bytes, (1 << 64) - 1)
-    frames, status, lengths, crcs = pool.im2rec_batch(
+    frames, status, lengths, crcs = encoder.im2rec_batch(
         [os.fsencode(os.path.join(root, e.path)) for e in entries],
         [pack(record_header(e, opts.pack_label), b"") for e in entries],
-        (opts.resize, int(opts.center_crop), opts.color, opts.quality, limit),
+        {
+            "resize": opts.resize,
+            "center_crop": int(opts.center_crop),
+            "color": opts.color,
+            "quality": opts.quality,
+            "max_output_bytes": limit,
+        },
     )
     others: list = [None] * len(entries)
     todo = np.flatnonzero(status).tolist()

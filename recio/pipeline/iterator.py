@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..augment import KeyedDraw
-from ..decode import DecodePool, Status
+from ..decode import DecodeOptions, DecodePool, Status
 from ..records.checksum import MismatchedPayload
 from ..records.file import RecordFile
 from ..storage import FetchOptions, Lookahead, Prefetcher, clock
@@ -250,15 +250,15 @@ class _Run:
         self.tracer = it.tracer
         self.describe = it.records.describe
         norm = config.normalize
-        self.decode_kwargs = {
-            "interpolation": config.interpolation,
-            "mean": norm.channel_mean_std[0] if norm.enabled else None,
-            "std": norm.channel_mean_std[1] if norm.enabled else None,
-            "layout": norm.layout,
-            "channel_order": norm.channel_order,
-            "scale": norm.scale,
-            "mean_img": it._mean_img,
-        }
+        self.decode_options = DecodeOptions(
+            interpolation=config.interpolation,
+            mean=norm.channel_mean_std[0] if norm.enabled else None,
+            std=norm.channel_mean_std[1] if norm.enabled else None,
+            layout=norm.layout,
+            channel_order=norm.channel_order,
+            scale=norm.scale,
+            mean_img=it._mean_img,
+        )
         self.epoch, self.first_step = epoch, step
         self.end_step = self.sampler.steps_in_epoch(epoch)
         self.stopping = threading.Event()
@@ -273,7 +273,7 @@ class _Run:
     def _submit(self, raw: _RawBatch, out: np.ndarray) -> PendingBatch:
         return submit_read_and_decode(
             self.records, raw.positions, self.pool, out, label_width=self.read_label_width,
-            draw=self.draw, decode_kwargs=self.decode_kwargs, payloads=raw.payloads,
+            draw=self.draw, options=self.decode_options, payloads=raw.payloads,
             raise_bad_headers=self.raise_bad_headers, epochs=raw.epochs, keys=raw.keys,
             label_maps=self.label_maps,
         )  # fmt: skip
@@ -344,7 +344,7 @@ class _Pipeline(_Run):
         self._job = None
         if self.extents:
             self._job = self.pool.records_job(
-                config.batch_shape, it.buffers.dtype, draw=self.draw, **self.decode_kwargs
+                config.batch_shape, it.buffers.dtype, draw=self.draw, options=self.decode_options
             )
         self._starts: dict[int, np.ndarray] = {}  # n -> n zeros: a record starts each extent
         work = [(self._read, self.read_q, "recio-reader"),
@@ -589,7 +589,7 @@ class _QueuedPipeline(_Run):
         self._lock = threading.RLock()  # get against a stop() from another thread
         self.reader = BatchReader(
             self.records, self.pool, it.config.batch_shape, it.buffers.dtype,
-            label_width=self.read_label_width, draw=self.draw, decode_kwargs=self.decode_kwargs,
+            label_width=self.read_label_width, draw=self.draw, options=self.decode_options,
             raise_bad_headers=self.raise_bad_headers, label_maps=self.label_maps,
         )  # fmt: skip
         # The common batch (NOTE [lean batches]): its plan a slice, its small arrays reused.

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..augment import KeyedDraw
-from ..decode import DecodePool, Status
+from ..decode import DecodeOptions, DecodePool, Status
 from ..records.batch import check_label_width, read_batch
 from ..records.file import RecordFile
 from ..records.format import FRAME_HEADER_SIZE, IR_HEADER_SIZE
@@ -59,7 +59,7 @@ def read_and_decode(
     *,
     label_width: int,
     draw: KeyedDraw,
-    decode_kwargs: dict[str, Any],
+    options: DecodeOptions,
     payloads: Sequence[Any] | None = None,
     raise_bad_headers: bool = False,
     epochs: np.ndarray | None = None,
@@ -85,7 +85,7 @@ def read_and_decode(
     """
     return submit_read_and_decode(
         records, positions, pool, out, label_width=label_width, draw=draw,
-        decode_kwargs=decode_kwargs, payloads=payloads, raise_bad_headers=raise_bad_headers,
+        options=options, payloads=payloads, raise_bad_headers=raise_bad_headers,
         epochs=epochs, keys=keys, label_maps=label_maps,
     ).result()  # fmt: skip
 
@@ -98,7 +98,7 @@ def submit_read_and_decode(
     *,
     label_width: int,
     draw: KeyedDraw,
-    decode_kwargs: dict[str, Any],
+    options: DecodeOptions,
     payloads: Sequence[Any] | None = None,
     raise_bad_headers: bool = False,
     epochs: np.ndarray | None = None,
@@ -119,7 +119,7 @@ def submit_read_and_decode(
         (part,) = parts
         one = _submit_file(
             part.records, part.positions, keys, pool, out, _width(part, label_width),
-            part.draw, decode_kwargs, payloads, raise_bad_headers,
+            part.draw, options, payloads, raise_bad_headers,
         )  # fmt: skip
         return PendingBatch([(part, None, one)], len(positions), out, label_width)
     calls = []
@@ -128,7 +128,7 @@ def submit_read_and_decode(
         into = np.empty((len(slots), *out.shape[1:]), dtype=out.dtype)
         one = _submit_file(
             part.records, part.positions, keys[slots], pool, into, _width(part, label_width),
-            part.draw, decode_kwargs, None if payloads is None else [payloads[j] for j in slots],
+            part.draw, options, None if payloads is None else [payloads[j] for j in slots],
             raise_bad_headers,
         )  # fmt: skip
         calls.append((part, into, one))
@@ -154,17 +154,17 @@ class BatchReader:
         *,
         label_width: int,
         draw: KeyedDraw,
-        decode_kwargs: dict[str, Any],
+        options: DecodeOptions,
         raise_bad_headers: bool = False,
         label_maps: Sequence[LabelMap | None] = (),
     ) -> None:
         self.records, self.pool, self.draw = records, pool, draw
-        self.label_width, self.decode_kwargs = label_width, decode_kwargs
+        self.label_width, self.options = label_width, options
         self.raise_bad_headers, self.label_maps = raise_bad_headers, label_maps
         self._job = None
         if isinstance(records, RecordFile) and records.is_local and not label_maps:
             self._job = pool.records_job(
-                out_shape, dtype, label_width=label_width, draw=draw, **decode_kwargs
+                out_shape, dtype, label_width=label_width, draw=draw, options=options
             )
         self.local = self._job is not None and self._job.native
 
@@ -207,7 +207,7 @@ class BatchReader:
         ):
             return submit_read_and_decode(
                 records, positions, self.pool, out, label_width=self.label_width,
-                draw=self.draw, decode_kwargs=self.decode_kwargs, payloads=payloads,
+                draw=self.draw, options=self.options, payloads=payloads,
                 raise_bad_headers=self.raise_bad_headers, epochs=epochs, keys=keys,
                 label_maps=self.label_maps,
             )  # fmt: skip
@@ -217,7 +217,7 @@ class BatchReader:
         offsets = records.offsets[positions]
         pending = self._job.submit(view, offsets, out, positions)
         args = (records, positions, positions, self.pool, out, self.label_width, self.draw,
-                self.decode_kwargs, None, self.raise_bad_headers)  # fmt: skip
+                self.options, None, self.raise_bad_headers)  # fmt: skip
         return _FilePending(args, offsets, pending, view)
 
 
@@ -263,7 +263,7 @@ class LocalPending:
             self.view, self.out, self.positions, self.rows, self.handle, self.labels, self.ids
         )
         args = (r.records, self.positions, self.positions, r.pool, self.out, r.label_width,
-                r.draw, r.decode_kwargs, None, r.raise_bad_headers)  # fmt: skip
+                r.draw, r.options, None, r.raise_bad_headers)  # fmt: skip
         return _FilePending(args, self.offsets, pending, self.view).result()
 
 
@@ -342,11 +342,11 @@ def _parts(records, positions: np.ndarray, draw: KeyedDraw, epochs, label_maps) 
 
 
 def _submit_file(
-    records, positions, keys, pool, out, label_width, draw, decode_kwargs, payloads,
+    records, positions, keys, pool, out, label_width, draw, options, payloads,
     raise_bad_headers,
 ) -> _FilePending:  # fmt: skip
     """One file's part of a batch, its native call queued; ``keys``: the draws' keys."""
-    args = (records, positions, keys, pool, out, label_width, draw, decode_kwargs, payloads,
+    args = (records, positions, keys, pool, out, label_width, draw, options, payloads,
             raise_bad_headers)  # fmt: skip
     if payloads is None and records.is_local:
         records.check_open()
@@ -354,7 +354,7 @@ def _submit_file(
         offsets = records.offsets[positions]
         pending = pool.submit_records(
             view, offsets, out, label_width=label_width, draw=draw, records=keys,
-            **decode_kwargs,
+            options=options,
         )  # fmt: skip
         return _FilePending(args, offsets, pending, view)
     return _FilePending(args, None, None)
@@ -374,7 +374,7 @@ class _FilePending:
         return self.pending is None or self.pending.wait(timeout)
 
     def result(self) -> DecodedBatch:
-        (records, positions, keys, pool, out, label_width, draw, decode_kwargs, payloads,
+        (records, positions, keys, pool, out, label_width, draw, options, payloads,
          raise_bad_headers) = self.args  # fmt: skip
         n = len(positions)
         if self.pending is not None:
@@ -404,7 +404,7 @@ class _FilePending:
             reasons = None
             slow = np.arange(n)
         exact = _decode_exact(
-            records, positions, keys, slow, pool, out, label_width, draw, decode_kwargs,
+            records, positions, keys, slow, pool, out, label_width, draw, options,
             payloads, raise_bad_headers, (status, labels, ids),
         )  # fmt: skip
         if exact is not None:
@@ -435,7 +435,7 @@ def _verify_decoded(
 
 
 def _decode_exact(
-    records, positions, keys, slots, pool, out, label_width, draw, decode_kwargs, payloads,
+    records, positions, keys, slots, pool, out, label_width, draw, options, payloads,
     raise_bad_headers, into,
 ) -> list[str | None] | None:  # fmt: skip
     """Read ``slots`` the exact way (``read_batch``), decode them, and write them ``into``.
@@ -448,7 +448,7 @@ def _decode_exact(
     if exact.problems and raise_bad_headers:
         raise exact.problems[min(exact.problems)]
     target = out if whole else np.empty((len(slots), *out.shape[1:]), dtype=out.dtype)
-    got = pool.decode_batch(exact.images, target, draw=draw, records=keys[slots], **decode_kwargs)
+    got = pool.decode_batch(exact.images, target, draw=draw, records=keys[slots], options=options)
     if exact.problems:
         got[list(exact.problems)] = Status.CORRUPT
     if not whole:

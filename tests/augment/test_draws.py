@@ -164,3 +164,83 @@ def test_native_draws_are_the_numpy_reference_bit_for_bit(name):
 def test_bad_specs_are_refused(kw, words):
     with pytest.raises(ValueError, match=words):
         CropSpec(**{"out_height": 32, "out_width": 32, **kw})
+
+
+def _reordered(cls: type) -> type:
+    """A copy of the frozen dataclass ``cls`` with its fields in reverse order, same methods."""
+    fields = list(reversed(dataclasses.fields(cls)))
+    assert [f.name for f in fields] != [f.name for f in dataclasses.fields(cls)]
+    namespace = {k: v for k, v in vars(cls).items() if not k.startswith("__")}
+    namespace["__post_init__"] = cls.__post_init__
+    specs = [(f.name, f.type, dataclasses.field(default=f.default)) for f in fields]
+    return dataclasses.make_dataclass(cls.__name__, specs, frozen=True, namespace=namespace)
+
+
+def _copy_as(cls: type, spec: object) -> object:
+    return cls(**{f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)})
+
+
+@pytest.mark.needs_native
+def test_the_draw_reaches_the_decoder_by_name_not_by_field_order() -> None:
+    """NOTE [named parameters] in native/bind_options.c: a ColourSpec and a GeometrySpec with their
+    fields in another order draw the same colours and windows, and decode the same pixels."""
+    from recio.augment import ColourSpec, GeometrySpec
+    from recio.decode import DecodePool
+
+    from ..images import encode
+
+    colour = ColourSpec(
+        random_h=10, random_s=20, random_l=5, brightness=0.3, contrast=0.2, saturation=0.4,
+        pca_noise=0.1, max_random_contrast=0.3, max_random_illumination=12.0,
+    )  # fmt: skip
+    geometry = GeometrySpec(
+        max_rotate_angle=20, max_shear_ratio=0.1, pad=2, fill_value=17, inter_method=2
+    )
+    spec = CropSpec(24, 32, rand_mirror=True)
+    want = KeyedDraw(spec, 7, 2, colour, geometry)
+    got = KeyedDraw(
+        spec, 7, 2, _copy_as(_reordered(ColourSpec), colour),
+        _copy_as(_reordered(GeometrySpec), geometry),
+    )  # fmt: skip
+    records = np.arange(16, dtype=np.int64)
+    np.testing.assert_array_equal(got.colours(records).values(), want.colours(records).values())
+    sizes = random_sizes(16)
+    for a, b in zip(got.windows(sizes, records), want.windows(sizes, records), strict=True):
+        np.testing.assert_array_equal(a, b)
+    images = [encode(40 + 8 * k, 30 + 4 * k, seed=k) for k in range(6)]
+    outs = []
+    with DecodePool(2, backend="native") as pool:
+        for draw in (want, got, KeyedDraw(spec, 7, 2)):
+            out = np.zeros((6, 3, 24, 32), np.float32)
+            status = pool.decode_batch(
+                images, out, draw=draw, records=records[:6], layout="NCHW",
+                mean=(120, 110, 100), std=(60, 60, 60),
+            )  # fmt: skip
+            assert status.tolist() == [0] * 6
+            outs.append(out)
+    np.testing.assert_array_equal(outs[1], outs[0])
+    assert not np.array_equal(outs[2], outs[0])  # the colour and geometry do change them
+
+
+@pytest.mark.needs_native
+def test_the_native_draw_takes_every_field_by_name_and_no_other() -> None:
+    """recio._native.Draw: keywords only; a missing or unknown name is a TypeError."""
+    keyed = KeyedDraw(CropSpec(24, 32), 1, 0)
+    keyed.native()  # the names KeyedDraw gives are the ones C reads
+    named = dict(
+        out_w=32, out_h=24, resize=-1, rand_crop=0, rrc=0, rand_mirror=0, min_area=0.08,
+        max_area=1.0, min_aspect=0.75, max_aspect=4 / 3, epoch_key=keyed.epoch_key, mirror=0,
+        colour=keyed.colour.native(),
+    )  # fmt: skip
+    draws._native.Draw(**named)
+    with pytest.raises(TypeError, match="keyword arguments only"):
+        draws._native.Draw(*named.values())
+    with pytest.raises(TypeError, match="out_w"):
+        draws._native.Draw(**{k: v for k, v in named.items() if k != "out_w"})
+    with pytest.raises(TypeError, match="hue"):
+        draws._native.Draw(**named, hue=3)
+    with pytest.raises(TypeError, match="colour"):
+        draws._native.Draw(**{**named, "colour": {**keyed.colour.native(), "hue": 1}})
+    with pytest.raises(TypeError, match="pca_noise"):
+        colour = {k: v for k, v in keyed.colour.native().items() if k != "pca_noise"}
+        draws._native.Draw(**{**named, "colour": colour})

@@ -12,7 +12,7 @@ import pytest
 
 from recio.augment import CropSpec, KeyedDraw, draws
 from recio.augment.geometry import CUBIC, LINEAR, NEAREST, GeometrySpec, plan, warp_image
-from recio.decode.pool import DecodePool
+from recio.decode import DecodeOptions, DecodePool
 from tests.images import encode, make_pixels
 
 VECTORS = Path(__file__).parents[1] / "data" / "warp" / "mxnet_warp.npz"
@@ -389,7 +389,7 @@ def test_records_read_and_decoded_are_warped(tmp_path, jpegs, backend: str) -> N
     positions = np.array([2, 0, 3, 1])
     with RecordFile(str(rec)) as records, DecodePool(1, backend=backend, dct_scaling="off") as p:
         got = read_and_decode(
-            records, positions, p, out, label_width=1, draw=draw, decode_kwargs={}
+            records, positions, p, out, label_width=1, draw=draw, options=DecodeOptions()
         )
     assert (got.status == 0).all()
     want = _decode(backend, [jpegs[i] for i in positions], draw, positions)

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recio import decode
+from recio.im2rec.encoder import JpegEncoder
 
 from ..conftest import native_built
 from ..images import encode
@@ -152,7 +153,7 @@ def test_fuzz_transcode_jpeg(pools) -> None:
     )
     def run(bufs, crop, size, gray, quality) -> None:
         n = len(bufs)
-        status, out = native.transcode_jpeg(
+        status, out = JpegEncoder(native).transcode_jpeg(
             bufs,
             np.array([size] * n, np.int32),
             crops=None if crop is None else np.array([crop] * n, np.int32),

@@ -13,7 +13,6 @@ import json
 import mmap
 import os
 import re
-import struct
 import subprocess
 import sys
 import textwrap
@@ -26,6 +25,7 @@ from PIL import Image
 
 from recio import decode
 from recio.errors import DecodeError
+from recio.im2rec.encoder import JpegEncoder
 from recio.records.spans import Spans
 
 from ..images import backends, encode, make_pixels
@@ -338,33 +338,6 @@ def test_spans_decode_as_the_list_does(pool: decode.DecodePool) -> None:
     assert pool.image_sizes(spans.take([3, 0])).tolist() == [[30, 20], [60, 40]]
 
 
-def test_records_from_a_list_of_extents_decode_as_from_one_base(pool: decode.DecodePool) -> None:
-    """submit_records over a list of records' extents (NOTE [unjoined extents] in
-    recio/iterator.py) gives what it gives over the same records joined: statuses, labels,
-    ids, pixels, PNGs (the Pillow path, each image read inside its own extent) too; the
-    Python backend leaves every record to the exact parse either way."""
-    from recio.records.format import IRHeader, pack
-
-    images = [encode(60, 40, seed=1), encode(30, 20, fmt="PNG"), encode(50, 30, seed=2)]
-    extents = []
-    for k, image in enumerate(images):
-        payload = pack(IRHeader(0, float(k), 100 + k, 0), image)
-        extents.append(struct.pack("<II", 0xCED7230A, len(payload)) + payload)
-        extents[-1] += b"\0" * (-len(extents[-1]) % 4)
-    offsets = np.cumsum([0] + [len(e) for e in extents[:-1]]).astype(np.int64)
-    want, got = (np.full((3, 20, 24, 3), 9, np.uint8) for _ in range(2))
-    expected = pool.submit_records(b"".join(extents), offsets, want).result()
-    result = pool.submit_records(extents, np.zeros(3, np.int64), got).result()
-    assert result.status.tolist() == expected.status.tolist()
-    if pool.backend != "native":  # every record left to the exact parse
-        assert result.status.tolist() == [decode.Status.RECORD] * 3
-        return
-    assert result.status.tolist() == [0, 0, 0]
-    assert result.ids.tolist() == [100, 101, 102] and result.labels[:, 0].tolist() == [0, 1, 2]
-    assert [bytes(i) for i in result.images] == [bytes(i) for i in expected.images] == images
-    np.testing.assert_array_equal(got, want)
-
-
 def test_last_errors_of_a_batch_without_failures(pool: decode.DecodePool) -> None:
     out = np.zeros((3, 8, 8, 3), np.uint8)
     assert pool.decode_batch([b"junk"], out).tolist() != [0]
@@ -404,8 +377,8 @@ def test_the_normalisation_table_is_shared_and_read_only(pool: decode.DecodePool
     first = out.copy()
     pool.decode_batch(buf, out, mean=[10, 20, 30], std=np.array([2.0, 2, 2]))  # unhashable
     np.testing.assert_array_equal(out, first)
-    lut = decode.pool._lut(np.dtype(np.float32), (10.0, 20.0, 30.0), (2.0, 2.0, 2.0))
-    assert lut is decode.pool._lut(np.dtype(np.float32), (10.0, 20.0, 30.0), (2.0, 2.0, 2.0))
+    lut = decode.options.lut(np.dtype(np.float32), (10.0, 20.0, 30.0), (2.0, 2.0, 2.0))
+    assert lut is decode.options.lut(np.dtype(np.float32), (10.0, 20.0, 30.0), (2.0, 2.0, 2.0))
     assert not lut.flags.writeable and lut[1, 20] == 0.0 and lut[2, 32] == 1.0
 
 
@@ -739,7 +712,8 @@ def test_progressive_jpeg_under_the_default_budget() -> None:
 def test_transcode_refuses_a_progressive_jpeg_over_the_budget() -> None:
     big = encode(1024, 1024, progressive=True)  # 4:2:0: 24,576 blocks, 3 MB of coefficients
     with decode.DecodePool(1, backend="native", max_decode_bytes=2 * MIB) as p:
-        status, out = p.transcode_jpeg([big, encode(64, 64)], np.array([[64, 64]] * 2))
+        encoder = JpegEncoder(p)
+        status, out = encoder.transcode_jpeg([big, encode(64, 64)], np.array([[64, 64]] * 2))
         assert status.tolist() == [decode.STATUS_TOO_LARGE, 0] and out[0] is None
         assert "1024x1024 progressive JPEG needs about" in p.last_errors()[0]
         out = np.zeros((1, 32, 32, 3), np.uint8)
@@ -751,7 +725,7 @@ def _hold_first_pillow_decode(monkeypatch, hold: threading.Event, timeout: float
     """Makes the Pillow decode of image 0 wait (up to timeout) for `hold`; returns the events
     set when it starts and the time it wrote its slot."""
     started, wrote = threading.Event(), []
-    real = decode.pool._Job.decode_pil
+    real = decode.batch.DecodeJob.decode_pil
 
     def slow(self, i, *args):
         if i == 0:
@@ -762,7 +736,7 @@ def _hold_first_pillow_decode(monkeypatch, hold: threading.Event, timeout: float
             wrote.append(time.monotonic())
         return result
 
-    monkeypatch.setattr(decode.pool._Job, "decode_pil", slow)
+    monkeypatch.setattr(decode.batch.DecodeJob, "decode_pil", slow)
     return started, wrote
 
 

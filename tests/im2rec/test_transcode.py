@@ -21,6 +21,7 @@ import pytest
 from PIL import Image
 
 from recio import decode, im2rec
+from recio.im2rec.encoder import JpegEncoder
 from recio.im2rec.transcode import EncodeOptions, crop_box, encode_image, output_size, read_file
 from recio.records.format import parse_lst
 
@@ -36,7 +37,7 @@ native_only = pytest.mark.needs_native
 def pool():
     require_native()
     with decode.DecodePool(1, backend="native") as p:
-        yield p
+        yield JpegEncoder(p)
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
@@ -132,7 +133,7 @@ def test_same_bytes_every_time_and_in_any_batch(pool):
     alone = [pool.transcode_jpeg([d], s[None])[1][0] for d, s in zip(datas, sizes, strict=True)]
     with decode.DecodePool(3, backend="native") as threaded:
         for _ in range(3):
-            status, together = threaded.transcode_jpeg(datas, sizes)
+            status, together = JpegEncoder(threaded).transcode_jpeg(datas, sizes)
             assert not status.any()
             assert together == alone
 
@@ -234,20 +235,22 @@ def test_resize_encode_refuses_bad_input(pool):
 _DIGEST_OF_TRANSCODES = """
 import hashlib, numpy as np
 from recio import decode
+from recio.im2rec.encoder import JpegEncoder
 from tests.images import encode
 h = hashlib.sha256()
 with decode.DecodePool(1, backend="native") as p:
+    encoder = JpegEncoder(p)
     # source widths for kernels of 2 (upscale), 4 and 6 taps, and wider (8+) ones
     for w in (90, 137, 300, 341, 397, 509, 700, 1100):
         data = encode(w, 3 * w // 4, seed=w)
         for gray in (False, True):
-            st, out = p.transcode_jpeg([data], np.array([[256, 192]], np.int32), gray=gray)
+            st, out = encoder.transcode_jpeg([data], np.array([[256, 192]], np.int32), gray=gray)
             assert st[0] == 0, p.last_errors()
             h.update(out[0])
         rgb = np.zeros((1, 150, 200, 3), np.uint8)  # the iterator's path: interleaved rows
         assert p.decode_batch([data], rgb, crops=[[3, 5, w - 9, w // 2]]).tolist() == [0]
         h.update(rgb.tobytes())
-        h.update(p.resize_encode(rgb[0], (77, 61), crop=(2, 3, 190, 140)))  # im2rec's PNGs
+        h.update(encoder.resize_encode(rgb[0], (77, 61), crop=(2, 3, 190, 140)))  # im2rec's PNGs
 print(decode.pool._native.SIMD, h.hexdigest())
 """
 
@@ -316,7 +319,9 @@ def test_sizes_and_crops_beyond_int32_are_refused_not_wrapped(pool):
 
 def test_too_large_is_refused(pool):
     with decode.DecodePool(1, backend="native", max_pixels=100) as small:
-        status, _ = small.transcode_jpeg([encode(20, 20)], np.array([[10, 10]], np.int32))
+        status, _ = JpegEncoder(small).transcode_jpeg(
+            [encode(20, 20)], np.array([[10, 10]], np.int32)
+        )
     assert status[0] == decode.STATUS_TOO_LARGE
 
 

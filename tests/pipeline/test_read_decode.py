@@ -14,7 +14,7 @@ from PIL import Image
 
 from recio import ImageRecordIter
 from recio.augment import CropSpec, KeyedDraw
-from recio.decode import DecodePool, Status
+from recio.decode import DecodeOptions, DecodePool, Status
 from recio.errors import RecordIOError
 from recio.pipeline.read_decode import read_and_decode
 from recio.records.format import MAGIC_BYTES, IRHeader, pack
@@ -24,7 +24,7 @@ from recio.records.recordio import MXIndexedRecordIO
 from .test_iterator import jpeg
 
 SPEC = CropSpec(24, 20, random_resized_crop=True, rand_mirror=True)
-KWARGS = {"mean": (120.0, 110.0, 100.0), "std": (60.0, 50.0, 40.0), "layout": "NCHW"}
+OPTIONS = DecodeOptions(mean=(120.0, 110.0, 100.0), std=(60.0, 50.0, 40.0), layout="NCHW")
 KINDS = ["jpeg", "multi-label", "png", "truncated", "multi-frame", "labels beyond the record"]
 
 
@@ -85,7 +85,7 @@ def _decode(records, positions, pool, *, exact: bool, **kw):
     payloads = records.read_many(positions) if exact else None
     got = read_and_decode(
         records, positions, pool, out, label_width=2, draw=KeyedDraw(SPEC, 4, 1),
-        decode_kwargs=KWARGS, payloads=payloads, **kw,
+        options=OPTIONS, payloads=payloads, **kw,
     )  # fmt: skip
     return out, got
 
@@ -232,7 +232,7 @@ def test_a_batch_reader_queues_batches_that_decode_as_read_and_decode(mixed, poo
     with RecordFile(mixed) as records:
         reader = BatchReader(
             records, pool, (16, 3, 20, 24), np.float32, label_width=2, draw=draw,
-            decode_kwargs=KWARGS,
+            options=OPTIONS,
         )  # fmt: skip
         assert reader._job is not None  # the prepared path is the one under test
         outs = [np.full((16, 3, 20, 24), np.nan, dtype=np.float32) for _ in batches]
@@ -252,7 +252,7 @@ def test_a_batch_reader_queues_batches_that_decode_as_read_and_decode(mixed, poo
             assert g.status.any() and all(g.reasons[j] for j in np.flatnonzero(g.status))
         want = np.full_like(rolled, np.nan)
         ref = read_and_decode(
-            records, batches[0], pool, want, label_width=2, draw=draw, decode_kwargs=KWARGS,
+            records, batches[0], pool, want, label_width=2, draw=draw, options=OPTIONS,
             epochs=epochs,
         )  # fmt: skip
         np.testing.assert_array_equal(rolled, want)
@@ -280,7 +280,7 @@ def test_lean_local_batches_with_reused_rows_decode_as_read_and_decode(mixed, tm
         with RecordFile(rec) as records:
             reader = BatchReader(
                 records, pool, (8, 3, 20, 24), np.float32, label_width=width, draw=draw,
-                decode_kwargs=KWARGS,
+                options=OPTIONS,
             )  # fmt: skip
             assert reader.local
             sets = [reader.rows(8) for _ in range(2)]
@@ -293,7 +293,7 @@ def test_lean_local_batches_with_reused_rows_decode_as_read_and_decode(mixed, tm
                 want = np.full_like(out, np.nan)
                 ref = read_and_decode(
                     records, positions, pool, want, label_width=width, draw=draw,
-                    decode_kwargs=KWARGS,
+                    options=OPTIONS,
                 )  # fmt: skip
                 lean = got.decoded()
                 assert (lean is not None) == (rec == clean)
@@ -326,14 +326,14 @@ def test_a_pool_parses_a_draw_once_and_a_new_one_anew(mixed):
                 out = np.zeros(shape, np.float32)
                 read_and_decode(
                     records, positions, fresh, out, label_width=2, draw=draw,
-                    decode_kwargs=KWARGS,
+                    options=OPTIONS,
                 )  # fmt: skip
                 want.append(out)
         assert not np.array_equal(want[0], want[1]) and not np.array_equal(want[0], want[2])
         with DecodePool(1) as pool:
             readers = [
                 BatchReader(records, pool, shape, np.float32, label_width=2, draw=draw,
-                            decode_kwargs=KWARGS)
+                            options=OPTIONS)
                 for draw in draws
             ]  # fmt: skip
             for k in [0, 0, 1, 0, 2, 2, 1]:
