@@ -22,8 +22,10 @@ import types
 
 import numpy as np
 
-from recio import recordio  # was: from mxnet import recordio
-from recio.pipeline.iterator import ImageRecordIter
+from recio import (
+    ImageRecordIter,
+    recordio,  # was: from mxnet import recordio
+)
 
 mx = types.SimpleNamespace(
     recordio=recordio, io=types.SimpleNamespace(ImageRecordIter=ImageRecordIter)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from recio.pipeline.iterator import ImageRecordIter
+from recio import ImageRecordIter
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,7 @@
  * The same value as the PyPI crc32c package's crc32c(data) (checked by a test): SSE4.2's
  * crc32 instruction where the CPU has it (chosen once, at import), else a table. A record's
  * checksum covers its frames as stored: from its first frame header to the end of its last
- * frame's data (NOTE [checksum sidecar] in recio/checksum.py).
+ * frame's data (NOTE [checksum sidecar] in recio/records/checksum.py).
  */
 #ifndef RECIO_CRC32C_H
 #define RECIO_CRC32C_H

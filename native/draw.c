@@ -134,7 +134,7 @@ void rc_draw_colour(const rc_draw *d, int64_t record, double v[RC_COLOUR_VALUES]
   v[10] = mri > 0 ? u[13] * (2 * mri) - mri : 0;
 }
 
-/* ---- MXNet's geometry as one affine map (recio/geometry.py is the reference) ---- */
+/* ---- MXNet's geometry as one affine map (recio/augment/geometry.py is the reference) ---- */
 
 /* a = b o c for 2x3 affine maps (c applied first). */
 static void compose(double a[6], const double b[6], const double c[6]) {

@@ -1,6 +1,6 @@
 /* recio keyed draws: each image's crop window and flip, a function of (seed, epoch, record).
  *
- * The same arithmetic as recio/augment.py's numpy reference (draw_keyed), bit for bit: the
+ * The same arithmetic as recio/augment/draws.py's numpy reference (draw_keyed), bit for bit: the
  * uniforms are splitmix64 hashes of counters, and the window follows torchvision's
  * RandomResizedCrop (10 attempts, then the centre fallback) or a fixed-size crop. Called by
  * the decode threads once an image's header gives its size, so no serial pass draws them.
@@ -30,7 +30,7 @@ typedef struct {
   double max_random_contrast, max_random_illumination;
 } rc_colour;
 
-/* Uniforms of each record for MXNet's geometry (recio.geometry), after the crop's, the flip's
+/* Uniforms of each record for MXNet's geometry (recio.augment.geometry), after the crop's, the flip's
  * and colour's 14 (RC_DRAW_UNIFORMS + 1 on). */
 #define RC_GEOMETRY_FIRST (RC_DRAW_UNIFORMS + 15)
 enum {
@@ -45,7 +45,7 @@ enum {
   RC_U_GEOMETRY_END /* the first uniform free for what comes after */
 };
 
-/* MXNet's default augmenter's geometry (recio.geometry.GeometrySpec), MXNet's names. */
+/* MXNet's default augmenter's geometry (recio.augment.geometry.GeometrySpec), MXNet's names. */
 typedef struct {
   int on;     /* sample through the affine warp (else: the crop window and resampler) */
   int affine; /* MXNet's warpAffine stage runs (rotation, shear, scale, aspect, img size) */
@@ -91,7 +91,7 @@ int rc_colour_affine(const rc_colour *c);
 void rc_draw_colour(const rc_draw *d, int64_t record, double v[RC_COLOUR_VALUES]);
 
 /* With d->geom.on: the warp of `record` from its width x height source to the output, its flip,
- * and crop {x, y, w, h} the source pixels its taps read (rc_warp_bounds), as recio.geometry's
+ * and crop {x, y, w, h} the source pixels its taps read (rc_warp_bounds), as recio.augment.geometry's
  * reference computes them. */
 void rc_draw_warp(const rc_draw *d, int64_t record, int width, int height, rc_warp *wp,
                   int32_t crop[4], uint8_t *flip);

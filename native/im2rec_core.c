@@ -1,6 +1,6 @@
 /* recio im2rec core: a list entry's file -> its framed record (see im2rec_core.h).
  *
- * Every rule here mirrors a line of recio/im2rec/transcode.py or recio/format.py, and where
+ * Every rule here mirrors a line of recio/im2rec/transcode.py or recio/records/format.py, and where
  * the two could differ (a header Python reads in part, a size Python ints hold and C ints
  * do not) the entry goes back to Python: the records C makes are the bytes Python makes.
  */

@@ -2,7 +2,7 @@
  *
  * What recio/im2rec/transcode.py's make_records does for a plain JPEG (read the file, read
  * its headers, choose the crop and output size, transcode, put the IRHeader before it) and
- * what recio/format.py's encode_record and the checksum sidecar do with the payload (frame
+ * what recio/records/format.py's encode_record and the checksum sidecar do with the payload (frame
  * it, CRC32C the frames), in one call a pool thread makes. NOTE [im2rec in C]: only files
  * that are plainly fine are done here: anything else (not a JPEG, EXIF-rotated, unreadable,
  * damaged, an output size or header the Python code refuses) is left to the Python path,

@@ -15,7 +15,7 @@ static uint32_t word_at(const uint8_t *p) {
   return v;
 }
 
-/* NOTE [batch parse] in recio/records/reader.py, in C: a record that is plainly fine (aligned, one
+/* NOTE [batch parse] in recio/records/batch.py, in C: a record that is plainly fine (aligned, one
  * frame with the magic, inside the base, room for the IRHeader and its labels, an id below
  * 2**63) is parsed here; any other gets RC_RECORD, for the reader's exact parse. */
 int rc_parse_record(const rc_records *r, size_t i, rc_span *image) {

@@ -1,5 +1,5 @@
 /* recio's record parse for the decode threads: a RecordIO record's frame and IRHeader, read in
- * place (NOTE [batch parse] in recio/records/reader.py, in C). No Python here: the bindings
+ * place (NOTE [batch parse] in recio/records/batch.py, in C). No Python here: the bindings
  * (bind_pool.c) hand it the buffers they hold.
  */
 #ifndef RECIO_RECORDS_CORE_H

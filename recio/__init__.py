@@ -1,18 +1,18 @@
 """recio: a data input pipeline engine for image models on MXNet-compatible RecordIO.
 
-The data flows through one module (or subpackage) per stage::
+The data flows through one package per stage, each importing only the ones before it::
 
-    format ─▶ storage ─▶ reader ─▶ sampler / augment ─▶ decode ─▶ iterator ─▶ consumers
-    (framing,  (local mmap,  (RecordFile:  (order, shards;   (C pool,   (ImageRecordIter)  (dali,
-     IRHeader,  fsspec,       records by    crop windows      libjpeg-                      train,
-     .idx/.lst) prefetch)     position)     and flips)        turbo)                        bench)
+    storage ─▶ records ─▶ sampling, augment ─▶ decode ─▶ pipeline ─▶ consumers
+    (mmap,      (framing,   (order, shards;    (C pool,  (ImageRecordIter, (frameworks,
+     fsspec,     IRHeader,   crop windows,      libjpeg-  its threads and   dali, train,
+     prefetch)   .idx,       flips, colour)     turbo)    prefetch)         bench, cli)
+                 shards)
 
-MXNet's names live in :mod:`recio.recordio` (``from recio import recordio``); the
-iterators' shared layer in :mod:`recio.config` and :mod:`recio.consumer`; the converter in
-:mod:`recio.im2rec`. Which records are samples (InsightFace's header and identity records
-are not) is :mod:`recio.layout`; map-style access for a DataLoader of the user's own is
-:class:`recio.dataset.RecordDataset`. The names below are importable from ``recio``
-itself; they are loaded on first use, so ``import recio`` stays cheap.
+MXNet's names live in :mod:`recio.records.recordio` (``from recio import recordio``); the
+converter in :mod:`recio.im2rec`; map-style access for a DataLoader of the user's own is
+:class:`recio.frameworks.dataset.RecordDataset`. The names below are importable from
+``recio`` itself; they are loaded on first use, so ``import recio`` stays cheap. Modules
+that moved into the packages keep their old import paths (:mod:`recio._moved`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from . import _moved
 
 __version__ = "0.1.0"
-_moved.install()  # recio.reader, recio.iterator, ... : the paths of modules that moved
+_moved.install()  # recio.reader, recio.iterator, ...: the old paths of modules that moved
 
 # name -> module that defines it
 _EXPORTS = {
@@ -63,7 +63,7 @@ __all__ = ["__version__", *_EXPORTS]
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
-        # Subpackages and modules (recio.recordio, recio.storage, ...) import as usual.
+        # Subpackages and modules (recio.records.recordio, recio.storage, ...) import as usual.
         try:
             return importlib.import_module(f"recio.{name}")
         except ModuleNotFoundError as exc:

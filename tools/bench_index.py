@@ -19,7 +19,7 @@ Each prints its wall time and its peak RSS above what the process held before (b
 record); ``--tracemalloc`` adds tracemalloc's peak for ``recio`` (in another process: it
 slows the baselines tenfold). The sampler part times ``Sampler.order`` and
 ``shard_positions`` for rank ``--rank`` of ``--parts`` and for a single rank, global and
-block shuffle, against ``recio/sampler.py`` at ``--baseline-rev`` (``git show``), and
+block shuffle, against the sampler module at ``--baseline-rev`` (``git show``), and
 checks the two give the same positions.
 """
 
@@ -176,15 +176,18 @@ def run_child(way: str, rec: str, idx: str, n: int, trace: bool = False) -> dict
 
 
 def baseline_sampler(rev: str):
-    """``recio/sampler.py`` as it was at ``rev`` (it imports nothing of recio)."""
-    source = subprocess.run(
-        ["git", "-C", REPO, "show", f"{rev}:recio/sampler.py"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+    """The sampler module as it was at ``rev`` (it imports nothing of recio at run time)."""
+    for path in ("recio/sampling/sampler.py", "recio/sampler.py"):  # its home, then its old one
+        shown = subprocess.run(
+            ["git", "-C", REPO, "show", f"{rev}:{path}"], capture_output=True, text=True
+        )
+        if shown.returncode == 0:
+            break
+    shown.check_returncode()
     spec = importlib.util.spec_from_loader(f"sampler_{rev}", loader=None)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up by name
-    exec(compile(source, f"{rev}:recio/sampler.py", "exec"), module.__dict__)
+    exec(compile(shown.stdout, f"{rev}:{path}", "exec"), module.__dict__)
     return module
 
 

@@ -14,7 +14,7 @@ if os.path.isfile(os.path.join(_CHECKOUT, "recio", "im2rec", "__init__.py")):
     sys.path.insert(0, _CHECKOUT)
 
 # No linear algebra here: keep numpy's OpenBLAS from spinning up a thread per core (see
-# recio/cli.py).
+# recio/cli/__init__.py).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from recio.im2rec import main  # noqa: E402  (after choosing the checkout)

@@ -116,7 +116,7 @@ def run_bench(
         tracer.save(trace_path)
     measure(BASELINE, lambda: stage_pillow(data, threads, spec))
 
-    # The baselines read one file; a set of shards (recio.shards) is for recio's stages.
+    # The baselines read one file; a set of shards (recio.records.shards) is for recio's stages.
     shards = expand_shards(rec, storage_options)
     single = shards[0] if len(shards) == 1 else None
     mxnet_python = mxnet_python or _importable_python("mxnet")

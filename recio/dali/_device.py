@@ -56,5 +56,5 @@ def resolve_device(device: str = "auto") -> str:
         "(nvidia.dali.backend.GetCUDADeviceCount() is 0: no NVIDIA driver / libcuda.so, or "
         "CUDA_VISIBLE_DEVICES hides the GPUs). On a GPU machine install the NVIDIA driver and "
         f"{INSTALL_HINT}. Without a GPU use device='cpu' (the same DALI graph on the CPU) or "
-        "recio.iterator.ImageRecordIter (recio's native CPU decoder, usually faster there)."
+        "recio.ImageRecordIter (recio's native CPU decoder, usually faster there)."
     )

@@ -20,8 +20,8 @@ _DEFAULT_PREFETCH = 2
 class DALIImageRecordIter(PositionedIterator):
     """``ImageRecordIter``'s interface over a DALI pipeline fed by recio.
 
-    Takes the same keywords as :class:`recio.iterator.ImageRecordIter` (checked into the
-    same :class:`~recio.config.IterConfig`, or ``config=`` given whole), plus DALI's
+    Takes the same keywords as :class:`recio.pipeline.iterator.ImageRecordIter` (checked into the
+    same :class:`~recio.pipeline.config.IterConfig`, or ``config=`` given whole), plus DALI's
     ``shard_id``/``num_shards`` for ``part_index``/``num_parts``, and gives the same record
     ids per rank and step, and the same ``state_dict()``. ``preprocess_threads`` is DALI's
     ``num_threads`` (default 2); ``prefetch_buffer`` its ``prefetch_queue_depth`` (2).
@@ -37,7 +37,7 @@ class DALIImageRecordIter(PositionedIterator):
             ``"structure"`` (default) or ``"decode"`` (see :mod:`recio.dali.source`).
         parallel, py_num_workers: run the source in DALI's parallel external source workers.
 
-    Yields :class:`recio.consumer.Batch` whose ``data`` is a torch tensor on the GPU
+    Yields :class:`recio.pipeline.positioned.Batch` whose ``data`` is a torch tensor on the GPU
     (``device="gpu"``; copied out of DALI's buffer, so it stays valid) or a numpy array
     (``device="cpu"``).
     """

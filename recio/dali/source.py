@@ -12,8 +12,9 @@ header parse (tables, frame, scan headers) plus a walk of the marker structure t
 end-of-image marker after the last scan, which is what catches truncation. Bit flips inside
 the entropy-coded data decode (to wrong pixels) in both libjpeg and DALI and pass, as they
 do in the CPU iterator. ``validate="decode"`` adds a full libjpeg decode at 1/8 scale. A bad
-image is then skipped, replaced or raised by the same :class:`~recio.consumer.ErrorPolicy`
-as in the CPU iterator; its record id and status code travel in the metadata output.
+image is then skipped, replaced or raised by the same
+:class:`~recio.pipeline.positioned.ErrorPolicy` as in the CPU iterator; its record id and
+status code travel in the metadata output.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class RecioSource:
     Outputs per sample: encoded image (uint8), label (float32, label_width), meta (int64:
     id, epoch, step, pad, bad record id or -1, bad status), with ``windows`` the window
     ``crop`` draws (int32 x, y, w, h) and flip (int32), and with on_error="replace" a keep
-    mask (float32, 0 for a bad image). Over a mixture (:mod:`recio.mixing`) the sampler
+    mask (float32, 0 for a bad image). Over a mixture (:mod:`recio.sampling.mixing`) the sampler
     plans the mixed epochs and gives the copies' draw keys; ``label_maps`` are its
     sources' label mappings, per shard of the union.
     """

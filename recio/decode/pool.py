@@ -245,8 +245,8 @@ class DecodePool:
 
         Args:
             buffers: encoded images, any contiguous buffer-protocol objects (bytes, memoryview
-                slices of an mmap), or :class:`~recio.spans.Spans` of one buffer (the reader's
-                local batches: one buffer view for the batch); they are read in place.
+                slices of an mmap), or :class:`~recio.records.spans.Spans` of one buffer (the
+                reader's local batches: one buffer view for the batch); they are read in place.
             out: C-contiguous uint8, float32 or float16 array, (N, H, W, 3) for NHWC or
                 (N, 3, H, W) for NCHW, N >= len(buffers).
             crops: integers (N, 4) [x, y, w, h] in source pixels, clamped to the image; None
@@ -307,10 +307,10 @@ class DecodePool:
         """Parse the records at byte ``offsets`` of ``base`` and decode their images, in one call.
 
         ``base`` is the map of a ``.rec`` (any bytes-like object); each decode thread parses
-        its records' frame and IRHeader (NOTE [batch parse] in recio/reader.py) and decodes
+        its records' frame and IRHeader (NOTE [batch parse] in recio/records/batch.py) and decodes
         the image into ``out``. A record that is not plainly one frame with its header
         inside ``base`` gets status ``Status.RECORD`` and is left for the caller to read the
-        exact way (:func:`recio.reader.read_batch`); so does every record on the Python
+        exact way (:func:`recio.records.batch.read_batch`); so does every record on the Python
         backend. Other arguments as :meth:`decode_batch`.
         """
         return self.submit_records(
@@ -334,7 +334,7 @@ class DecodePool:
 
         ``base`` may also be a list of bytes-like objects, one per record (a remote batch's
         extents as fetched): record ``i`` is then at ``offsets[i]`` of ``base[i]``, and its
-        image inside it (NOTE [unjoined extents] in recio/iterator.py).
+        image inside it (NOTE [unjoined extents] in recio/pipeline/iterator.py).
 
         The pool's threads work through the queued batches in turn, going from one to the
         next without a Python thread waking up in between (NOTE [job queue] in

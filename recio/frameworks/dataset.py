@@ -1,7 +1,7 @@
 """RecordDataset: map-style access to a ``.rec`` for code that keeps its own DataLoader.
 
 ``dataset[i]`` is sample ``i``'s decoded, augmented image and its label; the samples are
-the file's images (:mod:`recio.layout`: for InsightFace's layout, sample ``i`` is key
+the file's images (:mod:`recio.records.samples`: for InsightFace's layout, sample ``i`` is key
 ``i + 1``, as in ``MXFaceDataset``). It is a ``torch.utils.data.Dataset`` in all but
 inheritance (``__len__``, ``__getitem__``, ``__getitems__``), so it works with
 ``DataLoader(num_workers=...)`` and ``DistributedSampler``; torch is not needed to use it.
@@ -64,7 +64,7 @@ class RecordDataset:
 
     Args:
         path_imgrec: the ``.rec`` (local path or fsspec URL), or a set of shards read as
-            one (a list of URLs, a shard pattern, a glob or ``STEM``: :mod:`recio.shards`).
+            one (a list of URLs, a shard pattern, a glob or ``STEM``: :mod:`recio.records.shards`).
         data_shape: ``(3, height, width)`` of every image, as ``ImageRecordIter``'s.
         path_imgidx: the ``.idx`` (default: beside the ``.rec``; none: a scan); for
             shards, one per shard (default: each beside its ``.rec``).
@@ -74,13 +74,13 @@ class RecordDataset:
             size). Its ``out_height``/``out_width`` must match ``data_shape``.
         colour: MXNet's colour augmentation (:class:`~recio.augment.ColourSpec`: HLS
             jitter, brightness, contrast, saturation, PCA lighting), as the iterator's.
-        geometry: MXNet's geometry (:class:`~recio.geometry.GeometrySpec`: rotation,
+        geometry: MXNet's geometry (:class:`~recio.augment.geometry.GeometrySpec`: rotation,
             shear, scale, aspect, pad), each image warped once, as the iterator's.
         resample: "pillow" (recio's antialiasing filters) or "opencv" (MXNet's resampling,
             ``cv::resize``, even without geometry parameters); the same as
             ``GeometrySpec(resample=)``. None: the geometry's (default "pillow").
         normalize: ``(pixel - mean) / std``, dtype and layout of the images
-            (:class:`~recio.config.Normalize`; default float32 CHW, unnormalised).
+            (:class:`~recio.pipeline.config.Normalize`; default float32 CHW, unnormalised).
         label_width: labels per sample; 1 gives a scalar label (the first, for records with
             several, as ``MXFaceDataset`` does).
         label_dtype: "float32" or "int64" (class indices, as a loss wants them).
@@ -97,7 +97,7 @@ class RecordDataset:
             limit, each file copied whole.
         cache_limit: the most bytes the block cache in ``cache_dir`` holds.
         verify_checksums: check each record read against its checksum sidecar
-            (:class:`~recio.reader.RecordFile`; "auto": remote data). A record that does not
+            (:class:`~recio.records.file.RecordFile`; "auto": remote data). A record that does not
             match is a bad image for ``on_error``.
     """
 

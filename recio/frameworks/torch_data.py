@@ -1,6 +1,6 @@
 """recio's iterators as PyTorch sees them: tensor batches, an IterableDataset, a stateful loader.
 
-:class:`TorchBatches` wraps an :class:`~recio.iterator.ImageRecordIter` (or the DALI stage)
+:class:`TorchBatches` wraps an :class:`~recio.pipeline.iterator.ImageRecordIter` (or the DALI stage)
 so that the training frameworks take it as it is:
 
 * ``torch.utils.data.DataLoader(TorchBatches(it), batch_size=None)`` and torchdata's
@@ -35,7 +35,9 @@ try:
     import torch
     from torch.utils.data import IterableDataset, get_worker_info
 except ImportError as exc:  # pragma: no cover - the train extra is missing
-    raise ImportError(f"recio.torch_data needs PyTorch ({exc}); {install_hint('train')}") from exc
+    raise ImportError(
+        f"recio.frameworks.torch_data needs PyTorch ({exc}); {install_hint('train')}"
+    ) from exc
 
 __all__ = ["TorchBatch", "TorchBatches", "to_torch"]
 
@@ -77,7 +79,7 @@ def to_torch(
     device: torch.device | str | None = None,
     label_dtype: torch.dtype | None = None,
 ) -> TorchBatch:
-    """A recio :class:`~recio.consumer.Batch` as a :class:`TorchBatch`, without copying.
+    """A recio :class:`~recio.pipeline.positioned.Batch` as a :class:`TorchBatch`, without copying.
 
     The tensors share the batch's numpy memory (``torch.from_numpy``); each keeps the
     iterator's batch buffer leased until it is dropped, so the pipeline never writes into

@@ -401,7 +401,7 @@ class RecordBatch:
     """A batch of list entries made into records: the framed ones C made, and the others.
 
     Attributes:
-        frames: the records C made, framed as :func:`recio.format.encode_record` frames
+        frames: the records C made, framed as :func:`recio.records.format.encode_record` frames
             them (padding included), one after another in entry order.
         lengths: int64, per entry, its bytes in ``frames`` (0 for the others).
         crcs: uint32, per entry, its checksum as the sidecar keeps it (for those in frames).

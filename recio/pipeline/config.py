@@ -233,7 +233,7 @@ class IterConfig:
     has its own default.
     """
 
-    # a URL, pattern or glob; or several (recio.shards); or a Mixture (recio.mixing)
+    # a URL, pattern or glob; or several (records.shards); or a Mixture (sampling.mixing)
     path_imgrec: str | tuple[str, ...] | Mixture
     data_shape: tuple[int, int, int]
     batch_size: int
@@ -505,7 +505,8 @@ def _aspect(aspect: dict[str, Any], fields: dict[str, dict[str, Any]]) -> None:
 def _check_path_imgrec(value: Any) -> str | tuple[str, ...] | Mixture:
     """``path_imgrec``: a ``.rec`` spec (:func:`check_rec_spec`), or a mixture of sources.
 
-    A list of :class:`~recio.mixing.Source` is their :class:`~recio.mixing.Mixture`.
+    A list of :class:`~recio.sampling.mixing.Source` is their
+    :class:`~recio.sampling.mixing.Mixture`.
     """
     if isinstance(value, Mixture):
         return value

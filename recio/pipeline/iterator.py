@@ -7,7 +7,7 @@ A local file's batches are queued on the native pool by the consumer itself, a f
 (NOTE [queued batches]): the pool reads the records from the file's map, draws each image's
 crop and flip (keyed per record, :class:`~recio.augment.KeyedDraw`) and writes the pixels
 straight into a batch buffer (:class:`BatchBuffers`), in one native call per batch
-(:mod:`recio.read_decode`), with no Python thread in between. For a remote file a reader
+(:mod:`recio.pipeline.read_decode`), with no Python thread in between. For a remote file a reader
 thread fetches the upcoming batches' bytes ahead (coalesced ranged reads) and two decode
 threads take the batches in turn (NOTE [two decode threads]), each batch one native call
 over its records as fetched (NOTE [remote batches on the pool]). Either way
@@ -19,7 +19,7 @@ that the iterator owns; they never refer to the iterator itself, so an iterator 
 without ``close()`` is collected and its finalizer stops them. Errors (in a thread, or in a
 batch's native call) travel in turn with the batches and are raised by ``__next__`` with
 their origin. What the iterator shares with the DALI stage (batches, stats, position,
-``on_error``) is in :mod:`recio.consumer`; its arguments are checked in :mod:`recio.config`.
+``on_error``) is in :mod:`.positioned`; its arguments are checked in :mod:`.config`.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class ImageRecordIter(PositionedIterator):
     draws, keyed like its crop), MXNet's geometry (``max_rotate_angle``, ``rotate``,
     ``max_shear_ratio``, ``max/min_random_scale``, ``max/min_img_size``, ``pad``,
     ``fill_value``, ``max/min_crop_size``, ``inter_method``: one affine warp per image,
-    :mod:`recio.geometry`), ``mirror``, ``scale``, ``mean_img``, ``path_imglist``,
+    :mod:`recio.augment.geometry`), ``mirror``, ``scale``, ``mean_img``, ``path_imglist``,
     ``seed_aug``, ``shuffle_chunk_size``/``shuffle_chunk_seed``, and every other MXNet
     1.9.1 keyword (README, "MXNet's parameters"); and recio's own:
     ``last_batch`` ("pad" | "discard" | "rollover"; default from ``round_batch``),
@@ -79,17 +79,17 @@ class ImageRecordIter(PositionedIterator):
     "auto": check records against their checksum sidecar, by default remote data; a record
     that does not match is a bad image for ``on_error``, counted in
     ``stats.checksum_mismatches``). ``path_imgrec`` may also be a
-    :class:`~recio.mixing.Mixture` (or a list of ``Source`` objects): several datasets mixed
-    per epoch by weight, repeat or count. They are checked once into an
-    :class:`~recio.config.IterConfig`; ``config=`` (or the groups ``crop=``,
+    :class:`~recio.sampling.mixing.Mixture` (or a list of ``Source`` objects): several
+    datasets mixed per epoch by weight, repeat or count. They are checked once into an
+    :class:`~recio.pipeline.config.IterConfig`; ``config=`` (or the groups ``crop=``,
     ``normalize=``, ``sharding=``, ``storage=``) may be given instead.
 
     Args:
-        tracer: a :class:`recio.trace.Tracer` that records read / decode / wait spans.
+        tracer: a :class:`recio.pipeline.trace.Tracer` that records read / decode / wait spans.
 
     Iterating yields one epoch; iterating again (or ``reset()``) starts the next.
     ``state_dict()``/``load_state_dict()`` resume mid-epoch, also on another world size
-    (NOTE [resume state] in :mod:`recio.consumer`); on the same one exactly: same record
+    (NOTE [resume state] in :mod:`recio.pipeline.positioned`); on the same one exactly: same record
     ids, same augmentation draws. ``stats`` counts decoded and bad images.
     """
 
@@ -554,7 +554,7 @@ class _QueuedPipeline(_Run):
 
     NOTE [queued batches]: a local file has nothing to fetch ahead, so no Python thread of
     its own: ``get`` (the consumer's ``__next__``) plans and submits the next batches until
-    ``depth`` are queued on the native pool (:func:`~recio.read_decode.
+    ``depth`` are queued on the native pool (:func:`~recio.pipeline.read_decode.
     submit_read_and_decode`), waits for the oldest one with the GIL released, and finishes
     it (the exact parse of the records the pool leaves, Pillow's formats, ``on_error``).
     The pool's threads go from one queued batch to the next on their own (NOTE [job queue]
@@ -570,13 +570,13 @@ class _QueuedPipeline(_Run):
     NOTE [lean batches]: on small images the consumer's Python per batch is what one
     process can feed (two pool threads and the consumer share the cores), so the common
     batch (a local file, one epoch's draws, no padding, no mixture) takes a short path: its
-    positions a slice of the epoch's order (NOTE [sliced plans] in :mod:`recio.sampler`),
+    positions a slice of the epoch's order (NOTE [sliced plans] in :mod:`recio.sampling.sampler`),
     its status, span, crop and flip arrays a set reused in turn (``depth + 2`` sets: a set
     comes round again only after its batch was counted), and, when the native call decoded
     every image and nothing is left to check, no status array for the stats to look at
-    (:meth:`~recio.read_decode.LocalPending.decoded`). Any other batch, and a lean one with
+    (:meth:`~recio.pipeline.read_decode.LocalPending.decoded`). Any other batch, and a lean one with
     a bad image, checksums or several labels, goes the general way
-    (:meth:`~recio.read_decode.LocalPending.result`): the same batches either way.
+    (:meth:`~recio.pipeline.read_decode.LocalPending.result`): the same batches either way.
     """
 
     def __init__(self, it: ImageRecordIter, epoch: int, step: int) -> None:
@@ -685,7 +685,7 @@ class _Extents(_MarkMismatches):
 
     ``read_many`` returns each record's extent (its frames, as the ``.idx`` bounds them),
     checked against the sidecar where there is one (a mismatch fetched once more, then a
-    :class:`~recio.checksum.MismatchedPayload`), without parsing them.
+    :class:`~recio.records.checksum.MismatchedPayload`), without parsing them.
     """
 
     def read_many(self, indices, *, until: int | None = None):

@@ -1,16 +1,16 @@
 """What every iterator gives its consumer, whatever decodes: batches, stats, position, bad images.
 
-The CPU ``ImageRecordIter`` (:mod:`recio.iterator`) and the DALI stage (:mod:`recio.dali`)
-both build on this module and on :mod:`recio.config`, and on nothing of each other:
+The CPU ``ImageRecordIter`` (:mod:`recio.pipeline.iterator`) and the DALI stage (:mod:`recio.dali`)
+both build on this module and on :mod:`recio.pipeline.config`, and on nothing of each other:
 
 * :class:`Batch` and :class:`IterStats`, the types they yield and count in;
 * :class:`ErrorPolicy`, the one implementation of ``on_error`` (skip, raise, replace);
 * :class:`PositionedIterator`, the epoch/step bookkeeping, ``len()``, ``reset()`` and the
   ``state_dict()`` / ``load_state_dict()`` protocol, over the records and the sampler that
-  :meth:`PositionedIterator._open` builds from an :class:`~recio.config.IterConfig`.
+  :meth:`PositionedIterator._open` builds from an :class:`~recio.pipeline.config.IterConfig`.
 
 NOTE [resume state]: a state is the position in the global stream, ``(epoch, consumed)``
-(NOTE [stream position] in :mod:`recio.sampler`), not a step of one world size, so it loads
+(NOTE [stream position] in :mod:`recio.sampling.sampler`), not a step of one world size, so it loads
 into an iterator with another ``num_parts`` or ``batch_size``: the sampler is rebuilt to
 start there, and the rest of the epoch is cut into the new geometry's steps. Beside it the
 state records what the order depends on, checked on load: ``seed``, ``shuffle``, the
@@ -77,11 +77,11 @@ class IterStats:
     replaced: int = 0  # corrupt images zero-filled in place (on_error="replace")
     checksum_mismatches: int = 0  # of those, records whose checksum did not match
     bad_records: dict[int, str] = field(default_factory=dict)  # record id -> error
-    # a mixture (recio.mixing): samples delivered per source, padding left out
+    # a mixture (recio.sampling.mixing): samples delivered per source, padding left out
     sources: dict[str, int] = field(default_factory=dict)
 
     def count_sources(self, tally: dict[str, int]) -> None:
-        """Add one batch's samples per source (:meth:`recio.mixing.MixPlan.tally`)."""
+        """Add one batch's samples per source (:meth:`recio.sampling.mixing.MixPlan.tally`)."""
         for name, count in tally.items():
             self.sources[name] = self.sources.get(name, 0) + count
 
@@ -136,7 +136,7 @@ class ErrorPolicy:
     def check_headers(self, problems: dict[int, Exception]) -> None:
         """Raise the first unreadable record header of a batch, under "raise".
 
-        ``problems`` come from :func:`recio.reader.batch_headers` (``RecordIOError``s naming
+        ``problems`` come from :func:`recio.records.batch.batch_headers` (``RecordIOError``s naming
         the file and byte offset); under "skip" and "replace" such records are bad images
         like any other.
         """

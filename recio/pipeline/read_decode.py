@@ -6,9 +6,9 @@
     remote payloads, and the records that call leaves (multi-frame, misaligned, unreadable
     headers):                 read_batch (the exact parse) + decode_batch (the same draws)
 
-:class:`~recio.iterator.ImageRecordIter`'s decode threads and
-:class:`~recio.dataset.RecordDataset` both read through :func:`read_and_decode`; what to do
-with the bad slots it reports (``on_error``) stays theirs.
+:class:`~recio.pipeline.iterator.ImageRecordIter`'s decode threads and
+:class:`~recio.frameworks.dataset.RecordDataset` both read through :func:`read_and_decode`;
+what to do with the bad slots it reports (``on_error``) stays theirs.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def read_and_decode(
     file and byte offset). ``epochs``: per slot, the epoch whose draws it takes when a batch
     reaches into another epoch's order (``last_batch="rollover"``); else ``draw``'s.
     ``keys``: per slot, the key of its draws where it is not its position (a mixture's
-    copies of a record, :mod:`recio.mixing`). ``label_maps``: per shard of a union, how a
+    copies of a record, :mod:`recio.sampling.mixing`). ``label_maps``: per shard of a union, how a
     mixture's source reads its labels (its own width, then its function); empty: none.
 
     Raises:

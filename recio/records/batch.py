@@ -59,7 +59,7 @@ class BatchRecords(NamedTuple):
     """One batch's records, parsed: what the decoder and the consumer need of them.
 
     ``images`` holds each slot's encoded image (empty where the header is unreadable): a
-    :class:`~recio.spans.Spans` of the file's map for a local file, else a list.
+    :class:`~recio.records.spans.Spans` of the file's map for a local file, else a list.
     """
 
     labels: np.ndarray  # float32 (n, label_width)

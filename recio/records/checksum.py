@@ -22,7 +22,7 @@ takes the sidecar beside the ``.rec`` in file order. A sidecar whose count is no
 index's, or whose size is not the ``.rec``'s, belongs to another write: an
 :class:`~recio.errors.IndexMismatchError` naming it.
 
-Written by :class:`~recio.recordio.MXIndexedRecordIO` (and so by ``recio im2rec``), by
+Written by :class:`~recio.records.recordio.MXIndexedRecordIO` (and so by ``recio im2rec``), by
 ``recio checksum`` for datasets without one; checked by ``recio verify`` and, with
 ``verify_checksums``, on every read of :class:`~.file.RecordFile` and the readers
 above it (remote reads: a mismatch is fetched again once).
@@ -232,7 +232,7 @@ def write_sidecar(
 class SidecarWriter:
     """The sidecar of a ``.rec`` being written: a checksum per indexed record, published last.
 
-    ``add(frames)`` takes a record's frames as :func:`recio.format.encode_record` made
+    ``add(frames)`` takes a record's frames as :func:`recio.records.format.encode_record` made
     them; ``prepare`` writes the sidecar out (not yet under its name), ``commit`` publishes
     it, ``abort`` drops it (see :class:`~recio.storage.AtomicOutput`).
     """

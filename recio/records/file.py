@@ -222,7 +222,7 @@ class RecordFile(VerifiedReads, RecordsBase):
         ``until``: the clock of the last step the records are for (a block cache's
         schedule, :meth:`schedule_reads`). ``bad``: what a record whose checksum does not
         match becomes, "raise" (its :class:`~recio.errors.ChecksumError`) or "mark" (a
-        :class:`~recio.checksum.MismatchedPayload` carrying it, for a batch's ``on_error``).
+        :class:`~recio.records.checksum.MismatchedPayload` carrying it, for a batch's ``on_error``).
         """
         self.check_open()
         if bad not in ("raise", "mark"):
@@ -248,7 +248,7 @@ class RecordFile(VerifiedReads, RecordsBase):
         One concurrent ranged fetch, as ``read_many``, for a caller that parses the frames
         itself (the native decoder). Checked against the sidecar where there is one: a
         record that does not match (fetched once more) comes as a
-        :class:`~recio.checksum.MismatchedPayload`.
+        :class:`~recio.records.checksum.MismatchedPayload`.
         """
         self.check_open()
         datas, problems = self._fetch_extents(indices, until)

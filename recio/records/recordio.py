@@ -226,7 +226,7 @@ class MXIndexedRecordIO(MXRecordIO):
 
     A writer also writes the records' checksums (one CRC32C per ``write_idx``, in the
     ``.idx``'s order) to the sidecar beside the ``.idx`` (``X.idx`` -> ``X.crc``, NOTE
-    [checksum sidecar] in :mod:`recio.checksum`), published with the pair;
+    [checksum sidecar] in :mod:`recio.records.checksum`), published with the pair;
     ``checksums=False`` writes none. MXNet and DALI read only the ``.rec`` and ``.idx``.
     """
 
@@ -336,7 +336,7 @@ class MXIndexedRecordIO(MXRecordIO):
         Args:
             keys: each record's key.
             frames: the records one after another, each as
-                :func:`recio.format.encode_record` frames it (padding included).
+                :func:`recio.records.format.encode_record` frames it (padding included).
             lengths: each record's bytes in ``frames``.
             crcs: each record's checksum as the sidecar keeps it (uint32 values).
 

@@ -158,7 +158,7 @@ class ShardedRecords(RecordsBase):
     file does. Reads go to the shard's file; errors name the shard, its byte offset and
     the record's position in it. ``read_batch`` over the union is each shard's batch read
     (its local records parsed from its own map), put together in slot order: the images
-    are that shard's :class:`~recio.spans.Spans` when the whole batch is in one shard,
+    are that shard's :class:`~recio.records.spans.Spans` when the whole batch is in one shard,
     else a list (spans of different maps cannot be one Spans).
 
     Args:

@@ -1,7 +1,7 @@
 """Weighted mixing of several datasets: each epoch a deterministic mix of their records.
 
 A :class:`Mixture` of sources (:class:`Source`) is given to an iterator as ``path_imgrec``. Each
-source is a ``.rec`` (or a set of shards, :mod:`recio.shards`) and says how many of its
+source is a ``.rec`` (or a set of shards, :mod:`recio.records.shards`) and says how many of its
 samples an epoch takes, in one of three ways (as Mosaic Streaming's ``Stream`` does):
 
 * ``weight``: a share of the mixture's ``epoch_size`` (default: all sources' samples
@@ -295,10 +295,10 @@ def open_mixture(
     """The records of every source as one union, and the number of shards of each source.
 
     ``fetch``, ``cache_dir``, ``cache_limit`` and ``verify_checksums`` as for
-    :func:`recio.shards.open_records`.
+    :func:`recio.records.shards.open_records`.
 
     Raises:
-        FileNotFoundError, ValueError: as :func:`recio.shards.open_records` for a source.
+        FileNotFoundError, ValueError: as :func:`recio.records.shards.open_records` for a source.
     """
     urls: list[str] = []
     idx_urls: list[str] = []
@@ -389,7 +389,7 @@ def _label_maps(
 def read_mapped_batch(
     records: Any, positions: np.ndarray, label_width: int, label_maps: Sequence[LabelMap | None]
 ) -> BatchRecords:
-    """:func:`recio.reader.read_batch` of a mixture's union, each source's labels mapped.
+    """:func:`recio.records.batch.read_batch` of a mixture's union, each source's labels mapped.
 
     The shards of a source with a :class:`LabelMap` are read at that source's width and
     their labels passed through its function; the others at ``label_width``.

@@ -141,7 +141,7 @@ class Sampler:
     Parameters are plain integers, so two ranks built with the same ``seed``
     agree on everything; tests need no processes. ``positions`` maps the samples
     ``0..num_records-1`` to record positions of the file (when some records are not
-    samples, see :mod:`recio.layout`); plans then give record positions.
+    samples, see :mod:`recio.records.samples`); plans then give record positions.
 
     Args:
         block_size, window, block_parts: block shuffle's geometry (:func:`epoch_order`'s
@@ -150,7 +150,7 @@ class Sampler:
         start: ``(epoch, consumed)``, where a resumed run begins (NOTE [stream position]):
             epoch ``epoch`` plans only the samples after the first ``consumed`` of its
             stream.
-        mix: a :class:`recio.mixing.MixPlan`: each epoch's samples are its list for
+        mix: a :class:`recio.sampling.mixing.MixPlan`: each epoch's samples are its list for
             ``(seed, epoch)`` (``num_records`` of them, record positions with their draw
             keys), permuted as usual; instead of ``positions``.
     """

@@ -36,9 +36,9 @@ each block is fetched once while it fits (NOTE [claims]).
 
 A record that fails its checksum. An entry's check covers the block as it was fetched, so
 bytes that were already wrong at the store (or on the way) pass it. When the reader finds a
-record wrong (its CRC32C in the sidecar, :mod:`recio.checksum`), it asks for the record again
-with :meth:`CachedSource.refetch`: the entries of the record's blocks are removed under the
-lock and fetched again from the store, never read back from the folder; if the record is
+record wrong (its CRC32C in the sidecar), it asks for the record again with
+:meth:`CachedSource.refetch`: the entries of the record's blocks are removed under the lock
+and fetched again from the store, never read back from the folder; if the record is
 still wrong, the reader's ``on_error`` handles it (the new entries stay: the store holds
 those bytes, and a later read checks the record again).
 """
