@@ -39,7 +39,7 @@ _EXPORTS = {
     "Normalize": "recio.pipeline.config",
     "Sharding": "recio.pipeline.config",
     "Storage": "recio.pipeline.config",
-    "RecordFile": "recio.records.reader",
+    "RecordFile": "recio.records.file",
     "MXRecordIO": "recio.records.recordio",
     "MXIndexedRecordIO": "recio.records.recordio",
     "IRHeader": "recio.records.format",

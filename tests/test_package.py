@@ -147,7 +147,7 @@ def test_a_cycle_through_a_function_level_import_is_found(tmp_path):
 # never from one above (DESIGN.md, "Layers").
 LAYERS = [
     ["recio", "recio._install", "recio._checks", "recio._crc32c", "recio._moved", "recio._native",
-     "recio.errors", "recio.dist"],
+     "recio._text", "recio.errors", "recio.dist"],
     ["recio.storage"],
     ["recio.records"],
     ["recio.sampling", "recio.augment"],

@@ -93,7 +93,7 @@ def _batches(kind: str, rec: str, out: int, n: int) -> None:
     from recio.decode import DecodeOptions, DecodePool
     from recio.pipeline.config import CropSpec
     from recio.pipeline.read_decode import read_and_decode
-    from recio.records.reader import RecordFile
+    from recio.records.file import RecordFile
 
     positions = np.arange(64)
     if kind.startswith("remote"):

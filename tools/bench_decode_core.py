@@ -50,8 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from recio.augment import CropSpec, KeyedDraw  # noqa: E402
 from recio.decode import DecodePool  # noqa: E402
 from recio.pipeline.iterator import ImageRecordIter  # noqa: E402
+from recio.records.file import RecordFile  # noqa: E402
 from recio.records.format import unpack_labels  # noqa: E402
-from recio.records.reader import RecordFile  # noqa: E402
 
 MEAN = (123.68, 116.28, 103.53)
 STD = (58.395, 57.12, 57.375)

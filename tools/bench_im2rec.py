@@ -96,9 +96,9 @@ class Bounds:
             else:
                 jpegs.append(data)
                 jobs.append(job)
-        self.pool = JpegEncoder(decode.DecodePool(threads, backend="native"))
+        self.encoder = JpegEncoder(decode.DecodePool(threads, backend="native"))
         sizes = np.array([job.size for job in jobs], np.int32)
-        status, small = self.pool.transcode_jpeg(jpegs, sizes, quality=quality)
+        status, small = self.encoder.transcode_jpeg(jpegs, sizes, quality=quality)
         keep = [i for i, st in enumerate(status) if st == 0]
         for i, st in enumerate(status):  # C refused it: Pillow's (truncated: skipped)
             if st not in (0, decode.STATUS_TRUNCATED):
@@ -145,7 +145,7 @@ class Bounds:
     def recio_transcode(self) -> float:
         """Seconds for the list: recio's C transcode of the JPEGs, Pillow for the rest."""
         start = time.perf_counter()
-        self.pool.transcode_jpeg(self.jpegs, self.sizes, quality=self.quality)
+        self.encoder.transcode_jpeg(self.jpegs, self.sizes, quality=self.quality)
         return time.perf_counter() - start + self._pillow_decodes()
 
     def libjpeg_floor(self) -> float:

@@ -100,7 +100,7 @@ def write_pair(base: str, n: int, stride: int = STRIDE) -> tuple[str, str]:
 
 
 def open_recio(rec: str, idx: str):
-    from recio.records.reader import RecordFile
+    from recio.records.file import RecordFile
 
     return RecordFile(rec, idx)
 
@@ -109,7 +109,7 @@ def open_parse_idx(rec: str, idx: str):
     """The reader's open before parse_idx_arrays (its ``_load_index``, line for line)."""
     from recio import storage
     from recio.records.format import parse_idx
-    from recio.records.reader import check_pair
+    from recio.records.index import check_pair
 
     source = storage.open_source(rec)
     text = storage.read_text(idx)

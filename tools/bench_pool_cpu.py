@@ -22,8 +22,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from recio.augment import CropSpec, KeyedDraw  # noqa: E402
 from recio.bench.sample import build_sample_rec  # noqa: E402
 from recio.decode import DecodePool  # noqa: E402
+from recio.records.file import RecordFile  # noqa: E402
 from recio.records.format import unpack  # noqa: E402
-from recio.records.reader import RecordFile  # noqa: E402
 
 BATCH, BATCHES = 64, 12
 

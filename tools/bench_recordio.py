@@ -17,8 +17,8 @@ import statistics
 import subprocess
 import time
 
+from recio.records.file import RecordFile
 from recio.records.format import IRHeader, pack, scan_offsets
-from recio.records.reader import RecordFile
 from recio.records.recordio import MXIndexedRecordIO, MXRecordIO
 
 MXNET_READ = r"""

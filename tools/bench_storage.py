@@ -30,7 +30,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
 from recio import storage  # noqa: E402
-from recio.records.reader import RecordFile, default_idx_path  # noqa: E402
+from recio.records.file import RecordFile
+from recio.records.index import default_idx_path  # noqa: E402
 from recio.sampling.sampler import Sampler  # noqa: E402
 from recio.storage import Prefetcher  # noqa: E402
 

@@ -17,12 +17,10 @@ import numpy as np
 from ..records.spans import Spans
 from .batch import DecodeJob
 from .options import DecodeOptions
-from .status import Status
+from .status import UNSUPPORTED_CODE
 
 if TYPE_CHECKING:
     from .pool import DecodePool
-
-_UNSUPPORTED = int(Status.UNSUPPORTED)  # an enum member's lookup costs a microsecond
 
 
 class DecodedRecords(NamedTuple):
@@ -94,7 +92,7 @@ class PendingRecords:
         if self._handle is not None:
             errors = self._handle.result()
             self._handle = None  # its buffer views are released
-            todo = np.flatnonzero(status == _UNSUPPORTED).tolist() if errors is not None else []
+            todo = np.flatnonzero(status == UNSUPPORTED_CODE).tolist() if errors is not None else []
         elif n:
             errors = [None] * n
         images = _images(self._base, starts, lengths)

@@ -18,7 +18,7 @@ from ._pillow import Budget, ByteBudget, pil_size
 from .batch import DTYPES, DecodeJob
 from .jobs import DecodedRecords, ExtentImages, PendingRecords, RecordsJob
 from .options import INTERP, LAYOUTS, DecodeOptions
-from .status import STATUS_NAMES, Status
+from .status import STATUS_NAMES, UNSUPPORTED_CODE, Status
 
 try:
     from recio import _native
@@ -37,7 +37,6 @@ __all__ = [
     "native_available",
     "raise_on_error",
 ]
-_UNSUPPORTED = int(Status.UNSUPPORTED)  # an enum member's lookup costs a microsecond
 
 _warned_slow = False
 _warn_lock = threading.Lock()
@@ -153,7 +152,7 @@ class DecodePool:
         self.max_pixels = int(max_pixels)
         self.max_decode_bytes = max_decode_bytes
         self._budget: Budget
-        self._dct_mode = _DCT[dct_scaling]
+        self.dct_mode = _DCT[dct_scaling]  # the native pool's code of dct_scaling
         self._roi = int(bool(roi_decode))
         self._last = threading.local()  # each thread's last batch: errors (None: none), n
         self._native: Any = None
@@ -203,6 +202,22 @@ class DecodePool:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"DecodePool(backend={self.backend!r}, num_threads={self.num_threads}, {state})"
+
+    def native_pool(self) -> Any:
+        """The native pool, checked as every call checks it (open; in a forked child, its own).
+
+        For the calls of other stages on the same threads (im2rec's encoder,
+        :class:`recio.im2rec.JpegEncoder`).
+        """
+        self._check_open()
+        return self._native
+
+    def remember_errors(self, errors: list[str | None] | None, n: int) -> None:
+        """What :meth:`last_errors` gives this thread: ``errors`` of its last ``n`` images.
+
+        ``errors``: per image, its text (None where it decoded); None: every image decoded.
+        """
+        self._last.errors, self._last.n = errors, n
 
     def last_errors(self) -> list[str | None]:
         """Error text per image of this thread's last batch (None where the status was 0).
@@ -286,7 +301,7 @@ class DecodePool:
                 images, job.out, status, self._job_options(job), job.crops, job.flips, starts,
                 lengths, job.records,
             )  # fmt: skip
-            todo = np.flatnonzero(status == _UNSUPPORTED).tolist() if errors is not None else []
+            todo = np.flatnonzero(status == UNSUPPORTED_CODE).tolist() if errors is not None else []
         else:
             todo = list(range(n))
         self._finish(job, buffers, status, errors, todo)
@@ -398,7 +413,7 @@ class DecodePool:
             itemsize=job.out.itemsize,
             interp=INTERP[job.interpolation],
             bgr=int(job.bgr),
-            dct_mode=self._dct_mode,
+            dct_mode=self.dct_mode,
             roi=self._roi,
             max_pixels=self.max_pixels,
             lut=job.lut,

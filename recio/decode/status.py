@@ -38,6 +38,8 @@ STATUS_TRUNCATED = Status.TRUNCATED
 STATUS_TOO_LARGE = Status.TOO_LARGE
 STATUS_NOMEM = Status.NOMEM
 STATUS_BAD_PARAM = Status.BAD_PARAM
+# as a plain int, for the per-batch comparisons (an enum member's lookup costs a microsecond)
+UNSUPPORTED_CODE = int(Status.UNSUPPORTED)
 STATUS_RECORD = Status.RECORD
 STATUS_NAMES: dict[int, str] = {
     Status.OK: "ok",

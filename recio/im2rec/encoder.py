@@ -61,7 +61,7 @@ class JpegEncoder:
             not 0; the text is in :meth:`last_errors`). Non-JPEG inputs get
             ``Status.UNSUPPORTED``: they are for the caller to handle another way.
         """
-        self.pool._check_open()
+        native = self.pool.native_pool()
         if not 1 <= quality <= 100:
             raise ValueError(f"quality must be in 1..100, got {quality}")
         if interpolation not in INTERP:
@@ -71,7 +71,7 @@ class JpegEncoder:
         if crops is not None:
             crops = int32_array("crops", crops, (n, 4))
         status = np.zeros(n, dtype=np.int32)
-        results = self.pool._native.transcode_batch(
+        results = native.transcode_batch(
             buffers,
             status=status,
             crops=crops,
@@ -79,12 +79,11 @@ class JpegEncoder:
             quality=int(quality),
             gray=int(bool(gray)),
             interp=INTERP[interpolation],
-            dct_mode=self.pool._dct_mode,
+            dct_mode=self.pool.dct_mode,
             max_pixels=self.pool.max_pixels,
         )
-        last = self.pool._last  # this thread's: the pool's last_errors() reads them
-        last.errors = [None if st == 0 else r for st, r in zip(status, results, strict=True)]
-        last.n = n
+        errors = [None if st == 0 else r for st, r in zip(status, results, strict=True)]
+        self.pool.remember_errors(errors, n)  # this thread's, for the pool's last_errors()
         return status, [r if st == 0 else None for st, r in zip(status, results, strict=True)]
 
     def im2rec_batch(
@@ -108,13 +107,13 @@ class JpegEncoder:
             int64 length in the frames and uint32 checksum (:func:`recio.im2rec.make_batch`
             is the caller, NOTE [im2rec in C] in native/im2rec_core.h).
         """
-        self.pool._check_open()
+        native = self.pool.native_pool()
         n = len(paths)
         status = np.zeros(n, np.int32)
         lengths = np.zeros(n, np.int64)
         crcs = np.zeros(n, np.uint32)
-        frames = self.pool._native.im2rec_batch(
-            paths, prefixes, status, lengths, crcs, **options, dct_mode=self.pool._dct_mode,
+        frames = native.im2rec_batch(
+            paths, prefixes, status, lengths, crcs, **options, dct_mode=self.pool.dct_mode,
             max_pixels=self.pool.max_pixels,
         )  # fmt: skip
         return frames, status, lengths, crcs
@@ -141,7 +140,7 @@ class JpegEncoder:
         Raises:
             ValueError: bad arguments, or the reason the image could not be encoded.
         """
-        self.pool._check_open()
+        native = self.pool.native_pool()
         if interpolation not in INTERP:
             raise ValueError(f"interpolation must be one of {sorted(INTERP)}")
         pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
@@ -150,7 +149,7 @@ class JpegEncoder:
         height, width = pixels.shape[:2]
         x, y, w, h = crop if crop is not None else (0, 0, width, height)
         out_w, out_h = size
-        return self.pool._native.resize_encode(
+        return native.resize_encode(
             pixels,
             width=width,
             height=height,

@@ -36,7 +36,7 @@ from .layout import (
     warn_index,
     with_id,
 )
-from .lists import check_list, read_list_into
+from .lists import check_list, read_list, read_list_into
 from .report import PackReport, TooManyErrors, failed_status, nothing_written
 from .transcode import (
     EncodeOptions,
@@ -45,6 +45,8 @@ from .transcode import (
     make_batch,
     make_records,
 )
+
+__all__ = ["output_names", "pack_list", "read_list", "shard_slice"]
 
 log = logging.getLogger("recio.im2rec")
 

@@ -28,7 +28,7 @@ class BatchBuffers:
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, limit: int) -> None:
         self.shape, self.dtype, self.limit = shape, np.dtype(dtype), limit
-        self._slots: list[tuple[np.ndarray, weakref.ref]] = []
+        self._slots: list[tuple[np.ndarray, dict, weakref.ref]] = []  # buffer, interface, lease
         self._lock = threading.Lock()
         self.allocated = 0
         self.reused = 0

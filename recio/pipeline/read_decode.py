@@ -252,8 +252,7 @@ class LocalPending:
             or reader.label_width > 1
         ):
             return None
-        last = reader.pool._last  # as PendingRecords.result: no error of this thread's call
-        last.errors, last.n = None, len(self.ids)
+        reader.pool.remember_errors(None, len(self.ids))  # as PendingRecords.result does
         return self.labels, self.ids
 
     def result(self) -> DecodedBatch:

@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._text import decode_text, lf_line_ends
 from ..errors import CorruptRecordError, RecordIOError, TruncatedRecordError
-from ..storage.text import decode_text, lf_line_ends
 
 MAGIC = 0xCED7230A
 MAGIC_BYTES = struct.pack("<I", MAGIC)
@@ -206,11 +206,11 @@ def iter_records(
     Raises:
         RecordIOError: after the records before it, the first problem (as ``read_record``).
     """
-    walk = walk_frames(buf, start, path=path)
-    for index, offset in enumerate(walk.offsets):
-        yield offset, read_record(buf, offset, path=path, record_index=index)[0]
-    if walk.error is not None:
-        raise walk.error
+    offset, end, index = start, len(buf), 0
+    while offset < end:  # record by record, as the caller takes them
+        payload, next_offset = read_record(buf, offset, path=path, record_index=index)
+        yield offset, payload
+        offset, index = next_offset, index + 1
 
 
 def scan_offsets(buf: memoryview, *, path: str | None = None) -> list[int]:
@@ -280,8 +280,14 @@ def unpack(s: bytes | bytearray | memoryview) -> tuple[IRHeader, bytes | memoryv
     return header, rest
 
 
-def unpack_labels(s: bytes | memoryview, label_width: int = 1) -> tuple[np.ndarray, int, int]:
-    """Labels (float32, ``label_width`` wide), id and image offset of a packed record.
+_FIRST_LABEL = struct.Struct("<f")
+
+
+def header_fields(s: bytes | memoryview) -> tuple[int, float, int, int]:
+    """``(flag, first label, id, image offset)`` of a packed record's IRHeader.
+
+    The first label is the header's own where ``flag`` is 0, else the first of the
+    ``flag`` labels after it. Plain ``struct`` reads: no array is made.
 
     Raises:
         RecordIOError: the record is too short for its IRHeader, or for the labels the
@@ -293,6 +299,18 @@ def unpack_labels(s: bytes | memoryview, label_width: int = 1) -> tuple[np.ndarr
     flag, label, rid, _ = _IR_FORMAT.unpack_from(s, 0)
     if IR_HEADER_SIZE + 4 * flag > size:
         raise RecordIOError(f"IRHeader says {flag} labels, but the record has only {size} bytes")
+    if flag:
+        label = _FIRST_LABEL.unpack_from(s, IR_HEADER_SIZE)[0]
+    return flag, label, rid, IR_HEADER_SIZE + 4 * flag
+
+
+def unpack_labels(s: bytes | memoryview, label_width: int = 1) -> tuple[np.ndarray, int, int]:
+    """Labels (float32, ``label_width`` wide), id and image offset of a packed record.
+
+    Raises:
+        RecordIOError: as :func:`header_fields`.
+    """
+    flag, label, rid, image_start = header_fields(s)
     if flag == 0:
         labels = np.full(label_width, label, dtype=np.float32)
         return labels, rid, IR_HEADER_SIZE

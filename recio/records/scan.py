@@ -20,10 +20,9 @@ from .format import (
     CFLAG_LAST,
     CFLAG_MIDDLE,
     FRAME_HEADER_SIZE,
-    IR_HEADER_SIZE,
     MAGIC,
     MAX_PAYLOAD,
-    unpack_labels,
+    header_fields,
     walk_frames,
 )
 
@@ -47,10 +46,10 @@ class Walk(NamedTuple):
 def record_header(payload) -> tuple[int, float, int] | None:
     """``(flag, first label, id)`` of a record's IRHeader; None if it cannot hold one."""
     try:
-        labels, rid, image_start = unpack_labels(payload, 1)
+        flag, label, rid, _ = header_fields(payload)
     except RecordIOError:
         return None
-    return (image_start - IR_HEADER_SIZE) // 4, float(labels[0]), rid
+    return flag, label, rid
 
 
 def walk_records(source: storage.ByteSource, *, headers: bool = False) -> Walk:

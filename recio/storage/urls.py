@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._install import install_hint
+from .._text import decode_text
 from .options import FetchOptions
 from .retry import retrying, translate_error
-from .text import decode_text
 
 # Optional backends named by the extra that installs them.
 _EXTRA_FOR_PROTOCOL = {"s3": "s3", "s3a": "s3", "hdfs": "hdfs", "viewfs": "hdfs"}

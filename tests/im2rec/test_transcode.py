@@ -34,7 +34,7 @@ native_only = pytest.mark.needs_native
 
 
 @pytest.fixture(scope="module")
-def pool():
+def encoder():
     require_native()
     with decode.DecodePool(1, backend="native") as p:
         yield JpegEncoder(p)
@@ -50,15 +50,15 @@ def reference(data: bytes, size, box, mode: str) -> np.ndarray:
     return np.asarray(im.resize(size, Image.Resampling.BILINEAR, box=box))
 
 
-def transcode(pool, data: bytes, size, crop=None, *, gray=False, quality=95):
-    status, out = pool.transcode_jpeg(
+def transcode(encoder, data: bytes, size, crop=None, *, gray=False, quality=95):
+    status, out = encoder.transcode_jpeg(
         [data],
         np.array([size], np.int32),
         crops=None if crop is None else np.array([crop], np.int32),
         quality=quality,
         gray=gray,
     )
-    assert status[0] == 0, pool.last_errors()
+    assert status[0] == 0, encoder.last_errors()
     return Image.open(io.BytesIO(out[0]))
 
 
@@ -83,11 +83,11 @@ SOURCES = {
         ((1200, 900), (160, 120)),  # a DCT-scaled decode (1/4) then resampled
     ],
 )
-def test_matches_pillow_resize(pool, kind, src_size, out_size):
+def test_matches_pillow_resize(encoder, kind, src_size, out_size):
     args = dict(SOURCES[kind])
     mode = args.pop("mode", "RGB")
     data = encode(*src_size, mode=mode, quality=95, **args)
-    im = transcode(pool, data, out_size)
+    im = transcode(encoder, data, out_size)
     assert im.size == out_size
     assert im.mode == "RGB"
     assert im.info.get("progressive", 0) == 0  # baseline output, as OpenCV writes
@@ -96,41 +96,41 @@ def test_matches_pillow_resize(pool, kind, src_size, out_size):
 
 
 @pytest.mark.parametrize("kind", ["420", "grey", "cmyk"])
-def test_grey_output(pool, kind):
+def test_grey_output(encoder, kind):
     args = dict(SOURCES[kind])
     mode = args.pop("mode", "RGB")
     data = encode(300, 200, mode=mode, quality=95, **args)
-    im = transcode(pool, data, (150, 100), gray=True)
+    im = transcode(encoder, data, (150, 100), gray=True)
     assert im.mode == "L" and im.size == (150, 100)
     assert psnr(np.asarray(im), reference(data, (150, 100), (0, 0, 300, 200), "L")) > 30
 
 
 @pytest.mark.parametrize("kind", ["420", "cmyk"])
-def test_center_crop(pool, kind):
+def test_center_crop(encoder, kind):
     args = dict(SOURCES[kind])
     mode = args.pop("mode", "RGB")
     data = encode(400, 240, mode=mode, quality=95, **args)
     box = crop_box(400, 240, center_crop=True)
     size = output_size(box[2] - box[0], box[3] - box[1], 128)
     crop = (box[0], box[1], box[2] - box[0], box[3] - box[1])
-    im = transcode(pool, data, size, crop)
+    im = transcode(encoder, data, size, crop)
     assert im.size == (128, 128)
     assert psnr(np.asarray(im), reference(data, size, box, "RGB")) > 30
 
 
-def test_output_is_420_at_the_quality_asked(pool):
+def test_output_is_420_at_the_quality_asked(encoder):
     data = encode(256, 256, subsampling=0, quality=95)
-    small = transcode(pool, data, (256, 256), quality=30)
-    large = transcode(pool, data, (256, 256), quality=98)
+    small = transcode(encoder, data, (256, 256), quality=30)
+    large = transcode(encoder, data, (256, 256), quality=98)
     assert small.layer[0][1:3] == (2, 2) and small.layer[1][1:3] == (1, 1)  # 4:2:0
     assert len(small.fp.getvalue()) < len(large.fp.getvalue())
 
 
-def test_same_bytes_every_time_and_in_any_batch(pool):
+def test_same_bytes_every_time_and_in_any_batch(encoder):
     """NOTE [output order]: each record depends only on its image (im2rec's reproducibility)."""
     datas = [encode(200 + 7 * i, 150 + 3 * i, seed=i, subsampling=i % 3) for i in range(6)]
     sizes = np.array([output_size(200 + 7 * i, 150 + 3 * i, 96) for i in range(6)], np.int32)
-    alone = [pool.transcode_jpeg([d], s[None])[1][0] for d, s in zip(datas, sizes, strict=True)]
+    alone = [encoder.transcode_jpeg([d], s[None])[1][0] for d, s in zip(datas, sizes, strict=True)]
     with decode.DecodePool(3, backend="native") as threaded:
         for _ in range(3):
             status, together = JpegEncoder(threaded).transcode_jpeg(datas, sizes)
@@ -167,14 +167,14 @@ _PLANE_CASES = [
     [("grey", *c) for c in _PLANE_CASES]
     + [(k, *c) for k in ("420", "444") for c in _PLANE_CASES if min(c[1]) >= 16],
 )
-def test_plane_resample_is_right_up_to_every_edge(pool, kind, src, size):
+def test_plane_resample_is_right_up_to_every_edge(encoder, kind, src, size):
     """The planes are resampled column-wise as passes over transposed rows, padded to
     whole 16-byte tiles; every output row and column, the last ones too, matches Pillow's
     resize of the decoded source."""
     mode = "L" if kind == "grey" else "RGB"
     save = {} if kind == "grey" else {"subsampling": {"420": 2, "444": 0}[kind]}
     data = _smooth(*src, mode, **save)
-    im = transcode(pool, data, size, gray=kind == "grey", quality=98)
+    im = transcode(encoder, data, size, gray=kind == "grey", quality=98)
     assert im.size == size
     got = np.asarray(im).astype(np.int16)
     ref = reference(data, size, (0, 0, *src), mode).astype(np.int16)
@@ -203,16 +203,16 @@ def _photo(width: int, height: int, seed: int) -> np.ndarray:
         ((50, 33), (3, 4, 40, 25), (151, 99)),  # upscaling a box
     ],
 )
-def test_resize_encode_resizes_as_pillow_does(pool, src, crop, size):
+def test_resize_encode_resizes_as_pillow_does(encoder, src, crop, size):
     """Pixels decoded elsewhere (PNG): the resize matches Pillow's resize(box=). Both sides
     go through the same encoder (ours, quality 100, at the output size), so what differs is
     the resize alone: one level here and there (14-bit weights against Pillow's 22), which
     the JPEG step spreads a little; a box one pixel off would differ by ~1.7 on average."""
     pixels = _photo(*src, seed=src[0])
     box = (0, 0, *src) if crop is None else (crop[0], crop[1], crop[0] + crop[2], crop[1] + crop[3])
-    got = pool.resize_encode(pixels, size, crop=crop, quality=100)
+    got = encoder.resize_encode(pixels, size, crop=crop, quality=100)
     pillow = np.asarray(Image.fromarray(pixels).resize(size, Image.Resampling.BILINEAR, box=box))
-    want = pool.resize_encode(pillow, size, quality=100)
+    want = encoder.resize_encode(pillow, size, quality=100)
     a = np.asarray(Image.open(io.BytesIO(got))).astype(int)
     b = np.asarray(Image.open(io.BytesIO(want))).astype(int)
     assert a.shape == (size[1], size[0], 3)
@@ -220,16 +220,16 @@ def test_resize_encode_resizes_as_pillow_does(pool, src, crop, size):
     assert diff.mean() < 0.8 and diff.max() <= 8, (diff.mean(), diff.max())  # 1 px off: ~1.7, 28
 
 
-def test_resize_encode_refuses_bad_input(pool):
+def test_resize_encode_refuses_bad_input(encoder):
     pixels = _photo(40, 30, seed=1)
     big = 2**31 - 1
     for crop in [(-1, 0, 10, 10), (35, 0, 10, 10), (0, 0, 0, 10), (1, 0, big, 10), (0, 1, 10, big)]:
         with pytest.raises(ValueError, match="bad resize parameters"):
-            pool.resize_encode(pixels, (20, 15), crop=crop)
+            encoder.resize_encode(pixels, (20, 15), crop=crop)
     with pytest.raises(ValueError, match="not a valid output size"):
-        pool.resize_encode(pixels, (0, 15))
+        encoder.resize_encode(pixels, (0, 15))
     with pytest.raises(ValueError, match="shape"):
-        pool.resize_encode(pixels[..., 0], (20, 15))
+        encoder.resize_encode(pixels[..., 0], (20, 15))
 
 
 _DIGEST_OF_TRANSCODES = """
@@ -281,7 +281,7 @@ def test_avx2_and_sse2_passes_give_the_same_bytes():
     assert default[1] == sse2[1]
 
 
-def test_bad_inputs_get_a_status_not_a_crash(pool):
+def test_bad_inputs_get_a_status_not_a_crash(encoder):
     good = encode(120, 80)
     cases = {
         "empty": (b"", decode.STATUS_EMPTY),
@@ -290,34 +290,34 @@ def test_bad_inputs_get_a_status_not_a_crash(pool):
         "truncated": (good[: len(good) // 2], decode.STATUS_TRUNCATED),
     }
     datas = [d for d, _ in cases.values()] + [good]
-    status, out = pool.transcode_jpeg(datas, np.full((len(datas), 2), 40, np.int32))
+    status, out = encoder.transcode_jpeg(datas, np.full((len(datas), 2), 40, np.int32))
     assert list(status) == [st for _, st in cases.values()] + [0]
     assert out[:-1] == [None] * len(cases) and out[-1][:2] == b"\xff\xd8"
-    errors = pool.last_errors()
+    errors = encoder.last_errors()
     assert all(errors[:-1]) and errors[-1] is None
     with pytest.raises(ValueError, match="shape"):
-        pool.transcode_jpeg([good], np.zeros((2, 2), np.int32))
+        encoder.transcode_jpeg([good], np.zeros((2, 2), np.int32))
     # a bad output size is that image's error; the rest of the batch is transcoded
-    status, out = pool.transcode_jpeg([good, good], np.array([[0, 5], [30, 20]], np.int32))
+    status, out = encoder.transcode_jpeg([good, good], np.array([[0, 5], [30, 20]], np.int32))
     assert list(status) == [decode.STATUS_BAD_PARAM, 0] and out[1][:2] == b"\xff\xd8"
-    assert "valid output size" in pool.last_errors()[0]
+    assert "valid output size" in encoder.last_errors()[0]
 
 
-def test_sizes_and_crops_beyond_int32_are_refused_not_wrapped(pool):
+def test_sizes_and_crops_beyond_int32_are_refused_not_wrapped(encoder):
     """An output size or window int32 cannot hold is an error naming it (2**32 + 64 wrapped to
     64: a valid size, silently)."""
     good = encode(120, 80)
     with pytest.raises(ValueError, match=re.escape("sizes[1, 0] = 4294967360")):
-        pool.transcode_jpeg([good, good], np.array([[40, 40], [2**32 + 64, 40]], np.int64))
+        encoder.transcode_jpeg([good, good], np.array([[40, 40], [2**32 + 64, 40]], np.int64))
     with pytest.raises(ValueError, match=re.escape("crops[0, 3] = -4294967216")):
-        pool.transcode_jpeg(
+        encoder.transcode_jpeg(
             [good], np.array([[40, 40]]), crops=np.array([[0, 0, 80, 80 - 2**32]], np.int64)
         )
-    status, out = pool.transcode_jpeg([good], np.array([[40, 30]], np.int64))
+    status, out = encoder.transcode_jpeg([good], np.array([[40, 30]], np.int64))
     assert status.tolist() == [0] and Image.open(io.BytesIO(out[0])).size == (40, 30)
 
 
-def test_too_large_is_refused(pool):
+def test_too_large_is_refused(encoder):
     with decode.DecodePool(1, backend="native", max_pixels=100) as small:
         status, _ = JpegEncoder(small).transcode_jpeg(
             [encode(20, 20)], np.array([[10, 10]], np.int32)
@@ -325,7 +325,7 @@ def test_too_large_is_refused(pool):
     assert status[0] == decode.STATUS_TOO_LARGE
 
 
-def test_im2rec_encode_image_uses_it(pool):
+def test_im2rec_encode_image_uses_it(encoder):
     data = encode(413, 545, quality=95)
     out = encode_image(data, EncodeOptions(resize=256, quality=90))
     im = Image.open(io.BytesIO(out))
@@ -432,15 +432,15 @@ def test_jpeg_header_checks():
         im2rec.transcode.jpeg_info(b"\xff\xd8" + sof + b"\xff\xd9")
 
 
-def test_jpeg_padded_with_eoi_is_skipped_as_truncated(pool):
+def test_jpeg_padded_with_eoi_is_skipped_as_truncated(encoder):
     """im2rec: a JPEG cut short and padded with an EOI marker was re-encoded with grey rows;
     it is skipped as truncated now, as one without the EOI is."""
     good = encode(320, 240)
     sos = good.find(b"\xff\xda")
     padded = good[: (sos + len(good)) // 2] + b"\xff\xd9"
-    status, out = pool.transcode_jpeg([good, padded], np.array([[160, 120]] * 2, np.int32))
+    status, out = encoder.transcode_jpeg([good, padded], np.array([[160, 120]] * 2, np.int32))
     assert status.tolist() == [0, decode.STATUS_TRUNCATED] and out[1] is None
-    assert "premature end of data segment" in pool.last_errors()[1]
+    assert "premature end of data segment" in encoder.last_errors()[1]
     with pytest.raises(im2rec.transcode.SkipImage, match="truncated JPEG"):
         encode_image(padded, EncodeOptions(resize=100))
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
+from recio._text import decode_text, lf_line_ends
 from recio.errors import RecordIOError
-from recio.storage.text import decode_text, lf_line_ends
 
 
 def test_line_ends_as_python_text_files_read_them():
@@ -20,7 +23,14 @@ def test_a_byte_that_is_not_utf8_is_named_with_its_line():
     assert info.value.path == "x.idx" and info.value.offset == 10
 
 
-def test_records_read_text_files_with_storages_decoder():
+def test_records_and_storage_read_text_files_with_one_decoder():
     from recio.records import format as record_format
+    from recio.storage import urls
 
-    assert record_format.decode_text is decode_text
+    assert record_format.decode_text is decode_text and urls.decode_text is decode_text
+
+
+def test_the_record_format_loads_no_storage():
+    code = "import sys, recio.records.format; print('recio.storage' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import RecordIOError
+from .errors import RecordIOError
 
 __all__ = ["decode_text", "lf_line_ends"]
 
