@@ -20,6 +20,7 @@ from recio.records.format import (
     encode_record,
     format_idx_line,
     format_lst_line,
+    header_fields,
     iter_records,
     pack,
     parse_idx,
@@ -448,3 +449,31 @@ def test_unpack_labels_refuses_headers_the_record_cannot_hold():
     short = struct.pack("<IfQQ", 1000, 0.0, 5, 0) + b"abc"
     with pytest.raises(RecordIOError, match="IRHeader says 1000 labels"):
         unpack_labels(short)
+
+
+def test_header_fields_are_unpack_labels_first_label_id_and_image_offset():
+    one = pack(IRHeader(0, 7.5, 42, 0), b"img")
+    many = pack(IRHeader(3, [1.25, 2.0, 3.0], 9, 0), b"img")
+    for record in (one, many):
+        flag, label, rid, start = header_fields(record)
+        labels, want_id, want_start = unpack_labels(record, 1)
+        assert (label, rid, start) == (float(labels[0]), want_id, want_start)
+        assert record[start:] == b"img" and flag == (start - 24) // 4
+    assert header_fields(many)[:2] == (3, 1.25)
+    with pytest.raises(RecordIOError, match="no image header"):
+        header_fields(one[:10])
+    with pytest.raises(RecordIOError, match="says 3 labels"):
+        header_fields(many[:30])
+
+
+def test_iter_records_parses_a_record_only_when_asked():
+    first = encode_record(pack(IRHeader(0, 1.0, 1, 0), b"a"))
+    second = encode_record(pack(IRHeader(0, 2.0, 2, 0), b"b"))
+    buf = bytearray(first + b"\x00" * len(second))
+    records = iter_records(memoryview(buf), path="x.rec")
+    assert next(records)[0] == 0
+    buf[len(first) :] = second  # written after the first was taken: read as it is now
+    assert next(records)[0] == len(first)
+    buf = bytearray(first + b"\x00" * 16)
+    with pytest.raises(RecordIOError, match="x.rec"):
+        list(iter_records(memoryview(buf), path="x.rec"))
