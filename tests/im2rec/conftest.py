@@ -11,10 +11,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from recio import im2rec
+from recio import decode, im2rec
 from recio.bench.sample import make_sample_folder
+from recio.im2rec.encoder import JpegEncoder
 from recio.records.format import unpack
 from recio.records.recordio import MXIndexedRecordIO
+
+from ..conftest import require_native
 
 
 def run(*argv: object) -> int:
@@ -64,3 +67,21 @@ def bad_folder(tmp_path, images) -> Path:
 
 
 BAD = {"empty.jpg", "truncated.jpg", "text.jpg", "cut.png", "garbage.jpg"}
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    """A JpegEncoder on a one-thread native pool."""
+    require_native()
+    with decode.DecodePool(1, backend="native") as p:
+        yield JpegEncoder(p)
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float("inf") if mse == 0 else 10 * np.log10(255**2 / mse)
+
+
+def reference(data: bytes, size, box, mode: str) -> np.ndarray:
+    im = Image.open(io.BytesIO(data)).convert(mode)
+    return np.asarray(im.resize(size, Image.Resampling.BILINEAR, box=box))
