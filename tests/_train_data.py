@@ -46,11 +46,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# torch's gloo backend now and then aborts a rank as its process exits, after the work and
+# destroy_process_group() are done: a C++ thread of gloo's destroyed unjoined ("terminate
+# called without an active exception", SIGABRT). Seen about once in ten runs of the DDP
+# example on a loaded 2-core machine, never before the exit; such a run is made once more.
+_GLOO_EXIT_ABORT = "terminate called without an active exception"
+
+
 def torchrun(args: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
     """``args`` under torchrun with two processes, from the repository root; must succeed."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
-    cmd += ["--master-port", str(free_port()), *args]
-    proc = subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout)
+    for attempt in (1, 2):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+        cmd += ["--master-port", str(free_port()), *args]
+        proc = subprocess.run(
+            cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout
+        )
+        if proc.returncode == 0 or _GLOO_EXIT_ABORT not in proc.stderr or attempt == 2:
+            break
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 
