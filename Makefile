@@ -1,4 +1,5 @@
-# Shortcuts for the scripts under tools/ (which are what README and CI run).
+# Shortcuts for the scripts under tools/ (which are what README and CI run); native and asan
+# build in the virtual environment tools/setup.sh makes (.venv).
 .PHONY: demo test lint native asan
 
 demo:
@@ -11,7 +12,7 @@ lint:
 	ruff check . && ruff format --check .
 
 native:
-	python3 setup.py build_ext --inplace
+	.venv/bin/python setup.py build_ext --inplace
 
 asan:
-	RECIO_NATIVE_DEBUG=asan python3 setup.py build_ext --inplace --force
+	RECIO_NATIVE_DEBUG=asan .venv/bin/python setup.py build_ext --inplace --force

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The main job on a built-in default: install, make the sample dataset, pack it,
+# The main job on a built-in default: install (in .venv: tools/setup.sh), make the sample dataset, pack it,
 # read it through every stage, and print the throughput.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
-exec recio bench "$@"
+exec "${RECIO_VENV:-.venv}/bin/recio" bench "$@"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install recio with its test extras, start this run's own test servers (S3, HDFS) on free
+# Install recio with its test extras (in .venv: tools/setup.sh), start this run's own test servers (S3, HDFS) on free
 # ports of 127.0.0.1, run the whole test suite except what needs a GPU, stop those servers.
 # The servers live in a fresh state dir with an owner token of this run (RECIO_SERVERS_STATE,
 # RECIO_SERVERS_OWNER), so the EXIT trap and the restart tests stop only them, never a server
@@ -8,6 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh "test,s3,hdfs,dali,train,plot,frameworks,cluster"
+# the virtual environment setup.sh installed into: its python3, pytest and recio from here on
+# shellcheck disable=SC1091
+. "${RECIO_VENV:-.venv}/bin/activate"
 if [ -x tools/ci_services.sh ]; then
   state=$(mktemp -d "${TMPDIR:-/tmp}/recio-servers.XXXXXX")
   export RECIO_SERVERS_STATE=$state RECIO_SERVERS_OWNER="run_tests-$$-${state##*.}"
