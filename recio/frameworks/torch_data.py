@@ -39,7 +39,7 @@ except ImportError as exc:  # pragma: no cover - the train extra is missing
         f"recio.frameworks.torch_data needs PyTorch ({exc}); {install_hint('train')}"
     ) from exc
 
-__all__ = ["TorchBatch", "TorchBatches", "to_torch"]
+__all__ = ["EpochPass", "TorchBatch", "TorchBatches", "to_torch"]
 
 
 class TorchBatch(NamedTuple):
@@ -150,10 +150,21 @@ class TorchBatches(IterableDataset):
         self.check_world = check_world
 
     def __len__(self) -> int:
-        """Batches in the current epoch, on this rank."""
-        return len(self.iterator)
+        """The whole epoch's batch count on this rank, also in an epoch resumed midway.
 
-    def __iter__(self) -> Iterator[TorchBatch]:
+        It is the step number that ends the epoch being iterated (or, between epochs, the
+        next one): a framework that counts the batches it took, restores that count from
+        its checkpoint and stops at ``len()`` (Lightning) takes exactly the rest of the
+        epoch. ``len(self.iterator)`` is the batches left (NOTE [whole-epoch len]).
+        """
+        it = self.iterator
+        sampler = getattr(it, "sampler", None)
+        if sampler is None:  # not a positioned iterator: its own count
+            return len(it)
+        # the state's epoch: the one the next batch comes from (after an ended epoch, the next)
+        return sampler.steps_in_epoch(int(it.state_dict()["epoch"]))
+
+    def __iter__(self) -> EpochPass:
         # Checked here, not in the generator: every rank of an Accelerate dispatcher
         # creates the iterator, only rank 0 would ever run a generator's body.
         self._check_worker()
@@ -161,21 +172,7 @@ class TorchBatches(IterableDataset):
         if self.check_world:
             self._check_world()
         iter(self.iterator)  # the next epoch, if the last one ended
-        return self._batches()
-
-    def _batches(self) -> Iterator[TorchBatch]:
-        it = self.iterator
-        while True:
-            try:
-                batch = next(it)
-            except StopIteration:
-                return
-            if batch.step + 1 >= _end_step(it, batch.epoch):
-                # The epoch's last batch. Frameworks that know len() (Lightning) stop
-                # asking here and call iter() for the next epoch; end this epoch now, so
-                # that iter() starts the next one and a state saved now says so.
-                _end_epoch(it)
-            yield to_torch(batch, self.device, self.label_dtype)
+        return EpochPass(self)
 
     def state_dict(self) -> dict[str, Any]:
         """The iterator's position: the next batch to yield (an opaque dict)."""
@@ -222,6 +219,44 @@ class TorchBatches(IterableDataset):
                 "Accelerator()), or pass part_index/num_parts; check_world=False if the "
                 "ranks share data on purpose"
             )
+
+
+class EpochPass(Iterator[TorchBatch]):
+    """One pass over a :class:`TorchBatches`: the rest of its iterator's current epoch.
+
+    Stateful, for torchdata's ``StatefulDataLoader``, which saves the state of
+    ``iter(dataset)`` along with the dataset's: a state taken after the epoch's last batch,
+    before the pass has ended, resumes with that pass, empty, as torchdata does for a
+    map-style dataset; its next pass is the next epoch (NOTE [whole-epoch len]).
+    """
+
+    def __init__(self, owner: TorchBatches) -> None:
+        self.owner = owner
+        self.ended = False  # the epoch's last batch has been yielded
+
+    def __iter__(self) -> EpochPass:
+        return self
+
+    def __next__(self) -> TorchBatch:
+        if self.ended:
+            raise StopIteration
+        it = self.owner.iterator
+        batch = next(it)  # its StopIteration ends the pass
+        if batch.step + 1 >= _end_step(it, batch.epoch):
+            # The epoch's last batch. Frameworks that know len() (Lightning) stop asking
+            # here and call iter() for the next epoch; end this epoch now, so that iter()
+            # starts the next one and a state saved now says so.
+            _end_epoch(it)
+            self.ended = True
+        return to_torch(batch, self.owner.device, self.owner.label_dtype)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Whether the pass has yielded its epoch's last batch."""
+        return {"ended": self.ended}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue a pass from :meth:`state_dict` (the position is the dataset's state)."""
+        self.ended = bool(state.get("ended", False))
 
 
 def _end_step(it: Any, epoch: int) -> int:
