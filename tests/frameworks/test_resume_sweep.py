@@ -8,8 +8,10 @@ Lightning in one process and in two (DDP on CPU, gloo, under torchrun), with and
 loader up before it reads the checkpoint, and the DataModule keeps the loader's state as
 examples/lightning_datamodule.py does); Accelerate's usual loop (epoch and step from a step
 counter and ``len()``); torchdata's StatefulDataLoader in a loop over saved epochs. Before
-``len(TorchBatches)`` was the whole epoch's count, Lightning dropped batches on every early
-resume (k = 5 of 7: two trained of the seven left to train).
+``len(TorchBatches)`` was the whole epoch's count, Lightning dropped batches whenever fewer had
+been taken than were left (from k = 5 of 7 it trained 4 of the 9 batches left in the two
+epochs), Accelerate's loop started in the wrong epoch, and a StatefulDataLoader saved after an
+epoch's last batch trained one epoch too many.
 """
 
 from __future__ import annotations
@@ -126,8 +128,8 @@ def check_accelerate(reports: list[dict], ks: list[int]) -> None:
         assert [b[:2] for b in full] == [b[2:4] for b in full] == positions()
         for k in ks:
             resumed = report["resumed"][str(k)]
-            assert resumed["len"]["after_load"] == N, f"resumed from step {k}"
             assert resumed["batches"] == full[k:], f"resumed from step {k}"
+            assert resumed["len"]["after_load"] == N, f"resumed from step {k}"
     check_shards([r["full"]["batches"] for r in reports], ids_at=4)
 
 
