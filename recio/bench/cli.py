@@ -20,7 +20,9 @@ EPILOG = """\
 columns: images/s is the median of the repeats, min and max beside it; MB/s counts the
 encoded (compressed) bytes a stage consumes, not decoded pixels; "vs Pillow" divides a
 stage's images/s by the Pillow + thread pool baseline's (decode, the same random crop,
-resize and flip, from memory, on the same threads). The report explains each again.
+resize and flip, from memory, on the same threads), for the stages that do that same work
+only: read, full-size decode and the training step have none (-). The report explains
+each again.
 
 examples:
   recio bench                                  # the built-in sample, removed afterwards
