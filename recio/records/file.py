@@ -29,6 +29,25 @@ from .verified import VerifiedReads, put_problems
 
 __all__ = ["RecordFile"]
 
+_scanned: set[str] = set()  # the .rec files already warned about (once each per process)
+
+
+def _warn_scan(url: str) -> None:
+    """Say, once per file, that a ``.rec`` without ``.idx`` is read whole to find its records.
+
+    On a large or remote file the scan takes minutes; the warning comes before it, so the
+    wait is explained while it happens.
+    """
+    if url in _scanned:
+        return
+    _scanned.add(url)
+    warnings.warn(
+        f"{url} has no index ({default_idx_path(url)}): reading the whole file to find its "
+        f"records; `recio index {url}` writes the index once",
+        IndexWarning,
+        stacklevel=5,  # the caller of RecordFile()
+    )
+
 
 class RecordFile(VerifiedReads, RecordsBase):
     """Random access to every record of a ``.rec``, by position in its index.
@@ -100,6 +119,7 @@ class RecordFile(VerifiedReads, RecordsBase):
             del data  # the text of a 40M-line .idx is ~800 MB
             check_offsets(idx_url, self.keys, self.offsets, self.source)
         else:
+            _warn_scan(self.url)
             self.offsets = np.array(scan_source(self.source), dtype=np.int64)
             self.keys = np.arange(len(self.offsets), dtype=np.int64)
         self.lengths = self._extents()
