@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .._checks import check_choice, check_int
+from .._checks import check_choice, check_data_shape, check_int
 from ..augment import ColourSpec, CropSpec, GeometrySpec, KeyedDraw
 from ..decode import DecodeOptions, DecodePool
 from ..errors import DecodeError
@@ -129,9 +129,7 @@ class RecordDataset:
         cache_limit: int | None = None,
         verify_checksums: bool | str = "auto",
     ) -> None:
-        shape = tuple(int(v) for v in data_shape)
-        if len(shape) != 3 or shape[0] != 3:
-            raise ValueError(f"data_shape must be (3, height, width), not {data_shape}")
+        shape = check_data_shape(data_shape)
         if crop is None:
             crop = CropSpec(shape[1], shape[2], rand_mirror=rand_mirror)
         elif (crop.out_height, crop.out_width) != shape[1:]:

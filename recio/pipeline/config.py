@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .. import dist
-from .._checks import check_choice, check_int
+from .._checks import check_choice, check_data_shape, check_int
 from ..augment import ColourSpec, CropSpec, GeometrySpec
 from ..sampling.mixing import Mixture, Source
 from ..sampling.sampler import LastBatch, Shuffle
@@ -268,16 +268,7 @@ class IterConfig:
             raise TypeError(
                 "a Mixture's .idx files are its sources' (Source(idx=)), not path_imgidx"
             )
-        try:
-            shape = tuple(int(v) for v in self.data_shape)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"data_shape must be (channels, height, width), not {self.data_shape!r}"
-            ) from None
-        if len(shape) != 3 or min(shape) <= 0:
-            raise ValueError(f"data_shape must be (channels, height, width), not {self.data_shape}")
-        if shape[0] != 3:
-            raise ValueError(f"data_shape must have 3 channels (RGB), not {shape[0]}")
+        shape = check_data_shape(self.data_shape)
         object.__setattr__(self, "data_shape", shape)
         check_int("batch_size", self.batch_size, 1)
         check_int("seed", self.seed)
@@ -446,9 +437,7 @@ class IterConfig:
             fields["normalize"]["dtype"] = "float32"
         if aspect:
             _aspect(aspect, fields)
-        shape = tuple(data_shape)
-        if len(shape) != 3:
-            raise ValueError(f"data_shape must be (channels, height, width), not {data_shape}")
+        shape = check_data_shape(data_shape)  # (before the crop is made from it)
         groups: dict[str, Any] = {}
         for name, group in given.items():
             if group is not None and fields[name]:

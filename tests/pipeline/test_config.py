@@ -64,7 +64,7 @@ def test_round_batch_picks_last_batch():
         ({"batch_size": "8"}, TypeError, "batch_size must be an int, not str '8'"),
         ({"batch_size": 0}, ValueError, "batch_size must be at least 1, not 0"),
         ({"label_width": 0}, ValueError, "label_width"),
-        ({"data_shape": (1, 32, 32)}, ValueError, "3 channels"),
+        ({"data_shape": (1, 32, 32)}, ValueError, "RGB channels first"),
         ({"data_shape": (3, 32)}, ValueError, "data_shape"),
         ({"min_aspect_ratio": 2.0, "max_aspect_ratio": 1.0}, ValueError, "min_aspect_ratio=2.0"),
         ({"max_random_area": 1.5}, ValueError, "max_random_area=1.5"),
