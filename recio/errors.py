@@ -67,9 +67,11 @@ class DecodeError(ValueError):
 
 
 class IndexWarning(UserWarning):
-    """A ``.idx`` that can be read but looks wrong for its ``.rec``.
+    """A ``.idx`` that can be read but looks wrong for its ``.rec``, or is missing.
 
     Duplicate offsets, or an index whose last record does not end where the ``.rec``
     ends: records missing from the index, a truncated ``.rec``, or a ``.rec`` and
-    ``.idx`` from different writes (a publish interrupted between the two files).
+    ``.idx`` from different writes (a publish interrupted between the two files). A
+    ``.rec`` with no ``.idx`` is read whole to find its records, once per file, and said
+    so (``recio index`` writes the index).
     """

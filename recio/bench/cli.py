@@ -6,20 +6,23 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 import time
 
 from .._install import install_hint
 from ..cli.args import add_storage_option, at_least, positive_float
 from .report import print_report, save_plot
-from .run import run_bench
+from .run import check_settings, run_bench
 from .sample import build_sample_rec
 
 EPILOG = """\
 columns: images/s is the median of the repeats, min and max beside it; MB/s counts the
 encoded (compressed) bytes a stage consumes, not decoded pixels; "vs Pillow" divides a
 stage's images/s by the Pillow + thread pool baseline's (decode, the same random crop,
-resize and flip, from memory, on the same threads). The report explains each again.
+resize and flip, from memory, on the same threads), for the stages that do that same work
+only: read, full-size decode and the training step have none (-). The report explains
+each again.
 
 examples:
   recio bench                                  # the built-in sample, removed afterwards
@@ -122,12 +125,42 @@ def _shape(text: str) -> tuple[int, int, int]:
         shape = ()
     if len(shape) != 3 or min(shape) < 1:
         raise argparse.ArgumentTypeError(f"expected C,H,W (three positive integers), not {text!r}")
+    if shape[0] != 3:
+        raise argparse.ArgumentTypeError(
+            f"{text}: the batches are RGB, so C must be 3 (give 3,{shape[1]},{shape[2]})"
+        )
     return shape  # type: ignore[return-value]
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before anything is measured, what would fail only at the end of the run."""
+    for option in ("json", "trace", "plot"):
+        path = getattr(args, option, None)
+        if path is None:
+            continue
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise ValueError(
+                f"--{option} {path}: no directory {folder} to write it in; create it first"
+            )
+        if os.path.isdir(path):
+            raise ValueError(f"--{option} {path} is a directory; give a file name in it")
+    python = getattr(args, "mxnet_python", None)
+    if python is not None and shutil.which(python) is None:
+        raise ValueError(
+            f"--mxnet-python {python}: no such executable; give the path of a Python that "
+            "has mxnet 1.9.1"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run the benchmark ``args`` describe (on a built-in sample without a .rec); exit status."""
+    """Run the benchmark ``args`` describe (on a built-in sample without a .rec); exit status.
+
+    Every argument is checked before the sample is built or a stage runs.
+    """
     shape = _shape(args.shape) if isinstance(args.shape, str) else tuple(args.shape)
+    check_settings(shape, args.batch_size, args.dtype, args.threads)
+    _check_outputs(args)
     options = args.storage_options
     if isinstance(options, str):
         options = json.loads(options)

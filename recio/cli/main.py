@@ -11,6 +11,7 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 
 from .. import __version__
 from .args import Parser, Refused, add_debug_option, describe
@@ -85,6 +86,21 @@ def main(argv: list[str] | None = None) -> int:
         debug = True
         argv.pop(0)
     command = argv[0] if argv else ""
+    with warnings.catch_warnings():  # (restores showwarning after)
+        warnings.showwarning = _one_line_warning(command)
+        return _run(command, argv, debug)
+
+
+def _one_line_warning(command: str):
+    """A ``warnings.showwarning`` that says a warning as one line, as the errors are."""
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"recio {command}: warning: {_one_line(message)}", file=file or sys.stderr)
+
+    return show
+
+
+def _run(command: str, argv: list[str], debug: bool) -> int:
     try:
         # Stage commands parse their own arguments, so their modules load lazily.
         if command in STAGE_COMMANDS:

@@ -259,6 +259,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="no progress bar or progress messages: warnings and errors only",
     )
+    x.add_argument(
+        "--verbose",
+        action="store_true",
+        help="with --list: a line per class (label, folder, images) before the summary line",
+    )
 
 
 def _one_line(exc: BaseException) -> str:
@@ -415,6 +420,7 @@ def _run(args: argparse.Namespace) -> int:
             seed=args.seed,
             storage_options=options,
             layout=args.layout,
+            verbose=args.verbose,
         )
         return EXIT_OK
     opts = EncodeOptions(

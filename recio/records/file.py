@@ -8,6 +8,7 @@ either.
 
 from __future__ import annotations
 
+import errno
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +29,31 @@ from .shard_names import is_shard_spec
 from .verified import VerifiedReads, put_problems
 
 __all__ = ["RecordFile"]
+
+_scanned: set[str] = set()  # the .rec files already warned about (once each per process)
+
+
+def _missing(exc: FileNotFoundError, url: str, fix: str) -> FileNotFoundError:
+    """``exc`` (a file that is not there) as one sentence that names ``url`` and the fix."""
+    what = exc.strerror or ("no such file" if storage.is_local(url) else "no such file or bucket")
+    return FileNotFoundError(errno.ENOENT, f"{what} ({fix})", url)
+
+
+def _warn_scan(url: str) -> None:
+    """Say, once per file, that a ``.rec`` without ``.idx`` is read whole to find its records.
+
+    On a large or remote file the scan takes minutes; the warning comes before it, so the
+    wait is explained while it happens.
+    """
+    if url in _scanned:
+        return
+    _scanned.add(url)
+    warnings.warn(
+        f"{url} has no index ({default_idx_path(url)}): reading the whole file to find its "
+        f"records; `recio index {url}` writes the index once",
+        IndexWarning,
+        stacklevel=5,  # the caller of RecordFile()
+    )
 
 
 class RecordFile(VerifiedReads, RecordsBase):
@@ -77,10 +103,14 @@ class RecordFile(VerifiedReads, RecordsBase):
         self.closed = False
         self._start_stats()
         with storage.one_client():  # the .rec, .idx and sidecar through one client
-            self.source = storage.open_source(
-                self.url, storage_options, fetch=fetch, cache_dir=cache_dir,
-                cache_limit=cache_limit,
-            )  # fmt: skip
+            try:
+                self.source = storage.open_source(
+                    self.url, storage_options, fetch=fetch, cache_dir=cache_dir,
+                    cache_limit=cache_limit,
+                )  # fmt: skip
+            except FileNotFoundError as exc:
+                raise _missing(exc, self.url, "check the path, or make a .rec from an image "
+                               "folder with `recio im2rec`") from exc  # fmt: skip
             try:
                 self._load_index(idx_url)
                 self.checksums = self._load_checksums(mode)
@@ -95,11 +125,19 @@ class RecordFile(VerifiedReads, RecordsBase):
             idx_url = candidate if storage.exists(candidate, self.storage_options) else None
         self.idx_url = idx_url
         if idx_url is not None:
-            data = storage.read_bytes(idx_url, self.storage_options)
+            try:
+                data = storage.read_bytes(idx_url, self.storage_options)
+            except FileNotFoundError as exc:
+                raise _missing(
+                    exc, idx_url, f"the .idx given for {self.url}: check the path, leave it "
+                    f"out to use the one beside the .rec, or write it with `recio index "
+                    f"{self.url}`",
+                ) from exc  # fmt: skip
             self.keys, self.offsets = parse_idx_arrays(data, path=idx_url)
             del data  # the text of a 40M-line .idx is ~800 MB
             check_offsets(idx_url, self.keys, self.offsets, self.source)
         else:
+            _warn_scan(self.url)
             self.offsets = np.array(scan_source(self.source), dtype=np.int64)
             self.keys = np.arange(len(self.offsets), dtype=np.int64)
         self.lengths = self._extents()
