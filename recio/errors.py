@@ -73,3 +73,18 @@ class IndexWarning(UserWarning):
     ends: records missing from the index, a truncated ``.rec``, or a ``.rec`` and
     ``.idx`` from different writes (a publish interrupted between the two files).
     """
+
+
+class ResumeStateError(ValueError):
+    """A ``state_dict()`` that an iterator cannot resume from.
+
+    A field of the wrong type or out of range, a missing field, or a state saved with
+    another dataset, seed or shuffle; the message names the field and its value.
+    """
+
+
+class ResumeStateTypeError(ResumeStateError, TypeError):
+    """A state that is no ``state_dict()`` at all (not a dict), or a field of the wrong type.
+
+    Both a ``ResumeStateError`` (a ``ValueError``) and a ``TypeError``.
+    """

@@ -174,9 +174,7 @@ def _checked_header_range(records: RecordFile, position: int, header: IRHeader) 
     if not all(math.isfinite(v) and v == int(v) for v in (first, end)):
         problem = f"labels [{first!r}, {end!r}] that are not whole numbers"
     elif not 1 <= first <= end:
-        problem = (
-            f"image keys 1..{int(first) - 1} and identity keys {int(first)}..{int(end) - 1}"
-        )
+        problem = f"image keys 1..{int(first) - 1} and identity keys {int(first)}..{int(end) - 1}"
     elif end > n:
         problem = (
             f"{int(end) - 1} image and identity keys (1..{int(end) - 1}), but the file holds "
