@@ -20,7 +20,10 @@ dataset (``num_records`` and ``fingerprint``, a hash of the index's offsets), wh
 chosen by the first run. ``step``, ``batch_size``, ``part_index`` and ``num_parts`` say
 where the saving rank stood; a state without ``consumed`` (saved before it existed) is read
 through them, with block shuffle's geometry of then (blocks of 256, windows of 4 per rank,
-one partition per rank).
+one partition per rank). Before any of that, every field is checked for its type and range
+(:mod:`.resume_state`): a state from a checkpoint may have been written by hand or turned
+into floats, and a truncated ``epoch`` or a ``step`` past its epoch's end would resume at
+the wrong place without a word.
 """
 
 from __future__ import annotations
