@@ -8,6 +8,7 @@ either.
 
 from __future__ import annotations
 
+import struct
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -17,7 +18,7 @@ import numpy as np
 from .. import storage
 from ..errors import ChecksumError, CorruptRecordError, IndexWarning
 from .batch import BatchRecords, gather_words, map_words, read_file_batch
-from .checksum import resolve_verify
+from .checksum import MismatchedPayload, resolve_verify
 from .cursor import RecordCursor
 from .format import FRAME_HEADER_SIZE, MAGIC, MAX_PAYLOAD, parse_idx_arrays, read_record
 from .index import check_offsets, default_idx_path, first_gap, not_a_record_start, warn_gap
@@ -289,6 +290,10 @@ class RecordFile(VerifiedReads, RecordsBase):
         self.check_open()
         datas, problems = self._fetch_extents(indices, until)
         put_problems(datas, problems, "mark")
+        if not self._gap_seen:  # NOTE [index gaps]: where each one-frame record ends
+            ends = [_one_frame_end(data) for data in datas]
+            positions = np.asarray(indices, dtype=np.int64)
+            self.check_record_ends(positions, self.offsets[positions] + ends)
         return datas
 
     def _fetch_extents(
@@ -393,3 +398,18 @@ class RecordFile(VerifiedReads, RecordsBase):
 
     def _place(self) -> dict[str, Any]:
         return {"url": self.url, "idx_url": self.idx_url}
+
+
+_FRAME_HEADER = struct.Struct("<II")
+
+
+def _one_frame_end(extent: Any) -> int:
+    """Where a one-frame record ends in its fetched ``extent`` (its length where unknown)."""
+    if isinstance(extent, MismatchedPayload):
+        return 1 << 62  # damaged: not looked at
+    if len(extent) < FRAME_HEADER_SIZE:
+        return len(extent)
+    magic, lrec = _FRAME_HEADER.unpack_from(extent, 0)
+    if magic != MAGIC or lrec >> 29:  # not a record, or several frames: the parse's to say
+        return len(extent)
+    return FRAME_HEADER_SIZE + (lrec & MAX_PAYLOAD)

@@ -101,3 +101,17 @@ def test_verify_fails_with_the_count_and_the_command(tmp_path, capsys):
     assert f"`recio index {rec}` rebuilds it" in out
     assert cli(["index", rec]) == 0
     assert cli(["verify", rec]) == 0
+
+
+def test_a_remote_iterator_warns_too(tmp_path, memfs):
+    """The records' extents as fetched (the remote path's native call) show the gap."""
+    rec, idx = write_skipping(tmp_path)
+    memfs.put_file(rec, "/gaps/g.rec")
+    memfs.put_file(idx, "/gaps/g.idx")
+    url = "memory:///gaps/g.rec"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with ImageRecordIter(url, (3, 16, 16), 8, preprocess_threads=1) as it:
+            delivered = sum(len(b.index) - b.pad for b in it)
+    assert delivered == N - 1
+    assert_one_gap_warning(caught, url, "memory:///gaps/g.idx")
