@@ -167,14 +167,14 @@ class RecordFile(VerifiedReads, RecordsBase):
             gap &= mask
         if not gap.any():
             return
-        slots = np.flatnonzero(gap)
-        j = first_gap(stops[slots] - self.lengths[positions[slots]], self.lengths[positions[slots]],
-                      ends[slots], self.size)  # fmt: skip
+        found = positions[gap]  # then the exact look, at these only
+        j = first_gap(self.offsets[found], self.lengths[found], ends[gap], self.size)
         if j is not None:
             self._gap_seen = True
-            p = int(positions[slots[j]])
-            start = (int(ends[slots[j]]) + 3) & ~3
-            warn_gap(self.idx_url, self.source, start, int(stops[slots[j]]), int(self.keys[p]))
+            p = int(found[j])
+            start = (int(ends[gap][j]) + 3) & ~3
+            stop = int(self.offsets[p] + self.lengths[p])
+            warn_gap(self.idx_url, self.source, start, stop, int(self.keys[p]))
 
     def read(self, i: int) -> memoryview | bytes:
         """The payload of the ``i``-th record in index order (zero-copy for local files).

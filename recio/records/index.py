@@ -151,14 +151,16 @@ def warn_gap(idx_path: str, source: storage.ByteSource, start: int, stop: int, k
     _warn(_gap_message(idx_path, source.url, start, stop, source, key), stacklevel=5)
 
 
-_GAP_WALK = 1000  # records counted in one gap at most (a frame header read each)
+# Records counted in one gap at most: a frame header read each (remote: a request each).
+_GAP_WALK, _GAP_WALK_REMOTE = 1000, 16
 
 
 def _gap_message(
     idx_path: str, url: str, start: int, stop: int, source: storage.ByteSource, key: int | None
 ) -> str:
     count, at, problem = 0, start, None
-    while at < stop and count < _GAP_WALK:
+    limit = _GAP_WALK if source.mapped else _GAP_WALK_REMOTE
+    while at < stop and count < limit:
         try:
             at = record_end(source, at)
         except RecordIOError as exc:
