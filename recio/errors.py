@@ -75,3 +75,18 @@ class IndexWarning(UserWarning):
     ``.rec`` with no ``.idx`` is read whole to find its records, once per file, and said
     so (``recio index`` writes the index).
     """
+
+
+class ResumeStateError(ValueError):
+    """A ``state_dict()`` that an iterator cannot resume from.
+
+    A field of the wrong type or out of range, a missing field, or a state saved with
+    another dataset, seed or shuffle; the message names the field and its value.
+    """
+
+
+class ResumeStateTypeError(ResumeStateError, TypeError):
+    """A state that is no ``state_dict()`` at all (not a dict), or a field of the wrong type.
+
+    Both a ``ResumeStateError`` (a ``ValueError``) and a ``TypeError``.
+    """

@@ -246,11 +246,10 @@ class LocalPending:
         :meth:`result` gives the batch. Raises what :meth:`result` raises.
         """
         reader = self.reader
-        if (
-            self.handle.result() is not None  # its error texts: some slot failed
-            or reader.records.checksums is not None
-            or reader.label_width > 1
-        ):
+        failed = self.handle.result() is not None  # its error texts: some slot failed
+        status, starts, lengths = self.rows[:3]  # NOTE [index gaps]: where each record ends
+        reader.records.check_record_ends(self.positions, starts + lengths, status != _RECORD)
+        if failed or reader.records.checksums is not None or reader.label_width > 1:
             return None
         reader.pool.remember_errors(None, len(self.ids))  # as PendingRecords.result does
         return self.labels, self.ids
@@ -380,6 +379,8 @@ class _FilePending:
             got = self.pending.result()
             offsets = self.offsets
             status, labels, ids = got.status, got.labels, got.ids
+            ends = got.images.starts + got.images.lengths  # NOTE [index gaps]
+            records.check_record_ends(positions, ends, status != _RECORD)
             failed = self.pending.failed
             reasons = pool.last_errors() if failed or failed is None and status.any() else None
             if records.checksums is not None:  # the exact path below checks the slots it reads

@@ -162,6 +162,7 @@ def _read_local_batch(records: RecordFile, positions: np.ndarray, label_width: i
     starts = payload + IR_HEADER_SIZE + (flag << 2)
     fast &= (head[:, 0] == MAGIC) & (lrec <= MAX_PAYLOAD) & (ends <= len(view))  # cflag 0
     fast &= (starts <= ends) & (ids >= 0)
+    records.check_record_ends(positions, ends, fast)  # NOTE [index gaps]
     n = len(positions)
     headers = _Headers(n, label_width, ids)
     headers.labels[:] = head[:, 3:4].view("<f4")  # flag 0: the label, label_width times

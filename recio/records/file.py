@@ -9,6 +9,7 @@ either.
 from __future__ import annotations
 
 import errno
+import struct
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -18,10 +19,10 @@ import numpy as np
 from .. import storage
 from ..errors import ChecksumError, CorruptRecordError, IndexWarning
 from .batch import BatchRecords, gather_words, map_words, read_file_batch
-from .checksum import resolve_verify
+from .checksum import MismatchedPayload, resolve_verify
 from .cursor import RecordCursor
 from .format import FRAME_HEADER_SIZE, MAGIC, MAX_PAYLOAD, parse_idx_arrays, read_record
-from .index import check_offsets, default_idx_path, not_a_record_start
+from .index import check_offsets, default_idx_path, first_gap, not_a_record_start, warn_gap
 from .protocol import RecordsBase
 from .samples import RecordLayout, layout_of_file
 from .scan import scan_source
@@ -101,6 +102,7 @@ class RecordFile(VerifiedReads, RecordsBase):
         self.verify_checksums = verify_checksums
         mode = resolve_verify(verify_checksums, self.url)
         self.closed = False
+        self._gap_seen = False  # NOTE [index gaps]: warned once per file
         self._start_stats()
         with storage.one_client():  # the .rec, .idx and sidecar through one client
             try:
@@ -183,6 +185,35 @@ class RecordFile(VerifiedReads, RecordsBase):
     def __len__(self) -> int:
         return len(self.offsets)
 
+    def check_record_ends(self, positions: Any, ends: Any, mask: np.ndarray | None = None) -> None:
+        """Warn once if a record read ends before the next one the ``.idx`` lists.
+
+        ``positions`` of records just read, ``ends`` where their frames end (bytes of the
+        file), ``mask`` which of them to look at (NOTE [index gaps]: the ``.idx`` leaves
+        out the records in between; an :class:`~recio.errors.IndexWarning` counts them).
+        """
+        if self._gap_seen or self.idx_url is None:
+            return
+        positions, ends = np.asarray(positions, dtype=np.int64), np.asarray(ends, np.int64)
+        # the common case in few array operations (a batch's consumer runs this)
+        stops = self.offsets[positions]
+        stops += self.lengths[positions]
+        padded = ends + 3
+        padded &= ~3
+        gap = padded < stops
+        if mask is not None:
+            gap &= mask
+        if not gap.any():
+            return
+        found = positions[gap]  # then the exact look, at these only
+        j = first_gap(self.offsets[found], self.lengths[found], ends[gap], self.size)
+        if j is not None:
+            self._gap_seen = True
+            p = int(found[j])
+            start = (int(ends[gap][j]) + 3) & ~3
+            stop = int(self.offsets[p] + self.lengths[p])
+            warn_gap(self.idx_url, self.source, start, stop, int(self.keys[p]))
+
     def read(self, i: int) -> memoryview | bytes:
         """The payload of the ``i``-th record in index order (zero-copy for local files).
 
@@ -197,10 +228,16 @@ class RecordFile(VerifiedReads, RecordsBase):
         # a whole-file copy is mended before the parse: a damaged header would stop it
         view = self.local_view(np.array([i])) if self._repairs else None
         try:
-            payload, _ = self._cursor.read_at(offset, i) if self.is_local else self._read_remote(i)
+            if self.is_local:
+                payload, end = self._cursor.read_at(offset, i)
+            else:
+                payload, end = self._read_remote(i)
+                end += offset  # the extent's own offsets
         except CorruptRecordError as exc:
             key = int(self.keys[i])
             raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
+        if end < offset + self.lengths[i] and not self._gap_seen:
+            self.check_record_ends([i], [end])
         if self.checksums is not None and self.is_local:
             positions = np.array([i])
             view = self.local_view(positions) if view is None else view
@@ -291,6 +328,10 @@ class RecordFile(VerifiedReads, RecordsBase):
         self.check_open()
         datas, problems = self._fetch_extents(indices, until)
         put_problems(datas, problems, "mark")
+        if not self._gap_seen:  # NOTE [index gaps]: where each one-frame record ends
+            ends = [_one_frame_end(data) for data in datas]
+            positions = np.asarray(indices, dtype=np.int64)
+            self.check_record_ends(positions, self.offsets[positions] + ends)
         return datas
 
     def _fetch_extents(
@@ -311,10 +352,13 @@ class RecordFile(VerifiedReads, RecordsBase):
     def framed(self, i: int, data) -> memoryview | bytes:
         """Record ``i``'s payload parsed from its extent ``data`` (errors as ``read``)."""
         try:
-            return self._parse_extent(i, data)[0]
+            payload, end = self._parse_extent(i, data)
         except CorruptRecordError as exc:
             key, offset = int(self.keys[i]), int(self.offsets[i])
             raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
+        if end < len(data) and not self._gap_seen:
+            self.check_record_ends([i], [int(self.offsets[i]) + end])
+        return payload
 
     def _read_many_local(self, indices: Sequence[int]) -> list[memoryview | bytes]:
         positions = np.asarray(indices, dtype=np.int64)
@@ -326,6 +370,7 @@ class RecordFile(VerifiedReads, RecordsBase):
         starts = offsets + FRAME_HEADER_SIZE
         ends = starts + (lrec & MAX_PAYLOAD)
         plain &= (head[:, 0] == MAGIC) & (lrec <= MAX_PAYLOAD) & (ends <= len(view))  # cflag 0
+        self.check_record_ends(positions, ends, plain)
         out = [view[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
         for j in np.flatnonzero(~plain).tolist():
             out[j] = self.read_from_view(view, int(positions[j]))
@@ -391,3 +436,18 @@ class RecordFile(VerifiedReads, RecordsBase):
 
     def _place(self) -> dict[str, Any]:
         return {"url": self.url, "idx_url": self.idx_url}
+
+
+_FRAME_HEADER = struct.Struct("<II")
+
+
+def _one_frame_end(extent: Any) -> int:
+    """Where a one-frame record ends in its fetched ``extent`` (its length where unknown)."""
+    if isinstance(extent, MismatchedPayload):
+        return 1 << 62  # damaged: not looked at
+    if len(extent) < FRAME_HEADER_SIZE:
+        return len(extent)
+    magic, lrec = _FRAME_HEADER.unpack_from(extent, 0)
+    if magic != MAGIC or lrec >> 29:  # not a record, or several frames: the parse's to say
+        return len(extent)
+    return FRAME_HEADER_SIZE + (lrec & MAX_PAYLOAD)

@@ -136,3 +136,19 @@ def test_a_shard_that_is_not_the_process_groups_rank_is_refused(shapes, monkeypa
     with make_iter(shapes["small"], part_index=0, num_parts=2) as other:
         other_ids = {i for b in other for i in b.index.tolist()}
     assert not ids & other_ids and ids | other_ids == set(range(96))
+
+
+def test_a_hostile_state_is_refused_naming_the_field(shapes):
+    from recio.errors import ResumeStateError, ResumeStateTypeError
+
+    with make_iter(shapes["small"]) as it:
+        batches = TorchBatches(it)
+        with pytest.raises(ResumeStateTypeError, match="cannot resume from a float"):
+            batches.load_state_dict(1.5)
+        with pytest.raises(ResumeStateTypeError, match="'epoch' is True"):
+            batches.load_state_dict({"epoch": True, "consumed": 0})
+        with pytest.raises(ResumeStateError, match="no 'epoch' field"):
+            batches.load_state_dict({})
+        got = ids_of(batches)
+    with make_iter(shapes["small"]) as fresh:
+        assert got == ids_of(fresh)  # the refusals moved nothing
