@@ -70,6 +70,12 @@ TORCHRUN: set[tuple[str, str]] = {
 
 # (page, first line of a python block) -> Python run after it in the page's namespace.
 CHECKS: dict[tuple[str, str], str] = {
+    ("docs/frameworks.md", "import lightning as L"): (  # one batch from the DataModule
+        "d = Data()\nd.setup('fit')\nloader = d.train_dataloader()\nb = next(iter(loader))\n"
+        "assert len(loader) == 1 and b.data.shape == (32, 3, 224, 224) and b.pad == 20\n"
+        "assert b.label.dtype == torch.long and sorted(b.index[:12].tolist()) == list(range(12))\n"
+        "loader.close()\n"
+    ),
     ("docs/iterator.md", "import torch"): (
         "assert state['epoch'] == 3 and it.stats.decoded == 3 * 12\n"
         "assert x.shape == (32, 3, 224, 224)\n"
