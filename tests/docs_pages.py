@@ -58,9 +58,16 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/train.md", "torchrun --nproc-per-node 2 -m recio.train data/train.rec --epochs 1"): (
         "runs as a test of its own (tests/train: the DDP run under torchrun)"
     ),
+    ("docs/bench.md", "recio bench"): "about 30 s even on a small sample (tests/bench runs it)",
     ("docs/errors.md", "python -W error::recio.errors.IndexWarning train.py"): (
         "names a training script of the reader's own"
     ),
+}
+
+# page -> the test server its blocks read from ("s3": the page runs with AWS_ENDPOINT_URL,
+# AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY set to the S3 test server's).
+SERVERS: dict[str, str] = {
+    "docs/storage.md": "s3",
 }
 
 # (page, first line of a python block) -> run alone under torchrun, 2 processes.

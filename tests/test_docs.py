@@ -53,10 +53,23 @@ def _page_dir(sample: Path, page: str, tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_page_runs_as_written(page, sample, tmp_path):
+def _marked(page: str):
+    server = docs_pages.SERVERS.get(page)
+    return pytest.param(page, marks=getattr(pytest.mark, server)) if server else page
+
+
+@pytest.mark.parametrize("page", [_marked(p) for p in PAGES])
+def test_page_runs_as_written(page, sample, tmp_path, request):
     text = (REPO / page).read_text()
-    proc = docs_pages.run_page(page, text, _page_dir(sample, page, tmp_path))
+    env = {}
+    if docs_pages.SERVERS.get(page) == "s3":  # the S3 test server, as a reader's own store
+        s3 = request.getfixturevalue("s3_server")
+        env = {
+            "AWS_ENDPOINT_URL": s3["endpoint_url"],
+            "AWS_ACCESS_KEY_ID": s3["key"],
+            "AWS_SECRET_ACCESS_KEY": s3["secret"],
+        }
+    proc = docs_pages.run_page(page, text, _page_dir(sample, page, tmp_path), env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     ran = [line for line in proc.stdout.splitlines() if line.startswith("docs: ")]
     assert len(ran) == len(docs_pages.plan(page, text))  # every step reached
@@ -74,6 +87,7 @@ def test_every_listed_block_exists():
     keys = {b.key for page in PAGES for b in docs_pages.blocks(page, (REPO / page).read_text())}
     listed = set(docs_pages.NOT_RUN) | docs_pages.TORCHRUN | set(docs_pages.CHECKS)
     assert sorted(listed - keys) == []
+    assert set(docs_pages.SERVERS) <= set(PAGES)
 
 
 # ---- the harness itself fails where a reader would ----
