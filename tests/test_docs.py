@@ -82,6 +82,20 @@ def test_readme_quickstart_runs_and_is_not_skipped():
     assert any(w[:2] == ["recio", "im2rec"] for s in steps for w in s.commands or [])
 
 
+def test_readme_commands_are_what_make_and_ci_run():
+    """README's two commands name the scripts that exist, that `make` runs, and (the test
+    command) that CI runs."""
+    readme = docs_pages.blocks("README.md", (REPO / "README.md").read_text())
+    commands = [b.text.strip() for b in readme if b.text.startswith("bash tools/run_")]
+    assert commands == ["bash tools/run_demo.sh", "bash tools/run_tests.sh"]
+    for command in commands:
+        assert (REPO / command.split()[1]).is_file()
+    make = (REPO / "Makefile").read_text()
+    assert "demo:\n\tbash tools/run_demo.sh" in make and "test:\n\tbash tools/run_tests.sh" in make
+    ci = [ln for ln in (REPO / ".ci" / "run").read_text().splitlines() if not ln.startswith("#")]
+    assert "bash tools/run_tests.sh" in ci
+
+
 def test_every_listed_block_exists():
     """NOT_RUN, TORCHRUN and CHECKS name blocks that are there (no stale entries)."""
     keys = {b.key for page in PAGES for b in docs_pages.blocks(page, (REPO / page).read_text())}
