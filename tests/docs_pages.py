@@ -134,15 +134,17 @@ def blocks(page: str, text: str) -> list[Block]:
     return found
 
 
-def shell_commands(text: str) -> list[list[str]] | None:
+def shell_commands(text: str, console: bool = False) -> list[list[str]] | None:
     """A shell block's commands as argument lists, or None where one is not ``recio ...`` or
-    ``mkdir -p ...`` (or uses the shell beyond words: pipes, redirections, variables)."""
+    ``mkdir -p ...`` (or uses the shell beyond words: pipes, redirections, variables). In a
+    ``console`` block only the lines after a ``$`` prompt are commands; the rest is output."""
     joined = re.sub(r"\\\n", " ", text)
     commands = []
     for raw in joined.splitlines():
         raw = raw.strip()
-        if raw.startswith("$ "):
-            raw = raw[2:]
+        if console and not raw.startswith("$ "):
+            continue
+        raw = raw.removeprefix("$ ")
         if not raw or raw.startswith("#"):
             continue
         words = shlex.split(raw, comments=True)
@@ -165,7 +167,7 @@ def plan(page: str, text: str) -> list[Step]:
             kind = "torchrun" if b.key in TORCHRUN else "python"
             steps.append(Step(page, b.line, kind, code=b.text + CHECKS.get(b.key, "")))
         elif b.lang in SHELL:
-            commands = shell_commands(b.text)
+            commands = shell_commands(b.text, console=b.lang == "console")
             if commands is None:
                 raise ValueError(
                     f"{page}:{b.line}: a {b.lang} block that the docs test cannot run "

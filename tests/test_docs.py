@@ -147,9 +147,11 @@ def test_harness_fails_on_a_broken_block(broken, line, tmp_path):
 
 
 def test_harness_fails_on_a_failing_recio_command(tmp_path):
-    page = "```console\n$ recio info missing/train.rec\n```\n"
+    page = "```console\n$ recio info missing/train.rec\nfile  missing/train.rec\n```\n"
+    assert docs_pages.plan("cli.md", page)[0].commands == [["recio", "info", "missing/train.rec"]]
     proc = docs_pages.run_page("cli.md", page, tmp_path)
     assert proc.returncode == 1 and "docs: the block at cli.md:2 failed" in proc.stderr
+    assert "no such file" in proc.stderr.lower() or "missing/train.rec" in proc.stderr
 
 
 def test_a_block_that_cannot_run_must_be_listed():
