@@ -54,21 +54,27 @@ def _page_dir(sample: Path, page: str, tmp_path: Path) -> Path:
 
 
 def _marked(page: str):
-    server = docs_pages.SERVERS.get(page)
-    return pytest.param(page, marks=getattr(pytest.mark, server)) if server else page
+    servers = docs_pages.SERVERS.get(page, ())
+    return pytest.param(page, marks=[getattr(pytest.mark, s) for s in servers])
+
+
+def _server_env(page: str, request: pytest.FixtureRequest) -> dict[str, str]:
+    """The test servers a page reads from, named as a reader's own store would be."""
+    env = {}
+    servers = docs_pages.SERVERS.get(page, ())
+    if "s3" in servers:
+        s3 = request.getfixturevalue("s3_server")
+        env["AWS_ENDPOINT_URL"] = s3["endpoint_url"]
+        env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = s3["key"], s3["secret"]
+    if "hdfs" in servers:
+        env["HDFS_URL"] = request.getfixturevalue("hdfs_prefix")
+    return env
 
 
 @pytest.mark.parametrize("page", [_marked(p) for p in PAGES])
 def test_page_runs_as_written(page, sample, tmp_path, request):
     text = (REPO / page).read_text()
-    env = {}
-    if docs_pages.SERVERS.get(page) == "s3":  # the S3 test server, as a reader's own store
-        s3 = request.getfixturevalue("s3_server")
-        env = {
-            "AWS_ENDPOINT_URL": s3["endpoint_url"],
-            "AWS_ACCESS_KEY_ID": s3["key"],
-            "AWS_SECRET_ACCESS_KEY": s3["secret"],
-        }
+    env = _server_env(page, request)
     proc = docs_pages.run_page(page, text, _page_dir(sample, page, tmp_path), env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     ran = [line for line in proc.stdout.splitlines() if line.startswith("docs: ")]
