@@ -8,6 +8,8 @@ im2rec commands. The README makes its ``data/train`` itself.
 
 from __future__ import annotations
 
+import importlib.util
+import re
 import shutil
 from pathlib import Path
 
@@ -53,9 +55,37 @@ def _page_dir(sample: Path, page: str, tmp_path: Path) -> Path:
     return tmp_path
 
 
+# what a page's code imports -> the module that must be installed for it, and its extra
+EXTRAS = {
+    "torch": ("torch", "train"),
+    "lightning": ("lightning", "frameworks"),
+    "torchdata": ("torchdata", "frameworks"),
+    "recio.dali": ("nvidia.dali", "dali"),
+}
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # a parent package is missing (nvidia)
+        return False
+
+
 def _marked(page: str):
-    servers = docs_pages.SERVERS.get(page, ())
-    return pytest.param(page, marks=[getattr(pytest.mark, s) for s in servers])
+    """The page's pytest param: marked with the servers it reads from (and ``dali``), and
+    skipped where an extra its code imports is not installed (as conftest's needs_torch)."""
+    text = (REPO / page).read_text()
+    marks = [getattr(pytest.mark, s) for s in docs_pages.SERVERS.get(page, ())]
+    needs = {name for name in EXTRAS if re.search(rf"^(import|from) {name}\b", text, re.M)}
+    if "recio.dali" in needs:
+        marks.append(pytest.mark.dali)
+    if re.search(r"^recio train ", text, re.M):
+        needs.add("torch")
+    for name in sorted(needs):
+        module, extra = EXTRAS[name]
+        if not _installed(module):
+            marks.append(pytest.mark.skip(reason=f"needs {module} (the {extra} extra)"))
+    return pytest.param(page, marks=marks)
 
 
 def _server_env(page: str, request: pytest.FixtureRequest) -> dict[str, str]:
