@@ -1,7 +1,7 @@
 """What an iterator is asked to do, checked once: ``IterConfig`` and its parameter groups.
 
 Both iterators, the CPU ``ImageRecordIter`` and the DALI stage, take MXNet's
-``ImageRecordIter`` keywords (all 61 of MXNet 1.9.1, README "MXNet's parameters").
+``ImageRecordIter`` keywords (all 61 of MXNet 1.9.1, docs/iterator.md, "MXNet's parameters").
 :meth:`IterConfig.from_mxnet` sorts them into frozen groups (``CropSpec``, ``ColourSpec``,
 ``GeometrySpec``, ``Normalize``, ``Sharding``, ``Storage``) and the top-level settings, and
 every group checks its own values, so a group built directly (``crop=CropSpec(...)``) is

@@ -69,7 +69,7 @@ class ImageRecordIter(PositionedIterator):
     ``fill_value``, ``max/min_crop_size``, ``inter_method``: one affine warp per image,
     :mod:`recio.augment.geometry`), ``mirror``, ``scale``, ``mean_img``, ``path_imglist``,
     ``seed_aug``, ``shuffle_chunk_size``/``shuffle_chunk_seed``, and every other MXNet
-    1.9.1 keyword (README, "MXNet's parameters"); and recio's own:
+    1.9.1 keyword (docs/iterator.md, "MXNet's parameters"); and recio's own:
     ``last_batch`` ("pad" | "discard" | "rollover"; default from ``round_batch``),
     ``on_error`` ("skip" | "raise" | "replace"), ``kv`` (any object with ``.rank`` and
     ``.num_workers``), ``storage_options`` (fsspec), ``shuffle_mode`` ("global" | "block"),
