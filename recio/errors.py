@@ -1,8 +1,8 @@
 """recio's exceptions.
 
 Every data problem is a ``ValueError`` subclass that names where it happened:
-the file, the byte offset and, when known, the record number and its ``.idx`` key. Storage problems
-stay the builtin ``OSError`` family, as in fsspec.
+the file, the byte offset and, when known, the record number and its ``.idx`` key.
+Storage problems stay the builtin ``OSError`` family, as in fsspec.
 """
 
 from __future__ import annotations
