@@ -446,6 +446,7 @@ def _verify_decoded(
     problems = records.verify_view(view, positions[done])
     if not problems:
         return reasons
+    problems.update(records.lost(positions[done]))  # a mismatch where the file changed: lost
     problems = {k: records.bad_record(int(positions[done[k]]), e) for k, e in problems.items()}
     if raise_bad_headers:
         raise problems[min(problems)]

@@ -43,20 +43,22 @@ def data(tmp_path_factory) -> tuple[str, int]:
             pixels = rng.integers(0, 255, (120, 120, 3), dtype=np.uint8)
             Image.fromarray(pixels).save(out, format="JPEG", quality=90)
             w.write_idx(k, pack(IRHeader(0, float(k % 7), k, 0), out.getvalue()))
+    assert (folder / "t.crc").exists()  # the checksum sidecar, beside the .idx
     return str(folder), os.path.getsize(rec) // 3
 
 
 _SCRIPT = """
 import os, sys, threading, time
 from recio.errors import RecordIOError, TruncatedRecordError
-reader, policy, cut = sys.argv[1], sys.argv[2], int(sys.argv[3])
+reader, policy, cut, crc = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "crc"
 lost = 0
 n = 0
 try:
     if reader == "iterator":
         from recio import ImageRecordIter
         it = ImageRecordIter("t.rec", data_shape=(3, 64, 64), batch_size=16, shuffle=False,
-                             on_error=policy, preprocess_threads=2, prefetch_buffer=8)
+                             on_error=policy, preprocess_threads=2, prefetch_buffer=8,
+                             verify_checksums=crc)
         for batch in it:
             if n == 0:
                 os.truncate("t.rec", cut)  # batches queued on the pool, reading the map
@@ -64,7 +66,7 @@ try:
         print("ended", n, it.stats.skipped + it.stats.replaced)
     elif reader == "dataset":
         from recio.frameworks.dataset import RecordDataset
-        ds = RecordDataset("t.rec", (3, 64, 64), on_error=policy)
+        ds = RecordDataset("t.rec", (3, 64, 64), on_error=policy, verify_checksums=crc)
         len(ds)  # opened: the .idx checked against the whole file
         cutter = threading.Timer(0.01, os.truncate, ("t.rec", cut))
         cutter.start()  # while the pool decodes the batch
@@ -76,7 +78,8 @@ try:
         from recio.dali.source import RecioSource
         from recio.records.file import RecordFile
         from recio.sampling.sampler import Sampler
-        source = RecioSource(RecordFile("t.rec"), Sampler(160, 16, shuffle=False),
+        source = RecioSource(RecordFile("t.rec", verify_checksums=crc),
+                             Sampler(160, 16, shuffle=False),
                              on_error=policy)
         bad = 0
         for step in range(10):
@@ -91,13 +94,14 @@ except TruncatedRecordError as exc:
 """
 
 
-def _run(data, tmp_path, reader: str, policy: str) -> str:
+def _run(data, tmp_path, reader: str, policy: str, checksums: bool = False) -> str:
     folder, cut = data
-    for name in ("t.rec", "t.idx"):
+    for name in ("t.rec", "t.idx", "t.crc"):
         shutil.copy(os.path.join(folder, name), tmp_path / name)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(_SCRIPT), reader, policy, str(cut)],
+        [sys.executable, "-c", textwrap.dedent(_SCRIPT), reader, policy, str(cut),
+         "crc" if checksums else "-"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode >= 0, f"killed by signal {-result.returncode}: {result.stderr}"
@@ -112,13 +116,17 @@ def _lost(data) -> int:
         return int((records.offsets + records.lengths > cut).sum())
 
 
-def test_truncation_while_the_iterator_reads_replaces_exactly_what_was_lost(data, tmp_path):
-    outcome, _, count = _run(data, tmp_path, "iterator", "replace").split()
+@pytest.mark.parametrize("checksums", [False, True])
+def test_truncation_while_the_iterator_reads_replaces_exactly_what_was_lost(
+    data, tmp_path, checksums
+):
+    outcome, _, count = _run(data, tmp_path, "iterator", "replace", checksums).split()
     assert outcome == "ended" and int(count) == _lost(data)
 
 
-def test_truncation_while_the_iterator_reads_raises_recios_error(data, tmp_path):
-    line = _run(data, tmp_path, "iterator", "raise")
+@pytest.mark.parametrize("checksums", [False, True])
+def test_truncation_while_the_iterator_reads_raises_recios_error(data, tmp_path, checksums):
+    line = _run(data, tmp_path, "iterator", "raise", checksums)
     assert line.startswith("raised") and "t.rec was truncated while open" in line, line
     assert "at byte" in line and "with key" in line
 
@@ -139,9 +147,10 @@ def test_truncation_while_the_iterator_reads_skips(data, tmp_path):
     assert outcome == "ended" and int(count) == _lost(data)
 
 
+@pytest.mark.parametrize("checksums", [False, True])
 @pytest.mark.parametrize("policy", ["replace", "raise"])
-def test_truncation_while_the_dataset_reads(data, tmp_path, policy):
-    line = _run(data, tmp_path, "dataset", policy)
+def test_truncation_while_the_dataset_reads(data, tmp_path, policy, checksums):
+    line = _run(data, tmp_path, "dataset", policy, checksums)
     if policy == "raise":
         assert line.startswith("raised") and "truncated while open" in line, line
     else:
