@@ -136,5 +136,6 @@ extern const char transcode_batch_doc[], resize_encode_doc[], im2rec_batch_doc[]
 
 /* bind_crc.c */
 extern PyMethodDef rc_crc_functions[];
+extern PyMethodDef rc_guard_functions[]; /* mapguard.c */
 
 #endif

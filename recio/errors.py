@@ -1,8 +1,8 @@
 """recio's exceptions.
 
 Every data problem is a ``ValueError`` subclass that names where it happened:
-the file, the byte offset and, when known, the record number. Storage problems
-stay the builtin ``OSError`` family, as in fsspec.
+the file, the byte offset and, when known, the record number and its ``.idx`` key.
+Storage problems stay the builtin ``OSError`` family, as in fsspec.
 """
 
 from __future__ import annotations
@@ -18,10 +18,13 @@ class RecordIOError(ValueError):
         path: str | None = None,
         offset: int | None = None,
         record_index: int | None = None,
+        key: int | None = None,
     ) -> None:
+        self.message = message  # without the place
         self.path = path
         self.offset = offset
         self.record_index = record_index
+        self.key = key  # the record's .idx key, where known
         where = []
         if offset is not None:
             where.append(f"at byte {offset}")
@@ -29,6 +32,8 @@ class RecordIOError(ValueError):
             where.append(f"of {path}")
         if record_index is not None:
             where.append(f"(record {record_index})")
+        if key is not None:
+            where.append(f"with key {key}")
         super().__init__(" ".join([message, *where]))
 
 

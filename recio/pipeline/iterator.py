@@ -37,6 +37,7 @@ import numpy as np
 
 from ..augment import KeyedDraw
 from ..decode import DecodeOptions, DecodePool, Status
+from ..errors import RecordIOError
 from ..records.checksum import MismatchedPayload
 from ..records.file import RecordFile
 from ..storage import FetchOptions, Lookahead, Prefetcher, clock
@@ -528,12 +529,20 @@ class _Pipeline(_Run):
         return DecodedBatch(got.status, got.labels, got.ids, reasons)
 
     def _payloads(self, raw: _RawBatch) -> list:
-        """The records' payloads, parsed from their fetched extents (mismatches as they are)."""
-        frame = self.records.framed
+        """The records' payloads, parsed from their fetched extents (mismatches as they are).
+
+        A record whose frames are damaged is marked, a bad slot for ``on_error``.
+        """
         return [
-            e if type(e) is MismatchedPayload else frame(int(i), e)
+            e if type(e) is MismatchedPayload else self._framed(int(i), e)
             for i, e in zip(raw.positions.tolist(), raw.payloads, strict=True)
         ]
+
+    def _framed(self, i: int, extent) -> Any:
+        try:
+            return self.records.framed(i, extent)
+        except RecordIOError as exc:
+            return MismatchedPayload(self.records.bad_record(i, exc))
 
     def _put_in_turn(self, step: int, item) -> None:
         """Put the item of ``step`` into ready_q once those of the steps before it are in."""

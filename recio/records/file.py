@@ -17,7 +17,14 @@ from typing import Any
 import numpy as np
 
 from .. import storage
-from ..errors import ChecksumError, CorruptRecordError, IndexWarning
+from ..errors import (
+    ChecksumError,
+    CorruptRecordError,
+    IndexMismatchError,
+    IndexWarning,
+    RecordIOError,
+    TruncatedRecordError,
+)
 from .batch import BatchRecords, gather_words, map_words, read_file_batch
 from .checksum import MismatchedPayload, resolve_verify
 from .cursor import RecordCursor
@@ -296,24 +303,31 @@ class RecordFile(VerifiedReads, RecordsBase):
         (truncated while open) raises ``TruncatedRecordError``. Otherwise as ``read``.
         ``until``: the clock of the last step the records are for (a block cache's
         schedule, :meth:`schedule_reads`). ``bad``: what a record whose checksum does not
-        match becomes, "raise" (its :class:`~recio.errors.ChecksumError`) or "mark" (a
-        :class:`~recio.records.checksum.MismatchedPayload` carrying it, for a batch's ``on_error``).
+        match, or whose frames are damaged, becomes: "raise" (its error) or "mark" (a
+        :class:`~recio.records.checksum.MismatchedPayload` carrying it, for a batch's
+        ``on_error``).
         """
         self.check_open()
         if bad not in ("raise", "mark"):
             raise ValueError(f'bad must be "raise" or "mark", not {bad!r}')
         if self.is_local:
-            out = self._read_many_local(indices)
+            positions = np.asarray(indices, dtype=np.int64)
+            problems: dict = {}
+            out = self._read_many_local(positions, problems)
             if self.checksums is not None:
-                positions = np.asarray(indices, dtype=np.int64)
-                problems = self.verify_view(self.local_view(positions), positions)
-                put_problems(out, problems, bad)
+                problems.update(self.verify_view(self.local_view(positions), positions))
+            if problems:  # read from a map that changed: truncation, whatever it read as
+                problems.update(self.lost(positions))
+            put_problems(out, problems, bad)
             return out
         datas, problems = self._fetch_extents(indices, until)
         out: list = [None] * len(datas)
         for j, (i, data) in enumerate(zip(indices, datas, strict=False)):
             if j not in problems:
-                out[j] = self.framed(int(i), data)
+                try:
+                    out[j] = self.framed(int(i), data)
+                except RecordIOError as exc:
+                    problems[j] = self.bad_record(int(i), exc)
         put_problems(out, problems, bad)
         return out
 
@@ -360,9 +374,9 @@ class RecordFile(VerifiedReads, RecordsBase):
             self.check_record_ends([i], [int(self.offsets[i]) + end])
         return payload
 
-    def _read_many_local(self, indices: Sequence[int]) -> list[memoryview | bytes]:
-        positions = np.asarray(indices, dtype=np.int64)
-        view = self.local_view(positions)
+    def _read_many_local(self, positions: np.ndarray, problems: dict) -> list[memoryview | bytes]:
+        """The payloads at ``positions``; a record that does not parse into ``problems``."""
+        view = self.local_view(positions, keep_lost=True)
         offsets = self.offsets[positions]
         words = map_words(view)
         head, plain = gather_words(words, offsets, 2)  # magic, lrec
@@ -373,21 +387,26 @@ class RecordFile(VerifiedReads, RecordsBase):
         self.check_record_ends(positions, ends, plain)
         out = [view[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
         for j in np.flatnonzero(~plain).tolist():
-            out[j] = self.read_from_view(view, int(positions[j]))
+            try:
+                out[j] = self.read_from_view(view, int(positions[j]))
+            except RecordIOError as exc:
+                problems[j] = self.bad_record(int(positions[j]), exc)
         return out
 
-    def local_view(self, positions: np.ndarray) -> memoryview:
-        """The map as far as the file reaches now (parsing it cannot fault).
+    def local_view(self, positions: np.ndarray, *, keep_lost: bool = False) -> memoryview:
+        """The map as far as it holds the file's bytes now (parsing it cannot fault).
 
         Of a whole-file copy of remote data, with a checksum sidecar, the records at
         ``positions`` are checked first and any damaged one mended (:meth:`_mend_copy`).
+        ``keep_lost``: a record the view no longer holds is the caller's to find (a batch
+        reader's bad slot, :meth:`lost`), not an error here.
 
         Raises:
             TruncatedRecordError: the file, truncated while open, lost a record of
-                ``positions``.
+                ``positions`` (unless ``keep_lost``).
         """
         view = self.source.current_view()  # parsing it cannot touch a page past the end
-        if len(view) < self.source.size:
+        if len(view) < self.source.size and not keep_lost:
             gone = np.flatnonzero(self.offsets[positions] + self.lengths[positions] > len(view))
             if gone.size:
                 i = int(positions[gone[0]])
@@ -395,6 +414,44 @@ class RecordFile(VerifiedReads, RecordsBase):
         if self._repairs:
             self._mend_copy(view, np.asarray(positions, dtype=np.int64))
         return view
+
+    def lost(self, positions: np.ndarray) -> dict[int, TruncatedRecordError]:
+        """The records of ``positions`` the map no longer holds in full: slot -> error.
+
+        Asked after a read from the map (NOTE [map guard] in :mod:`recio.storage.mapped`):
+        what a record read there past a truncation, or from a page that faulted, is not
+        its bytes. Costs an fstat where nothing is lost; nothing for a remote file.
+        """
+        if not self.is_local:
+            return {}
+        readable = self.source.readable()
+        if readable >= self.source.size:
+            return {}
+        positions = np.asarray(positions, dtype=np.int64)
+        ends = self.offsets[positions] + self.lengths[positions]
+        lost = {}
+        for j in np.flatnonzero(ends > readable).tolist():
+            i = int(positions[j])
+            lost[j] = self.bad_record(i, self.source.truncated(int(self.offsets[i]), readable, i))
+        return lost
+
+    def bad_record(self, i: int, exc: RecordIOError) -> RecordIOError:
+        """``exc``, a problem of record ``i``, as a batch reader reports it: naming the key too.
+
+        The same class, file and byte offset; an ``IndexMismatchError`` (it names the key
+        already) as it is.
+        """
+        if isinstance(exc, IndexMismatchError) or exc.key is not None:
+            return exc
+        error = type(exc)(
+            exc.message,
+            path=exc.path or self.url,
+            offset=int(self.offsets[i]) if exc.offset is None else exc.offset,
+            record_index=i,
+            key=int(self.keys[i]),
+        )
+        error.__cause__ = exc.__cause__
+        return error
 
     def read_from_view(self, view: memoryview, i: int) -> memoryview | bytes:
         """Record ``i``'s payload by ``read_record``: the exact checks and errors."""

@@ -144,8 +144,10 @@ for reader in ("read", "read_many", "read_batch", "mxnet", "sequential"):
             rf.read(50)
         elif reader == "read_many":
             rf.read_many([0, 60, 1])
-        elif reader == "read_batch":
-            read_batch(rf, [0, 60, 1], 1)
+        elif reader == "read_batch":  # a bad slot, for the batch reader's on_error
+            batch = read_batch(rf, [0, 60, 1], 1)
+            assert sorted(batch.problems) == [1], batch.problems
+            raise batch.problems[1]
         elif reader == "mxnet":
             mx.read_idx(40)
         else:
