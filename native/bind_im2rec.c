@@ -353,3 +353,96 @@ done:
   Py_XDECREF(prefixes);
   return result;
 }
+
+typedef struct {
+  const rc_span *images;
+  int32_t *status;
+  char *errors;   /* [n][RC_ERRLEN] */
+  uint8_t **outs; /* [n]: malloc'd JPEGs, freed by the caller */
+  size_t *lens;
+  int restart;
+  rc_opts opts;
+} lossless_ctx;
+
+static void lossless_task(void *vctx, void *vstate, size_t i) {
+  lossless_ctx *c = vctx;
+  thread_state *s = vstate;
+  char *err = c->errors + i * RC_ERRLEN;
+  if (!s->ll && !(s->ll = rc_lossless_new())) {
+    c->status[i] = RC_NOMEM;
+    snprintf(err, RC_ERRLEN, "out of memory (JPEG transcoder)");
+    return;
+  }
+  c->status[i] = rc_lossless_transcode(s->ll, s->dec, &c->opts, c->images[i].buf,
+                                       c->images[i].len, c->restart, &c->outs[i], &c->lens[i],
+                                       err);
+  rc_worker_release(s->dec);
+}
+
+RC_DOC(lossless_batch_doc,
+       "lossless_batch(buffers, status, restart, max_pixels) -> list[bytes | str]\n\n"
+       "Transcodes every JPEG in buffers losslessly (its DCT coefficients as they are) to a "
+       "sequential JPEG with optimised Huffman tables and a restart marker every restart "
+       "MCUs (restart > 0) or every -restart MCU rows (restart < 0; 0: none), keeping its "
+       "APPn and COM segments: it decodes to the same pixels. Writes status[i] (int32) and "
+       "returns per image the new JPEG's bytes, or the error text where status is not 0 "
+       "(STATUS_UNSUPPORTED: not a JPEG; STATUS_CORRUPT or STATUS_TRUNCATED: a JPEG libjpeg "
+       "warns about). Use recio.im2rec's JpegEncoder.optimize_jpeg.");
+
+static PyObject *lossless_jpeg(void *vctx, Py_ssize_t i) {
+  lossless_ctx *c = vctx;
+  return PyBytes_FromStringAndSize((const char *)c->outs[i], (Py_ssize_t)c->lens[i]);
+}
+
+PyObject *Pool_lossless_batch(PoolObject *self, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"buffers", "status", "restart", "max_pixels", NULL};
+  PyObject *buffers, *status_obj;
+  int restart;
+  unsigned long long max_pixels;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOiK:lossless_batch", kwlist, &buffers,
+                                   &status_obj, &restart, &max_pixels))
+    return NULL;
+  if (check_open(self) < 0) return NULL;
+  if (restart > 65535 || restart < -65535) {
+    PyErr_SetString(PyExc_ValueError, "restart must be in -65535..65535");
+    return NULL;
+  }
+  batch_images im;
+  if (get_listed(buffers, &im) < 0) return NULL;
+  const Py_ssize_t n = im.n;
+  PyObject *result = NULL;
+  const size_t m = n ? (size_t)n : 1;
+  char *errors = PyMem_Calloc(m, RC_ERRLEN);
+  uint8_t **outs = PyMem_Calloc(m, sizeof *outs);
+  size_t *lens = PyMem_Calloc(m, sizeof *lens);
+  Py_buffer status = {0};
+  if (!errors || !outs || !lens) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  if (get_param(status_obj, &status, n * 4, 1, "status") < 0) goto done;
+  if (!status.buf) {
+    PyErr_SetString(PyExc_ValueError, "status is required");
+    goto done;
+  }
+  lossless_ctx ctx = {
+      .images = im.refs,
+      .status = status.buf,
+      .errors = errors,
+      .outs = outs,
+      .lens = lens,
+      .restart = restart,
+      .opts = {.max_pixels = max_pixels, .budget = &self->budget},
+  };
+  if (run_released(self, lossless_task, &ctx, n) < 0) goto done;
+  result = per_image(status.buf, errors, n, lossless_jpeg, &ctx);
+done:
+  if (outs)
+    for (Py_ssize_t i = 0; i < n; i++) free(outs[i]);
+  PyMem_Free(outs);
+  PyMem_Free(lens);
+  PyMem_Free(errors);
+  release_param(&status);
+  release_images(&im);
+  return result;
+}
