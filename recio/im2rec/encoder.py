@@ -46,6 +46,7 @@ class JpegEncoder:
         quality: int = 95,
         gray: bool = False,
         interpolation: str = "bilinear",
+        restart: int | str = 0,
     ) -> tuple[np.ndarray, list[bytes | None]]:
         """JPEGs → crop → resize → JPEGs again, without leaving C.
 
@@ -57,6 +58,7 @@ class JpegEncoder:
             quality: 1..100; colour output is YCbCr 4:2:0, as OpenCV and MXNet write it.
             gray: one luma channel instead of colour.
             interpolation: as in ``DecodePool.decode_batch``.
+            restart: restart markers, as :meth:`optimize_jpeg` takes them (0: none).
 
         Returns:
             int32 statuses and, per image, the new JPEG's bytes (None where the status is
@@ -83,6 +85,7 @@ class JpegEncoder:
             interp=INTERP[interpolation],
             dct_mode=self.pool.dct_mode,
             max_pixels=self.pool.max_pixels,
+            restart=restart_code(restart),
         )
         errors = [None if st == 0 else r for st, r in zip(status, results, strict=True)]
         self.pool.remember_errors(errors, n)  # this thread's, for the pool's last_errors()
@@ -130,9 +133,9 @@ class JpegEncoder:
         Args:
             paths: each file's path (bytes).
             prefixes: each record's IRHeader and labels (bytes), put before its JPEG.
-            options: ``resize``, ``center_crop``, ``color``, ``quality`` and
-                ``max_output_bytes`` by name, as :class:`recio.im2rec.EncodeOptions` holds
-                them.
+            options: ``resize``, ``center_crop``, ``color``, ``quality``,
+                ``max_output_bytes`` and ``restart`` (its native code) by name, as
+                :class:`recio.im2rec.EncodeOptions` holds them.
 
         Returns:
             The frames of the records made, one after another, and per file its int32
@@ -159,6 +162,7 @@ class JpegEncoder:
         crop: tuple[int, int, int, int] | None = None,
         quality: int = 95,
         interpolation: str = "bilinear",
+        restart: int | str = 0,
     ) -> bytes:
         """RGB pixels another library decoded → crop → resize → JPEG.
 
@@ -169,6 +173,7 @@ class JpegEncoder:
                 ``resize(size, box=...)`` does.
             quality: 1..100; the JPEG is YCbCr 4:2:0, as :meth:`transcode_jpeg` writes.
             interpolation: as in ``DecodePool.decode_batch``.
+            restart: restart markers, as :meth:`optimize_jpeg` takes them (0: none).
 
         Raises:
             ValueError: bad arguments, or the reason the image could not be encoded.
@@ -191,6 +196,7 @@ class JpegEncoder:
             out_h=out_h,
             quality=int(quality),
             interp=INTERP[interpolation],
+            restart=restart_code(restart),
         )
 
 

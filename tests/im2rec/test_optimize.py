@@ -210,3 +210,33 @@ def test_fsspec_urls_in_and_out(tmp_path) -> None:
         local.with_suffix(f".{ext}").write_bytes(fs.cat(f"/optimize-test/out/src.{ext}"))
     assert check_optimized(payloads, records(local)) == 5
     fs.rm("/optimize-test", recursive=True)
+
+
+def im2rec_jpegs(tmp_path: Path, root: Path, name: str, *options: object) -> dict[str, bytes]:
+    """``recio im2rec`` of ``root`` with ``options``: {relative path: the stored image}."""
+    from .conftest import make_list, read_records, run
+
+    prefix = make_list(tmp_path, root, name)
+    assert run(*options, "--num-thread", 2, prefix, root) == 0
+    paths = [
+        line.split("\t")[-1].strip() for line in Path(f"{prefix}.lst").read_text().splitlines()
+    ]
+    return {p: img for p, (_, _, img) in zip(paths, read_records(prefix), strict=True)}
+
+
+def test_im2rec_writes_restart_markers_when_it_encodes(tmp_path, images) -> None:
+    default = im2rec_jpegs(tmp_path, images, "default", "--resize", 40)
+    assert all(has_restart_markers(img) for img in default.values())
+    none = im2rec_jpegs(tmp_path, images, "none", "--resize", 40, "--restart-interval", 0)
+    assert not any(b"\xff\xdd" in img for img in none.values())
+    for path, img in none.items():  # the markers change nothing else
+        assert np.array_equal(pixels(img), pixels(default[path]))
+
+
+def test_im2rec_pass_through_adds_them_losslessly_when_asked(tmp_path, images) -> None:
+    kept = im2rec_jpegs(tmp_path, images, "kept", "--pass-through")
+    assert all(img == (images / p).read_bytes() for p, img in kept.items())
+    marked = im2rec_jpegs(tmp_path, images, "marked", "--pass-through", "--restart-interval", "row")
+    for path, img in marked.items():
+        assert has_restart_markers(img) and img != kept[path]
+        assert np.array_equal(pixels(img), pixels(kept[path]))
