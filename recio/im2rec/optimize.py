@@ -146,6 +146,8 @@ def optimize(
             nothing is published unless every output is whole.
     """
     restart_code(restart)  # checked before any work
+    if not decode.native_available():
+        raise ImportError("recio optimize needs recio's native extension (recio._native)")
     if num_thread < 1:
         raise ValueError(f"num_thread must be >= 1, not {num_thread}")
     sources = expand_shards(src, storage_options)
