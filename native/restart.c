@@ -46,12 +46,7 @@ int rc_restart_plan(const struct jpeg_decompress_struct *ci, int x0, int x1, int
   if (r0 < 0) r0 = 0;
   if (c1 > cols) c1 = cols;
   if (r1 > rows) r1 = rows;
-  if (k % cols == 0) { /* every n rows: whole rows, n at a time */
-    const int n = k / cols;
-    c0 = 0, c1 = cols;
-    r0 = floor_to(r0, n);
-    r1 = ceil_to(r1, n, rows);
-  } else if (cols % k == 0) { /* every k MCUs, k MCUs to a row: columns k at a time */
+  if (cols % k == 0) { /* segments within rows: columns k MCUs at a time */
     c0 = floor_to(c0, k);
     c1 = ceil_to(c1, k, cols);
     /* libjpeg-turbo upsamples a component at most 2 samples wide without its fancy filter:
@@ -62,8 +57,16 @@ int rc_restart_plan(const struct jpeg_decompress_struct *ci, int x0, int x1, int
       else
         c0 = floor_to(c0 - 1, k);
     }
-  } else {
-    return 0; /* segments that straddle rows unevenly */
+  } else { /* segments across rows: whole rows, from and to rows where a segment starts */
+    int a = k, b = cols;
+    while (b) {
+      const int t = a % b;
+      a = b, b = t;
+    }
+    const int n = k / a; /* row r starts a segment when r * cols % k == 0 */
+    c0 = 0, c1 = cols;
+    r0 = floor_to(r0, n);
+    r1 = ceil_to(r1, n, rows);
   }
   if (c0 == 0 && c1 == cols && r0 == 0) return 0; /* the decode stops after r1 anyway */
   *cut = (rc_cut){c0, c1, r0, r1};
@@ -138,9 +141,11 @@ size_t rc_restart_cut(const struct jpeg_decompress_struct *ci, const uint8_t *da
   int written = 0;
   long s = 0;
   size_t start = pos;
-  for (int r = cut->r0; r < cut->r1; r++) {
-    const long first = ((long)r * cols + cut->c0) / k, last = ((long)r * cols + cut->c1 - 1) / k;
-    if (k % cols == 0 && r > cut->r0 && first == ((long)(r - 1) * cols) / k) continue;
+  /* whole rows: one run of segments; else each row's */
+  const int whole = cut->c0 == 0 && cut->c1 == cols;
+  for (int r = cut->r0; r < (whole ? cut->r0 + 1 : cut->r1); r++) {
+    const long first = ((long)r * cols + cut->c0) / k;
+    const long last = whole ? ((long)cut->r1 * cols - 1) / k : ((long)r * cols + cut->c1 - 1) / k;
     for (long want = first; want <= last; want++) {
       int rst;
       size_t end = segment_end(data, len, start, &rst);

@@ -9,11 +9,12 @@
  * the whole image's decode does, away from the window's cut edges: there the chroma upsampler
  * takes the cut for an image edge, so the window keeps one MCU of margin beyond what the crop
  * needs on every cut side; at the image's own right and bottom edges the window ends where
- * the image does, so its edge is the image's. Windows are whole segments: a marker every k
- * MCUs with k dividing the MCUs of a row (columns in steps of k), or every n rows (rows in
- * steps of n, whole rows). Anything else (progressive, several scans, arithmetic coding, a
- * marker missing or out of sequence, data cut short) gets no cut: the caller decodes the
- * whole stream as before, which reports what is wrong with it.
+ * the image does, so its edge is the image's. Windows are whole segments: with a marker every
+ * k MCUs and k dividing the MCUs of a row, any columns in steps of k; else whole rows, from a
+ * row where a segment starts to one where a segment starts (or the last). A window must
+ * leave MCUs out to be worth it. Anything else (progressive, several scans, arithmetic
+ * coding, a marker missing or out of sequence, data cut short) gets no cut: the caller
+ * decodes the whole stream as before, which reports what is wrong with it.
  */
 #ifndef RECIO_RESTART_H
 #define RECIO_RESTART_H

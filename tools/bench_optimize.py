@@ -109,7 +109,7 @@ def main() -> int:
             d, args.threads, centre, (128, 3, 224, 224), np.uint8
         ),
         "RRC-224+flip iterator": lambda d, r: stage_iterator(
-            r, None, args.threads, 128, (3, 224, 224), np.uint8
+            r, None, args.threads, 128, (3, 224, 224), "uint8"
         ),
     }
     rates: dict = {s: {n: [] for n in files} for s in stages}
