@@ -4,6 +4,8 @@
  */
 #include "lossless.h"
 
+#include "huffstats.h"
+
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,8 +128,11 @@ static int warned(const ll_errmgr *e, char *err) {
   return cut ? RC_TRUNCATED : RC_CORRUPT;
 }
 
-int rc_lossless_transcode(rc_lossless *t, rc_worker *w, const rc_opts *o, const uint8_t *data,
-                          size_t len, int restart, uint8_t **out, size_t *outlen, char *err) {
+/* One try; `fast`: Huffman tables from rc_huff_optimise, else libjpeg's optimize_coding.
+ * *wrote: the failure, if any, was the compressor's. */
+static int transcode(rc_lossless *t, rc_worker *w, const rc_opts *o, const uint8_t *data,
+                     size_t len, int restart, int fast, uint8_t **out, size_t *outlen, char *err,
+                     int *wrote) {
   struct jpeg_decompress_struct *src = &t->src;
   struct jpeg_compress_struct *dst = &t->dst;
   *out = NULL;
@@ -144,6 +149,7 @@ int rc_lossless_transcode(rc_lossless *t, rc_worker *w, const rc_opts *o, const 
     free(t->dest.buf);
     t->dest.buf = NULL;
     snprintf(err, RC_ERRLEN, "%s: %s", reading ? "JPEG read" : "JPEG write", t->err.msg);
+    *wrote = !reading;
     return t->err.pub.msg_code == JERR_OUT_OF_MEMORY ? RC_NOMEM : RC_CORRUPT;
   }
   jpeg_mem_src(src, (unsigned char *)data, (unsigned long)len);
@@ -170,9 +176,9 @@ int rc_lossless_transcode(rc_lossless *t, rc_worker *w, const rc_opts *o, const 
   }
   reading = 0;
   jpeg_copy_critical_parameters(src, dst); /* also: sequential, Huffman, no scan script */
-  dst->optimize_coding = TRUE;
   dst->restart_interval = restart > 0 ? (unsigned)restart : 0;
   dst->restart_in_rows = restart < 0 ? -restart : 0;
+  dst->optimize_coding = !fast || rc_huff_optimise(src, dst, coefs) != 0;
   t->dest.cap = len + len / 8 + 4096;
   if (!(t->dest.buf = malloc(t->dest.cap))) ERREXIT1(dst, JERR_OUT_OF_MEMORY, 0);
   jpeg_write_coefficients(dst, coefs);
@@ -184,4 +190,14 @@ int rc_lossless_transcode(rc_lossless *t, rc_worker *w, const rc_opts *o, const 
   *outlen = t->dest.cap - t->dest.pub.free_in_buffer;
   t->dest.buf = NULL;
   return RC_OK;
+}
+
+int rc_lossless_transcode(rc_lossless *t, rc_worker *w, const rc_opts *o, const uint8_t *data,
+                          size_t len, int restart, uint8_t **out, size_t *outlen, char *err) {
+  int wrote = 0;
+  const int st = transcode(t, w, o, data, len, restart, 1, out, outlen, err, &wrote);
+  if (st == RC_OK || !wrote) return st;
+  /* (a table rc_huff_optimise got wrong stops the encoder: libjpeg's own pass then) */
+  wrote = 0;
+  return transcode(t, w, o, data, len, restart, 0, out, outlen, err, &wrote);
 }
