@@ -1,6 +1,7 @@
 /* recio Huffman statistics (huffstats.h). */
 #include "huffstats.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -16,7 +17,7 @@ static const int ZIGZAG[64] = {
 
 /* ZZ_BITS[i][v]: the zigzag mask of natural-order byte i (coefficients 8i..8i+7) being v */
 static uint64_t ZZ_BITS[8][256];
-static int zz_ready;
+static pthread_once_t zz_once = PTHREAD_ONCE_INIT;
 
 static void init_zz(void) {
   int zz_of[64];
@@ -28,7 +29,6 @@ static void init_zz(void) {
         if (v >> b & 1) m |= (uint64_t)1 << zz_of[8 * i + b];
       ZZ_BITS[i][v] = m;
     }
-  zz_ready = 1; /* (a race writes the same values: benign) */
 }
 
 /* The non-zero coefficients of a block as a mask in zigzag order. */
@@ -141,7 +141,7 @@ static void make_table(j_compress_ptr ci, JHUFF_TBL **slot, const long counts[25
 int rc_huff_optimise(j_decompress_ptr src, j_compress_ptr dst, jvirt_barray_ptr *coefs) {
   const int nc = dst->num_components;
   if (nc < 1 || nc > 4 || dst->progressive_mode || dst->arith_code) return -1;
-  if (!zz_ready) init_zz();
+  pthread_once(&zz_once, init_zz);
   int max_h = 1, max_v = 1;
   for (int c = 0; c < nc; c++) {
     const jpeg_component_info *p = &dst->comp_info[c];

@@ -22,6 +22,7 @@ Prints medians of the rounds and the ratios the issue asks for, as JSON.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -33,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from recio.augment import CropSpec  # noqa: E402
+from recio.augment import CropSpec, KeyedDraw  # noqa: E402
 from recio.bench.stages import (  # noqa: E402
     Data,
     stage_iterator,
@@ -79,6 +80,50 @@ def transcode_rates(data: Data, threads: int, rounds: int) -> dict:
             enc.transcode_jpeg(jpegs, sizes.astype(np.int32), quality=95)
             rates["re-encode q95"].append(len(jpegs) / (time.perf_counter() - start))
     return {k: statistics.median(v) for k, v in rates.items()}
+
+
+def cpu_per_image(datas: dict, rounds: int) -> dict:
+    """Process CPU µs per image on one thread (less sensitive to a busy machine than rates):
+    PyTurboJPEG's full decode, the pool's RRC-224 + flip and its center crop."""
+    from turbojpeg import TurboJPEG
+
+    tj = TurboJPEG()
+    rrc = KeyedDraw(CropSpec(224, 224, random_resized_crop=True, rand_mirror=True), 0, 0)
+    centre = KeyedDraw(CropSpec(224, 224, resize=256), 0, 0)
+    times: dict = {}
+    with DecodePool(1, backend="native") as pool:
+        out = np.empty((max(len(d.images) for d in datas.values()), 224, 224, 3), np.uint8)
+
+        def full(d: Data) -> None:
+            for b in d.images:
+                with contextlib.suppress(OSError):  # PNG, CMYK
+                    tj.decode(b)
+
+        for _ in range(rounds):
+            for name, d in datas.items():
+                records = np.arange(len(d.images), dtype=np.int64)
+                steps = {
+                    "full decode": lambda d=d: full(d),
+                    "RRC-224+flip": lambda d=d, r=records: pool.decode_batch(
+                        d.images, out, draw=rrc, records=r
+                    ),
+                    "center-crop-224": lambda d=d, r=records: pool.decode_batch(
+                        d.images, out, draw=centre, records=r
+                    ),
+                }
+                for stage, step in steps.items():
+                    start = time.process_time()
+                    step()
+                    per = (time.process_time() - start) / len(d.images) * 1e6
+                    times.setdefault(stage, {}).setdefault(name, []).append(per)
+    med = {s: {n: statistics.median(v) for n, v in per.items()} for s, per in times.items()}
+    base = med["full decode"]["original"]
+    return {
+        "us_per_image": med,
+        "speed vs original's full decode": {
+            s: {n: base / v for n, v in per.items()} for s, per in med.items()
+        },
+    }
 
 
 def main() -> int:
@@ -138,6 +183,7 @@ def main() -> int:
         }
         for name in files
     }
+    result["one thread, CPU"] = cpu_per_image(datas, max(args.rounds, 5))
     result["optimize command seconds"] = command_s
     result["per image, images/s"] = transcode_rates(datas["original"], args.threads, args.rounds)
     print(json.dumps(result, indent=1))
