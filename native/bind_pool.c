@@ -23,6 +23,7 @@ static void worker_free(void *vs) {
   if (!s) return;
   rc_worker_free(s->dec);
   rc_encoder_free(s->enc);
+  rc_lossless_free(s->ll);
   free(s);
 }
 
@@ -539,6 +540,7 @@ static PyMethodDef Pool_methods[] = {
     {"transcode_batch", KEYWORDS(Pool_transcode_batch), transcode_batch_doc},
     {"resize_encode", KEYWORDS(Pool_resize_encode), resize_encode_doc},
     {"im2rec_batch", KEYWORDS(Pool_im2rec_batch), im2rec_batch_doc},
+    {"lossless_batch", KEYWORDS(Pool_lossless_batch), lossless_batch_doc},
     {"reserve", (PyCFunction)Pool_reserve, METH_O, reserve_doc},
     {"release", (PyCFunction)Pool_release, METH_O, "release(nbytes): gives back a reserve()."},
     {"close", (PyCFunction)Pool_close, METH_NOARGS, "Stops and joins the threads."},

@@ -22,6 +22,10 @@ __all__ = ["build_parser", "main"]
 # command -> (module, one-line help)
 STAGE_COMMANDS = {
     "im2rec": ("recio.im2rec", "convert an image folder or .lst into .rec/.idx (MXNet's im2rec)"),
+    "optimize": (
+        "recio.cli.optimize",
+        "rewrite a .rec with its JPEGs losslessly restart-marked (faster crop decodes)",
+    ),
     "bench": ("recio.bench", "measure the throughput of every pipeline stage"),
     "train": ("recio.train", "train the compact model on a .rec (needs the train extra: PyTorch)"),
 }
@@ -39,6 +43,7 @@ examples:
   recio checksum data/train.rec                         # per-record CRC32C sidecar
   recio im2rec --list --recursive data/train images/    # folder -> data/train.lst
   recio im2rec data/train images/                       # .lst -> data/train.rec/.idx
+  recio optimize data/train.rec data/opt/train.rec       # lossless, restart markers
   recio bench                                           # on the built-in sample
   recio train data/train.rec --val data/val.rec
 
