@@ -203,6 +203,28 @@ class DecodePool:
         state = "closed" if self._closed else "open"
         return f"DecodePool(backend={self.backend!r}, num_threads={self.num_threads}, {state})"
 
+    def set_active_threads(self, k: int) -> int:
+        """Let ``k`` of the native pool's threads decode and park the others; returns ``k``.
+
+        Parked threads keep their state and come back at once (NOTE [parked threads] in
+        native/pool.c); what a batch decodes to does not depend on the count. The Python
+        backend has no native threads to park: it keeps ``num_threads`` and returns that.
+        """
+        self._check_open()
+        if self._native is None:
+            return self.num_threads
+        return int(self._native.set_active(int(k)))
+
+    def activity(self) -> tuple[int, float]:
+        """(active threads, seconds the native threads have spent decoding, all together).
+
+        The seconds grow from the pool's start; two readings give a stage's busy time
+        (:mod:`recio.pipeline.stage_times`). ``(num_threads, 0.0)`` on the Python backend.
+        """
+        if self._native is None or os.getpid() != self._pid:
+            return self.num_threads, 0.0
+        return self._native.activity()
+
     def native_pool(self) -> Any:
         """The native pool, checked as every call checks it (open; in a forked child, its own).
 

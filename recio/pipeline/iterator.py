@@ -29,6 +29,7 @@ import contextlib
 import dataclasses
 import queue
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -40,9 +41,11 @@ from ..decode import DecodeOptions, DecodePool, Status
 from ..records.checksum import MismatchedPayload
 from ..records.file import RecordFile
 from ..storage import FetchOptions, Lookahead, Prefetcher, clock
+from .autotune import Governor, ThreadTuner
 from .batch_buffers import BatchBuffers
 from .config import IterConfig
 from .mxnet_inputs import ImageList, load_mean_image
+from .plan import ResourcePlan, log_once, make_plan
 from .positioned import Batch, IterStats, PositionedIterator
 from .read_decode import BatchReader, DecodedBatch, PendingBatch, submit_read_and_decode
 from .trace import Tracer, maybe_span
@@ -103,7 +106,16 @@ class ImageRecordIter(PositionedIterator):
         tracer: Tracer | None = None,
         **keywords: Any,
     ) -> None:
-        self._open(IterConfig.given(config, path_imgrec, data_shape, batch_size, **keywords))
+        config = IterConfig.given(config, path_imgrec, data_shape, batch_size, **keywords)
+        self.plan: ResourcePlan = make_plan(
+            int(np.prod(config.batch_shape)) * np.dtype(config.normalize.dtype).itemsize,
+            threads=config.preprocess_threads,
+            prefetch=config.prefetch_buffer,
+            memory_budget=config.memory_budget,
+            fetch=config.storage.fetch,
+        )  # fmt: skip  (NOTE [resource plan] in recio/pipeline/plan.py)
+        self._open(_planned(config, self.plan))
+        log_once(self.plan)
         config = self.config
         self.crop = config.crop
         norm = config.normalize
@@ -115,7 +127,12 @@ class ImageRecordIter(PositionedIterator):
         self._imglist = None
         if config.path_imglist is not None:
             self._imglist = ImageList(config.path_imglist, config.label_width)
-        self.pool = DecodePool(config.preprocess_threads)
+        self.pool = DecodePool(self.plan.max_threads)
+        self.pool.set_active_threads(self.plan.threads)
+        tuner = None
+        if self.plan.tuned and self.pool.backend == "native" and self.plan.max_threads > 1:
+            tuner = ThreadTuner(self.plan.max_threads, self.plan.threads)
+        self._governor = Governor(self.pool, self.stats.stages, tuner)
         self.tracer = tracer
         # Batch arrays outlive each epoch's pipeline: two in decode, the queued ones, and the
         # one the consumer holds are in flight at once.
@@ -131,6 +148,7 @@ class ImageRecordIter(PositionedIterator):
     def _produce(self) -> Batch:
         if self._pipeline is None:
             self._start_pipeline()
+        entered = time.perf_counter()
         if self.tracer is None:  # a context manager less per batch: small images feel it
             item = self._pipeline.get()
         else:
@@ -140,6 +158,9 @@ class ImageRecordIter(PositionedIterator):
             self._stop_pipeline()
             raise item.error
         batch, status, reasons, record_ids = item
+        self._governor.batch(  # NOTE [stage times], NOTE [thread tuner]
+            entered, time.perf_counter(), len(record_ids) - batch.pad, self._pipeline.ready_share
+        )
         if status is None:  # every image decoded (a lean batch)
             self.stats.decoded += len(record_ids) - batch.pad
             return batch
@@ -176,6 +197,8 @@ class ImageRecordIter(PositionedIterator):
         )
 
     def _stop_pipeline(self) -> None:
+        if getattr(self, "_governor", None) is not None:
+            self._governor.pause()
         if self._pipeline is not None:
             self._pipeline.stop()
             self._pipeline = None
@@ -186,6 +209,17 @@ class ImageRecordIter(PositionedIterator):
         self._stop_pipeline()
         self._finalizer()  # also drops the next epoch's lookahead fetches
         self.records.close()
+
+
+def _planned(config: IterConfig, plan: ResourcePlan) -> IterConfig:
+    """``config`` with the plan's prefetch and read-ahead where the budget lowered them."""
+    changes: dict[str, Any] = {}
+    if config.prefetch_buffer is None and plan.depth != _DEFAULT_PREFETCH:
+        changes["prefetch_buffer"] = plan.depth
+    if config.storage.fetch is None and plan.read_ahead != FetchOptions().read_ahead:
+        fetch = FetchOptions(read_ahead=plan.read_ahead)
+        changes["storage"] = dataclasses.replace(config.storage, fetch=fetch)
+    return dataclasses.replace(config, **changes) if changes else config
 
 
 def _queue_depth(config: IterConfig) -> int:
@@ -368,6 +402,10 @@ class _Pipeline(_Run):
                     return _Failure(ValueError("the ImageRecordIter was closed"))
                 if not any(t.is_alive() for t in self.threads) and self.ready_q.empty():
                     return _Failure(RuntimeError("recio pipeline threads ended unexpectedly"))
+
+    def ready_share(self) -> float:
+        """The share of the ready queue's room that decoded batches fill (NOTE [thread tuner])."""
+        return self.ready_q.qsize() / max(1, self.ready_q.maxsize)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -652,6 +690,12 @@ class _QueuedPipeline(_Run):
                 self._next = self.end_step
                 return
             self._queued.append((step, raw, out, pending, t0))
+
+    def ready_share(self) -> float:
+        """The share of the queued batches the pool has finished (NOTE [thread tuner])."""
+        queued = list(self._queued)
+        done = sum(1 for q in queued if isinstance(q[3], _Failure) or q[3].wait(0))
+        return done / max(1, len(queued))
 
     def stop(self) -> None:
         self.stopping.set()
