@@ -39,7 +39,7 @@ class ThreadTuner:
     starve: float = 0.05
     calm: float = 0.01
     idle: float = 0.6
-    forget: int = 50
+    forget: int = 100
     changes: list[tuple[int, int]] = field(default_factory=list)  # (batch, threads) per change
     _wait: float = 0.0
     _away: float = 0.0
@@ -109,19 +109,21 @@ class Governor:
         self._left: float | None = None  # when the consumer last left next()
         self._busy = pool.activity()[1]
 
-    def batch(self, entered: float, left: float, images: int, ready) -> None:
-        """A batch handed over: the consumer came in at ``entered``, left at ``left``.
+    def batch(self, entered: float, left: float, blocked: float, images: int, ready) -> None:
+        """A batch handed over: the consumer came in at ``entered`` and left at ``left``.
 
-        ``ready``: a callable giving the share of the batches in flight already decoded
-        (called only when tuning).
+        ``blocked``: of that, the time it waited for the batch (the rest is recio's Python
+        that hands it over); ``ready``: a callable giving the share of the batches in flight
+        already decoded (called only when tuning).
         """
-        away = 0.0 if self._left is None else max(0.0, entered - self._left)
-        wait = left - entered
+        first = self._left is None  # of a pipeline just started: its wait is no signal
+        away = 0.0 if first else max(0.0, entered - self._left)
+        inside = left - entered
         threads, busy = self.pool.activity()
-        self.stages.add(images, wait, away, busy - self._busy, threads)
+        self.stages.add(images, blocked, inside - blocked, away, busy - self._busy, threads)
         self._busy, self._left = busy, left
-        if self.tuner is not None and self._left is not None:
-            new = self.tuner.observe(wait, away, ready())
+        if self.tuner is not None and not first:
+            new = self.tuner.observe(blocked, away + inside - blocked, ready())
             if new is not None:
                 self.pool.set_active_threads(new)
 

@@ -158,9 +158,11 @@ class ImageRecordIter(PositionedIterator):
             self._stop_pipeline()
             raise item.error
         batch, status, reasons, record_ids = item
-        self._governor.batch(  # NOTE [stage times], NOTE [thread tuner]
-            entered, time.perf_counter(), len(record_ids) - batch.pad, self._pipeline.ready_share
-        )
+        pipeline = self._pipeline  # NOTE [stage times], NOTE [thread tuner]
+        self._governor.batch(
+            entered, time.perf_counter(), pipeline.blocked, len(record_ids) - batch.pad,
+            pipeline.ready_share,
+        )  # fmt: skip
         if status is None:  # every image decoded (a lean batch)
             self.stats.decoded += len(record_ids) - batch.pad
             return batch
@@ -394,6 +396,16 @@ class _Pipeline(_Run):
     # consumer side
 
     def get(self):
+        self.blocked = 0.0  # the consumer's wait for the decoders (NOTE [stage times])
+        with contextlib.suppress(queue.Empty):
+            return self.ready_q.get_nowait()
+        start = time.perf_counter()
+        try:
+            return self._get_blocking()
+        finally:
+            self.blocked = time.perf_counter() - start
+
+    def _get_blocking(self):
         while True:
             try:
                 return self.ready_q.get(timeout=_POLL)
@@ -643,9 +655,13 @@ class _QueuedPipeline(_Run):
             if isinstance(pending, _Failure):
                 self._queued.popleft()
                 return pending
-            while not pending.wait(_POLL):
-                if self.stopping.is_set():  # close() from another thread
-                    return _Failure(ValueError("the ImageRecordIter was closed"))
+            self.blocked = 0.0  # the consumer's wait for the pool (NOTE [stage times])
+            if not pending.wait(0):
+                start = time.perf_counter()
+                while not pending.wait(_POLL):
+                    if self.stopping.is_set():  # close() from another thread
+                        return _Failure(ValueError("the ImageRecordIter was closed"))
+                self.blocked = time.perf_counter() - start
             self._queued.popleft()
             if self.tracer is not None:  # the pool's work on it, from submit to done
                 end = self.tracer.now_us()

@@ -2,9 +2,10 @@
 
 NOTE [stage times]: what each batch costs where, measured without a tracer:
 
-- ``wait_s``: the consumer's time inside ``next()`` (waiting for the batch, and recio's
-  Python that finishes it: on a local file the consumer's thread submits and finishes the
-  batches, NOTE [queued batches]);
+- ``wait_s``: the consumer's time inside ``next()`` waiting for the batch to be decoded;
+- ``handover_s``: the rest of its time inside ``next()``: recio's Python per batch (on a
+  local file the consumer's thread submits and finishes the batches, NOTE [queued
+  batches]; the labels, the stats, ``on_error``);
 - ``consumer_s``: the consumer's time between two ``next()`` calls (its training step);
 - ``decode_s``: the decode threads' busy time, all together (read from the map, parse,
   decode, augment: one native call per image; ``DecodePool.activity``);
@@ -31,21 +32,32 @@ class StageTimes:
     images: int = 0
     wall_s: float = 0.0
     wait_s: float = 0.0
+    handover_s: float = 0.0
     consumer_s: float = 0.0
     decode_s: float = 0.0
     thread_s: float = 0.0
     fetch_wait_s: float = 0.0
     threads: int = 0
 
-    def add(self, images: int, wait_s: float, away_s: float, decode_s: float, threads: int) -> None:
-        """One batch: ``images`` delivered, the consumer's wait and time away, decode busy."""
+    def add(
+        self,
+        images: int,
+        wait_s: float,
+        handover_s: float,
+        away_s: float,
+        decode_s: float,
+        threads: int,
+    ) -> None:
+        """One batch: ``images`` delivered, the consumer's times, the decoders' busy time."""
+        wall = wait_s + handover_s + away_s
         self.batches += 1
         self.images += images
         self.wait_s += wait_s
+        self.handover_s += handover_s
         self.consumer_s += away_s
-        self.wall_s += wait_s + away_s
+        self.wall_s += wall
         self.decode_s += decode_s
-        self.thread_s += threads * (wait_s + away_s)
+        self.thread_s += threads * wall
         self.threads = threads
 
     def utilisation(self) -> dict[str, float]:
@@ -54,6 +66,7 @@ class StageTimes:
         return {
             "decode": self.decode_s / self.thread_s if self.thread_s else 0.0,
             "consumer": self.consumer_s / wall,
+            "handover": self.handover_s / wall,
             "input_wait": self.wait_s / wall,
             "fetch_wait": self.fetch_wait_s / wall,
         }
@@ -64,5 +77,6 @@ class StageTimes:
         return {
             "decode": self.decode_s / n,
             "consumer": self.consumer_s / n,
+            "handover": self.handover_s / n,
             "wait": self.wait_s / n,
         }
