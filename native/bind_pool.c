@@ -534,18 +534,18 @@ static PyObject *Pool_set_active(PoolObject *self, PyObject *arg) {
   return PyLong_FromLong(set);
 }
 
-/* (active threads, busy seconds of all threads together); (0, 0.0) once closed. */
+/* (active threads, busy seconds, CPU seconds of all threads together); zeros once closed. */
 static PyObject *Pool_activity(PoolObject *self, PyObject *unused) {
-  if (forked(self)) return Py_BuildValue("(id)", 0, 0.0);
+  if (forked(self)) return Py_BuildValue("(idd)", 0, 0.0, 0.0);
   pthread_mutex_lock(&self->mu);
   rc_pool *p = self->closed ? NULL : self->pool;
   if (p) self->busy++;
   pthread_mutex_unlock(&self->mu);
-  if (!p) return Py_BuildValue("(id)", 0, 0.0);
+  if (!p) return Py_BuildValue("(idd)", 0, 0.0, 0.0);
   const int k = rc_pool_active(p);
-  const double busy = (double)rc_pool_busy_ns(p) * 1e-9;
+  const double busy = (double)rc_pool_busy_ns(p) * 1e-9, cpu = (double)rc_pool_cpu_ns(p) * 1e-9;
   leave_pool(self);
-  return Py_BuildValue("(id)", k, busy);
+  return Py_BuildValue("(idd)", k, busy, cpu);
 }
 
 static PyObject *Pool_get_closed(PoolObject *self, void *closure) {
@@ -573,7 +573,7 @@ static PyMethodDef Pool_methods[] = {
     {"set_active", (PyCFunction)Pool_set_active, METH_O,
      "set_active(k): threads 0..k-1 work, the others park (NOTE [parked threads]); returns k."},
     {"activity", (PyCFunction)Pool_activity, METH_NOARGS,
-     "activity(): (active threads, seconds all threads spent decoding); (0, 0.0) closed."},
+     "activity(): (active threads, busy seconds, CPU seconds of all threads); zeros closed."},
     {NULL},
 };
 

@@ -215,14 +215,15 @@ class DecodePool:
             return self.num_threads
         return int(self._native.set_active(int(k)))
 
-    def activity(self) -> tuple[int, float]:
-        """(active threads, seconds the native threads have spent decoding, all together).
+    def activity(self) -> tuple[int, float, float]:
+        """(active threads, seconds the native threads spent decoding, their CPU seconds).
 
-        The seconds grow from the pool's start; two readings give a stage's busy time
-        (:mod:`recio.pipeline.stage_times`). ``(num_threads, 0.0)`` on the Python backend.
+        All threads together, from the pool's start; two readings give a stage's busy time
+        (:mod:`recio.pipeline.stage_times`); the CPU seconds leave out the time the OS gave
+        other threads meanwhile. ``(num_threads, 0.0, 0.0)`` on the Python backend.
         """
         if self._native is None or os.getpid() != self._pid:
-            return self.num_threads, 0.0
+            return self.num_threads, 0.0, 0.0
         return self._native.activity()
 
     def native_pool(self) -> Any:

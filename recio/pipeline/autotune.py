@@ -24,6 +24,7 @@ times.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["ThreadTuner"]
 
@@ -107,26 +108,32 @@ class Governor:
         self.stages = stages
         self.tuner = tuner
         self._left: float | None = None  # when the consumer last left next()
-        self._busy = pool.activity()[1]
+        _, self._busy, self._cpu = pool.activity()
+        self._fetched = 0.0  # the running pipeline's reader wait, as last seen
 
-    def batch(self, entered: float, left: float, blocked: float, images: int, ready) -> None:
+    def batch(self, entered: float, left: float, images: int, pipeline: Any) -> None:
         """A batch handed over: the consumer came in at ``entered`` and left at ``left``.
 
-        ``blocked``: of that, the time it waited for the batch (the rest is recio's Python
-        that hands it over); ``ready``: a callable giving the share of the batches in flight
-        already decoded (called only when tuning).
+        ``pipeline``: the running one; its ``blocked`` is the time of that the consumer
+        waited for the batch (the rest is recio's Python that hands it over), its
+        ``fetch_wait`` the reader's wait for the store so far, its ``ready_share()`` the
+        share of the batches in flight already decoded (asked only when tuning).
         """
         first = self._left is None  # of a pipeline just started: its wait is no signal
         away = 0.0 if first else max(0.0, entered - self._left)
-        inside = left - entered
-        threads, busy = self.pool.activity()
+        blocked, inside = pipeline.blocked, left - entered
+        threads, busy, cpu = self.pool.activity()
+        fetched = getattr(pipeline, "fetch_wait", 0.0)
         self.stages.add(images, blocked, inside - blocked, away, busy - self._busy, threads)
-        self._busy, self._left = busy, left
+        self.stages.decode_cpu_s += cpu - self._cpu
+        self.stages.fetch_wait_s += max(0.0, fetched - self._fetched)
+        self._busy, self._cpu, self._left, self._fetched = busy, cpu, left, fetched
         if self.tuner is not None and not first:
-            new = self.tuner.observe(blocked, away + inside - blocked, ready())
+            new = self.tuner.observe(blocked, away + inside - blocked, pipeline.ready_share())
             if new is not None:
                 self.pool.set_active_threads(new)
 
     def pause(self) -> None:
         """The pipeline stopped (epoch end, reset): the time until the next one is no step."""
         self._left = None
+        self._fetched = 0.0

@@ -158,11 +158,10 @@ class ImageRecordIter(PositionedIterator):
             self._stop_pipeline()
             raise item.error
         batch, status, reasons, record_ids = item
-        pipeline = self._pipeline  # NOTE [stage times], NOTE [thread tuner]
+        # NOTE [stage times], NOTE [thread tuner]
         self._governor.batch(
-            entered, time.perf_counter(), pipeline.blocked, len(record_ids) - batch.pad,
-            pipeline.ready_share,
-        )  # fmt: skip
+            entered, time.perf_counter(), len(record_ids) - batch.pad, self._pipeline
+        )
         if status is None:  # every image decoded (a lean batch)
             self.stats.decoded += len(record_ids) - batch.pad
             return batch
@@ -359,6 +358,7 @@ class _Pipeline(_Run):
         # errors included, so the consumer sees exactly what one thread would give it; one
         # more batch array is in flight. (A local file needs no thread: NOTE [queued
         # batches].)
+        self.blocked = self.fetch_wait = 0.0  # NOTE [stage times]
         self._taken = self.first_step  # the next step a decode thread takes from read_q
         self._take_lock = threading.Lock()
         self._turn = self.first_step  # the step whose batch goes into ready_q next
@@ -515,10 +515,24 @@ class _Pipeline(_Run):
 
     def _read_batches(self, plans, fetched) -> None:
         """Queue each plan's batch for the decoders (``fetched``: its payloads)."""
-        for plan, payloads in zip(plans, _traced(self.tracer, "read", fetched), strict=False):
+        fetched = self._timed(_traced(self.tracer, "read", fetched))
+        for plan, payloads in zip(plans, fetched, strict=False):
             raw = self._raw(plan, payloads)
             with maybe_span(self.tracer, "queue wait (read queue full)"):
                 self._put(self.read_q, raw)
+
+    def _timed(self, items):
+        """Yield from ``items``, adding the time each took to come to ``fetch_wait``."""
+        items = iter(items)
+        while True:
+            start = time.perf_counter()
+            try:
+                item = next(items)
+            except StopIteration:
+                return
+            finally:
+                self.fetch_wait += time.perf_counter() - start  # NOTE [stage times]
+            yield item
 
     def _decode(self) -> None:
         while True:
@@ -635,6 +649,7 @@ class _QueuedPipeline(_Run):
         # finished is the other (the same arrays in flight)
         self.depth = _ready_depth(it.config) + 1
         self._next = self.first_step  # the next step to submit
+        self.blocked = 0.0  # the last get's wait for the pool (NOTE [stage times])
         self._queued: collections.deque = collections.deque()  # (step, raw, out, pending, t0)
         self._lock = threading.RLock()  # get against a stop() from another thread
         self.reader = BatchReader(

@@ -8,7 +8,9 @@ NOTE [stage times]: what each batch costs where, measured without a tracer:
   batches]; the labels, the stats, ``on_error``);
 - ``consumer_s``: the consumer's time between two ``next()`` calls (its training step);
 - ``decode_s``: the decode threads' busy time, all together (read from the map, parse,
-  decode, augment: one native call per image; ``DecodePool.activity``);
+  decode, augment: one native call per image; ``DecodePool.activity``), and
+  ``decode_cpu_s`` its CPU time (less what the OS gave other threads meanwhile: the cost
+  that carries over to another machine);
 - ``fetch_wait_s``: a remote source's reader thread waiting for fetched bytes;
 - ``thread_s``: decode threads x seconds they were active (the decode stage's capacity).
 
@@ -35,6 +37,7 @@ class StageTimes:
     handover_s: float = 0.0
     consumer_s: float = 0.0
     decode_s: float = 0.0
+    decode_cpu_s: float = 0.0
     thread_s: float = 0.0
     fetch_wait_s: float = 0.0
     threads: int = 0
@@ -76,6 +79,7 @@ class StageTimes:
         n = max(1, self.images)
         return {
             "decode": self.decode_s / n,
+            "decode_cpu": self.decode_cpu_s / n,
             "consumer": self.consumer_s / n,
             "handover": self.handover_s / n,
             "wait": self.wait_s / n,

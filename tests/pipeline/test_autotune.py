@@ -80,7 +80,7 @@ def test_parked_threads_do_not_work_and_change_no_pixel():
             assert pool.set_active_threads(active) == active
             assert pool.activity()[0] == active
             out = np.empty((len(images), 64, 64, 3), np.uint8)
-            _, busy0 = pool.activity()
+            _, busy0, _ = pool.activity()
             t0 = time.perf_counter()
             status = pool.decode_batch(images, out, draw=draw, records=records, layout="NHWC")
             wall = time.perf_counter() - t0
