@@ -151,3 +151,26 @@ def test_a_fast_consumer_gets_the_threads_back(rec, monkeypatch):
                 pass  # takes the batches as fast as they come
         assert tuner.threads == it.plan.max_threads
         assert it.pool.activity()[0] == it.plan.max_threads
+
+
+def test_a_remote_source_is_tuned_and_timed_the_same_way(rec, memfs):
+    """The threaded pipeline (a remote file): same batches at 1 thread and auto with the
+    count changed under it, its waits and the reader's in ``stats.stages``."""
+    from .test_iterator import _upload
+
+    url = _upload(rec, "memory://autotune/data.rec", {})
+    kw = dict(shuffle=True, seed=2, random_resized_crop=True)
+    with ImageRecordIter(url, (3, 32, 32), 8, preprocess_threads=1, **kw) as it:
+        ref = [(b.index.copy(), b.data.copy()) for b in it]
+    with ImageRecordIter(url, (3, 32, 32), 8, **kw) as it:
+        got = []
+        for i, b in enumerate(it):
+            got.append((b.index.copy(), b.data.copy()))
+            it.pool.set_active_threads(1 + i % it.pool.num_threads)
+            time.sleep(0.002)
+        st = it.stats.stages
+        assert st.batches == len(ref) and st.images == 200
+        assert st.fetch_wait_s > 0 and st.decode_s > 0 and st.consumer_s >= 0.9 * 0.002 * 24
+    for (ia, a), (ib, b) in zip(ref, got, strict=True):
+        np.testing.assert_array_equal(ia, ib)
+        np.testing.assert_array_equal(a, b)

@@ -166,3 +166,23 @@ def test_the_plan_is_logged_once_at_info(rec, caplog, monkeypatch):
             ImageRecordIter(rec, data_shape=(3, 32, 32), batch_size=8).close()
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("recio plan:")]
     assert len(lines) == 1 and "decode thread" in lines[0]
+
+
+def test_docs_tuning_python_blocks_run_as_written(tmp_path):
+    import re
+
+    text = open(os.path.join(ROOT, "docs", "tuning.md")).read()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) >= 4
+    script = tmp_path / "tuning_blocks.py"
+    script.write_text("\n".join(blocks))
+    env = {k: v for k, v in os.environ.items() if k != "LOCAL_WORLD_SIZE"}
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env=dict(env, PYTHONPATH=ROOT),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
