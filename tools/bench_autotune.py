@@ -1,6 +1,7 @@
 """``preprocess_threads="auto"`` against fixed thread counts, side by side in one run.
 
-    python tools/bench_autotune.py [--images 800] [--repeats 3] [--seconds 4] [--step-ms 150]
+    python tools/bench_autotune.py [--rec R | --images 800] [--repeats 3] [--seconds 4]
+                                   [--step-ms 150]
 
 Two consumers over the built-in sample (RandomResizedCrop 224, flip, uint8):
 
@@ -54,20 +55,23 @@ def run(rec: str, threads, seconds: float, step_s: float = 0.0) -> dict:
         }
 
 
-def med(values: list[float]) -> str:
-    return f"{statistics.median(values):8.1f} ({min(values):.1f}-{max(values):.1f})"
+def med(values: list[float], digits: int = 1) -> str:
+    return (
+        f"{statistics.median(values):8.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--images", type=int, default=800)
+    parser.add_argument("--rec", help="a .rec to read (default: the built-in sample)")
+    parser.add_argument("--images", type=int, default=800, help="images of the sample")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--step-ms", type=float, default=150.0)
     args = parser.parse_args()
     result: dict = {"fast": {}, "slow": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        rec = build_sample_rec(tmp, args.images)
+        rec = args.rec or build_sample_rec(tmp, args.images)
         settings = [1, 2, 3, 4, "auto"]
         for _ in range(args.repeats):
             for threads in settings:  # interleaved: the machine's noise hits all alike
@@ -91,7 +95,7 @@ def main() -> int:
         cpu = [r["cpu_per_image_ms"] for r in runs]
         threads = [r["threads"] for r in runs]
         changes = [r["changes_after_warmup"] for r in runs]
-        print(f"  {name:>5} {med(cpu)}  threads {threads}  changes after warm-up {changes}")
+        print(f"  {name:>5} {med(cpu, 3)}  threads {threads}  changes after warm-up {changes}")
     one = statistics.median(r["cpu_per_image_ms"] for r in result["slow"]["1"])
     tuned = statistics.median(r["cpu_per_image_ms"] for r in result["slow"]["auto"])
     print(f"  auto / fixed 1 CPU per image = {tuned / one:.3f}")

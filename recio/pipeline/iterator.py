@@ -78,7 +78,8 @@ class ImageRecordIter(PositionedIterator):
     ``.num_workers``), ``storage_options`` (fsspec), ``shuffle_mode`` ("global" | "block"),
     ``block_parts``, ``interpolation``, ``channel_order``, ``cache_dir`` and ``cache_limit``
     (remote blocks kept on local disk, at most that many bytes: NOTE [block cache]),
-    ``fetch`` (:class:`~recio.storage.FetchOptions`), ``verify_checksums`` (True | False |
+    ``fetch`` (:class:`~recio.storage.FetchOptions`), ``memory_budget`` (bytes the batches in
+    flight and the read-ahead may take; NOTE [resource plan]), ``verify_checksums`` (True | False |
     "auto": check records against their checksum sidecar, by default remote data; a record
     that does not match is a bad image for ``on_error``, counted in
     ``stats.checksum_mismatches``). ``path_imgrec`` may also be a
@@ -93,7 +94,10 @@ class ImageRecordIter(PositionedIterator):
     Iterating yields one epoch; iterating again (or ``reset()``) starts the next.
     ``state_dict()``/``load_state_dict()`` resume mid-epoch, also on another world size
     (NOTE [resume state] in :mod:`recio.pipeline.positioned`); on the same one exactly: same record
-    ids, same augmentation draws. ``stats`` counts decoded and bad images.
+    ids, same augmentation draws. ``stats`` counts decoded and bad images, and the seconds
+    of each stage (``stats.stages``, NOTE [stage times]). ``preprocess_threads`` defaults to
+    ``"auto"``: this rank's share of the cores, tuned while it runs (NOTE [thread tuner]);
+    ``plan`` says what was chosen and why (NOTE [resource plan]).
     """
 
     def __init__(
