@@ -56,9 +56,8 @@ def run(rec: str, threads, seconds: float, step_s: float = 0.0) -> dict:
 
 
 def med(values: list[float], digits: int = 1) -> str:
-    return (
-        f"{statistics.median(values):8.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
-    )
+    lo, hi = min(values), max(values)
+    return f"{statistics.median(values):8.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
 
 
 def main() -> int:
