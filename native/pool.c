@@ -38,7 +38,7 @@ struct rc_pool {
   atomic_int cancel;
   int nthreads;
   int active; /* NOTE [parked threads] (mu) */
-  atomic_uint_fast64_t busy_ns; /* time the threads spent in items, all together */
+  atomic_uint_fast64_t busy_ns; /* time the threads spent in jobs, all together */
   atomic_uint_fast64_t cpu_ns;  /* the CPU time of it (less what others' threads took) */
   rc_thread *threads;
   /* the state of one-item runs, made in the caller's thread (inline_mu) */
@@ -77,21 +77,19 @@ static void *thread_main(void *arg) {
     if (!j) break; /* stopping, and nothing queued */
     j->workers++;
     pthread_mutex_unlock(&p->mu);
+    /* the clocks once a job a thread (not an item: a small image decodes in microseconds) */
+    const uint64_t t0 = clock_ns(CLOCK_MONOTONIC), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     for (;;) {
       size_t i = atomic_fetch_add(&j->next, 1);
       if (i >= j->n) break;
       if (atomic_load_explicit(&p->cancel, memory_order_relaxed))
         atomic_store(&j->cancelled, 1);
-      else {
-        /* two clocks an item (well under a microsecond against a decode's milliseconds) */
-        const uint64_t t0 = clock_ns(CLOCK_MONOTONIC), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+      else
         j->fn(j->ctx, t->state, i);
-        atomic_fetch_add_explicit(&p->cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0,
-                                  memory_order_relaxed);
-        atomic_fetch_add_explicit(&p->busy_ns, clock_ns(CLOCK_MONOTONIC) - t0,
-                                  memory_order_relaxed);
-      }
     }
+    atomic_fetch_add_explicit(&p->cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->busy_ns, clock_ns(CLOCK_MONOTONIC) - t0, memory_order_relaxed);
     pthread_mutex_lock(&p->mu);
     if (p->head == j) {
       p->head = j->queued;
