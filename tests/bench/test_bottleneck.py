@@ -109,3 +109,27 @@ def test_the_command_line(rec, tmp_path, capsys):
     assert "limit: step" in text and "decode+augment" in text
     got = json.loads(out.read_text())
     assert got["limit"] == "step" and got["step_ms"] == 40
+
+
+def test_a_slow_store_is_named(rec, memfs, monkeypatch):
+    """A remote source that serves 2 ms a record, one request at a time: the storage limits."""
+    import threading
+
+    from recio.records.file import RecordFile
+
+    from ..pipeline.test_iterator import _upload
+
+    url = _upload(rec, "memory://bottleneck/data.rec", {})
+    read_extents = RecordFile.read_extents
+    lane = threading.Lock()  # one request at a time: concurrency cannot hide it
+
+    def slow(self, indices, *args, **kwargs):
+        with lane:
+            time.sleep(0.002 * len(indices))
+        return read_extents(self, indices, *args, **kwargs)
+
+    monkeypatch.setattr(RecordFile, "read_extents", slow)
+    f = measure_step(url, 1, batch_size=16, shape=(3, 32, 32), seconds=2.0)
+    assert f["remote"] and f["limit"] == "storage", (f["utilisation"], f["images_per_s"])
+    assert "cache_dir" in f["advice"]
+    assert f["utilisation"]["storage"] > f["utilisation"]["decode+augment"]

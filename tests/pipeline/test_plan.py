@@ -186,3 +186,21 @@ def test_docs_tuning_python_blocks_run_as_written(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_read_ahead_takes_the_budget_left(rec, memfs):
+    from recio.storage import FetchOptions
+
+    from .test_iterator import _upload
+
+    batch = 8 * 3 * 32 * 32 * 4
+    plan = make_plan(batch, memory_budget=6 * batch + 8 * MB)
+    assert plan.read_ahead == 8 * MB and plan.bytes <= plan.budget
+    assert make_plan(batch, memory_budget=1 << 40).read_ahead == FetchOptions().read_ahead
+    given = FetchOptions(read_ahead=3 * MB)
+    assert make_plan(batch, memory_budget=6 * batch, fetch=given).read_ahead == 3 * MB
+    url = _upload(rec, "memory://plan/data.rec", {})
+    budget = 6 * batch + 8 * MB
+    with ImageRecordIter(url, data_shape=(3, 32, 32), batch_size=8, memory_budget=budget) as it:
+        assert it.config.storage.fetch.read_ahead == 8 * MB
+        assert sum(len(b.index) - b.pad for b in it) == 37
