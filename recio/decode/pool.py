@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import dist
 from ..augment import KeyedDraw
 from ..records.spans import Spans
 from ._pillow import Budget, ByteBudget, pil_size
@@ -82,17 +83,17 @@ def _warn_slow_once(reason: str) -> None:
 
 
 def _default_threads() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    """This rank's share of the cores it may run on (NOTE [resource plan])."""
+    return dist.rank_threads()
 
 
 class DecodePool:
     """A persistent pool that decodes batches of encoded images into preallocated arrays.
 
     Args:
-        num_threads: decode threads; default: the cores this process may run on.
+        num_threads: decode threads; default: this process's share of the cores it may run
+            on, the node's local ranks sharing them, one left to the caller from a share of
+            3 on (:func:`recio.dist.rank_threads`).
         backend: ``"native"``, ``"python"`` or None (``RECIO_DECODER``, else native if built).
         max_pixels: images with more pixels are refused (status ``STATUS_TOO_LARGE``)
             before anything is allocated for them.

@@ -24,24 +24,26 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..dist import local_ranks, thread_share, usable_cores
 from ..storage import FetchOptions
 
 log = logging.getLogger("recio")
 
-__all__ = ["ResourcePlan", "available_memory", "local_ranks", "make_plan", "usable_cores"]
+__all__ = [
+    "ResourcePlan",
+    "available_memory",
+    "local_ranks",
+    "make_plan",
+    "thread_share",
+    "usable_cores",
+]
 
 DEFAULT_PREFETCH = 4  # batches decoded ahead when the budget allows (what the iterator used)
 MIN_PREFETCH = 3  # the pipeline's least: two decoding and one ready
 BUDGET_FRACTION = 0.25  # of the node's available memory, shared by its local ranks
-_LOCAL_ENV = (
-    ("LOCAL_WORLD_SIZE", "torchrun"),
-    ("OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI"),
-    ("SLURM_NTASKS_PER_NODE", "SLURM"),
-)
 _MIN_AHEAD = 1 << 20  # a remote source fetches something ahead, however tight the budget
 _logged: set = set()
 
@@ -80,41 +82,6 @@ class ResourcePlan:
         )
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity mask), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def local_ranks(environ: Mapping[str, str] | None = None) -> tuple[int, str]:
-    """How many ranks share this node, and where that came from (NOTE [resource plan])."""
-    environ = os.environ if environ is None else environ
-    for var, name in _LOCAL_ENV:
-        value = environ.get(var, "").strip()
-        if value.isdigit() and int(value) >= 1:
-            return int(value), f"{var}={value} ({name})"
-    dist = sys.modules.get("torch.distributed")  # only if the program already uses torch
-    if dist is not None and dist.is_available() and dist.is_initialized():
-        n = int(dist.get_world_size())
-        gpus = _gpus_here()
-        if gpus:
-            n = min(n, gpus)
-        return max(1, n), f"torch.distributed group of {dist.get_world_size()}" + (
-            f", {gpus} GPU(s) here" if gpus else ""
-        )
-    return 1, "one process on this node"
-
-
-def _gpus_here() -> int:
-    torch = sys.modules.get("torch")
-    try:
-        return int(torch.cuda.device_count()) if torch is not None else 0
-    except Exception:  # noqa: BLE001 - no CUDA build, no driver: no GPUs to count
-        return 0
-
-
 def available_memory() -> int:
     """Bytes the node can still give: ``MemAvailable``, or the cgroup's room if less."""
     avail = None
@@ -141,12 +108,6 @@ def available_memory() -> int:
     except (OSError, ValueError):
         pass
     return avail
-
-
-def thread_share(cores: int, ranks: int) -> int:
-    """Decode threads for a rank with ``cores`` usable cores shared by ``ranks`` ranks."""
-    share = cores // max(1, ranks)
-    return max(1, share - 1 if share >= 3 else share)
 
 
 def make_plan(

@@ -204,3 +204,14 @@ def test_the_read_ahead_takes_the_budget_left(rec, memfs):
     with ImageRecordIter(url, data_shape=(3, 32, 32), batch_size=8, memory_budget=budget) as it:
         assert it.config.storage.fetch.read_ahead == 8 * MB
         assert sum(len(b.index) - b.pad for b in it) == 37
+
+
+def test_a_decode_pool_made_alone_takes_the_rank_share_too(monkeypatch):
+    from recio.decode import DecodePool
+
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    with DecodePool() as pool:
+        assert pool.num_threads == 1
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    with DecodePool() as pool:
+        assert pool.num_threads == thread_share(len(os.sched_getaffinity(0)), 1)
