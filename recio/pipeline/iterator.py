@@ -111,13 +111,14 @@ class ImageRecordIter(PositionedIterator):
         **keywords: Any,
     ) -> None:
         config = IterConfig.given(config, path_imgrec, data_shape, batch_size, **keywords)
+        # this rank's threads, prefetch and read-ahead (NOTE [resource plan])
         self.plan: ResourcePlan = make_plan(
             int(np.prod(config.batch_shape)) * np.dtype(config.normalize.dtype).itemsize,
             threads=config.preprocess_threads,
             prefetch=config.prefetch_buffer,
             memory_budget=config.memory_budget,
             fetch=config.storage.fetch,
-        )  # fmt: skip  (NOTE [resource plan] in recio/pipeline/plan.py)
+        )
         self._open(_planned(config, self.plan))
         log_once(self.plan)
         config = self.config
