@@ -12,6 +12,7 @@ import time
 
 from .._install import install_hint
 from ..cli.args import add_storage_option, at_least, positive_float
+from .bottleneck import measure_step, print_bottleneck
 from .report import print_report, save_plot
 from .run import check_settings, run_bench
 from .sample import build_sample_rec
@@ -29,6 +30,7 @@ examples:
   recio bench --keep /tmp/sample               # ... kept in /tmp/sample
   recio bench data/train.rec --threads 8 --batch-size 128 --shape 3,224,224
   recio bench data/train.rec --dtype float32 --json bench.json --plot bench.png
+  recio bench data/train.rec --step-ms 120       # which stage limits a 120 ms training step
   recio bench s3://bucket/train.rec --storage-options '{"endpoint_url": "http://127.0.0.1:8333"}'"""
 
 
@@ -105,11 +107,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write every figure, the configuration and the machine's details as JSON",
     )
     parser.add_argument(
+        "--step-ms",
+        type=positive_float,
+        metavar="MS",
+        help="a training step's time: run the iterator under it and name the stage that "
+        "limits (storage, decode+augment, recio's hand-over, the step) and the setting that "
+        "would move it, instead of the stage-by-stage table (--threads default: auto)",
+    )
+    parser.add_argument(
         "--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the iterator's threads"
     )
     parser.add_argument(
         "--plot", metavar="FILE.png", help="write a bar chart (needs matplotlib: the plot extra)"
     )
+
+
+def _run_step(args: argparse.Namespace, rec: str, options, shape) -> int:
+    """``--step-ms``: the bottleneck of a training job with that step (recio.bench.bottleneck)."""
+    figures = measure_step(
+        rec, args.step_ms, threads=args.threads, batch_size=args.batch_size, shape=shape,
+        dtype=args.dtype, seconds=max(args.seconds, 2.0), storage_options=options,
+    )  # fmt: skip
+    print()
+    print_bottleneck(figures)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(figures, f, indent=1)
+        print(f"wrote {args.json}: the figures, as JSON")
+    return 0
 
 
 def _usable_cores() -> int:
@@ -198,6 +223,8 @@ def run(args: argparse.Namespace) -> int:
                 f"in {os.path.join(workdir, 'images')}) packed into {rec} in "
                 f"{time.perf_counter() - start:.1f}s ({kept})"
             )
+        if getattr(args, "step_ms", None):
+            return _run_step(args, rec, options, shape)
         threads = args.threads or _usable_cores()
         result = run_bench(
             rec,

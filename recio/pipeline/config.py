@@ -251,8 +251,9 @@ class IterConfig:
     last_batch: str = "pad"
     on_error: str = "skip"
     interpolation: str = "bilinear"
-    preprocess_threads: int | None = None
+    preprocess_threads: int | str | None = None  # None or "auto": NOTE [resource plan]
     prefetch_buffer: int | None = None
+    memory_budget: int | None = None  # bytes for batches in flight (NOTE [resource plan])
     crop: CropSpec | None = None  # None: the centre crop of the output size
     colour: ColourSpec = field(default_factory=ColourSpec)
     geometry: GeometrySpec = field(default_factory=GeometrySpec)
@@ -305,8 +306,10 @@ class IterConfig:
                 "resample='opencv' the filter is OpenCV's inter_method (0 nearest, 1 bilinear, "
                 "2 bicubic, 3 area, 4 Lanczos, 9 by direction, 10 random)"
             )
-        if self.preprocess_threads is not None:
+        if self.preprocess_threads is not None and self.preprocess_threads != "auto":
             check_int("preprocess_threads", self.preprocess_threads, 1)
+        if self.memory_budget is not None:
+            check_int("memory_budget", self.memory_budget, 1)
         if self.prefetch_buffer is not None:
             check_int("prefetch_buffer", self.prefetch_buffer, 1)
         if self.crop is None:

@@ -47,6 +47,7 @@ from ..sampling.mixing import MixPlan, Mixture, open_mixture, plan_mixture
 from ..sampling.sampler import LastBatch, Sampler, Shuffle
 from .config import ON_ERROR, IterConfig
 from .resume_state import check_state, check_step, refuse
+from .stage_times import StageTimes
 
 log = logging.getLogger("recio")
 
@@ -83,6 +84,8 @@ class IterStats:
     bad_records: dict[int, str] = field(default_factory=dict)  # record id -> error
     # a mixture (recio.sampling.mixing): samples delivered per source, padding left out
     sources: dict[str, int] = field(default_factory=dict)
+    # seconds per stage (NOTE [stage times] in recio/pipeline/stage_times.py)
+    stages: StageTimes = field(default_factory=StageTimes, compare=False)  # times: not compared
 
     def count_sources(self, tally: dict[str, int]) -> None:
         """Add one batch's samples per source (:meth:`recio.sampling.mixing.MixPlan.tally`)."""
