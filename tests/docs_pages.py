@@ -54,6 +54,10 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "starts the test servers (tests/test_servers.py)"
     ),
     ("docs/dali.md", "tools/gpu_check.sh CORPUS_DIR"): "needs a GPU machine and DALI wheels",
+    ("docs/optimize.md", "recio optimize 'data/train-*-of-00008.rec' data/optimized/"): (
+        "shards and a bucket the page does not make (tests/im2rec/test_optimize.py optimizes "
+        "shards into a folder and memory:// URLs)"
+    ),
     ("docs/train.md", "torchrun --nproc-per-node 2 -m recio.train data/train.rec --epochs 1"): (
         "runs as a test of its own (tests/train: the DDP run under torchrun)"
     ),

@@ -107,6 +107,8 @@ def output_urls(sources: Sequence[str], dst: str) -> list[str]:
     if not folder:
         if not dst.endswith(".rec"):
             raise ValueError(f"the output {dst} is not a .rec name nor a folder (end it with /)")
+        if storage.is_local(dst):  # as for a folder: the output's own folder is made
+            os.makedirs(os.path.dirname(os.path.abspath(storage.local_path(dst))), exist_ok=True)
         return [dst]
     if storage.is_local(dst):
         os.makedirs(storage.local_path(dst), exist_ok=True)
