@@ -226,6 +226,10 @@ def _measure_optimized(rec, threads, optimized, measure, log, batches) -> str | 
         except Exception as exc:  # the row failing must not end the benchmark
             return f"recio optimize failed: {exc}"
         optimized.update(figures)
+        log(
+            f"  optimized {figures['transcoded']:,} JPEGs in {figures['seconds']:.1f} s "
+            f"({figures['bytes_change']:+.1%} bytes)"
+        )
         try:
             measure(
                 OPTIMIZED, lambda: stage_iterator(copy, None, threads, batch_size, shape, dtype)
