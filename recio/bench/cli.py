@@ -13,6 +13,7 @@ import time
 from .._install import install_hint
 from ..cli.args import add_storage_option, at_least, positive_float
 from .bottleneck import measure_step, print_bottleneck
+from .optimized import DEFAULT_LIMIT_MB
 from .report import print_report, save_plot
 from .run import check_settings, run_bench
 from .sample import build_sample_rec
@@ -88,6 +89,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="R",
         help="repeats of each stage; the figures are their median, min and max",
     )
+    parser.add_argument(
+        "--optimize-limit",
+        type=_non_negative,
+        default=DEFAULT_LIMIT_MB,
+        metavar="MB",
+        help="the largest local .rec whose JPEGs lack restart markers that the bench optimizes "
+        "a copy of (recio optimize, in a temporary folder) to measure the iterator on it too; "
+        "0: never (the built-in sample is optimized whatever its size, unless 0)",
+    )
     add_storage_option(parser)
     parser.add_argument(
         "--keep",
@@ -135,6 +145,22 @@ def _run_step(args: argparse.Namespace, rec: str, options, shape) -> int:
             json.dump(figures, f, indent=1)
         print(f"wrote {args.json}: the figures, as JSON")
     return 0
+
+
+def _optimize_limit(args: argparse.Namespace) -> float | None:
+    """The built-in sample is always optimized for the row; a given file up to the limit."""
+    limit = getattr(args, "optimize_limit", DEFAULT_LIMIT_MB)
+    return None if args.rec is None and limit else limit
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 0, not {text!r}")
+    return value
 
 
 def _usable_cores() -> int:
@@ -237,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
             dtype=args.dtype,
             mxnet_python=args.mxnet_python,
             trace_path=args.trace,
+            optimize_limit_mb=_optimize_limit(args),
         )
     print()
     print_report(result)

@@ -68,6 +68,8 @@ def print_report(result: dict, out=print) -> None:
     if not training:
         training = f"none ({result['skipped'].get('train step', 'not measured')})"
     lines.append(f"verdict, training step: {training}")
+    if result.get("optimize_verdict"):  # results written before the row have none
+        lines.append(f"verdict, recio optimize: {result['optimize_verdict']}")
     for line in lines:
         out(_wrap(line))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,14 @@ from ..decode import default_backend
 from ..pipeline.trace import Tracer
 from ..records.shards import expand_shards
 from .mxnet import stage_mxnet
+from .optimized import (
+    DEFAULT_LIMIT_MB,
+    OPTIMIZED,
+    marker_census,
+    optimize_verdict,
+    optimized_copy,
+    why_not_optimize,
+)
 from .stages import (
     Data,
     stage_iterator,
@@ -84,9 +93,14 @@ def run_bench(
     dtype: str = "uint8",
     mxnet_python: str | None = None,
     trace_path: str | None = None,
+    optimize_limit_mb: float | None = DEFAULT_LIMIT_MB,
     log: Callable[[str], None] = print,
 ) -> dict:
     """Measure every stage on ``rec``; returns the JSON-able result.
+
+    Where ``rec``'s JPEGs carry no restart markers and it is a local file of at most
+    ``optimize_limit_mb`` MB (None: any size; 0: never), a copy is optimized into a
+    temporary folder and the iterator measured on it too (:mod:`~recio.bench.optimized`).
 
     Raises:
         ValueError: a bad argument (:func:`check_settings`), before anything is measured.
@@ -126,6 +140,16 @@ def run_bench(
     )
     if tracer is not None:
         tracer.save(trace_path)
+    census = marker_census(data.images)
+    why_not = why_not_optimize(rec, storage_options, census, optimize_limit_mb)
+    optimized: dict[str, Any] = {"census": census.as_dict()}
+    if why_not is None:
+        why_not = _measure_optimized(
+            rec, threads, optimized, measure, log, (batch_size, shape, dtype)
+        )
+    already = census.jpegs > 0 and census.marked == census.jpegs  # no row, nothing skipped
+    if why_not is not None and not already:
+        skipped[OPTIMIZED] = why_not
     measure(BASELINE, lambda: stage_pillow(data, threads, spec))
 
     # The baselines read one file; a set of shards (recio.records.shards) is for recio's stages.
@@ -187,7 +211,32 @@ def run_bench(
         "bound_by": bound,
         "verdict": verdict,
         "training_verdict": training,
+        "optimize_verdict": optimize_verdict(stages, census, why_not),
+        "optimized_input": optimized,
     }
+
+
+def _measure_optimized(rec, threads, optimized, measure, log, batches) -> str | None:
+    """Optimize a copy of ``rec`` and measure the iterator on it; why not, if it failed."""
+    batch_size, shape, dtype = batches
+    with tempfile.TemporaryDirectory(prefix="recio-bench-optimized-") as folder:
+        log(f"  optimizing a copy of {rec} (recio optimize, restart markers) ...")
+        try:
+            copy, figures = optimized_copy(rec, folder, threads)
+        except Exception as exc:  # the row failing must not end the benchmark
+            return f"recio optimize failed: {exc}"
+        optimized.update(figures)
+        log(
+            f"  optimized {figures['transcoded']:,} JPEGs in {figures['seconds']:.1f} s "
+            f"({figures['bytes_change']:+.1%} bytes)"
+        )
+        try:
+            measure(
+                OPTIMIZED, lambda: stage_iterator(copy, None, threads, batch_size, shape, dtype)
+            )
+        except Exception as exc:
+            return f"failed on the optimized copy: {exc}"
+    return None
 
 
 DTYPES = ("uint8", "float32", "float16")

@@ -25,6 +25,9 @@ def test_cli_default_sample(tmp_path, capsys):
     # the input pipeline's verdict apart from the training step's
     assert "verdict, input pipeline: end to end" in text
     assert "verdict, training step: " in text
+    # the built-in sample's JPEGs have no restart markers: an optimized copy is measured too
+    assert "iterator end to end, optimized input" in text
+    assert "verdict, recio optimize: the JPEGs carry no restart markers" in text
     assert json.loads(out.read_text())["data"]["records"] == 24
 
 
@@ -59,6 +62,7 @@ def test_bad_arguments_are_refused_before_any_work(tmp_path, capsys, monkeypatch
         (["--json", str(tmp_path / "no" / "b.json")], f"no directory {tmp_path / 'no'}"),
         (["--trace", str(tmp_path)], "is a directory; give a file name"),
         (["--mxnet-python", str(tmp_path / "python")], "no such executable"),
+        (["--optimize-limit", "-1"], "a number of at least 0, not '-1'"),
     ]:
         try:
             status = cli(["bench", *SMALL, *bad])
