@@ -76,7 +76,7 @@ class ImageRecordIter(PositionedIterator):
     ``block_parts``, ``interpolation``, ``channel_order``, ``cache_dir`` and ``cache_limit``
     (remote blocks kept on local disk, at most that many bytes: NOTE [block cache]),
     ``fetch`` (:class:`~recio.storage.FetchOptions`), ``verify_checksums`` (True | False |
-    "auto": check records against their checksum sidecar, by default remote data; a record
+    "auto": check records against their checksum sidecar, by default wherever one exists; a record
     that does not match is a bad image for ``on_error``, counted in
     ``stats.checksum_mismatches``). ``path_imgrec`` may also be a
     :class:`~recio.sampling.mixing.Mixture` (or a list of ``Source`` objects): several

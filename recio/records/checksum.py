@@ -26,6 +26,12 @@ Written by :class:`~recio.records.recordio.MXIndexedRecordIO` (and so by ``recio
 ``recio checksum`` for datasets without one; checked by ``recio verify`` and, with
 ``verify_checksums``, on every read of :class:`~.file.RecordFile` and the readers
 above it (remote reads: a mismatch is fetched again once).
+
+NOTE [checksums by default]: ``verify_checksums="auto"`` (the default everywhere) checks
+every read against the sidecar wherever one exists, local files included; without one
+reads are not checked, and ``verify_checksums=False`` turns the check off. A local file's
+records are checked in one native CRC32C pass per batch over the map, about 1-3 % of an
+epoch end to end (BENCHMARKS.md, "Checksums by default").
 """
 
 from __future__ import annotations
@@ -92,19 +98,21 @@ def sidecar_path(rec_url: str, idx_url: str | None = None) -> str:
 def resolve_verify(verify_checksums: bool | str, url: str) -> bool | str:
     """What ``verify_checksums`` means for ``url``: False, True, or "if-present".
 
-    True: a sidecar must be there. "auto" is "if-present" for remote data (it crossed a
-    network) and False for local files (``recio verify`` checks those).
+    True: a sidecar must be there. "auto" is "if-present", for local files as for remote
+    data (NOTE [checksums by default]): a sidecar is there to be checked, and a local
+    disk's rot or a byte written over is as wrong as a network's.
 
     Raises:
-        ValueError: not True, False or "auto".
+        ValueError: not True, False or "auto" (naming ``url``).
     """
     if verify_checksums is True or verify_checksums is False:
         return verify_checksums
     if verify_checksums != "auto":
         raise ValueError(
-            f'verify_checksums must be True, False or "auto", not {verify_checksums!r}'
+            f'verify_checksums must be True, False or "auto", not {verify_checksums!r} '
+            f"(opening {url})"
         )
-    return False if storage.is_local(url) else "if-present"
+    return "if-present"
 
 
 class Checksums:

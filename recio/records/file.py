@@ -45,8 +45,8 @@ class RecordFile(VerifiedReads, RecordsBase):
 
     ``verify_checksums``: check every record read against the checksum sidecar beside the
     ``.idx`` (NOTE [checksum sidecar] in :mod:`.checksum`). True: the sidecar must be
-    there; "auto" (default): remote data is checked when it has one, local files are not
-    (``recio verify`` checks those); False: never. A remote record that does not match is
+    there; "auto" (default): checked wherever it has one, local files included (NOTE
+    [checksums by default] in :mod:`.checksum`); False: never. A remote record that does not match is
     fetched again once; if it still does not, :class:`~recio.errors.ChecksumError` (or, for
     batch readers, a bad slot for their ``on_error``). ``checksum_stats`` counts records
     fetched again and mismatches. A sidecar of another write (its count or ``.rec`` size
