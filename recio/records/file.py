@@ -46,9 +46,10 @@ class RecordFile(VerifiedReads, RecordsBase):
     ``verify_checksums``: check every record read against the checksum sidecar beside the
     ``.idx`` (NOTE [checksum sidecar] in :mod:`.checksum`). True: the sidecar must be
     there; "auto" (default): checked wherever it has one, local files included (NOTE
-    [checksums by default] in :mod:`.checksum`); False: never. A remote record that does not match is
-    fetched again once; if it still does not, :class:`~recio.errors.ChecksumError` (or, for
-    batch readers, a bad slot for their ``on_error``). ``checksum_stats`` counts records
+    [checksums by default] in :mod:`.checksum`); False: never. A remote record that does
+    not match is fetched again once; if it still does not,
+    :class:`~recio.errors.ChecksumError` (or, for batch readers, a bad slot for their
+    ``on_error``). ``checksum_stats`` counts records
     fetched again and mismatches. A sidecar of another write (its count or ``.rec`` size
     differs) is an ``IndexMismatchError`` at open.
     """
