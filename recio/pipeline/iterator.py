@@ -45,6 +45,7 @@ from .config import IterConfig
 from .mxnet_inputs import ImageList, load_mean_image
 from .positioned import Batch, IterStats, PositionedIterator
 from .read_decode import BatchReader, DecodedBatch, PendingBatch, submit_read_and_decode
+from .refill import Refill, decoded
 from .trace import Tracer, maybe_span
 
 __all__ = ["Batch", "BatchBuffers", "ImageRecordIter", "IterStats"]
@@ -263,6 +264,12 @@ class _Run:
         self.end_step = self.sampler.steps_in_epoch(epoch)
         self.stopping = threading.Event()
         self.buffers = it.buffers
+        self.refill = Refill(self.sampler)  # NOTE [refill]
+        self._take = decoded(
+            self.records, self.pool, config.batch_shape[1:], it.buffers.dtype,
+            label_width=self.read_label_width, draw=self.draw, options=self.decode_options,
+            label_maps=self.label_maps,
+        )  # fmt: skip
 
     def _raw(self, plan, payloads) -> _RawBatch:
         epochs = self.sampler.slot_epochs(plan)
@@ -295,13 +302,27 @@ class _Run:
             got.status,
             got.reasons,
             lambda j: self.describe(int(raw.positions[j]), int(got.ids[j])),
-            f"batch {raw.step} (epoch {raw.epoch}) of {self.records.url}",
         )
         if fill is None:  # replace: blank images, their own labels
             return got.labels, got.ids
+        if fill[0] < 0:  # skip, and no image of the batch is good (NOTE [refill])
+            return self._refilled(raw, got, out)
         bad = np.flatnonzero(got.status)
         out[bad] = out[fill[bad]]
         return got.labels[fill], got.ids[fill]
+
+    def _refilled(self, raw: _RawBatch, got, out: np.ndarray):
+        """A batch with no good image, filled from the good ones that follow it."""
+        found = self.refill.find(
+            self.sampler.plan(raw.epoch, raw.step),
+            self._take,
+            got.reasons[int(np.flatnonzero(got.status)[0])],
+            f"batch {raw.step} (epoch {raw.epoch}) of {self.records.url}",
+        )
+        labels, ids = np.empty_like(got.labels), np.empty_like(got.ids)
+        for j in range(len(out)):
+            out[j], labels[j], ids[j] = found[j % len(found)]
+        return labels, ids
 
 
 class _Pipeline(_Run):
