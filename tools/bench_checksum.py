@@ -23,6 +23,12 @@ and prints each one's instructions per record:
 
 ``--rec FILE`` uses an existing dataset (with its ``.idx`` and ``.crc`` beside it: the far
 benchmark's sample, say) instead of writing one.
+
+``--default`` times what the default settings cost (``verify_checksums`` left as it is,
+NOTE [checksums by default]): the local dataset with its sidecar beside it against a copy
+of its ``.rec`` and ``.idx`` without one, alternating, the same medians and paired ratios:
+
+    python tools/bench_checksum.py --default --records 1024 --size 112 --repeats 9
 """
 
 from __future__ import annotations
@@ -59,14 +65,14 @@ def make(folder: str, n: int, size: int) -> str:
     return rec
 
 
-def epoch_rate(url: str, out: int, verify: bool) -> tuple[float, float]:
-    """One epoch: (images per second of wall time, CPU microseconds per image)."""
+def epoch_rate(url: str, out: int, verify: bool | None) -> tuple[float, float]:
+    """One epoch: (images per second of wall time, CPU microseconds per image).
+
+    ``verify``: ``verify_checksums``; None: the default.
+    """
+    setting = {} if verify is None else {"verify_checksums": verify}
     with ImageRecordIter(
-        url,
-        data_shape=(3, out, out),
-        batch_size=64,
-        preprocess_threads=2,
-        verify_checksums=verify,
+        url, data_shape=(3, out, out), batch_size=64, preprocess_threads=2, **setting
     ) as it:
         start, cpu = time.perf_counter(), time.process_time()
         n = sum(len(b.index) for b in it)
@@ -168,6 +174,35 @@ def callgrind_batches(rec: str, out: int, folder: str, n: int) -> None:
     )
 
 
+def default_cost(rec: str, out: int, folder: str, repeats: int) -> None:
+    """Paired epochs under the default settings: the sidecar beside the data, and not."""
+    import shutil
+
+    bare = os.path.join(folder, "bare")
+    os.mkdir(bare)
+    plain = os.path.join(bare, "b.rec")
+    shutil.copy(rec, plain)
+    shutil.copy(rec[:-3] + "idx", plain[:-3] + "idx")
+    with ImageRecordIter(rec, data_shape=(3, out, out), batch_size=64) as it:
+        assert it.records.checksums is not None, "the default checks a local sidecar"
+    for url in (rec, plain):
+        epoch_rate(url, out, None)  # warm up: page cache, pool, imports
+    runs: dict[str, list[tuple[float, float]]] = {rec: [], plain: []}
+    for k in range(repeats):
+        for url in (rec, plain) if k % 2 == 0 else (plain, rec):  # neither always first
+            runs[url].append(epoch_rate(url, out, None))
+    for k, what in ((0, "img/s (wall)"), (1, "CPU us/img")):
+        off, on = (statistics.median(r[k] for r in runs[u]) for u in (plain, rec))
+        ratios = [b[k] / a[k] for a, b in zip(runs[plain], runs[rec], strict=True)]
+        ratio = statistics.median(ratios)
+        cost = 100 * (1 - ratio) if k == 0 else 100 * (ratio - 1)
+        print(
+            f"default   {what:13s} no sidecar {off:8.1f}  sidecar {on:8.1f}  "
+            f"paired median {ratio:.3f} (cost {cost:+.1f} %; pairs "
+            f"{min(ratios):.3f}..{max(ratios):.3f})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1024)
@@ -181,6 +216,10 @@ def main() -> None:
         help="with --callgrind: count N calls of each batch step instead of epochs",
     )  # fmt: skip
     parser.add_argument("--rec", help="an existing .rec (with .idx and .crc) instead")
+    parser.add_argument(
+        "--default", action="store_true",
+        help="the default settings, with the sidecar beside the data and without one",
+    )  # fmt: skip
     args = parser.parse_args()
     out = args.out or args.size
     with tempfile.TemporaryDirectory() as folder:
@@ -201,6 +240,9 @@ def main() -> None:
             return
         if args.callgrind:  # local only: a memory:// store lives in one process
             callgrind(rec, out, folder, args.epochs, "local")
+            return
+        if args.default:
+            default_cost(rec, out, folder, args.repeats)
             return
         import fsspec
 
