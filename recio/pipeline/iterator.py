@@ -594,9 +594,12 @@ class _QueuedPipeline(_Run):
     positions a slice of the epoch's order (NOTE [sliced plans] in :mod:`recio.sampling.sampler`),
     its status, span, crop and flip arrays a set reused in turn (``depth + 2`` sets: a set
     comes round again only after its batch was counted), and, when the native call decoded
-    every image and nothing is left to check, no status array for the stats to look at
-    (:meth:`~recio.pipeline.read_decode.LocalPending.decoded`). Any other batch, and a lean one with
-    a bad image, checksums or several labels, goes the general way
+    every image, every record matched its checksum (one native call over the batch's
+    frames, where the file has a sidecar: NOTE [checksums by default] in
+    :mod:`recio.records.checksum`) and nothing else is left to check, no status array for
+    the stats to look at (:meth:`~recio.pipeline.read_decode.LocalPending.decoded`). Any
+    other batch, and a lean one with a bad image, a checksum mismatch or several labels,
+    goes the general way
     (:meth:`~recio.pipeline.read_decode.LocalPending.result`): the same batches either way.
     """
 

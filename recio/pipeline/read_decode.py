@@ -242,14 +242,19 @@ class LocalPending:
     def decoded(self) -> tuple[np.ndarray, np.ndarray] | None:
         """``(labels, ids)`` if the native call decoded every image and nothing is left to do.
 
-        Nothing left: no checksums to check and one label per record. Else None, and
-        :meth:`result` gives the batch. Raises what :meth:`result` raises.
+        Nothing left: every record matches its checksum (where the file has a sidecar) and
+        holds one label. Else None, and :meth:`result` gives the batch. Raises what
+        :meth:`result` raises.
         """
         reader = self.reader
+        records = reader.records
         if (
             self.handle.result() is not None  # its error texts: some slot failed
-            or reader.records.checksums is not None
             or reader.label_width > 1
+            or (
+                records.checksums is not None
+                and not records.view_matches(self.view, self.offsets, self.positions)
+            )
         ):
             return None
         reader.pool.remember_errors(None, len(self.ids))  # as PendingRecords.result does

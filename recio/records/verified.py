@@ -130,6 +130,21 @@ class VerifiedReads:
             for j in bad.tolist()
         }
 
+    def view_matches(self, view: memoryview, offsets: np.ndarray, positions: np.ndarray) -> bool:
+        """Whether every record at ``positions`` of the local map ``view`` matches its checksum.
+
+        ``offsets``: the records' offsets. Nothing is counted or raised: the iterator's
+        common batch checks this way (NOTE [lean batches] in :mod:`recio.pipeline.iterator`),
+        and one that does not match goes the way that names, counts and marks its records
+        (:meth:`verify_view`). Called only with a sidecar.
+        """
+        assert self.checksums is not None
+        try:
+            crcs = frame_crcs(view, offsets, self.url)
+        except RecordIOError:  # frames that do not chain: for the way that names them
+            return False
+        return bool(np.array_equal(crcs, self.checksums.table[positions]))
+
     def _mend_copy(self, view: memoryview, positions: np.ndarray) -> None:
         """Records of a whole-file copy that fail their checksum, fetched again and written over.
 
