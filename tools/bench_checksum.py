@@ -26,9 +26,11 @@ benchmark's sample, say) instead of writing one.
 
 ``--default`` times what the default settings cost (``verify_checksums`` left as it is,
 NOTE [checksums by default]): the local dataset with its sidecar beside it against a copy
-of its ``.rec`` and ``.idx`` without one, alternating, the same medians and paired ratios:
+of its ``.rec`` and ``.idx`` without one, alternating, the same medians and paired ratios;
+with ``--callgrind``, their instructions per epoch:
 
     python tools/bench_checksum.py --default --records 1024 --size 112 --repeats 9
+    python tools/bench_checksum.py --default --callgrind --records 512 --size 32
 """
 
 from __future__ import annotations
@@ -80,11 +82,11 @@ def epoch_rate(url: str, out: int, verify: bool | None) -> tuple[float, float]:
         return n / wall, 1e6 * cpu / n
 
 
-def _epochs(url: str, out: int, verify: bool, epochs: int) -> None:
+def _epochs(url: str, out: int, verify: bool | None, epochs: int) -> None:
     """The program callgrind counts: open the iterator, run ``epochs`` epochs."""
+    setting = {} if verify is None else {"verify_checksums": verify}
     with ImageRecordIter(
-        url, data_shape=(3, out, out), batch_size=64, preprocess_threads=2,
-        verify_checksums=verify,
+        url, data_shape=(3, out, out), batch_size=64, preprocess_threads=2, **setting
     ) as it:  # fmt: skip
         for _ in range(epochs):
             for _ in it:
@@ -142,10 +144,16 @@ def _instructions(program: str, args: tuple, folder: str) -> int:
     return int(re.findall(r"Collected : (\d+)", done.stderr)[-1])
 
 
-def callgrind(rec: str, out: int, folder: str, epochs: int, where: str) -> None:
+def callgrind(rec: str, out: int, folder: str, epochs: int, where: str, plain: str = "") -> None:
+    """Instructions per epoch, checked and not; with ``plain`` (a copy without a sidecar),
+    the default settings on ``plain`` (off) and on ``rec`` (on)."""
+    if plain:
+        runs = {False: (plain, None), True: (rec, None)}
+    else:
+        runs = {False: (rec, False), True: (rec, True)}
     counts = {
-        (verify, n): _instructions("_epochs", (rec, out, verify, n), folder)
-        for verify in (False, True)
+        (verify, n): _instructions("_epochs", (url, out, setting, n), folder)
+        for verify, (url, setting) in runs.items()
         for n in (0, epochs)
     }
     off = (counts[False, epochs] - counts[False, 0]) / epochs
@@ -174,8 +182,8 @@ def callgrind_batches(rec: str, out: int, folder: str, n: int) -> None:
     )
 
 
-def default_cost(rec: str, out: int, folder: str, repeats: int) -> None:
-    """Paired epochs under the default settings: the sidecar beside the data, and not."""
+def bare_copy(rec: str, folder: str) -> str:
+    """A copy of the ``.rec`` and ``.idx`` in a folder of ``folder``, without the sidecar."""
     import shutil
 
     bare = os.path.join(folder, "bare")
@@ -183,6 +191,12 @@ def default_cost(rec: str, out: int, folder: str, repeats: int) -> None:
     plain = os.path.join(bare, "b.rec")
     shutil.copy(rec, plain)
     shutil.copy(rec[:-3] + "idx", plain[:-3] + "idx")
+    return plain
+
+
+def default_cost(rec: str, out: int, plain: str, repeats: int) -> None:
+    """Paired epochs under the default settings: the sidecar beside the data (``rec``), and
+    not (``plain``)."""
     with ImageRecordIter(rec, data_shape=(3, out, out), batch_size=64) as it:
         assert it.records.checksums is not None, "the default checks a local sidecar"
     for url in (rec, plain):
@@ -239,10 +253,13 @@ def main() -> None:
             callgrind_batches(rec, out, folder, args.batches)
             return
         if args.callgrind:  # local only: a memory:// store lives in one process
-            callgrind(rec, out, folder, args.epochs, "local")
+            if args.default:
+                callgrind(rec, out, folder, args.epochs, "default", bare_copy(rec, folder))
+            else:
+                callgrind(rec, out, folder, args.epochs, "local")
             return
         if args.default:
-            default_cost(rec, out, folder, args.repeats)
+            default_cost(rec, out, bare_copy(rec, folder), args.repeats)
             return
         import fsspec
 
