@@ -26,8 +26,9 @@ benchmark's sample, say) instead of writing one.
 
 ``--default`` times what the default settings cost (``verify_checksums`` left as it is,
 NOTE [checksums by default]): the local dataset with its sidecar beside it against a copy
-of its ``.rec`` and ``.idx`` without one, alternating, the same medians and paired ratios;
-with ``--callgrind``, their instructions per epoch:
+of its ``.rec`` and ``.idx`` without one, taking turns, the same medians and paired ratios
+(and a second copy without one, the control: how far identical arms drift apart); with
+``--callgrind``, their instructions per epoch:
 
     python tools/bench_checksum.py --default --records 1024 --size 112 --repeats 9
     python tools/bench_checksum.py --default --callgrind --records 512 --size 32
@@ -182,11 +183,11 @@ def callgrind_batches(rec: str, out: int, folder: str, n: int) -> None:
     )
 
 
-def bare_copy(rec: str, folder: str) -> str:
+def bare_copy(rec: str, folder: str, name: str = "bare") -> str:
     """A copy of the ``.rec`` and ``.idx`` in a folder of ``folder``, without the sidecar."""
     import shutil
 
-    bare = os.path.join(folder, "bare")
+    bare = os.path.join(folder, name)
     os.mkdir(bare)
     plain = os.path.join(bare, "b.rec")
     shutil.copy(rec, plain)
@@ -196,25 +197,29 @@ def bare_copy(rec: str, folder: str) -> str:
 
 def default_cost(rec: str, out: int, plain: str, repeats: int) -> None:
     """Paired epochs under the default settings: the sidecar beside the data (``rec``), and
-    not (``plain``)."""
+    not (``plain``); a second copy without one (``control``) says how far two identical
+    arms drift apart on this machine. The arms take turns going first."""
+    control = bare_copy(plain, os.path.dirname(os.path.dirname(plain)), "control")
     with ImageRecordIter(rec, data_shape=(3, out, out), batch_size=64) as it:
         assert it.records.checksums is not None, "the default checks a local sidecar"
-    for url in (rec, plain):
+    arms = {"sidecar": rec, "control": control, "no sidecar": plain}
+    for url in arms.values():
         epoch_rate(url, out, None)  # warm up: page cache, pool, imports
-    runs: dict[str, list[tuple[float, float]]] = {rec: [], plain: []}
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in arms}
+    names = list(arms)
     for k in range(repeats):
-        for url in (rec, plain) if k % 2 == 0 else (plain, rec):  # neither always first
-            runs[url].append(epoch_rate(url, out, None))
+        for name in names[k % 3 :] + names[: k % 3]:
+            runs[name].append(epoch_rate(arms[name], out, None))
     for k, what in ((0, "img/s (wall)"), (1, "CPU us/img")):
-        off, on = (statistics.median(r[k] for r in runs[u]) for u in (plain, rec))
-        ratios = [b[k] / a[k] for a, b in zip(runs[plain], runs[rec], strict=True)]
-        ratio = statistics.median(ratios)
-        cost = 100 * (1 - ratio) if k == 0 else 100 * (ratio - 1)
-        print(
-            f"default   {what:13s} no sidecar {off:8.1f}  sidecar {on:8.1f}  "
-            f"paired median {ratio:.3f} (cost {cost:+.1f} %; pairs "
-            f"{min(ratios):.3f}..{max(ratios):.3f})"
-        )
+        base = statistics.median(r[k] for r in runs["no sidecar"])
+        for name in ("sidecar", "control"):
+            ratios = [b[k] / a[k] for a, b in zip(runs["no sidecar"], runs[name], strict=True)]
+            ratio = statistics.median(ratios)
+            cost = 100 * (1 - ratio) if k == 0 else 100 * (ratio - 1)
+            print(
+                f"default   {what:13s} {name:8s} {statistics.median(r[k] for r in runs[name]):8.1f}"
+                f"  no sidecar {base:8.1f}  paired median {ratio:.3f} (cost {cost:+.1f} %)"
+            )
 
 
 def main() -> None:
