@@ -17,7 +17,10 @@ hands it back unchanged: Accelerate prepares only DataLoaders. Do not wrap it in
 rank 0 alone reads and splits its batches among the ranks), so ``TorchBatches`` refuses
 to be iterated that way. ``device=accelerator.device`` puts the batches where the model
 is. ``register_for_checkpointing`` makes ``save_state()``/``load_state()`` carry the
-iterator's position, so ``--resume`` continues with exactly the next batches.
+iterator's position, so ``--resume`` continues with exactly the next batches: the loop
+below takes the epoch from the batches; a loop that counts its own steps gets the epoch
+and the step in it from ``divmod(steps_done, len(train))`` (``len()`` is the whole
+epoch's batch count, also after ``load_state``), and skips nothing.
 
 ``--record-ids DIR`` writes, per rank, the record ids of every batch it trained on.
 """

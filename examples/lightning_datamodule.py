@@ -10,7 +10,8 @@ What makes it drop-in:
   world size from torch.distributed);
 * ``train_dataloader()`` returns a ``TorchBatches``, not a ``DataLoader``: Lightning
   injects no ``DistributedSampler`` into it and shards nothing a second time;
-  ``len()`` is the same on every rank;
+  ``len()`` is the same on every rank, and is the whole epoch's batch count also after a
+  resume, which is what Lightning compares its restored batch counter with;
 * ``TorchBatches`` has ``state_dict()``/``load_state_dict()``, so every checkpoint holds
   the iterator's position and ``--resume`` continues with exactly the next batches, even
   from a checkpoint taken mid-epoch (the DataModule keeps it too, for the case Lightning
@@ -109,7 +110,8 @@ class Classifier(L.LightningModule):
 
     def configure_optimizers(self):
         optimizer = torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
-        steps = self.trainer.estimated_stepping_batches  # len() of the train loader x epochs
+        # len() of the train loader x epochs, the same when resumed mid-epoch
+        steps = self.trainer.estimated_stepping_batches
         schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, self.lr, total_steps=steps)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 

@@ -16,6 +16,7 @@
 #include "decode_core.h"
 #include "draw.h"
 #include "encode_core.h"
+#include "lossless.h"
 #include "pool.h"
 #include "records_core.h"
 
@@ -56,10 +57,12 @@ typedef struct {
   rc_opts opts;
 } batch_ctx;
 
-/* One per pool thread: the decoder, and an encoder made by the first transcode. */
+/* One per pool thread: the decoder, and the encoder and lossless transcoder made by the
+ * first call that needs each. */
 typedef struct {
   rc_worker *dec;
   rc_encoder *enc;
+  rc_lossless *ll;
 } thread_state;
 
 /* The encoded images of one batch: where each one's bytes are (refs), and the buffer views
@@ -132,9 +135,12 @@ extern PyMethodDef rc_draw_functions[];
 PyObject *Pool_transcode_batch(PoolObject *self, PyObject *args, PyObject *kwds);
 PyObject *Pool_resize_encode(PoolObject *self, PyObject *args, PyObject *kwds);
 PyObject *Pool_im2rec_batch(PoolObject *self, PyObject *args, PyObject *kwds);
-extern const char transcode_batch_doc[], resize_encode_doc[], im2rec_batch_doc[];
+PyObject *Pool_lossless_batch(PoolObject *self, PyObject *args, PyObject *kwds);
+extern const char transcode_batch_doc[], resize_encode_doc[], im2rec_batch_doc[],
+    lossless_batch_doc[];
 
 /* bind_crc.c */
 extern PyMethodDef rc_crc_functions[];
+extern PyMethodDef rc_guard_functions[]; /* mapguard.c */
 
 #endif

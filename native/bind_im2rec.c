@@ -21,7 +21,7 @@ typedef struct {
   char *errors;   /* [n][RC_ERRLEN] */
   uint8_t **outs; /* [n]: malloc'd JPEGs, freed by the caller */
   size_t *lens;
-  int quality, gray;
+  int quality, gray, restart;
   rc_opts opts;
 } transcode_ctx;
 
@@ -44,6 +44,7 @@ static void transcode_task(void *vctx, void *vstate, size_t i) {
     return;
   }
   o.extra_bytes = output_bytes((int64_t)o.out_w * o.out_h);
+  rc_encoder_set_restart(s->enc, c->restart);
   c->status[i] = rc_transcode(s->dec, s->enc, c->images[i].buf, c->images[i].len,
                               c->crops ? c->crops + 4 * i : NULL, &o, c->quality, c->gray,
                               &c->outs[i], &c->lens[i], err);
@@ -57,7 +58,7 @@ typedef struct {
   size_t stride;
   int32_t crop[4];
   rc_opts opts;
-  int quality, status;
+  int quality, restart, status;
   uint8_t *out;
   size_t len;
   char err[RC_ERRLEN];
@@ -76,6 +77,7 @@ static void resize_encode_task(void *vctx, void *vstate, size_t i) {
   snprintf(what, sizeof what, "a %dx%d output", c->opts.out_w, c->opts.out_h);
   c->status = rc_worker_reserve(s->dec, &c->opts,
                                 output_bytes((int64_t)c->opts.out_w * c->opts.out_h), what, c->err);
+  rc_encoder_set_restart(s->enc, c->restart);
   if (c->status == RC_OK)
     c->status = rc_resize_encode(s->dec, s->enc, c->rgb, c->width, c->height, c->stride, c->crop,
                                  &c->opts, c->quality, &c->out, &c->len, c->err);
@@ -109,12 +111,13 @@ static void im2rec_task(void *vctx, void *vstate, size_t i) {
 
 RC_DOC(transcode_batch_doc,
              "transcode_batch(buffers, status, crops, sizes, quality, gray, interp, dct_mode, "
-             "max_pixels) -> list[bytes | str]\n\n"
+             "max_pixels, restart=0) -> list[bytes | str]\n\n"
              "Decodes every JPEG in buffers, crops it (crops: int32 [n][4] or None), resizes it "
              "to sizes[i] (int32 [n][2], width and height) and encodes it again as a JPEG at "
              "quality (4:2:0, or one grey channel when gray). Writes status[i] (int32) and "
              "returns per image the new JPEG's bytes, or the error text where status is not 0 "
              "(an output size that is not positive or over 2**28 pixels is such an error). "
+             "restart: restart markers as lossless_batch takes them (0: none). "
              "Use recio.im2rec, which checks the arguments.");
 
 static PyObject *transcoded_jpeg(void *vctx, Py_ssize_t i) {
@@ -123,18 +126,18 @@ static PyObject *transcoded_jpeg(void *vctx, Py_ssize_t i) {
 }
 
 PyObject *Pool_transcode_batch(PoolObject *self, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"buffers", "status", "crops",    "sizes",      "quality",
-                           "gray",    "interp", "dct_mode", "max_pixels", NULL};
+  static char *kwlist[] = {"buffers", "status",     "crops",   "sizes", "quality", "gray",
+                           "interp",  "dct_mode",   "max_pixels", "restart", NULL};
   PyObject *buffers, *status_obj, *crops_obj, *sizes_obj;
-  int quality, gray, interp, dct_mode;
+  int quality, gray, interp, dct_mode, restart = 0;
   unsigned long long max_pixels;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOiiiiK:transcode_batch", kwlist, &buffers,
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOiiiiK|i:transcode_batch", kwlist, &buffers,
                                    &status_obj, &crops_obj, &sizes_obj, &quality, &gray, &interp,
-                                   &dct_mode, &max_pixels))
+                                   &dct_mode, &max_pixels, &restart))
     return NULL;
   if (check_open(self) < 0) return NULL;
   if (quality < 1 || quality > 100 || interp < 0 || interp > RC_INTERP_NEAREST || dct_mode < 0 ||
-      dct_mode > RC_DCT_ALL) {
+      dct_mode > RC_DCT_ALL || restart < -65535 || restart > 65535) {
     PyErr_SetString(PyExc_ValueError, "bad transcode parameters");
     return NULL;
   }
@@ -172,6 +175,7 @@ PyObject *Pool_transcode_batch(PoolObject *self, PyObject *args, PyObject *kwds)
       .lens = lens,
       .quality = quality,
       .gray = gray != 0,
+      .restart = restart,
       .opts = {.layout = RC_LAYOUT_NHWC,
                .itemsize = 1,
                .interp = interp,
@@ -196,27 +200,29 @@ done:
 }
 
 RC_DOC(resize_encode_doc,
-             "resize_encode(pixels, width, height, crop, out_w, out_h, quality, interp) -> bytes"
+             "resize_encode(pixels, width, height, crop, out_w, out_h, quality, interp, "
+             "restart=0) -> bytes"
              "\n\n"
              "Packed RGB pixels (height rows of width * 3 bytes, C-contiguous) decoded elsewhere: "
              "crops to crop (x, y, w, h, inside the image), resizes to out_w x out_h as "
-             "Pillow's resize(box=) does and encodes a 4:2:0 JPEG at quality, with the GIL "
+             "Pillow's resize(box=) does and encodes a 4:2:0 JPEG at quality (restart markers as "
+             "lossless_batch takes them), with the GIL "
              "released. Raises ValueError with the reason on failure.");
 
 PyObject *Pool_resize_encode(PoolObject *self, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"pixels", "width",   "height", "crop", "out_w",
-                           "out_h",  "quality", "interp", NULL};
+  static char *kwlist[] = {"pixels", "width",   "height", "crop",    "out_w",
+                           "out_h",  "quality", "interp", "restart", NULL};
   PyObject *pixels;
   resize_encode_ctx ctx = {0};
   int interp;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oii(iiii)iiii:resize_encode", kwlist, &pixels,
-                                   &ctx.width, &ctx.height, &ctx.crop[0], &ctx.crop[1],
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oii(iiii)iiii|i:resize_encode", kwlist,
+                                   &pixels, &ctx.width, &ctx.height, &ctx.crop[0], &ctx.crop[1],
                                    &ctx.crop[2], &ctx.crop[3], &ctx.opts.out_w, &ctx.opts.out_h,
-                                   &ctx.quality, &interp))
+                                   &ctx.quality, &interp, &ctx.restart))
     return NULL;
   if (check_open(self) < 0) return NULL;
   if (ctx.width < 1 || ctx.height < 1 || ctx.quality < 1 || ctx.quality > 100 || interp < 0 ||
-      interp > RC_INTERP_NEAREST) {
+      interp > RC_INTERP_NEAREST || ctx.restart < -65535 || ctx.restart > 65535) {
     PyErr_SetString(PyExc_ValueError, "bad resize_encode parameters");
     return NULL;
   }
@@ -248,7 +254,7 @@ PyObject *Pool_resize_encode(PoolObject *self, PyObject *args, PyObject *kwds) {
 RC_DOC(
     im2rec_batch_doc,
     "im2rec_batch(paths, prefixes, status, lengths, crcs, resize, center_crop, color, quality, "
-    "max_output_bytes, dct_mode, max_pixels) -> bytes\n\n"
+    "max_output_bytes, dct_mode, max_pixels, restart=0) -> bytes\n\n"
     "im2rec's work on list entries whose files are plain JPEGs: reads file paths[i] (bytes), "
     "transcodes it as recio.im2rec's EncodeOptions say, puts prefixes[i] (bytes: the IRHeader "
     "and labels) before it and frames the record as encode_record does. Writes status[i] "
@@ -261,19 +267,21 @@ PyObject *Pool_im2rec_batch(PoolObject *self, PyObject *args, PyObject *kwds) {
   static char *kwlist[] = {"paths",   "prefixes",         "status",   "lengths",
                            "crcs",    "resize",           "center_crop", "color",
                            "quality", "max_output_bytes", "dct_mode", "max_pixels",
-                           NULL};
+                           "restart", NULL};
   PyObject *paths_obj, *prefixes_obj, *status_obj, *lengths_obj, *crcs_obj;
   im2rec_ctx ctx = {0};
   unsigned long long max_out, max_pixels;
   int dct_mode;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOiiiiKiK:im2rec_batch", kwlist, &paths_obj,
-                                   &prefixes_obj, &status_obj, &lengths_obj, &crcs_obj,
-                                   &ctx.o.resize, &ctx.o.center_crop, &ctx.o.color,
-                                   &ctx.o.quality, &max_out, &dct_mode, &max_pixels))
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOiiiiKiK|i:im2rec_batch", kwlist,
+                                   &paths_obj, &prefixes_obj, &status_obj, &lengths_obj,
+                                   &crcs_obj, &ctx.o.resize, &ctx.o.center_crop, &ctx.o.color,
+                                   &ctx.o.quality, &max_out, &dct_mode, &max_pixels,
+                                   &ctx.o.restart))
     return NULL;
   if (check_open(self) < 0) return NULL;
   if (ctx.o.quality < 1 || ctx.o.quality > 100 || ctx.o.color < -1 || ctx.o.color > 1 ||
-      ctx.o.resize < 0 || dct_mode < 0 || dct_mode > RC_DCT_ALL) {
+      ctx.o.resize < 0 || dct_mode < 0 || dct_mode > RC_DCT_ALL || ctx.o.restart < -65535 ||
+      ctx.o.restart > 65535) {
     PyErr_SetString(PyExc_ValueError, "bad im2rec_batch parameters");
     return NULL;
   }
@@ -351,5 +359,98 @@ done:
   release_param(&crcs);
   Py_XDECREF(paths);
   Py_XDECREF(prefixes);
+  return result;
+}
+
+typedef struct {
+  const rc_span *images;
+  int32_t *status;
+  char *errors;   /* [n][RC_ERRLEN] */
+  uint8_t **outs; /* [n]: malloc'd JPEGs, freed by the caller */
+  size_t *lens;
+  int restart;
+  rc_opts opts;
+} lossless_ctx;
+
+static void lossless_task(void *vctx, void *vstate, size_t i) {
+  lossless_ctx *c = vctx;
+  thread_state *s = vstate;
+  char *err = c->errors + i * RC_ERRLEN;
+  if (!s->ll && !(s->ll = rc_lossless_new())) {
+    c->status[i] = RC_NOMEM;
+    snprintf(err, RC_ERRLEN, "out of memory (JPEG transcoder)");
+    return;
+  }
+  c->status[i] = rc_lossless_transcode(s->ll, s->dec, &c->opts, c->images[i].buf,
+                                       c->images[i].len, c->restart, &c->outs[i], &c->lens[i],
+                                       err);
+  rc_worker_release(s->dec);
+}
+
+RC_DOC(lossless_batch_doc,
+       "lossless_batch(buffers, status, restart, max_pixels) -> list[bytes | str]\n\n"
+       "Transcodes every JPEG in buffers losslessly (its DCT coefficients as they are) to a "
+       "sequential JPEG with optimised Huffman tables and a restart marker every restart "
+       "MCUs (restart > 0) or every -restart MCU rows (restart < 0; 0: none), keeping its "
+       "APPn and COM segments: it decodes to the same pixels. Writes status[i] (int32) and "
+       "returns per image the new JPEG's bytes, or the error text where status is not 0 "
+       "(STATUS_UNSUPPORTED: not a JPEG; STATUS_CORRUPT or STATUS_TRUNCATED: a JPEG libjpeg "
+       "warns about). Use recio.im2rec's JpegEncoder.optimize_jpeg.");
+
+static PyObject *lossless_jpeg(void *vctx, Py_ssize_t i) {
+  lossless_ctx *c = vctx;
+  return PyBytes_FromStringAndSize((const char *)c->outs[i], (Py_ssize_t)c->lens[i]);
+}
+
+PyObject *Pool_lossless_batch(PoolObject *self, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"buffers", "status", "restart", "max_pixels", NULL};
+  PyObject *buffers, *status_obj;
+  int restart;
+  unsigned long long max_pixels;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOiK:lossless_batch", kwlist, &buffers,
+                                   &status_obj, &restart, &max_pixels))
+    return NULL;
+  if (check_open(self) < 0) return NULL;
+  if (restart > 65535 || restart < -65535) {
+    PyErr_SetString(PyExc_ValueError, "restart must be in -65535..65535");
+    return NULL;
+  }
+  batch_images im;
+  if (get_listed(buffers, &im) < 0) return NULL;
+  const Py_ssize_t n = im.n;
+  PyObject *result = NULL;
+  const size_t m = n ? (size_t)n : 1;
+  char *errors = PyMem_Calloc(m, RC_ERRLEN);
+  uint8_t **outs = PyMem_Calloc(m, sizeof *outs);
+  size_t *lens = PyMem_Calloc(m, sizeof *lens);
+  Py_buffer status = {0};
+  if (!errors || !outs || !lens) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  if (get_param(status_obj, &status, n * 4, 1, "status") < 0) goto done;
+  if (!status.buf) {
+    PyErr_SetString(PyExc_ValueError, "status is required");
+    goto done;
+  }
+  lossless_ctx ctx = {
+      .images = im.refs,
+      .status = status.buf,
+      .errors = errors,
+      .outs = outs,
+      .lens = lens,
+      .restart = restart,
+      .opts = {.max_pixels = max_pixels, .budget = &self->budget},
+  };
+  if (run_released(self, lossless_task, &ctx, n) < 0) goto done;
+  result = per_image(status.buf, errors, n, lossless_jpeg, &ctx);
+done:
+  if (outs)
+    for (Py_ssize_t i = 0; i < n; i++) free(outs[i]);
+  PyMem_Free(outs);
+  PyMem_Free(lens);
+  PyMem_Free(errors);
+  release_param(&status);
+  release_images(&im);
   return result;
 }

@@ -23,6 +23,7 @@ static void worker_free(void *vs) {
   if (!s) return;
   rc_worker_free(s->dec);
   rc_encoder_free(s->enc);
+  rc_lossless_free(s->ll);
   free(s);
 }
 
@@ -520,6 +521,34 @@ static PyObject *Pool_get_num_threads(PoolObject *self, void *closure) {
   return PyLong_FromLong(n);
 }
 
+static PyObject *Pool_set_active(PoolObject *self, PyObject *arg) {
+  const long k = PyLong_AsLong(arg);
+  if (k == -1 && PyErr_Occurred()) return NULL;
+  if (k < 1 || k > self->nthreads) {
+    PyErr_Format(PyExc_ValueError, "active threads must be in 1..%d, not %ld", self->nthreads, k);
+    return NULL;
+  }
+  rc_pool *p = enter_pool(self);
+  if (!p) return NULL;
+  const int set = rc_pool_set_active(p, (int)k);
+  leave_pool(self);
+  return PyLong_FromLong(set);
+}
+
+/* (active threads, busy seconds, CPU seconds of all threads together); zeros once closed. */
+static PyObject *Pool_activity(PoolObject *self, PyObject *unused) {
+  if (forked(self)) return Py_BuildValue("(idd)", 0, 0.0, 0.0);
+  pthread_mutex_lock(&self->mu);
+  rc_pool *p = self->closed ? NULL : self->pool;
+  if (p) self->busy++;
+  pthread_mutex_unlock(&self->mu);
+  if (!p) return Py_BuildValue("(idd)", 0, 0.0, 0.0);
+  const int k = rc_pool_active(p);
+  const double busy = (double)rc_pool_busy_ns(p) * 1e-9, cpu = (double)rc_pool_cpu_ns(p) * 1e-9;
+  leave_pool(self);
+  return Py_BuildValue("(idd)", k, busy, cpu);
+}
+
 static PyObject *Pool_get_closed(PoolObject *self, void *closure) {
   const int lock = !forked(self);
   if (lock) pthread_mutex_lock(&self->mu);
@@ -539,9 +568,14 @@ static PyMethodDef Pool_methods[] = {
     {"transcode_batch", KEYWORDS(Pool_transcode_batch), transcode_batch_doc},
     {"resize_encode", KEYWORDS(Pool_resize_encode), resize_encode_doc},
     {"im2rec_batch", KEYWORDS(Pool_im2rec_batch), im2rec_batch_doc},
+    {"lossless_batch", KEYWORDS(Pool_lossless_batch), lossless_batch_doc},
     {"reserve", (PyCFunction)Pool_reserve, METH_O, reserve_doc},
     {"release", (PyCFunction)Pool_release, METH_O, "release(nbytes): gives back a reserve()."},
     {"close", (PyCFunction)Pool_close, METH_NOARGS, "Stops and joins the threads."},
+    {"set_active", (PyCFunction)Pool_set_active, METH_O,
+     "set_active(k): threads 0..k-1 work, the others park (NOTE [parked threads]); returns k."},
+    {"activity", (PyCFunction)Pool_activity, METH_NOARGS,
+     "activity(): (active threads, busy seconds, CPU seconds of all threads); zeros closed."},
     {NULL},
 };
 

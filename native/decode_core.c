@@ -17,6 +17,7 @@
 #include "colour.h"
 #include "pool.h"
 #include "resample.h"
+#include "restart.h"
 #include "warp.h"
 
 #include <limits.h>
@@ -46,8 +47,9 @@ struct rc_worker {
   struct jpeg_decompress_struct cinfo;
   struct jpeg_progress_mgr progress;
   rc_errmgr err;
-  uint8_t *row, *tmp, *line, *hline, *image;
+  uint8_t *row, *tmp, *line, *hline, *image, *cut;
   size_t row_cap, tmp_cap, line_cap, hline_cap, image_cap; /* image: colour's output pixels */
+  size_t cut_cap; /* cut: the crop's segments as a JPEG (NOTE [restart cut]) */
   float *planes;                                           /* colour's scratch */
   size_t planes_cap;
   float lut[3 * 256]; /* this image's (store_norm) */
@@ -163,6 +165,7 @@ void rc_worker_free(rc_worker *w) {
   free(w->line);
   free(w->hline);
   free(w->image);
+  free(w->cut);
   free(w->planes);
   rc_coeffs_free(&w->ch);
   rc_coeffs_free(&w->cv);
@@ -221,6 +224,7 @@ void rc_worker_release(rc_worker *w) {
   trim(&w->line, &w->line_cap);
   trim(&w->hline, &w->hline_cap);
   trim(&w->image, &w->image_cap);
+  trim(&w->cut, &w->cut_cap);
   if (w->planes_cap > RC_KEEP_BYTES) free(w->planes), w->planes = NULL, w->planes_cap = 0;
   for (int c = 0; c < RC_MAX_PLANES; c++) {
     trim(&w->src_plane[c], &w->src_cap[c]);
@@ -742,7 +746,8 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
                                                : 0;
   const uint64_t scratch = recolour && !fuse ? RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
   const uint64_t need = coef + libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch +
-                        (uint64_t)rw * 3 + out_stride + kept + scratch + 4096;
+                        (uint64_t)rw * 3 + out_stride + kept + scratch + 4096 +
+                        (ci->restart_interval ? (uint64_t)len : 0) /* the cut */;
   const int over = reserve_decode(w, o, coef, need, err);
   if (over) return over;
   if (rc_grow((void **)&w->line, &w->line_cap, (size_t)rw * 3 + rc_hpass_slack(&w->ch)) ||
@@ -751,14 +756,33 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
       (scratch && rc_grow((void **)&w->planes, &w->planes_cap, scratch)))
     return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
 
+  /* With restart markers only the segments that cover the crop are decoded: the decode
+   * reads a JPEG of them, whose pixel (0, 0) is the image's (ox, oy) (NOTE [restart cut]). */
+  int ox = 0, oy = 0;
+  rc_cut cut;
+  if (o->roi && ci->restart_interval && rc_restart_plan(ci, rx0, rx1, R0, R1, &cut)) {
+    const size_t n = rc_restart_cut(ci, data, len, &cut, &w->cut, &w->cut_cap);
+    if (n) {
+      jpeg_abort_decompress(ci);
+      jpeg_mem_src(ci, w->cut, (unsigned long)n);
+      jpeg_read_header(ci, TRUE);
+      set_out_color(ci); /* (the same colour space: the same frame and colour segments) */
+      ci->scale_num = (unsigned)num;
+      ci->scale_denom = 8;
+      ox = cut.c0 * ci->max_h_samp_factor * num;
+      oy = cut.r0 * ci->max_v_samp_factor * num;
+    }
+  }
   jpeg_start_decompress(ci);
+  const int CW = (int)ci->output_width; /* the decoded image's width: SW, or the cut's */
   JDIMENSION xoff = 0, xw = ci->output_width;
-  if (o->roi && rw < SW) {
+  if (o->roi && rw < CW) {
     /* Chroma upsampling treats the cropped row's ends as image edges: keep one iMCU of margin
      * on both sides so the columns we use are the same as in a full decode. */
     int margin = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
-    int a = rx0 - margin > 0 ? rx0 - margin : 0, b = rx1 + margin < SW ? rx1 + margin : SW;
-    if (b - a < SW) {
+    int a = rx0 - ox - margin > 0 ? rx0 - ox - margin : 0;
+    int b = rx1 - ox + margin < CW ? rx1 - ox + margin : CW;
+    if (b - a < CW) {
       xoff = (JDIMENSION)a;
       xw = (JDIMENSION)(b - a);
       jpeg_crop_scanline(ci, &xoff, &xw); /* widens to whole iMCU columns */
@@ -768,13 +792,13 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
    * call; the vertical pass then runs first, over whole rows (SIMD-friendly), so the costlier
    * per-pixel horizontal pass sees only out_h rows. */
   const size_t row_stride = (size_t)ci->output_width * 3;
-  const size_t skip = (size_t)(rx0 - (int)xoff) * 3; /* the crop's first byte in a row */
+  const size_t skip = (size_t)(rx0 - ox - (int)xoff) * 3; /* the crop's first byte in a row */
   if (rc_grow((void **)&w->tmp, &w->tmp_cap, row_stride * nrows + rc_hpass_slack(&w->ch)) ||
       rc_grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch + RC_SLACK))
     return fail(ci, err, RC_NOMEM, "out of memory (row buffers)");
-  if (o->roi && R0 > 0) jpeg_skip_scanlines(ci, (JDIMENSION)R0);
+  if (o->roi && R0 - oy > 0) jpeg_skip_scanlines(ci, (JDIMENSION)(R0 - oy));
   /* without roi the whole image is decoded (for measuring) */
-  if (read_rows(w, R0, R1, o->roi ? R1 : SH, nch, row_stride))
+  if (read_rows(w, R0 - oy, R1 - oy, o->roi ? R1 - oy : SH, nch, row_stride))
     return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
   jpeg_abort_decompress(ci); /* the rows below the crop are never decoded */
 

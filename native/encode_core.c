@@ -32,6 +32,7 @@ struct rc_encoder {
   grow_dest dest;
   uint8_t *rgb; /* transcode scratch: the decoded, resized image */
   size_t rgb_cap;
+  int restart; /* rc_encoder_set_restart */
 };
 
 static void enc_error_exit(j_common_ptr ci) {
@@ -95,6 +96,10 @@ void rc_encoder_free(rc_encoder *e) {
   free(e);
 }
 
+void rc_encoder_set_restart(rc_encoder *e, int restart) {
+  e->restart = restart;
+}
+
 void rc_encoder_trim(rc_encoder *e) {
   if (e && e->rgb_cap > RC_KEEP_BYTES) {
     free(e->rgb);
@@ -133,6 +138,8 @@ static int encode(rc_encoder *e, int w, int h, int quality, const uint8_t *rgb, 
   jpeg_set_defaults(ci); /* YCbCr with 4:2:0 chroma (luma 2x2), standard tables, islow DCT */
   if (gray && !planes) jpeg_set_colorspace(ci, JCS_GRAYSCALE);
   jpeg_set_quality(ci, quality, TRUE);
+  ci->restart_interval = e->restart > 0 ? (unsigned)e->restart : 0; /* after set_defaults */
+  ci->restart_in_rows = e->restart < 0 ? -e->restart : 0;
   ci->raw_data_in = planes != NULL;
   jpeg_start_compress(ci, TRUE);
   if (planes) {

@@ -15,6 +15,9 @@ typedef struct rc_encoder rc_encoder;
 
 rc_encoder *rc_encoder_new(void);
 void rc_encoder_free(rc_encoder *e);
+/* The restart markers the encoder's next JPEGs get: one every `restart` MCUs (> 0), every
+ * -restart MCU rows (< 0), or none (0, the default). */
+void rc_encoder_set_restart(rc_encoder *e, int restart);
 /* Frees the transcode scratch image when over RC_KEEP_BYTES (after a huge image). */
 void rc_encoder_trim(rc_encoder *e);
 

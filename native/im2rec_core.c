@@ -221,6 +221,7 @@ int rc_im2rec_record(rc_worker *w, rc_encoder *e, const char *path, const uint8_
   if (data && rc_jpeg_probe(data, len, &info) &&
       rc_im2rec_plan(&info, o, crop, &opts.out_w, &opts.out_h, &gray)) {
     opts.extra_bytes = (uint64_t)opts.out_w * opts.out_h * 7; /* as transcode_batch takes */
+    rc_encoder_set_restart(e, o->restart);
     st = rc_transcode(w, e, data, len, crop, &opts, o->quality, gray, &jpeg, &jpeg_len, err);
     rc_encoder_trim(e);
     rc_worker_release(w);

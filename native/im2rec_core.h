@@ -23,6 +23,7 @@ typedef struct {
   int center_crop; /* keep the centred square */
   int color;       /* 1 colour, 0 grey, -1 as the file is */
   int quality;     /* 1..100 */
+  int restart;     /* restart markers, as rc_encoder_set_restart takes */
   uint64_t max_output_bytes;
 } rc_im2rec_opts;
 

@@ -26,6 +26,7 @@ typedef struct {
   void *state;
   pthread_t thread;
   int started;
+  int index; /* 0..nthreads-1: threads from `active` on are parked */
 } rc_thread;
 
 struct rc_pool {
@@ -36,6 +37,9 @@ struct rc_pool {
   int stopping, stopped;
   atomic_int cancel;
   int nthreads;
+  int active; /* NOTE [parked threads] (mu) */
+  atomic_uint_fast64_t busy_ns; /* time the threads spent in jobs, all together */
+  atomic_uint_fast64_t cpu_ns;  /* the CPU time of it (less what others' threads took) */
   rc_thread *threads;
   /* the state of one-item runs, made in the caller's thread (inline_mu) */
   pthread_mutex_t inline_mu;
@@ -50,16 +54,31 @@ static void job_finish(rc_job *j) {
   pthread_mutex_unlock(&j->mu);
 }
 
+static uint64_t clock_ns(clockid_t clock) {
+  struct timespec ts;
+  clock_gettime(clock, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* NOTE [parked threads]: rc_pool_set_active(p, k) leaves threads 0..k-1 working; the others
+ * finish the job they are in and then wait on `wake` like an idle thread, joining no job until
+ * `active` grows again (or the pool stops: then every thread drains the queue). Parking, not
+ * ending threads, keeps each thread's state (its libjpeg decompressor) and makes a change
+ * cheap and reversible; what an item computes never depends on which thread runs it, so the
+ * pixels do not depend on the count. */
 static void *thread_main(void *arg) {
   rc_thread *t = arg;
   rc_pool *p = t->pool;
   pthread_mutex_lock(&p->mu);
   for (;;) {
-    while (!p->stopping && !p->head) pthread_cond_wait(&p->wake, &p->mu);
+    while (!p->stopping && (!p->head || t->index >= p->active))
+      pthread_cond_wait(&p->wake, &p->mu);
     rc_job *j = p->head;
     if (!j) break; /* stopping, and nothing queued */
     j->workers++;
     pthread_mutex_unlock(&p->mu);
+    /* the clocks once a job a thread (not an item: a small image decodes in microseconds) */
+    const uint64_t t0 = clock_ns(CLOCK_MONOTONIC), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     for (;;) {
       size_t i = atomic_fetch_add(&j->next, 1);
       if (i >= j->n) break;
@@ -68,6 +87,9 @@ static void *thread_main(void *arg) {
       else
         j->fn(j->ctx, t->state, i);
     }
+    atomic_fetch_add_explicit(&p->cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->busy_ns, clock_ns(CLOCK_MONOTONIC) - t0, memory_order_relaxed);
     pthread_mutex_lock(&p->mu);
     if (p->head == j) {
       p->head = j->queued;
@@ -119,11 +141,15 @@ rc_pool *rc_pool_new(int n, rc_state_new_fn state_new, rc_state_free_fn state_fr
   init_sync(p);
   atomic_init(&p->cancel, 0);
   p->nthreads = n;
+  p->active = n;
+  atomic_init(&p->busy_ns, 0);
+  atomic_init(&p->cpu_ns, 0);
   p->state_free = state_free;
   p->inline_state = state_new();
   int ok = p->inline_state != NULL;
   for (int i = 0; i < n && ok; i++) {
     p->threads[i].pool = p;
+    p->threads[i].index = i;
     p->threads[i].state = state_new();
     ok = p->threads[i].state != NULL;
   }
@@ -143,6 +169,31 @@ rc_pool *rc_pool_new(int n, rc_state_new_fn state_new, rc_state_free_fn state_fr
 
 int rc_pool_size(const rc_pool *p) {
   return p->nthreads;
+}
+
+int rc_pool_set_active(rc_pool *p, int k) {
+  if (k < 1) k = 1;
+  if (k > p->nthreads) k = p->nthreads;
+  pthread_mutex_lock(&p->mu);
+  p->active = k;
+  pthread_cond_broadcast(&p->wake); /* the unparked ones look at the queue */
+  pthread_mutex_unlock(&p->mu);
+  return k;
+}
+
+int rc_pool_active(rc_pool *p) {
+  pthread_mutex_lock(&p->mu);
+  const int k = p->active;
+  pthread_mutex_unlock(&p->mu);
+  return k;
+}
+
+uint64_t rc_pool_busy_ns(rc_pool *p) {
+  return atomic_load_explicit(&p->busy_ns, memory_order_relaxed);
+}
+
+uint64_t rc_pool_cpu_ns(rc_pool *p) {
+  return atomic_load_explicit(&p->cpu_ns, memory_order_relaxed);
 }
 
 void rc_job_init(rc_job *j, rc_task_fn fn, void *ctx, size_t n) {

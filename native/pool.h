@@ -34,6 +34,15 @@ typedef struct rc_job {
 /* Starts n threads, each with state_new(). Returns NULL on failure (nothing left running). */
 rc_pool *rc_pool_new(int n, rc_state_new_fn state_new, rc_state_free_fn state_free);
 int rc_pool_size(const rc_pool *p);
+/* Parks all but the first k threads (1 <= k <= size, clamped): NOTE [parked threads]. Returns
+ * the count set. */
+int rc_pool_set_active(rc_pool *p, int k);
+int rc_pool_active(rc_pool *p);
+/* Nanoseconds the threads have spent in jobs (running their items) since the pool started,
+ * all together, counted as each thread leaves a job. */
+uint64_t rc_pool_busy_ns(rc_pool *p);
+/* The threads' CPU time in those jobs (busy less the time the OS ran other threads). */
+uint64_t rc_pool_cpu_ns(rc_pool *p);
 /* Runs fn(ctx, state, i) for i in [0, n) on the pool's threads and waits for all of them
  * (a job queued behind those submitted before it). Returns -1 if the pool is shut down, or
  * shut down before every item ran. */

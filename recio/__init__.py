@@ -55,6 +55,8 @@ _EXPORTS = {
     "ChecksumError": "recio.errors",
     "IndexWarning": "recio.errors",
     "DecodeError": "recio.errors",
+    "ResumeStateError": "recio.errors",
+    "ResumeStateTypeError": "recio.errors",
 }
 
 __all__ = ["__version__", *_EXPORTS]

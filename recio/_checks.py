@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,3 +38,40 @@ def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
         listed = ", ".join(repr(c) for c in choices)
         raise ValueError(f"{name} must be one of {listed}, not {value!r}")
     return value
+
+
+def check_data_shape(value: Any) -> tuple[int, int, int]:
+    """``data_shape``: ``(3, height, width)``, channels first as in MXNet, sizes >= 1.
+
+    Raises:
+        ValueError: anything else, in one sentence that shows the value and what to give
+            (the channels-first order when the value looks like ``(height, width, 3)``).
+    """
+    shape: tuple = ()
+    if not isinstance(value, str | bytes):
+        try:
+            shape = tuple(_whole(v) for v in value)
+        except (TypeError, ValueError):
+            shape = ()
+    if len(shape) == 3 and min(shape) >= 1 and shape[0] != 3 and shape[2] == 3:
+        raise ValueError(
+            f"data_shape is channels first, (3, height, width): give {(3, *shape[:2])}, not "
+            f"{value!r}"
+        )
+    if len(shape) != 3 or shape[0] != 3 or min(shape) < 1:
+        raise ValueError(
+            f"data_shape must be (3, height, width): RGB channels first, positive sizes, not "
+            f"{value!r}"
+        )
+    return shape  # type: ignore[return-value]
+
+
+def _whole(value: Any) -> int:
+    """An integer, or a float that is one (224.0); anything else a TypeError/ValueError."""
+    if isinstance(value, bool):
+        raise TypeError("a bool is no size")
+    if isinstance(value, float | np.floating):
+        if not float(value).is_integer():
+            raise ValueError(f"{value} is no whole size")
+        return int(value)
+    return operator.index(value)

@@ -1,8 +1,8 @@
 """recio's exceptions.
 
 Every data problem is a ``ValueError`` subclass that names where it happened:
-the file, the byte offset and, when known, the record number. Storage problems
-stay the builtin ``OSError`` family, as in fsspec.
+the file, the byte offset and, when known, the record number and its ``.idx`` key.
+Storage problems stay the builtin ``OSError`` family, as in fsspec.
 """
 
 from __future__ import annotations
@@ -18,10 +18,13 @@ class RecordIOError(ValueError):
         path: str | None = None,
         offset: int | None = None,
         record_index: int | None = None,
+        key: int | None = None,
     ) -> None:
+        self.message = message  # without the place
         self.path = path
         self.offset = offset
         self.record_index = record_index
+        self.key = key  # the record's .idx key, where known
         where = []
         if offset is not None:
             where.append(f"at byte {offset}")
@@ -29,6 +32,8 @@ class RecordIOError(ValueError):
             where.append(f"of {path}")
         if record_index is not None:
             where.append(f"(record {record_index})")
+        if key is not None:
+            where.append(f"with key {key}")
         super().__init__(" ".join([message, *where]))
 
 
@@ -67,9 +72,26 @@ class DecodeError(ValueError):
 
 
 class IndexWarning(UserWarning):
-    """A ``.idx`` that can be read but looks wrong for its ``.rec``.
+    """A ``.idx`` that can be read but looks wrong for its ``.rec``, or is missing.
 
     Duplicate offsets, or an index whose last record does not end where the ``.rec``
     ends: records missing from the index, a truncated ``.rec``, or a ``.rec`` and
-    ``.idx`` from different writes (a publish interrupted between the two files).
+    ``.idx`` from different writes (a publish interrupted between the two files). A
+    ``.rec`` with no ``.idx`` is read whole to find its records, once per file, and said
+    so (``recio index`` writes the index).
+    """
+
+
+class ResumeStateError(ValueError):
+    """A ``state_dict()`` that an iterator cannot resume from.
+
+    A field of the wrong type or out of range, a missing field, or a state saved with
+    another dataset, seed or shuffle; the message names the field and its value.
+    """
+
+
+class ResumeStateTypeError(ResumeStateError, TypeError):
+    """A state that is no ``state_dict()`` at all (not a dict), or a field of the wrong type.
+
+    Both a ``ResumeStateError`` (a ``ValueError``) and a ``TypeError``.
     """

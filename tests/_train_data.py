@@ -53,13 +53,16 @@ def free_port() -> int:
 _GLOO_EXIT_ABORT = "terminate called without an active exception"
 
 
-def torchrun(args: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
-    """``args`` under torchrun with two processes, from the repository root; must succeed."""
+def torchrun(
+    args: list[str], timeout: float = 180, cwd: str | os.PathLike = REPO
+) -> subprocess.CompletedProcess:
+    """``args`` under torchrun with two processes, from ``cwd`` (the repository root); must
+    succeed."""
     for attempt in (1, 2):
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
         cmd += ["--master-port", str(free_port()), *args]
         proc = subprocess.run(
-            cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout
+            cmd, cwd=cwd, env=env(), capture_output=True, text=True, timeout=timeout
         )
         if proc.returncode == 0 or _GLOO_EXIT_ABORT not in proc.stderr or attempt == 2:
             break

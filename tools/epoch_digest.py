@@ -71,12 +71,15 @@ def make_dataset(prefix: str, count: int) -> None:
             out.write_idx(i, pack(IRHeader(0, float(i % 10), i, 0), buf.getvalue()))
 
 
-def digest(rec: str, epochs: int, settings: dict) -> dict:
+def digest(rec: str, epochs: int, settings: dict, threads: int | str = 2) -> dict:
     ids, pixels = hashlib.sha256(), hashlib.sha256()
     batches = 0
-    with ImageRecordIter(rec, (3, 48, 48), 32, seed=7, preprocess_threads=2, **settings) as it:
+    given = 4 if threads == "churn" else threads
+    with ImageRecordIter(rec, (3, 48, 48), 32, seed=7, preprocess_threads=given, **settings) as it:
         for _ in range(epochs):
             for batch in it:
+                if threads == "churn":  # the active threads changed every batch
+                    it.pool.set_active_threads(1 + batches % it.pool.num_threads)
                 ids.update(np.ascontiguousarray(batch.index).tobytes())
                 ids.update(np.ascontiguousarray(batch.label).tobytes())
                 pixels.update(np.ascontiguousarray(batch.data).tobytes())
@@ -88,11 +91,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=600)
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument(
+        "--threads",
+        default="2",
+        help="preprocess_threads: a number, 'auto', or 'churn' (4 threads, the active count "
+        "changed every batch); the digests must not depend on it",
+    )
     args = parser.parse_args()
+    threads = int(args.threads) if args.threads.isdigit() else args.threads
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "digest")
         make_dataset(prefix, args.images)
-        result = {name: digest(prefix + ".rec", args.epochs, s) for name, s in SETTINGS.items()}
+        rec = prefix + ".rec"
+        result = {name: digest(rec, args.epochs, s, threads) for name, s in SETTINGS.items()}
     print(json.dumps(result, indent=1, sort_keys=True))
     return 0
 

@@ -6,26 +6,31 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 import time
 
 from .._install import install_hint
 from ..cli.args import add_storage_option, at_least, positive_float
+from .bottleneck import measure_step, print_bottleneck
 from .report import print_report, save_plot
-from .run import run_bench
+from .run import check_settings, run_bench
 from .sample import build_sample_rec
 
 EPILOG = """\
 columns: images/s is the median of the repeats, min and max beside it; MB/s counts the
 encoded (compressed) bytes a stage consumes, not decoded pixels; "vs Pillow" divides a
 stage's images/s by the Pillow + thread pool baseline's (decode, the same random crop,
-resize and flip, from memory, on the same threads). The report explains each again.
+resize and flip, from memory, on the same threads), for the stages that do that same work
+only: read, full-size decode and the training step have none (-). The report explains
+each again.
 
 examples:
   recio bench                                  # the built-in sample, removed afterwards
   recio bench --keep /tmp/sample               # ... kept in /tmp/sample
   recio bench data/train.rec --threads 8 --batch-size 128 --shape 3,224,224
   recio bench data/train.rec --dtype float32 --json bench.json --plot bench.png
+  recio bench data/train.rec --step-ms 120       # which stage limits a 120 ms training step
   recio bench s3://bucket/train.rec --storage-options '{"endpoint_url": "http://127.0.0.1:8333"}'"""
 
 
@@ -102,11 +107,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write every figure, the configuration and the machine's details as JSON",
     )
     parser.add_argument(
+        "--step-ms",
+        type=positive_float,
+        metavar="MS",
+        help="a training step's time: run the iterator under it and name the stage that "
+        "limits (storage, decode+augment, recio's hand-over, the step) and the setting that "
+        "would move it, instead of the stage-by-stage table (--threads default: auto)",
+    )
+    parser.add_argument(
         "--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the iterator's threads"
     )
     parser.add_argument(
         "--plot", metavar="FILE.png", help="write a bar chart (needs matplotlib: the plot extra)"
     )
+
+
+def _run_step(args: argparse.Namespace, rec: str, options, shape) -> int:
+    """``--step-ms``: the bottleneck of a training job with that step (recio.bench.bottleneck)."""
+    figures = measure_step(
+        rec, args.step_ms, threads=args.threads, batch_size=args.batch_size, shape=shape,
+        dtype=args.dtype, seconds=max(args.seconds, 2.0), storage_options=options,
+    )  # fmt: skip
+    print()
+    print_bottleneck(figures)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(figures, f, indent=1)
+        print(f"wrote {args.json}: the figures, as JSON")
+    return 0
 
 
 def _usable_cores() -> int:
@@ -122,12 +150,42 @@ def _shape(text: str) -> tuple[int, int, int]:
         shape = ()
     if len(shape) != 3 or min(shape) < 1:
         raise argparse.ArgumentTypeError(f"expected C,H,W (three positive integers), not {text!r}")
+    if shape[0] != 3:
+        raise argparse.ArgumentTypeError(
+            f"{text}: the batches are RGB, so C must be 3 (give 3,{shape[1]},{shape[2]})"
+        )
     return shape  # type: ignore[return-value]
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before anything is measured, what would fail only at the end of the run."""
+    for option in ("json", "trace", "plot"):
+        path = getattr(args, option, None)
+        if path is None:
+            continue
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise ValueError(
+                f"--{option} {path}: no directory {folder} to write it in; create it first"
+            )
+        if os.path.isdir(path):
+            raise ValueError(f"--{option} {path} is a directory; give a file name in it")
+    python = getattr(args, "mxnet_python", None)
+    if python is not None and shutil.which(python) is None:
+        raise ValueError(
+            f"--mxnet-python {python}: no such executable; give the path of a Python that "
+            "has mxnet 1.9.1"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run the benchmark ``args`` describe (on a built-in sample without a .rec); exit status."""
+    """Run the benchmark ``args`` describe (on a built-in sample without a .rec); exit status.
+
+    Every argument is checked before the sample is built or a stage runs.
+    """
     shape = _shape(args.shape) if isinstance(args.shape, str) else tuple(args.shape)
+    check_settings(shape, args.batch_size, args.dtype, args.threads)
+    _check_outputs(args)
     options = args.storage_options
     if isinstance(options, str):
         options = json.loads(options)
@@ -165,6 +223,8 @@ def run(args: argparse.Namespace) -> int:
                 f"in {os.path.join(workdir, 'images')}) packed into {rec} in "
                 f"{time.perf_counter() - start:.1f}s ({kept})"
             )
+        if getattr(args, "step_ms", None):
+            return _run_step(args, rec, options, shape)
         threads = args.threads or _usable_cores()
         result = run_bench(
             rec,

@@ -28,6 +28,13 @@ from .stages import (
 )
 
 BASELINE = "Pillow + thread pool (ImageFolder-style)"
+# Stages whose work is not the baseline's (decode + random crop, resize, flip): a ratio of
+# their images/s to its would compare a read, say, with a decode. No "vs Pillow" for them.
+UNLIKE_BASELINE = {
+    "read": "reads the records' bytes, decodes nothing",
+    "decode (libjpeg-turbo, full size)": "decodes at full size, with no crop or resize",
+    "train step": "a training step, no input pipeline",
+}
 DALI_STAGES = {
     "recio": "DALI CPU fed by recio",
     "recio_windows": "DALI CPU fed by recio, recio's crop windows",
@@ -79,7 +86,12 @@ def run_bench(
     trace_path: str | None = None,
     log: Callable[[str], None] = print,
 ) -> dict:
-    """Measure every stage on ``rec``; returns the JSON-able result."""
+    """Measure every stage on ``rec``; returns the JSON-able result.
+
+    Raises:
+        ValueError: a bad argument (:func:`check_settings`), before anything is measured.
+    """
+    check_settings(shape, batch_size, dtype, threads)
     threads = threads or len(os.sched_getaffinity(0))
     spec = CropSpec(shape[1], shape[2], random_resized_crop=True, rand_mirror=True)
     out_shape = (batch_size, *shape)
@@ -151,7 +163,8 @@ def run_bench(
     base = stages[BASELINE]["images_per_s"]["median"]
     for name, result in stages.items():
         rate = result["images_per_s"]["median"]
-        result["ratio_to_baseline"] = rate / base if base else None
+        compared = base and name not in UNLIKE_BASELINE
+        result["ratio_to_baseline"] = rate / base if compared else None
         if name != "train step":  # a step on random tensors reads no bytes
             result.setdefault("MB_per_s", {"median": rate * mean_bytes / 1e6})
     bound, verdict = pipeline_verdict(stages, threads)
@@ -175,6 +188,33 @@ def run_bench(
         "verdict": verdict,
         "training_verdict": training,
     }
+
+
+DTYPES = ("uint8", "float32", "float16")
+
+
+def check_settings(
+    shape: tuple[int, ...], batch_size: int, dtype: str, threads: int | None = None
+) -> None:
+    """Refuse what some stage would refuse only after the others ran, in one sentence.
+
+    Raises:
+        ValueError: a shape that is not 3 x H x W, a batch size or thread count below 1,
+            a dtype the stages do not write.
+    """
+    if len(shape) != 3 or min(shape) < 1:
+        raise ValueError(f"shape must be C,H,W (three positive integers), not {shape}")
+    if shape[0] != 3:
+        raise ValueError(
+            f"shape {','.join(map(str, shape))}: the batches are RGB, so C must be 3 "
+            f"(give 3,{shape[1]},{shape[2]})"
+        )
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch size must be an integer of at least 1, not {batch_size!r}")
+    if threads is not None and (isinstance(threads, bool) or int(threads) < 1):
+        raise ValueError(f"threads must be at least 1, not {threads!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
 
 
 #: The input pipeline's own stages: the slowest of them bounds the iterator end to end.

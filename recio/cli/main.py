@@ -11,6 +11,7 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 
 from .. import __version__
 from .args import Parser, Refused, add_debug_option, describe
@@ -21,6 +22,10 @@ __all__ = ["build_parser", "main"]
 # command -> (module, one-line help)
 STAGE_COMMANDS = {
     "im2rec": ("recio.im2rec", "convert an image folder or .lst into .rec/.idx (MXNet's im2rec)"),
+    "optimize": (
+        "recio.cli.optimize",
+        "rewrite a .rec with its JPEGs losslessly restart-marked (faster crop decodes)",
+    ),
     "bench": ("recio.bench", "measure the throughput of every pipeline stage"),
     "train": ("recio.train", "train the compact model on a .rec (needs the train extra: PyTorch)"),
 }
@@ -38,6 +43,7 @@ examples:
   recio checksum data/train.rec                         # per-record CRC32C sidecar
   recio im2rec --list --recursive data/train images/    # folder -> data/train.lst
   recio im2rec data/train images/                       # .lst -> data/train.rec/.idx
+  recio optimize data/train.rec data/opt/train.rec       # lossless, restart markers
   recio bench                                           # on the built-in sample
   recio train data/train.rec --val data/val.rec
 
@@ -85,6 +91,21 @@ def main(argv: list[str] | None = None) -> int:
         debug = True
         argv.pop(0)
     command = argv[0] if argv else ""
+    with warnings.catch_warnings():  # (restores showwarning after)
+        warnings.showwarning = _one_line_warning(command)
+        return _run(command, argv, debug)
+
+
+def _one_line_warning(command: str):
+    """A ``warnings.showwarning`` that says a warning as one line, as the errors are."""
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"recio {command}: warning: {_one_line(message)}", file=file or sys.stderr)
+
+    return show
+
+
+def _run(command: str, argv: list[str], debug: bool) -> int:
     try:
         # Stage commands parse their own arguments, so their modules load lazily.
         if command in STAGE_COMMANDS:

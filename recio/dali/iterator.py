@@ -81,7 +81,11 @@ class DALIImageRecordIter(PositionedIterator):
             "batch_size": config.batch_size,
             "device": self.device,
             "device_id": device_id,
-            "num_threads": config.preprocess_threads or _DEFAULT_THREADS,
+            "num_threads": (
+                config.preprocess_threads
+                if isinstance(config.preprocess_threads, int)
+                else _DEFAULT_THREADS  # None or "auto": DALI's own default
+            ),
             "prefetch_queue_depth": config.prefetch_buffer or _DEFAULT_PREFETCH,
             "seed": config.seed,
             "normalize": config.normalize,

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import dist
 from ..augment import KeyedDraw
 from ..records.spans import Spans
 from ._pillow import Budget, ByteBudget, pil_size
@@ -82,17 +83,17 @@ def _warn_slow_once(reason: str) -> None:
 
 
 def _default_threads() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    """This rank's share of the cores it may run on (NOTE [resource plan])."""
+    return dist.rank_threads()
 
 
 class DecodePool:
     """A persistent pool that decodes batches of encoded images into preallocated arrays.
 
     Args:
-        num_threads: decode threads; default: the cores this process may run on.
+        num_threads: decode threads; default: this process's share of the cores it may run
+            on, the node's local ranks sharing them, one left to the caller from a share of
+            3 on (:func:`recio.dist.rank_threads`).
         backend: ``"native"``, ``"python"`` or None (``RECIO_DECODER``, else native if built).
         max_pixels: images with more pixels are refused (status ``STATUS_TOO_LARGE``)
             before anything is allocated for them.
@@ -202,6 +203,29 @@ class DecodePool:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"DecodePool(backend={self.backend!r}, num_threads={self.num_threads}, {state})"
+
+    def set_active_threads(self, k: int) -> int:
+        """Let ``k`` of the native pool's threads decode and park the others; returns ``k``.
+
+        Parked threads keep their state and come back at once (NOTE [parked threads] in
+        native/pool.c); what a batch decodes to does not depend on the count. The Python
+        backend has no native threads to park: it keeps ``num_threads`` and returns that.
+        """
+        self._check_open()
+        if self._native is None:
+            return self.num_threads
+        return int(self._native.set_active(int(k)))
+
+    def activity(self) -> tuple[int, float, float]:
+        """(active threads, seconds the native threads spent decoding, their CPU seconds).
+
+        All threads together, from the pool's start; two readings give a stage's busy time
+        (:mod:`recio.pipeline.stage_times`); the CPU seconds leave out the time the OS gave
+        other threads meanwhile. ``(num_threads, 0.0, 0.0)`` on the Python backend.
+        """
+        if self._native is None or os.getpid() != self._pid:
+            return self.num_threads, 0.0, 0.0
+        return self._native.activity()
 
     def native_pool(self) -> Any:
         """The native pool, checked as every call checks it (open; in a forked child, its own).

@@ -2,7 +2,10 @@
 
 ``dataset[i]`` is sample ``i``'s decoded, augmented image and its label; the samples are
 the file's images (:mod:`recio.records.samples`: for InsightFace's layout, sample ``i`` is key
-``i + 1``, as in ``MXFaceDataset``). It is a ``torch.utils.data.Dataset`` in all but
+``i + 1``, as in ``MXFaceDataset``). A position is not a record key:
+:meth:`RecordDataset.key` and :attr:`RecordDataset.keys` map one to the other (the keys
+``ImageRecordIter``'s ``batch.index`` gives, for files whose header ids are their keys, as
+im2rec writes them). It is a ``torch.utils.data.Dataset`` in all but
 inheritance (``__len__``, ``__getitem__``, ``__getitems__``), so it works with
 ``DataLoader(num_workers=...)`` and ``DistributedSampler``; torch is not needed to use it.
 
@@ -31,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .._checks import check_choice, check_int
+from .._checks import check_choice, check_data_shape, check_int
 from ..augment import ColourSpec, CropSpec, GeometrySpec, KeyedDraw
 from ..decode import DecodeOptions, DecodePool
 from ..errors import DecodeError
@@ -61,6 +64,9 @@ class SampleBatch(list):
 
 class RecordDataset:
     """Sample ``i`` of a ``.rec``: ``(image, label)``, decoded and augmented by recio's decoder.
+
+    Samples are numbered 0..len-1 over the file's images; ``key(i)`` (or ``keys[i]``) is
+    the record key of sample ``i``.
 
     Args:
         path_imgrec: the ``.rec`` (local path or fsspec URL), or a set of shards read as
@@ -123,9 +129,7 @@ class RecordDataset:
         cache_limit: int | None = None,
         verify_checksums: bool | str = "auto",
     ) -> None:
-        shape = tuple(int(v) for v in data_shape)
-        if len(shape) != 3 or shape[0] != 3:
-            raise ValueError(f"data_shape must be (3, height, width), not {data_shape}")
+        shape = check_data_shape(data_shape)
         if crop is None:
             crop = CropSpec(shape[1], shape[2], rand_mirror=rand_mirror)
         elif (crop.out_height, crop.out_width) != shape[1:]:
@@ -177,6 +181,29 @@ class RecordDataset:
 
     def __len__(self) -> int:
         return self.layout.num_samples
+
+    @property
+    def keys(self) -> np.ndarray:
+        """The record key of each sample, by position: ``keys[i]`` is sample ``i``'s (int64).
+
+        A position counts samples only: records that are not images (an InsightFace
+        header at key 0, its identity records, label-only records) have no position, so
+        sample ``i`` of an InsightFace file is key ``i + 1``. A key is the ``.idx``'s (a
+        file read without one: the record's place in the file, from 0); for several
+        shards, the key within its own shard.
+        """
+        self._open()
+        return self._records.keys[self._layout.samples]
+
+    def key(self, index: int) -> int:
+        """The record key of sample ``index`` (negative counts from the end): see :attr:`keys`.
+
+        Raises:
+            IndexError: an index outside ``0..len-1``.
+        """
+        self._open()
+        (sample,) = self._sample_indices([index])
+        return int(self._records.keys[self._layout.samples[sample]])
 
     def set_epoch(self, epoch: int) -> None:
         """Draw the augmentations of ``epoch`` from now on (as ``DistributedSampler``'s)."""

@@ -8,8 +8,9 @@ so that the training frameworks take it as it is:
   the dataset's ``state_dict()`` / ``load_state_dict()`` carry the iterator's position
   through the loader's own state (no fast-forwarding).
 * PyTorch Lightning: returned from ``train_dataloader()`` it is not a ``DataLoader``, so
-  Lightning injects no ``DistributedSampler``; it has ``len()``, and being stateful it is
-  saved in Lightning's checkpoints and restored from them mid-epoch.
+  Lightning injects no ``DistributedSampler``; it has ``len()`` (the whole epoch's batch
+  count, also in a resumed epoch: Lightning counts the batches it restored), and being
+  stateful it is saved in Lightning's checkpoints and restored from them mid-epoch.
 * Hugging Face Accelerate: ``accelerator.prepare`` hands it back unchanged (it prepares
   only DataLoaders); ``device=accelerator.device`` moves the batches. A ``DataLoader``
   around it must not be prepared: Accelerate would shard it a second time (NOTE
@@ -39,7 +40,7 @@ except ImportError as exc:  # pragma: no cover - the train extra is missing
         f"recio.frameworks.torch_data needs PyTorch ({exc}); {install_hint('train')}"
     ) from exc
 
-__all__ = ["TorchBatch", "TorchBatches", "to_torch"]
+__all__ = ["EpochPass", "TorchBatch", "TorchBatches", "to_torch"]
 
 
 class TorchBatch(NamedTuple):
@@ -107,11 +108,15 @@ class TorchBatches(IterableDataset):
 
     Iterating yields the rest of the iterator's current epoch as :class:`TorchBatch` batches;
     iterating again starts the next epoch (reshuffled), like the iterator itself.
-    ``len()`` is the epoch's number of batches on this rank (the same on every rank).
-    ``state_dict()`` / ``load_state_dict()`` are the iterator's: a loaded state continues
-    with exactly the record ids (and augmentation draws) that came next. The state holds
-    no rank of its own to keep apart: every rank is at the same step, so the one state a
-    framework saves (rank 0's) restores every rank.
+    ``len()`` is the epoch's number of batches on this rank (the same on every rank): the
+    whole epoch's, also after a mid-epoch resume, when a pass yields only the batches
+    after the saved step (``len(iterator)``, MXNet's count, is those left). Frameworks
+    restore their own count of the batches taken and stop at ``len()``, so both agree
+    (NOTE [whole-epoch len]). ``state_dict()`` / ``load_state_dict()`` are the
+    iterator's: a loaded state continues with exactly the record ids (and augmentation
+    draws) that came next. The state holds no rank of its own to keep apart: every rank
+    is at the same step, so the one state a framework saves (rank 0's) restores every
+    rank.
 
     Use it directly (Lightning's ``train_dataloader()``, Accelerate, a plain loop), or in
     ``DataLoader(..., batch_size=None)`` / ``StatefulDataLoader(..., batch_size=None)``
@@ -150,10 +155,21 @@ class TorchBatches(IterableDataset):
         self.check_world = check_world
 
     def __len__(self) -> int:
-        """Batches in the current epoch, on this rank."""
-        return len(self.iterator)
+        """The whole epoch's batch count on this rank, also in an epoch resumed midway.
 
-    def __iter__(self) -> Iterator[TorchBatch]:
+        It is the step number that ends the epoch being iterated (or, between epochs, the
+        next one): a framework that counts the batches it took, restores that count from
+        its checkpoint and stops at ``len()`` (Lightning) takes exactly the rest of the
+        epoch. ``len(self.iterator)`` is the batches left (NOTE [whole-epoch len]).
+        """
+        it = self.iterator
+        sampler = getattr(it, "sampler", None)
+        if sampler is None:  # not a positioned iterator: its own count
+            return len(it)
+        # the state's epoch: the one the next batch comes from (after an ended epoch, the next)
+        return sampler.steps_in_epoch(int(it.state_dict()["epoch"]))
+
+    def __iter__(self) -> EpochPass:
         # Checked here, not in the generator: every rank of an Accelerate dispatcher
         # creates the iterator, only rank 0 would ever run a generator's body.
         self._check_worker()
@@ -161,21 +177,7 @@ class TorchBatches(IterableDataset):
         if self.check_world:
             self._check_world()
         iter(self.iterator)  # the next epoch, if the last one ended
-        return self._batches()
-
-    def _batches(self) -> Iterator[TorchBatch]:
-        it = self.iterator
-        while True:
-            try:
-                batch = next(it)
-            except StopIteration:
-                return
-            if batch.step + 1 >= _end_step(it, batch.epoch):
-                # The epoch's last batch. Frameworks that know len() (Lightning) stop
-                # asking here and call iter() for the next epoch; end this epoch now, so
-                # that iter() starts the next one and a state saved now says so.
-                _end_epoch(it)
-            yield to_torch(batch, self.device, self.label_dtype)
+        return EpochPass(self)
 
     def state_dict(self) -> dict[str, Any]:
         """The iterator's position: the next batch to yield (an opaque dict)."""
@@ -224,6 +226,44 @@ class TorchBatches(IterableDataset):
             )
 
 
+class EpochPass(Iterator[TorchBatch]):
+    """One pass over a :class:`TorchBatches`: the rest of its iterator's current epoch.
+
+    Stateful, for torchdata's ``StatefulDataLoader``, which saves the state of
+    ``iter(dataset)`` along with the dataset's: a state taken after the epoch's last batch,
+    before the pass has ended, resumes with that pass, empty, as torchdata does for a
+    map-style dataset; its next pass is the next epoch (NOTE [whole-epoch len]).
+    """
+
+    def __init__(self, owner: TorchBatches) -> None:
+        self.owner = owner
+        self.ended = False  # the epoch's last batch has been yielded
+
+    def __iter__(self) -> EpochPass:
+        return self
+
+    def __next__(self) -> TorchBatch:
+        if self.ended:
+            raise StopIteration
+        it = self.owner.iterator
+        batch = next(it)  # its StopIteration ends the pass
+        if batch.step + 1 >= _end_step(it, batch.epoch):
+            # The epoch's last batch. Frameworks that know len() (Lightning) stop asking
+            # here and call iter() for the next epoch; end this epoch now, so that iter()
+            # starts the next one and a state saved now says so.
+            _end_epoch(it)
+            self.ended = True
+        return to_torch(batch, self.owner.device, self.owner.label_dtype)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Whether the pass has yielded its epoch's last batch."""
+        return {"ended": self.ended}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue a pass from :meth:`state_dict` (the position is the dataset's state)."""
+        self.ended = bool(state.get("ended", False))
+
+
 def _end_step(it: Any, epoch: int) -> int:
     """The step number that ends ``epoch`` (a resumed epoch's steps do not start at 0)."""
     sampler = getattr(it, "sampler", None)
@@ -238,6 +278,32 @@ def _end_epoch(it: Any) -> None:
         return
     raise RuntimeError(f"{type(it).__name__} yielded more batches than its len() ({len(it)})")
 
+
+# NOTE [whole-epoch len]
+# What len() means after a resume. The frameworks keep their own count of the batches
+# taken, save it in their checkpoints with ours, and compare it with len():
+# * Lightning restores batch_idx (its batch progress) to k and the fetcher's count with it,
+#   and ends the epoch when the count reaches num_training_batches, read from len() when
+#   the loader is set up (before or after our state is loaded: estimated_stepping_batches
+#   sets it up before). With len() = the batches left it stopped after left - k batches,
+#   dropping k whenever k < left.
+# * torchdata's StatefulDataLoader restores _num_yielded = k and warns once it passes the
+#   len() it saved; a user's progress bar or `epoch = step // len(loader)` (Accelerate's
+#   usual loop) counts from k too.
+# So TorchBatches.len() is the step number that ends the epoch, sampler.steps_in_epoch(e):
+# the whole epoch's batch count, with the steps of a resumed epoch numbered as in an
+# uninterrupted one (first_step .. end), and the framework's k equals the iterator's
+# first step. ImageRecordIter's own len() (MXNet's: what this pass yields) stays the
+# batches left. Resuming mid-epoch on another world size or batch size renumbers the
+# steps (first_step = consumed // the new global batch) while the framework keeps its
+# old k: there, resume from an epoch boundary.
+# The epoch boundary: a pass ends its iterator's epoch as it yields the last batch (so
+# Lightning, which stops asking at len(), gets the next epoch from iter()), and a state
+# taken then says (epoch + 1, 0). Lightning, restored there, starts the next epoch: right.
+# torchdata restores the pass it was in, which for a map-style dataset yields nothing
+# more; EpochPass keeps that "ended" in the state torchdata saves for iter(dataset), so a
+# StatefulDataLoader's first pass after such a state is empty here too, and a loop
+# `for epoch in range(saved_epoch, epochs)` trains each epoch once.
 
 # NOTE [sharded once]
 # The iterator is already this rank's shard. accelerator.prepare(DataLoader(TorchBatches))

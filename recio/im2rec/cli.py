@@ -16,6 +16,7 @@ from .. import storage
 from ..cli.args import HelpFormatter, at_least
 from .layout import LAYOUTS
 from .lists import DEFAULT_EXTS, MXNET_SEED, find_lists, make_lists
+from .optimize import DEFAULT_RESTART
 from .pack import PackReport, TooManyErrors, output_names, pack_list
 from .transcode import (
     EncodeOptions,
@@ -46,6 +47,26 @@ exit codes:
   {EXIT_FAILED:<4} failed: a bad argument or input, no image packed, --max-errors exceeded,
        or an I/O error; nothing published, existing outputs left as they were
   {EXIT_INTERRUPTED:<4} interrupted (Ctrl-C, SIGTERM); nothing published"""
+
+
+def restart_interval(text: str) -> int | str:
+    """An argparse type: MCUs (0..65535, 0: none), or ``row``."""
+    if text == "row":
+        return text
+    value = at_least(0)(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be at most 65535, not {value}")
+    return value
+
+
+restart_interval.__name__ = "MCUs or 'row'"
+
+
+def _restart(args: argparse.Namespace) -> int | str:
+    """--restart-interval, or its default: markers when re-encoding JPEGs, none otherwise."""
+    if args.restart_interval is not None:
+        return args.restart_interval
+    return 0 if args.pass_through or args.encoding != ".jpg" else DEFAULT_RESTART
 
 
 def _ratio(text: str) -> float:
@@ -157,6 +178,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="Q",
         help="JPEG quality 1-100, or PNG compression level 0-9 with --encoding .png",
     )
+    r.add_argument(
+        "--restart-interval",
+        type=restart_interval,
+        default=None,
+        metavar="N",
+        help="restart markers in every JPEG written: one every N MCUs (16x16 pixels in 4:2:0), "
+        "or 'row'; 0: none. With --pass-through, JPEGs are transcoded losslessly to get them "
+        f"(default: {DEFAULT_RESTART} when re-encoding, none with --pass-through)",
+    )
     cpus = os.cpu_count() or 1
     r.add_argument(
         "--num-thread",
@@ -258,6 +288,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--quiet",
         action="store_true",
         help="no progress bar or progress messages: warnings and errors only",
+    )
+    x.add_argument(
+        "--verbose",
+        action="store_true",
+        help="with --list: a line per class (label, folder, images) before the summary line",
     )
 
 
@@ -415,6 +450,7 @@ def _run(args: argparse.Namespace) -> int:
             seed=args.seed,
             storage_options=options,
             layout=args.layout,
+            verbose=args.verbose,
         )
         return EXIT_OK
     opts = EncodeOptions(
@@ -425,6 +461,7 @@ def _run(args: argparse.Namespace) -> int:
         color=args.color,
         encoding=args.encoding,
         pack_label=args.pack_label,
+        restart=_restart(args),
     )
     if args.layout == "insightface" and args.shards > 1:
         raise ValueError("--layout insightface writes one .rec (its index covers every image): "

@@ -3,13 +3,15 @@
 :class:`JpegEncoder` drives a native :class:`~recio.decode.DecodePool`'s threads (and its
 decode budget) for JPEG → JPEG transcodes (:meth:`~JpegEncoder.transcode_jpeg`), RGB pixels
 → JPEG (:meth:`~JpegEncoder.resize_encode`, im2rec's PNGs) and whole records of plain JPEG
-files (:meth:`~JpegEncoder.im2rec_batch`, NOTE [im2rec in C] in native/im2rec_core.h).
+files (:meth:`~JpegEncoder.im2rec_batch`, NOTE [im2rec in C] in native/im2rec_core.h), and
+lossless JPEG → JPEG transcodes that add restart markers (:meth:`~JpegEncoder.optimize_jpeg`,
+what ``recio optimize`` does to each image).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -44,6 +46,7 @@ class JpegEncoder:
         quality: int = 95,
         gray: bool = False,
         interpolation: str = "bilinear",
+        restart: int | str = 0,
     ) -> tuple[np.ndarray, list[bytes | None]]:
         """JPEGs → crop → resize → JPEGs again, without leaving C.
 
@@ -55,6 +58,7 @@ class JpegEncoder:
             quality: 1..100; colour output is YCbCr 4:2:0, as OpenCV and MXNet write it.
             gray: one luma channel instead of colour.
             interpolation: as in ``DecodePool.decode_batch``.
+            restart: restart markers, as :meth:`optimize_jpeg` takes them (0: none).
 
         Returns:
             int32 statuses and, per image, the new JPEG's bytes (None where the status is
@@ -81,9 +85,41 @@ class JpegEncoder:
             interp=INTERP[interpolation],
             dct_mode=self.pool.dct_mode,
             max_pixels=self.pool.max_pixels,
+            restart=restart_code(restart),
         )
         errors = [None if st == 0 else r for st, r in zip(status, results, strict=True)]
         self.pool.remember_errors(errors, n)  # this thread's, for the pool's last_errors()
+        return status, [r if st == 0 else None for st, r in zip(status, results, strict=True)]
+
+    def optimize_jpeg(
+        self, buffers: Sequence[Any], *, restart: int | Literal["row"] = 1
+    ) -> tuple[np.ndarray, list[bytes | None]]:
+        """JPEGs → the same DCT coefficients in a baseline JPEG with restart markers.
+
+        Lossless: no decode, no requantisation, so each new JPEG decodes to exactly the
+        pixels of its source. Progressive JPEGs become baseline; the Huffman tables are
+        optimised for the image; APPn (EXIF, ICC) and COM segments are kept.
+
+        Args:
+            buffers: encoded JPEGs (any contiguous buffer-protocol objects).
+            restart: a restart marker every ``restart`` MCUs (1..65535), every MCU row
+                (``"row"``), or none (0).
+
+        Returns:
+            int32 statuses and, per image, the new JPEG's bytes (None where the status is
+            not 0; the text is in :meth:`last_errors`): ``Status.UNSUPPORTED`` for data that
+            is not a JPEG, ``CORRUPT`` or ``TRUNCATED`` for a JPEG libjpeg warns about
+            (its decode is not well defined, so it is best kept as it is).
+        """
+        native = self.pool.native_pool()
+        code = restart_code(restart)
+        n = len(buffers)
+        status = np.zeros(n, dtype=np.int32)
+        results = native.lossless_batch(
+            buffers, status=status, restart=code, max_pixels=self.pool.max_pixels
+        )
+        errors = [None if st == 0 else r for st, r in zip(status, results, strict=True)]
+        self.pool.remember_errors(errors, n)
         return status, [r if st == 0 else None for st, r in zip(status, results, strict=True)]
 
     def im2rec_batch(
@@ -97,9 +133,9 @@ class JpegEncoder:
         Args:
             paths: each file's path (bytes).
             prefixes: each record's IRHeader and labels (bytes), put before its JPEG.
-            options: ``resize``, ``center_crop``, ``color``, ``quality`` and
-                ``max_output_bytes`` by name, as :class:`recio.im2rec.EncodeOptions` holds
-                them.
+            options: ``resize``, ``center_crop``, ``color``, ``quality``,
+                ``max_output_bytes`` and ``restart`` (its native code) by name, as
+                :class:`recio.im2rec.EncodeOptions` holds them.
 
         Returns:
             The frames of the records made, one after another, and per file its int32
@@ -126,6 +162,7 @@ class JpegEncoder:
         crop: tuple[int, int, int, int] | None = None,
         quality: int = 95,
         interpolation: str = "bilinear",
+        restart: int | str = 0,
     ) -> bytes:
         """RGB pixels another library decoded → crop → resize → JPEG.
 
@@ -136,6 +173,7 @@ class JpegEncoder:
                 ``resize(size, box=...)`` does.
             quality: 1..100; the JPEG is YCbCr 4:2:0, as :meth:`transcode_jpeg` writes.
             interpolation: as in ``DecodePool.decode_batch``.
+            restart: restart markers, as :meth:`optimize_jpeg` takes them (0: none).
 
         Raises:
             ValueError: bad arguments, or the reason the image could not be encoded.
@@ -158,4 +196,14 @@ class JpegEncoder:
             out_h=out_h,
             quality=int(quality),
             interp=INTERP[interpolation],
+            restart=restart_code(restart),
         )
+
+
+def restart_code(restart: int | str) -> int:
+    """The native code of a restart interval: MCUs (>= 0), or -1 for one per MCU row."""
+    if restart == "row":
+        return -1
+    if isinstance(restart, bool) or not isinstance(restart, int) or not 0 <= restart <= 65535:
+        raise ValueError(f"restart must be 0..65535 MCUs or 'row', got {restart!r}")
+    return restart

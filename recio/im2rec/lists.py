@@ -36,11 +36,17 @@ def list_images(root: str, recursive: bool = False, exts: Iterable[str] = DEFAUL
     Raises:
         FileNotFoundError: ``root`` is not a folder.
     """
+    return _walk_images(root, recursive, exts)[0]
+
+
+def _walk_images(root: str, recursive: bool, exts: Iterable[str]) -> tuple[list[ListEntry], int]:
+    """:func:`list_images`'s entries, and how many other files it passed over."""
     if not os.path.isdir(root):
         what = "is not a folder" if os.path.exists(root) else "does not exist"
         raise FileNotFoundError(f"image folder ROOT {root} {what}")
     exts = {e.lower() for e in exts}
     items: list[ListEntry] = []
+    skipped = 0
     if recursive:
         cat: dict[str, int] = {}
         for path, dirs, files in os.walk(root, followlinks=True):
@@ -53,14 +59,25 @@ def list_images(root: str, recursive: bool = False, exts: Iterable[str] = DEFAUL
                     items.append(
                         ListEntry(len(items), (float(label),), os.path.relpath(fpath, root))
                     )
-        for path, label in cat.items():
-            log.info("label %d: %s", label, os.path.relpath(path, root))
+                else:
+                    skipped += 1
     else:
         for fname in sorted(os.listdir(root)):
             fpath = os.path.join(root, fname)
             if os.path.splitext(fname)[1].lower() in exts and os.path.isfile(fpath):
                 items.append(ListEntry(len(items), (0.0,), os.path.relpath(fpath, root)))
-    return items
+            elif not os.path.isdir(fpath):  # (a sub-folder is not listed without recursive)
+                skipped += 1
+    return items, skipped
+
+
+def _class_table(items: Sequence[ListEntry]) -> list[tuple[int, str, int]]:
+    """``(label, folder, images)`` per class, in label order (the folder of its images)."""
+    classes: dict[int, list] = {}
+    for e in items:
+        entry = classes.setdefault(int(e.labels[0]), [os.path.dirname(e.path) or ".", 0])
+        entry[1] += 1
+    return [(label, folder, n) for label, (folder, n) in sorted(classes.items())]
 
 
 def split_list(
@@ -107,8 +124,13 @@ def make_lists(
     seed: int = MXNET_SEED,
     storage_options: dict[str, Any] | None = None,
     layout: str = "mxnet",
+    verbose: bool = False,
 ) -> list[str]:
     """Write the ``.lst`` file(s) for the images under ``root``; returns their names.
+
+    Logs one summary line (images, classes, files skipped, the lists written) at INFO on
+    the ``recio.im2rec`` logger; ``verbose``: a line per class before it (label, folder,
+    images), which for ImageNet is a thousand.
 
     With ``layout="insightface"`` each list is written as packing in that layout orders
     it: grouped by label (classes in increasing label value, each in the shuffled or
@@ -121,12 +143,16 @@ def make_lists(
     """
     face = check_layout(layout) == "insightface"
     exts = list(exts)
-    items = list_images(root, recursive, exts)
+    items, skipped = _walk_images(root, recursive, exts)
     if not items:
         raise ValueError(_nothing_to_list(root, recursive, exts))
+    classes = _class_table(items)
+    if verbose:
+        for label, folder, n in classes:
+            log.info("label %d: %s (%d images)", label, folder, n)
     if shuffle:
         random.Random(seed).shuffle(items)  # same sequence as random.seed(seed); shuffle()
-    written = []
+    written, counts = [], []
     for name, entries in split_list(
         items, prefix, chunks=chunks, train_ratio=train_ratio, test_ratio=test_ratio
     ):
@@ -140,12 +166,21 @@ def make_lists(
             raise
         out.commit()
         written.append(name)
-        if entries:
-            log.info("wrote %s (%d images)", name, len(entries))
-        else:  # a ratio too small for the chunk: packing this list will be refused
+        counts.append(f"{name} ({len(entries):,})")
+        if not entries:  # a ratio too small for the chunk: packing this list will be refused
             log.warning("wrote %s with no image (ratios too small for chunks of %d?)", name,
                         (len(items) + chunks - 1) // chunks)  # fmt: skip
+    others = "/".join(sorted({e.lower() for e in exts}))
+    log.info(
+        "listed %s from %s (%s skipped: not %s); wrote %s",
+        f"{_count(len(items), 'image')} in {_count(len(classes), 'class', 'classes')}", root,
+        _count(skipped, "other file"), others, ", ".join(counts),
+    )  # fmt: skip
     return written
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else many or one + 's'}"
 
 
 def _nothing_to_list(root: str, recursive: bool, exts: Sequence[str]) -> str:

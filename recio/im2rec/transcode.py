@@ -3,7 +3,10 @@
 JPEG → JPEG (the common case) stays in C: recio's native decoder crops and resizes, then
 libjpeg-turbo encodes, in one call that releases the GIL, so im2rec's worker threads run
 in parallel. EXIF-rotated JPEGs, PNGs and everything else Pillow reads go through Pillow.
-``--pass-through`` checks the headers and keeps the bytes.
+``--pass-through`` checks the headers and keeps the bytes (with ``--restart-interval``,
+a JPEG's bytes are transcoded losslessly, as ``recio optimize`` does). Every JPEG encoded
+gets the restart markers ``restart`` asks for (NOTE [restart markers] in
+:mod:`~recio.im2rec.optimize`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import numpy as np
 
 from .. import decode
 from ..records.format import IRHeader, ListEntry, pack
-from .encoder import JpegEncoder
+from .encoder import JpegEncoder, restart_code
 
 
 class SkipImage(Exception):
@@ -42,8 +45,12 @@ class EncodeOptions:
     # smaller source: ``--resize`` of a long thin strip (68 KB of PNG) asked for gigabytes.
     # An output no larger than its source is always made: decoding the source cost that.
     max_output_bytes: int = 64 << 20
+    # Restart markers in every JPEG encoded: every N MCUs, "row", or 0 (none). With
+    # pass_through, JPEGs are transcoded losslessly to get them (0 keeps their bytes).
+    restart: int | str = 0
 
     def __post_init__(self) -> None:
+        restart_code(self.restart)  # ValueError when it is not an interval
         if self.color not in (-1, 0, 1):
             raise ValueError(f"color must be -1, 0 or 1, not {self.color}")
         if self.encoding not in (".jpg", ".png"):
@@ -243,6 +250,7 @@ def encode_images(datas: Sequence[bytes], opts: EncodeOptions) -> list[bytes | S
             crops=np.array([job.crop for _, job in todo], np.int32),
             quality=opts.quality,
             gray=gray,
+            restart=opts.restart,
         )
         errors = encoder.last_errors()
         for (i, _), st, jpeg, err in zip(todo, status, jpegs, errors, strict=True):
@@ -273,8 +281,22 @@ def _encode_one(data: bytes, opts: EncodeOptions) -> bytes:
         raise SkipImage("empty file")
     if opts.pass_through:
         check_image(data)
+        if opts.restart and _sniff(data) == "jpeg":
+            return _restart_marked(data, opts)
         return data
     return _encode_pillow(data, opts)
+
+
+def _restart_marked(jpeg: bytes, opts: EncodeOptions) -> bytes:
+    """The JPEG losslessly transcoded with opts' restart markers.
+
+    A JPEG that cannot be (damaged: its decode is not well defined) keeps its bytes.
+    """
+    encoder = _native_encoder()
+    if encoder is None:
+        raise SkipImage("restart markers need recio's native extension")
+    status, (out,) = encoder.optimize_jpeg([jpeg], restart=opts.restart)
+    return out if status[0] == 0 else jpeg
 
 
 class _NativeJob(NamedTuple):
@@ -347,7 +369,9 @@ def _encode_pillow(data: bytes, opts: EncodeOptions) -> bytes:
     encoder = _native_encoder() if opts.encoding == ".jpg" and im.mode == "RGB" else None
     if encoder is not None:  # resize and encode in C: ~4x faster than Pillow's resize alone
         crop = (box[0], box[1], box[2] - box[0], box[3] - box[1])
-        return encoder.resize_encode(np.asarray(im), size, crop=crop, quality=opts.quality)
+        return encoder.resize_encode(
+            np.asarray(im), size, crop=crop, quality=opts.quality, restart=opts.restart
+        )
     if size != im.size or box != (0, 0, *im.size):
         im = im.resize(size, Image.Resampling.BILINEAR, box=box)
     if opts.encoding == ".png":
@@ -358,15 +382,18 @@ def _encode_pillow(data: bytes, opts: EncodeOptions) -> bytes:
         im = im.convert(im.mode[:-1])
     tj = _turbojpeg()
     if im.mode == "L":
-        return tj.encode(
+        jpeg = tj.encode(
             np.asarray(im),
             quality=opts.quality,
             pixel_format=_TJPF_GRAY,
             jpeg_subsample=_TJSAMP_GRAY,
         )
-    return tj.encode(
-        np.asarray(im), quality=opts.quality, pixel_format=_TJPF_RGB, jpeg_subsample=_TJSAMP_420
-    )
+    else:
+        jpeg = tj.encode(
+            np.asarray(im), quality=opts.quality, pixel_format=_TJPF_RGB,
+            jpeg_subsample=_TJSAMP_420,
+        )  # fmt: skip
+    return _restart_marked(jpeg, opts) if opts.restart else jpeg
 
 
 def read_file(path: str) -> bytes:
@@ -471,6 +498,7 @@ def make_batch(
             "color": opts.color,
             "quality": opts.quality,
             "max_output_bytes": limit,
+            "restart": restart_code(opts.restart),
         },
     )
     others: list = [None] * len(entries)

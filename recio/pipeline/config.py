@@ -1,7 +1,7 @@
 """What an iterator is asked to do, checked once: ``IterConfig`` and its parameter groups.
 
 Both iterators, the CPU ``ImageRecordIter`` and the DALI stage, take MXNet's
-``ImageRecordIter`` keywords (all 61 of MXNet 1.9.1, README "MXNet's parameters").
+``ImageRecordIter`` keywords (all 61 of MXNet 1.9.1, docs/iterator.md, "MXNet's parameters").
 :meth:`IterConfig.from_mxnet` sorts them into frozen groups (``CropSpec``, ``ColourSpec``,
 ``GeometrySpec``, ``Normalize``, ``Sharding``, ``Storage``) and the top-level settings, and
 every group checks its own values, so a group built directly (``crop=CropSpec(...)``) is
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .. import dist
-from .._checks import check_choice, check_int
+from .._checks import check_choice, check_data_shape, check_int
 from ..augment import ColourSpec, CropSpec, GeometrySpec
 from ..sampling.mixing import Mixture, Source
 from ..sampling.sampler import LastBatch, Shuffle
@@ -201,6 +201,12 @@ _NOTED = {
     "mean_a": "the output has no alpha channel",
     "std_a": "the output has no alpha channel",
 }
+# Their MXNet 1.9.1 defaults: given explicitly (as ported code often does) they say nothing.
+_NOTED_DEFAULTS = {"ctx": "gpu", "device_id": 0, "verbose": True, "data_name": "data",
+                   "label_name": "softmax_label", "aug_seq": "aug_default", "mean_a": 0.0,
+                   "std_a": 1.0}  # fmt: skip
+# MXNet's "" for a file it reads beside the .rec: no such file (recio's None).
+_EMPTY_MEANS_NONE = ("path_imglist", "path_imgidx", "mean_img")
 _noted: set[str] = set()
 
 
@@ -245,8 +251,9 @@ class IterConfig:
     last_batch: str = "pad"
     on_error: str = "skip"
     interpolation: str = "bilinear"
-    preprocess_threads: int | None = None
+    preprocess_threads: int | str | None = None  # None or "auto": NOTE [resource plan]
     prefetch_buffer: int | None = None
+    memory_budget: int | None = None  # bytes for batches in flight (NOTE [resource plan])
     crop: CropSpec | None = None  # None: the centre crop of the output size
     colour: ColourSpec = field(default_factory=ColourSpec)
     geometry: GeometrySpec = field(default_factory=GeometrySpec)
@@ -262,16 +269,7 @@ class IterConfig:
             raise TypeError(
                 "a Mixture's .idx files are its sources' (Source(idx=)), not path_imgidx"
             )
-        try:
-            shape = tuple(int(v) for v in self.data_shape)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"data_shape must be (channels, height, width), not {self.data_shape!r}"
-            ) from None
-        if len(shape) != 3 or min(shape) <= 0:
-            raise ValueError(f"data_shape must be (channels, height, width), not {self.data_shape}")
-        if shape[0] != 3:
-            raise ValueError(f"data_shape must have 3 channels (RGB), not {shape[0]}")
+        shape = check_data_shape(self.data_shape)
         object.__setattr__(self, "data_shape", shape)
         check_int("batch_size", self.batch_size, 1)
         check_int("seed", self.seed)
@@ -308,8 +306,10 @@ class IterConfig:
                 "resample='opencv' the filter is OpenCV's inter_method (0 nearest, 1 bilinear, "
                 "2 bicubic, 3 area, 4 Lanczos, 9 by direction, 10 random)"
             )
-        if self.preprocess_threads is not None:
+        if self.preprocess_threads is not None and self.preprocess_threads != "auto":
             check_int("preprocess_threads", self.preprocess_threads, 1)
+        if self.memory_budget is not None:
+            check_int("memory_budget", self.memory_budget, 1)
         if self.prefetch_buffer is not None:
             check_int("prefetch_buffer", self.prefetch_buffer, 1)
         if self.crop is None:
@@ -395,7 +395,11 @@ class IterConfig:
         shuffle of chunks of the file) is recio's block shuffle, and ``shuffle_chunk_seed``
         its seed where ``seed`` is not given. The keywords that change nothing here
         (``ctx``, ``device_id``, ``verbose``, ``data_name``, ``label_name``, ``aug_seq``,
-        ``mean_a``, ``std_a``) are accepted with a note, once per process.
+        ``mean_a``, ``std_a``) are accepted with a note, once per process, unless given
+        MXNet's default. Every keyword takes MXNet 1.9.1's default value and then does
+        what omitting it does in MXNet: ``""`` for ``path_imglist``, ``path_imgidx`` and
+        ``mean_img`` means no such file, ``None`` for ``dtype``, ``seed_aug`` and
+        ``min_aspect_ratio`` means not set, ``num_parts=1`` one part (not the environment's).
 
         Raises:
             TypeError: an unknown keyword (the message lists them) or a value of the wrong
@@ -436,9 +440,7 @@ class IterConfig:
             fields["normalize"]["dtype"] = "float32"
         if aspect:
             _aspect(aspect, fields)
-        shape = tuple(data_shape)
-        if len(shape) != 3:
-            raise ValueError(f"data_shape must be (channels, height, width), not {data_shape}")
+        shape = check_data_shape(data_shape)  # (before the crop is made from it)
         groups: dict[str, Any] = {}
         for name, group in given.items():
             if group is not None and fields[name]:
@@ -464,7 +466,10 @@ def _mxnet_only(keywords: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]
                     f"aug_seq={value!r}: recio has MXNet's default augmenter only "
                     "(aug_seq='aug_default'); its parameters are ImageRecordIter's keywords"
                 )
-            _note(key, value)
+            if value != _NOTED_DEFAULTS[key]:
+                _note(key, value)
+        elif key in _EMPTY_MEANS_NONE and isinstance(value, str) and not value:
+            rest[key] = None
         elif key == "shuffle_chunk_size":
             check_int("shuffle_chunk_size", value, 0)
             if value and "shuffle_mode" not in keywords:  # chunks of the file: blocks

@@ -29,6 +29,7 @@ import contextlib
 import dataclasses
 import queue
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -37,12 +38,15 @@ import numpy as np
 
 from ..augment import KeyedDraw
 from ..decode import DecodeOptions, DecodePool, Status
+from ..errors import RecordIOError
 from ..records.checksum import MismatchedPayload
 from ..records.file import RecordFile
 from ..storage import FetchOptions, Lookahead, Prefetcher, clock
+from .autotune import Governor, ThreadTuner
 from .batch_buffers import BatchBuffers
 from .config import IterConfig
 from .mxnet_inputs import ImageList, load_mean_image
+from .plan import ResourcePlan, log_once, make_plan
 from .positioned import Batch, IterStats, PositionedIterator
 from .read_decode import BatchReader, DecodedBatch, PendingBatch, submit_read_and_decode
 from .refill import Refill, decoded
@@ -70,13 +74,14 @@ class ImageRecordIter(PositionedIterator):
     ``fill_value``, ``max/min_crop_size``, ``inter_method``: one affine warp per image,
     :mod:`recio.augment.geometry`), ``mirror``, ``scale``, ``mean_img``, ``path_imglist``,
     ``seed_aug``, ``shuffle_chunk_size``/``shuffle_chunk_seed``, and every other MXNet
-    1.9.1 keyword (README, "MXNet's parameters"); and recio's own:
+    1.9.1 keyword (docs/iterator.md, "MXNet's parameters"); and recio's own:
     ``last_batch`` ("pad" | "discard" | "rollover"; default from ``round_batch``),
     ``on_error`` ("skip" | "raise" | "replace"), ``kv`` (any object with ``.rank`` and
     ``.num_workers``), ``storage_options`` (fsspec), ``shuffle_mode`` ("global" | "block"),
     ``block_parts``, ``interpolation``, ``channel_order``, ``cache_dir`` and ``cache_limit``
     (remote blocks kept on local disk, at most that many bytes: NOTE [block cache]),
-    ``fetch`` (:class:`~recio.storage.FetchOptions`), ``verify_checksums`` (True | False |
+    ``fetch`` (:class:`~recio.storage.FetchOptions`), ``memory_budget`` (bytes the batches in
+    flight and the read-ahead may take; NOTE [resource plan]), ``verify_checksums`` (True | False |
     "auto": check records against their checksum sidecar, by default wherever one exists; a record
     that does not match is a bad image for ``on_error``, counted in
     ``stats.checksum_mismatches``). ``path_imgrec`` may also be a
@@ -91,7 +96,10 @@ class ImageRecordIter(PositionedIterator):
     Iterating yields one epoch; iterating again (or ``reset()``) starts the next.
     ``state_dict()``/``load_state_dict()`` resume mid-epoch, also on another world size
     (NOTE [resume state] in :mod:`recio.pipeline.positioned`); on the same one exactly: same record
-    ids, same augmentation draws. ``stats`` counts decoded and bad images.
+    ids, same augmentation draws. ``stats`` counts decoded and bad images, and the seconds
+    of each stage (``stats.stages``, NOTE [stage times]). ``preprocess_threads`` defaults to
+    ``"auto"``: this rank's share of the cores, tuned while it runs (NOTE [thread tuner]);
+    ``plan`` says what was chosen and why (NOTE [resource plan]).
     """
 
     def __init__(
@@ -104,7 +112,17 @@ class ImageRecordIter(PositionedIterator):
         tracer: Tracer | None = None,
         **keywords: Any,
     ) -> None:
-        self._open(IterConfig.given(config, path_imgrec, data_shape, batch_size, **keywords))
+        config = IterConfig.given(config, path_imgrec, data_shape, batch_size, **keywords)
+        # this rank's threads, prefetch and read-ahead (NOTE [resource plan])
+        self.plan: ResourcePlan = make_plan(
+            int(np.prod(config.batch_shape)) * np.dtype(config.normalize.dtype).itemsize,
+            threads=config.preprocess_threads,
+            prefetch=config.prefetch_buffer,
+            memory_budget=config.memory_budget,
+            fetch=config.storage.fetch,
+        )
+        self._open(_planned(config, self.plan))
+        log_once(self.plan)
         config = self.config
         self.crop = config.crop
         norm = config.normalize
@@ -116,7 +134,12 @@ class ImageRecordIter(PositionedIterator):
         self._imglist = None
         if config.path_imglist is not None:
             self._imglist = ImageList(config.path_imglist, config.label_width)
-        self.pool = DecodePool(config.preprocess_threads)
+        self.pool = DecodePool(self.plan.max_threads)
+        self.pool.set_active_threads(self.plan.threads)
+        tuner = None
+        if self.plan.tuned and self.pool.backend == "native" and self.plan.max_threads > 1:
+            tuner = ThreadTuner(self.plan.max_threads, self.plan.threads)
+        self._governor = Governor(self.pool, self.stats.stages, tuner)
         self.tracer = tracer
         # Batch arrays outlive each epoch's pipeline: two in decode, the queued ones, and the
         # one the consumer holds are in flight at once.
@@ -132,6 +155,7 @@ class ImageRecordIter(PositionedIterator):
     def _produce(self) -> Batch:
         if self._pipeline is None:
             self._start_pipeline()
+        entered = time.perf_counter()
         if self.tracer is None:  # a context manager less per batch: small images feel it
             item = self._pipeline.get()
         else:
@@ -141,6 +165,10 @@ class ImageRecordIter(PositionedIterator):
             self._stop_pipeline()
             raise item.error
         batch, status, reasons, record_ids = item
+        # NOTE [stage times], NOTE [thread tuner]
+        self._governor.batch(
+            entered, time.perf_counter(), len(record_ids) - batch.pad, self._pipeline
+        )
         if status is None:  # every image decoded (a lean batch)
             self.stats.decoded += len(record_ids) - batch.pad
             return batch
@@ -177,6 +205,8 @@ class ImageRecordIter(PositionedIterator):
         )
 
     def _stop_pipeline(self) -> None:
+        if getattr(self, "_governor", None) is not None:
+            self._governor.pause()
         if self._pipeline is not None:
             self._pipeline.stop()
             self._pipeline = None
@@ -187,6 +217,17 @@ class ImageRecordIter(PositionedIterator):
         self._stop_pipeline()
         self._finalizer()  # also drops the next epoch's lookahead fetches
         self.records.close()
+
+
+def _planned(config: IterConfig, plan: ResourcePlan) -> IterConfig:
+    """``config`` with the plan's prefetch and read-ahead where the budget lowered them."""
+    changes: dict[str, Any] = {}
+    if config.prefetch_buffer is None and plan.depth != _DEFAULT_PREFETCH:
+        changes["prefetch_buffer"] = plan.depth
+    if config.storage.fetch is None and plan.read_ahead != FetchOptions().read_ahead:
+        fetch = FetchOptions(read_ahead=plan.read_ahead)
+        changes["storage"] = dataclasses.replace(config.storage, fetch=fetch)
+    return dataclasses.replace(config, **changes) if changes else config
 
 
 def _queue_depth(config: IterConfig) -> int:
@@ -344,6 +385,7 @@ class _Pipeline(_Run):
         # errors included, so the consumer sees exactly what one thread would give it; one
         # more batch array is in flight. (A local file needs no thread: NOTE [queued
         # batches].)
+        self.blocked = self.fetch_wait = 0.0  # NOTE [stage times]
         self._taken = self.first_step  # the next step a decode thread takes from read_q
         self._take_lock = threading.Lock()
         self._turn = self.first_step  # the step whose batch goes into ready_q next
@@ -381,6 +423,16 @@ class _Pipeline(_Run):
     # consumer side
 
     def get(self):
+        self.blocked = 0.0  # the consumer's wait for the decoders (NOTE [stage times])
+        with contextlib.suppress(queue.Empty):
+            return self.ready_q.get_nowait()
+        start = time.perf_counter()
+        try:
+            return self._get_blocking()
+        finally:
+            self.blocked = time.perf_counter() - start
+
+    def _get_blocking(self):
         while True:
             try:
                 return self.ready_q.get(timeout=_POLL)
@@ -389,6 +441,10 @@ class _Pipeline(_Run):
                     return _Failure(ValueError("the ImageRecordIter was closed"))
                 if not any(t.is_alive() for t in self.threads) and self.ready_q.empty():
                     return _Failure(RuntimeError("recio pipeline threads ended unexpectedly"))
+
+    def ready_share(self) -> float:
+        """The share of the ready queue's room that decoded batches fill (NOTE [thread tuner])."""
+        return self.ready_q.qsize() / max(1, self.ready_q.maxsize)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -486,10 +542,24 @@ class _Pipeline(_Run):
 
     def _read_batches(self, plans, fetched) -> None:
         """Queue each plan's batch for the decoders (``fetched``: its payloads)."""
-        for plan, payloads in zip(plans, _traced(self.tracer, "read", fetched), strict=False):
+        fetched = self._timed(_traced(self.tracer, "read", fetched))
+        for plan, payloads in zip(plans, fetched, strict=False):
             raw = self._raw(plan, payloads)
             with maybe_span(self.tracer, "queue wait (read queue full)"):
                 self._put(self.read_q, raw)
+
+    def _timed(self, items):
+        """Yield from ``items``, adding the time each took to come to ``fetch_wait``."""
+        items = iter(items)
+        while True:
+            start = time.perf_counter()
+            try:
+                item = next(items)
+            except StopIteration:
+                return
+            finally:
+                self.fetch_wait += time.perf_counter() - start  # NOTE [stage times]
+            yield item
 
     def _decode(self) -> None:
         while True:
@@ -549,12 +619,20 @@ class _Pipeline(_Run):
         return DecodedBatch(got.status, got.labels, got.ids, reasons)
 
     def _payloads(self, raw: _RawBatch) -> list:
-        """The records' payloads, parsed from their fetched extents (mismatches as they are)."""
-        frame = self.records.framed
+        """The records' payloads, parsed from their fetched extents (mismatches as they are).
+
+        A record whose frames are damaged is marked, a bad slot for ``on_error``.
+        """
         return [
-            e if type(e) is MismatchedPayload else frame(int(i), e)
+            e if type(e) is MismatchedPayload else self._framed(int(i), e)
             for i, e in zip(raw.positions.tolist(), raw.payloads, strict=True)
         ]
+
+    def _framed(self, i: int, extent) -> Any:
+        try:
+            return self.records.framed(i, extent)
+        except RecordIOError as exc:
+            return MismatchedPayload(self.records.bad_record(i, exc))
 
     def _put_in_turn(self, step: int, item) -> None:
         """Put the item of ``step`` into ready_q once those of the steps before it are in."""
@@ -609,6 +687,7 @@ class _QueuedPipeline(_Run):
         # finished is the other (the same arrays in flight)
         self.depth = _ready_depth(it.config) + 1
         self._next = self.first_step  # the next step to submit
+        self.blocked = 0.0  # the last get's wait for the pool (NOTE [stage times])
         self._queued: collections.deque = collections.deque()  # (step, raw, out, pending, t0)
         self._lock = threading.RLock()  # get against a stop() from another thread
         self.reader = BatchReader(
@@ -629,9 +708,13 @@ class _QueuedPipeline(_Run):
             if isinstance(pending, _Failure):
                 self._queued.popleft()
                 return pending
-            while not pending.wait(_POLL):
-                if self.stopping.is_set():  # close() from another thread
-                    return _Failure(ValueError("the ImageRecordIter was closed"))
+            self.blocked = 0.0  # the consumer's wait for the pool (NOTE [stage times])
+            if not pending.wait(0):
+                start = time.perf_counter()
+                while not pending.wait(_POLL):
+                    if self.stopping.is_set():  # close() from another thread
+                        return _Failure(ValueError("the ImageRecordIter was closed"))
+                self.blocked = time.perf_counter() - start
             self._queued.popleft()
             if self.tracer is not None:  # the pool's work on it, from submit to done
                 end = self.tracer.now_us()
@@ -676,6 +759,12 @@ class _QueuedPipeline(_Run):
                 self._next = self.end_step
                 return
             self._queued.append((step, raw, out, pending, t0))
+
+    def ready_share(self) -> float:
+        """The share of the queued batches the pool has finished (NOTE [thread tuner])."""
+        queued = list(self._queued)
+        done = sum(1 for q in queued if isinstance(q[3], _Failure) or q[3].wait(0))
+        return done / max(1, len(queued))
 
     def stop(self) -> None:
         self.stopping.set()

@@ -20,7 +20,10 @@ dataset (``num_records`` and ``fingerprint``, a hash of the index's offsets), wh
 chosen by the first run. ``step``, ``batch_size``, ``part_index`` and ``num_parts`` say
 where the saving rank stood; a state without ``consumed`` (saved before it existed) is read
 through them, with block shuffle's geometry of then (blocks of 256, windows of 4 per rank,
-one partition per rank).
+one partition per rank). Before any of that, every field is checked for its type and range
+(:mod:`.resume_state`): a state from a checkpoint may have been written by hand or turned
+into floats, and a truncated ``epoch`` or a ``step`` past its epoch's end would resume at
+the wrong place without a word.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import numpy as np
 
 from .._checks import check_choice
 from ..decode.status import STATUS_NAMES
-from ..errors import DecodeError
+from ..errors import DecodeError, ResumeStateError
 from ..records.checksum import CHECKSUM_MISMATCH
 from ..records.file import RecordFile
 from ..records.samples import RecordLayout, detect_layout
@@ -43,6 +46,8 @@ from ..records.shards import ShardedRecords, open_records
 from ..sampling.mixing import MixPlan, Mixture, open_mixture, plan_mixture
 from ..sampling.sampler import LastBatch, Sampler, Shuffle
 from .config import ON_ERROR, IterConfig
+from .resume_state import check_state, check_step, refuse
+from .stage_times import StageTimes
 
 log = logging.getLogger("recio")
 
@@ -79,6 +84,8 @@ class IterStats:
     bad_records: dict[int, str] = field(default_factory=dict)  # record id -> error
     # a mixture (recio.sampling.mixing): samples delivered per source, padding left out
     sources: dict[str, int] = field(default_factory=dict)
+    # seconds per stage (NOTE [stage times] in recio/pipeline/stage_times.py)
+    stages: StageTimes = field(default_factory=StageTimes, compare=False)  # times: not compared
 
     def count_sources(self, tally: dict[str, int]) -> None:
         """Add one batch's samples per source (:meth:`recio.sampling.mixing.MixPlan.tally`)."""
@@ -373,14 +380,18 @@ class PositionedIterator:
         epoch is shared between this run's ranks, each remaining sample once.
 
         Raises:
-            ValueError: the state cannot be honoured (another dataset, seed, shuffle, ...);
-                the message names the field and both values.
+            ResumeStateError: the state cannot be honoured (another dataset, seed, shuffle,
+                ...; a field out of range or missing); the message names the field and
+                both values. A ``ValueError``.
+            ResumeStateTypeError: ``state`` is no dict, or a field is not a whole number
+                (also a ``TypeError``).
         """
+        check_state(state)
         epoch, consumed, changes = self._resume_point(state)
         try:
             sampler = self.sampler.resumed(epoch, consumed, **changes)
         except ValueError as exc:
-            raise ValueError(f"cannot resume from this state: {exc}") from None
+            raise ResumeStateError(f"cannot resume from this state: {exc}") from None
         self._restart()
         self.sampler = sampler
         self._sampler_changed()
@@ -400,10 +411,10 @@ class PositionedIterator:
             mine = {"mixture": None if self.mix is None else self.mix.describe(), **mine}
         for key, value in mine.items():
             if key in state and state[key] != value:
-                _refuse(key, state[key], value)
+                refuse(key, state[key], value)
         theirs = state.get("last_batch", s.last_batch.value)
         if (theirs == LastBatch.ROLLOVER.value) != (s.last_batch is LastBatch.ROLLOVER):
-            _refuse("last_batch", theirs, s.last_batch.value, "rollover's epochs are one stream")
+            refuse("last_batch", theirs, s.last_batch.value, "rollover's epochs are one stream")
         epoch = int(state["epoch"])
         legacy = "consumed" not in state
         changes: dict[str, int] = {}
@@ -417,7 +428,7 @@ class PositionedIterator:
                 }
             wanted = self.config.block_parts
             if wanted is not None and geometry.get("block_parts", wanted) != wanted:
-                _refuse("block_parts", geometry["block_parts"], wanted)
+                refuse("block_parts", geometry["block_parts"], wanted)
             changes = {k: int(v) for k, v in geometry.items() if v != getattr(s, k)}
         if not legacy:
             return epoch, int(state["consumed"]), changes
@@ -429,10 +440,8 @@ class PositionedIterator:
             last_batch=s.last_batch,
         )
         step = int(state["step"])
-        if step < 0 or epoch < 0:
-            raise ValueError(f"cannot resume from this state: epoch {epoch}, step {step}")
-        # a step past the end was an epoch with nothing left, as it is now
-        return epoch, saved.consumed_at(epoch, min(step, saved.steps_in_epoch(epoch))), changes
+        check_step(step, saved.steps_in_epoch(epoch), epoch)  # at the end: nothing left
+        return epoch, saved.consumed_at(epoch, step), changes
 
     # --- for subclasses -----------------------------------------------------------------
 
@@ -460,10 +469,3 @@ class PositionedIterator:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _refuse(key: str, theirs: Any, mine: Any, why: str = "") -> None:
-    raise ValueError(
-        f"cannot resume from this state: it was saved with {key}={theirs!r}, this iterator "
-        f"has {key}={mine!r}" + (f" ({why})" if why else "")
-    )

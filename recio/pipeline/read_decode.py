@@ -183,7 +183,7 @@ class BatchReader:
         """
         records = self.records
         records.check_open()
-        view = records.local_view(positions)
+        view = records.local_view(positions, keep_lost=True)  # lost: bad slots (_FilePending)
         offsets = records.offsets[positions]
         handle, labels, ids = self._job.queue(view, offsets, out, positions, rows)
         return LocalPending(self, positions, offsets, view, out, rows, handle, labels, ids)
@@ -213,7 +213,7 @@ class BatchReader:
             )  # fmt: skip
         positions = np.asarray(positions, dtype=np.int64)
         records.check_open()
-        view = records.local_view(positions)
+        view = records.local_view(positions, keep_lost=True)  # lost: bad slots (_FilePending)
         offsets = records.offsets[positions]
         pending = self._job.submit(view, offsets, out, positions)
         args = (records, positions, positions, self.pool, out, self.label_width, self.draw,
@@ -248,9 +248,13 @@ class LocalPending:
         """
         reader = self.reader
         records = reader.records
+        failed = self.handle.result() is not None  # its error texts: some slot failed
+        status, starts, lengths = self.rows[:3]  # NOTE [index gaps]: where each record ends
+        records.check_record_ends(self.positions, starts + lengths, status != _RECORD)
         if (
-            self.handle.result() is not None  # its error texts: some slot failed
+            failed
             or reader.label_width > 1
+            or records.lost(self.positions)  # the file changed under the map
             or (
                 records.checksums is not None
                 and not records.view_matches(self.view, self.offsets, self.positions)
@@ -354,7 +358,7 @@ def _submit_file(
             raise_bad_headers)  # fmt: skip
     if payloads is None and records.is_local:
         records.check_open()
-        view = records.local_view(positions)
+        view = records.local_view(positions, keep_lost=True)  # lost: bad slots (_FilePending)
         offsets = records.offsets[positions]
         pending = pool.submit_records(
             view, offsets, out, label_width=label_width, draw=draw, records=keys,
@@ -378,6 +382,9 @@ class _FilePending:
         return self.pending is None or self.pending.wait(timeout)
 
     def result(self) -> DecodedBatch:
+        return self._checked(self._result())
+
+    def _result(self) -> DecodedBatch:
         (records, positions, keys, pool, out, label_width, draw, options, payloads,
          raise_bad_headers) = self.args  # fmt: skip
         n = len(positions)
@@ -385,6 +392,8 @@ class _FilePending:
             got = self.pending.result()
             offsets = self.offsets
             status, labels, ids = got.status, got.labels, got.ids
+            ends = got.images.starts + got.images.lengths  # NOTE [index gaps]
+            records.check_record_ends(positions, ends, status != _RECORD)
             failed = self.pending.failed
             reasons = pool.last_errors() if failed or failed is None and status.any() else None
             if records.checksums is not None:  # the exact path below checks the slots it reads
@@ -415,6 +424,25 @@ class _FilePending:
             reasons = _merged_reasons(reasons, n, slow, exact)
         return DecodedBatch(status, labels, ids, reasons if status.any() else None)
 
+    def _checked(self, got: DecodedBatch) -> DecodedBatch:
+        """``got``, its records checked against the map once no thread reads it any more.
+
+        A record the map no longer holds (NOTE [map guard] in :mod:`recio.storage.mapped`)
+        is a bad slot (its TruncatedRecordError as the reason), or raised under
+        ``raise_bad_headers``: whatever it was decoded from, it is not the record's bytes.
+        """
+        records, positions, _, _, out, *_, raise_bad_headers = self.args
+        lost = records.lost(positions) if self.offsets is not None else {}
+        if not lost:
+            return got
+        if raise_bad_headers:
+            raise lost[min(lost)]
+        reasons = list(got.reasons) if got.reasons is not None else [None] * len(positions)
+        for j, error in lost.items():
+            got.status[j], reasons[j] = _CORRUPT, str(error)
+            out[j], got.labels[j], got.ids[j] = 0, 0, int(records.keys[positions[j]])
+        return DecodedBatch(got.status, got.labels, got.ids, reasons)
+
 
 def _verify_decoded(
     records, view, positions, out, status, labels, ids, reasons, raise_bad_headers
@@ -428,6 +456,8 @@ def _verify_decoded(
     problems = records.verify_view(view, positions[done])
     if not problems:
         return reasons
+    problems.update(records.lost(positions[done]))  # a mismatch where the file changed: lost
+    problems = {k: records.bad_record(int(positions[done[k]]), e) for k, e in problems.items()}
     if raise_bad_headers:
         raise problems[min(problems)]
     reasons = list(reasons) if reasons is not None else [None] * len(status)

@@ -151,7 +151,7 @@ def gather_words(
 
 def _read_local_batch(records: RecordFile, positions: np.ndarray, label_width: int) -> BatchRecords:
     """:func:`read_batch` of a local file (NOTE [batch parse])."""
-    view = records.local_view(positions)
+    view = records.local_view(positions, keep_lost=True)  # lost records: bad slots below
     offsets = records.offsets[positions]
     words = map_words(view)
     head, fast = gather_words(words, offsets, len(_WORD_AT))
@@ -162,6 +162,7 @@ def _read_local_batch(records: RecordFile, positions: np.ndarray, label_width: i
     starts = payload + IR_HEADER_SIZE + (flag << 2)
     fast &= (head[:, 0] == MAGIC) & (lrec <= MAX_PAYLOAD) & (ends <= len(view))  # cflag 0
     fast &= (starts <= ends) & (ids >= 0)
+    records.check_record_ends(positions, ends, fast)  # NOTE [index gaps]
     n = len(positions)
     headers = _Headers(n, label_width, ids)
     headers.labels[:] = head[:, 3:4].view("<f4")  # flag 0: the label, label_width times
@@ -177,7 +178,7 @@ def _read_local_batch(records: RecordFile, positions: np.ndarray, label_width: i
     parts: dict[int, bytes] = {}  # slot -> the image of a multi-frame record
     if not fast.all():
         slow = np.flatnonzero(~fast).tolist()
-        payloads = [records.read_from_view(view, int(positions[j])) for j in slow]
+        payloads = [_framed(records, view, int(positions[j])) for j in slow]
         headers.labels[slow] = 0
         headers.parse(records, positions, slow, payloads)
         for j, payload in zip(slow, payloads, strict=True):
@@ -190,8 +191,11 @@ def _read_local_batch(records: RecordFile, positions: np.ndarray, label_width: i
                 lengths[j] = len(payload) - start
             else:
                 parts[j] = payload[start:]
-    for j, error in records.verify_view(view, positions).items():
-        headers.problems[j] = error  # checked after the parse: its labels may be damaged too
+    problems = records.verify_view(view, positions)
+    problems.update(records.lost(positions))  # last: what the map lost, whatever it read as
+    for j, error in problems.items():
+        # checked after the parse: its labels may be damaged too
+        headers.problems[j] = records.bad_record(int(positions[j]), error)
         headers.labels[j], headers.single[j] = 0, False
         headers.ids[j] = int(records.keys[positions[j]])
         starts[j], lengths[j] = 0, 0
@@ -201,6 +205,18 @@ def _read_local_batch(records: RecordFile, positions: np.ndarray, label_width: i
     if parts:
         images = [parts[j] if j in parts else images[j] for j in range(n)]
     return BatchRecords(headers.labels, headers.ids, images, headers.problems)
+
+
+def _framed(records: RecordFile, view: memoryview, i: int) -> Any:
+    """Record ``i``'s payload from the map, or, where its frames are damaged, the error marked.
+
+    A damaged frame (magic, length word, continuation flag) is a bad record for the
+    reader's ``on_error``: the ``.idx`` finds the records after it.
+    """
+    try:
+        return records.read_from_view(view, i)
+    except RecordIOError as exc:
+        return MismatchedPayload(records.bad_record(i, exc))
 
 
 class _Headers:
@@ -229,10 +245,7 @@ class _Headers:
                 )
             except RecordIOError as exc:  # this record's header: the policy's to handle
                 position = int(positions[j])
-                self.problems[j] = RecordIOError(
-                    str(exc), path=records.url, offset=int(records.offsets[position]),
-                    record_index=position,
-                )  # fmt: skip
+                self.problems[j] = records.bad_record(position, exc)  # its file, byte and key
                 self.ids[j] = int(records.keys[position])  # the .idx key: the best id there is
                 continue
             self.single[j] = self.starts[j] == IR_HEADER_SIZE

@@ -52,7 +52,15 @@ from ..errors import (
     RecordIOError,
     TruncatedRecordError,
 )
-from .format import CFLAG_FIRST, CFLAG_MIDDLE, CFLAG_WHOLE, FRAME_HEADER_SIZE, MAGIC, MAX_PAYLOAD
+from .format import (
+    CFLAG_FIRST,
+    CFLAG_LAST,
+    CFLAG_MIDDLE,
+    CFLAG_WHOLE,
+    FRAME_HEADER_SIZE,
+    MAGIC,
+    MAX_PAYLOAD,
+)
 
 if TYPE_CHECKING:
     from .file import RecordFile
@@ -279,15 +287,16 @@ class SidecarWriter:
 
 
 class MismatchedPayload(bytes):
-    """The payload of a record whose checksum did not match: empty, carrying the error.
+    """The payload of a bad record: empty, carrying the error.
 
+    Its checksum did not match, its frames are damaged, or the map lost it.
     ``RecordFile.read_many(..., bad="mark")`` returns it in the record's place, so a
     batch reader turns it into a bad slot for ``on_error`` (skip, replace or raise).
     """
 
-    error: ChecksumError
+    error: RecordIOError
 
-    def __new__(cls, error: ChecksumError) -> MismatchedPayload:  # noqa: D102
+    def __new__(cls, error: RecordIOError) -> MismatchedPayload:  # noqa: D102
         self = super().__new__(cls, b"")
         self.error = error
         return self
@@ -311,6 +320,8 @@ def _walk_end(buf: memoryview, offset: int, path: str | None = None, base: int =
         if magic != MAGIC:
             raise CorruptRecordError(f"bad magic 0x{magic:08x}: not a record start", **where)
         cflag, length = lrec >> 29, lrec & MAX_PAYLOAD
+        if cflag > CFLAG_LAST or (cflag <= CFLAG_FIRST) != (pos == offset):  # 0|1, then 2|3
+            raise CorruptRecordError(f"frame with cflag {cflag} out of sequence", **where)
         end = pos + FRAME_HEADER_SIZE + length
         if end > len(buf):
             raise TruncatedRecordError("file ends inside a payload", **where)

@@ -8,6 +8,8 @@ either.
 
 from __future__ import annotations
 
+import errno
+import struct
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -15,12 +17,19 @@ from typing import Any
 import numpy as np
 
 from .. import storage
-from ..errors import ChecksumError, CorruptRecordError, IndexWarning
+from ..errors import (
+    ChecksumError,
+    CorruptRecordError,
+    IndexMismatchError,
+    IndexWarning,
+    RecordIOError,
+    TruncatedRecordError,
+)
 from .batch import BatchRecords, gather_words, map_words, read_file_batch
-from .checksum import resolve_verify
+from .checksum import MismatchedPayload, resolve_verify
 from .cursor import RecordCursor
 from .format import FRAME_HEADER_SIZE, MAGIC, MAX_PAYLOAD, parse_idx_arrays, read_record
-from .index import check_offsets, default_idx_path, not_a_record_start
+from .index import check_offsets, default_idx_path, first_gap, not_a_record_start, warn_gap
 from .protocol import RecordsBase
 from .samples import RecordLayout, layout_of_file
 from .scan import scan_source
@@ -28,6 +37,31 @@ from .shard_names import is_shard_spec
 from .verified import VerifiedReads, put_problems
 
 __all__ = ["RecordFile"]
+
+_scanned: set[str] = set()  # the .rec files already warned about (once each per process)
+
+
+def _missing(exc: FileNotFoundError, url: str, fix: str) -> FileNotFoundError:
+    """``exc`` (a file that is not there) as one sentence that names ``url`` and the fix."""
+    what = exc.strerror or ("no such file" if storage.is_local(url) else "no such file or bucket")
+    return FileNotFoundError(errno.ENOENT, f"{what} ({fix})", url)
+
+
+def _warn_scan(url: str) -> None:
+    """Say, once per file, that a ``.rec`` without ``.idx`` is read whole to find its records.
+
+    On a large or remote file the scan takes minutes; the warning comes before it, so the
+    wait is explained while it happens.
+    """
+    if url in _scanned:
+        return
+    _scanned.add(url)
+    warnings.warn(
+        f"{url} has no index ({default_idx_path(url)}): reading the whole file to find its "
+        f"records; `recio index {url}` writes the index once",
+        IndexWarning,
+        stacklevel=5,  # the caller of RecordFile()
+    )
 
 
 class RecordFile(VerifiedReads, RecordsBase):
@@ -76,12 +110,17 @@ class RecordFile(VerifiedReads, RecordsBase):
         self.verify_checksums = verify_checksums
         mode = resolve_verify(verify_checksums, self.url)
         self.closed = False
+        self._gap_seen = False  # NOTE [index gaps]: warned once per file
         self._start_stats()
         with storage.one_client():  # the .rec, .idx and sidecar through one client
-            self.source = storage.open_source(
-                self.url, storage_options, fetch=fetch, cache_dir=cache_dir,
-                cache_limit=cache_limit,
-            )  # fmt: skip
+            try:
+                self.source = storage.open_source(
+                    self.url, storage_options, fetch=fetch, cache_dir=cache_dir,
+                    cache_limit=cache_limit,
+                )  # fmt: skip
+            except FileNotFoundError as exc:
+                raise _missing(exc, self.url, "check the path, or make a .rec from an image "
+                               "folder with `recio im2rec`") from exc  # fmt: skip
             try:
                 self._load_index(idx_url)
                 self.checksums = self._load_checksums(mode)
@@ -96,11 +135,19 @@ class RecordFile(VerifiedReads, RecordsBase):
             idx_url = candidate if storage.exists(candidate, self.storage_options) else None
         self.idx_url = idx_url
         if idx_url is not None:
-            data = storage.read_bytes(idx_url, self.storage_options)
+            try:
+                data = storage.read_bytes(idx_url, self.storage_options)
+            except FileNotFoundError as exc:
+                raise _missing(
+                    exc, idx_url, f"the .idx given for {self.url}: check the path, leave it "
+                    f"out to use the one beside the .rec, or write it with `recio index "
+                    f"{self.url}`",
+                ) from exc  # fmt: skip
             self.keys, self.offsets = parse_idx_arrays(data, path=idx_url)
             del data  # the text of a 40M-line .idx is ~800 MB
             check_offsets(idx_url, self.keys, self.offsets, self.source)
         else:
+            _warn_scan(self.url)
             self.offsets = np.array(scan_source(self.source), dtype=np.int64)
             self.keys = np.arange(len(self.offsets), dtype=np.int64)
         self.lengths = self._extents()
@@ -146,6 +193,35 @@ class RecordFile(VerifiedReads, RecordsBase):
     def __len__(self) -> int:
         return len(self.offsets)
 
+    def check_record_ends(self, positions: Any, ends: Any, mask: np.ndarray | None = None) -> None:
+        """Warn once if a record read ends before the next one the ``.idx`` lists.
+
+        ``positions`` of records just read, ``ends`` where their frames end (bytes of the
+        file), ``mask`` which of them to look at (NOTE [index gaps]: the ``.idx`` leaves
+        out the records in between; an :class:`~recio.errors.IndexWarning` counts them).
+        """
+        if self._gap_seen or self.idx_url is None:
+            return
+        positions, ends = np.asarray(positions, dtype=np.int64), np.asarray(ends, np.int64)
+        # the common case in few array operations (a batch's consumer runs this)
+        stops = self.offsets[positions]
+        stops += self.lengths[positions]
+        padded = ends + 3
+        padded &= ~3
+        gap = padded < stops
+        if mask is not None:
+            gap &= mask
+        if not gap.any():
+            return
+        found = positions[gap]  # then the exact look, at these only
+        j = first_gap(self.offsets[found], self.lengths[found], ends[gap], self.size)
+        if j is not None:
+            self._gap_seen = True
+            p = int(found[j])
+            start = (int(ends[gap][j]) + 3) & ~3
+            stop = int(self.offsets[p] + self.lengths[p])
+            warn_gap(self.idx_url, self.source, start, stop, int(self.keys[p]))
+
     def read(self, i: int) -> memoryview | bytes:
         """The payload of the ``i``-th record in index order (zero-copy for local files).
 
@@ -160,10 +236,16 @@ class RecordFile(VerifiedReads, RecordsBase):
         # a whole-file copy is mended before the parse: a damaged header would stop it
         view = self.local_view(np.array([i])) if self._repairs else None
         try:
-            payload, _ = self._cursor.read_at(offset, i) if self.is_local else self._read_remote(i)
+            if self.is_local:
+                payload, end = self._cursor.read_at(offset, i)
+            else:
+                payload, end = self._read_remote(i)
+                end += offset  # the extent's own offsets
         except CorruptRecordError as exc:
             key = int(self.keys[i])
             raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
+        if end < offset + self.lengths[i] and not self._gap_seen:
+            self.check_record_ends([i], [end])
         if self.checksums is not None and self.is_local:
             positions = np.array([i])
             view = self.local_view(positions) if view is None else view
@@ -222,24 +304,31 @@ class RecordFile(VerifiedReads, RecordsBase):
         (truncated while open) raises ``TruncatedRecordError``. Otherwise as ``read``.
         ``until``: the clock of the last step the records are for (a block cache's
         schedule, :meth:`schedule_reads`). ``bad``: what a record whose checksum does not
-        match becomes, "raise" (its :class:`~recio.errors.ChecksumError`) or "mark" (a
-        :class:`~recio.records.checksum.MismatchedPayload` carrying it, for a batch's ``on_error``).
+        match, or whose frames are damaged, becomes: "raise" (its error) or "mark" (a
+        :class:`~recio.records.checksum.MismatchedPayload` carrying it, for a batch's
+        ``on_error``).
         """
         self.check_open()
         if bad not in ("raise", "mark"):
             raise ValueError(f'bad must be "raise" or "mark", not {bad!r}')
         if self.is_local:
-            out = self._read_many_local(indices)
+            positions = np.asarray(indices, dtype=np.int64)
+            problems: dict = {}
+            out = self._read_many_local(positions, problems)
             if self.checksums is not None:
-                positions = np.asarray(indices, dtype=np.int64)
-                problems = self.verify_view(self.local_view(positions), positions)
-                put_problems(out, problems, bad)
+                problems.update(self.verify_view(self.local_view(positions), positions))
+            if problems:  # read from a map that changed: truncation, whatever it read as
+                problems.update(self.lost(positions))
+            put_problems(out, problems, bad)
             return out
         datas, problems = self._fetch_extents(indices, until)
         out: list = [None] * len(datas)
         for j, (i, data) in enumerate(zip(indices, datas, strict=False)):
             if j not in problems:
-                out[j] = self.framed(int(i), data)
+                try:
+                    out[j] = self.framed(int(i), data)
+                except RecordIOError as exc:
+                    problems[j] = self.bad_record(int(i), exc)
         put_problems(out, problems, bad)
         return out
 
@@ -254,6 +343,10 @@ class RecordFile(VerifiedReads, RecordsBase):
         self.check_open()
         datas, problems = self._fetch_extents(indices, until)
         put_problems(datas, problems, "mark")
+        if not self._gap_seen:  # NOTE [index gaps]: where each one-frame record ends
+            ends = [_one_frame_end(data) for data in datas]
+            positions = np.asarray(indices, dtype=np.int64)
+            self.check_record_ends(positions, self.offsets[positions] + ends)
         return datas
 
     def _fetch_extents(
@@ -274,14 +367,17 @@ class RecordFile(VerifiedReads, RecordsBase):
     def framed(self, i: int, data) -> memoryview | bytes:
         """Record ``i``'s payload parsed from its extent ``data`` (errors as ``read``)."""
         try:
-            return self._parse_extent(i, data)[0]
+            payload, end = self._parse_extent(i, data)
         except CorruptRecordError as exc:
             key, offset = int(self.keys[i]), int(self.offsets[i])
             raise not_a_record_start(self.idx_url or self.url, key, offset, exc) from exc
+        if end < len(data) and not self._gap_seen:
+            self.check_record_ends([i], [int(self.offsets[i]) + end])
+        return payload
 
-    def _read_many_local(self, indices: Sequence[int]) -> list[memoryview | bytes]:
-        positions = np.asarray(indices, dtype=np.int64)
-        view = self.local_view(positions)
+    def _read_many_local(self, positions: np.ndarray, problems: dict) -> list[memoryview | bytes]:
+        """The payloads at ``positions``; a record that does not parse into ``problems``."""
+        view = self.local_view(positions, keep_lost=True)
         offsets = self.offsets[positions]
         words = map_words(view)
         head, plain = gather_words(words, offsets, 2)  # magic, lrec
@@ -289,23 +385,29 @@ class RecordFile(VerifiedReads, RecordsBase):
         starts = offsets + FRAME_HEADER_SIZE
         ends = starts + (lrec & MAX_PAYLOAD)
         plain &= (head[:, 0] == MAGIC) & (lrec <= MAX_PAYLOAD) & (ends <= len(view))  # cflag 0
+        self.check_record_ends(positions, ends, plain)
         out = [view[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
         for j in np.flatnonzero(~plain).tolist():
-            out[j] = self.read_from_view(view, int(positions[j]))
+            try:
+                out[j] = self.read_from_view(view, int(positions[j]))
+            except RecordIOError as exc:
+                problems[j] = self.bad_record(int(positions[j]), exc)
         return out
 
-    def local_view(self, positions: np.ndarray) -> memoryview:
-        """The map as far as the file reaches now (parsing it cannot fault).
+    def local_view(self, positions: np.ndarray, *, keep_lost: bool = False) -> memoryview:
+        """The map as far as it holds the file's bytes now (parsing it cannot fault).
 
         Of a whole-file copy of remote data, with a checksum sidecar, the records at
         ``positions`` are checked first and any damaged one mended (:meth:`_mend_copy`).
+        ``keep_lost``: a record the view no longer holds is the caller's to find (a batch
+        reader's bad slot, :meth:`lost`), not an error here.
 
         Raises:
             TruncatedRecordError: the file, truncated while open, lost a record of
-                ``positions``.
+                ``positions`` (unless ``keep_lost``).
         """
         view = self.source.current_view()  # parsing it cannot touch a page past the end
-        if len(view) < self.source.size:
+        if len(view) < self.source.size and not keep_lost:
             gone = np.flatnonzero(self.offsets[positions] + self.lengths[positions] > len(view))
             if gone.size:
                 i = int(positions[gone[0]])
@@ -313,6 +415,44 @@ class RecordFile(VerifiedReads, RecordsBase):
         if self._repairs:
             self._mend_copy(view, np.asarray(positions, dtype=np.int64))
         return view
+
+    def lost(self, positions: np.ndarray) -> dict[int, TruncatedRecordError]:
+        """The records of ``positions`` the map no longer holds in full: slot -> error.
+
+        Asked after a read from the map (NOTE [map guard] in :mod:`recio.storage.mapped`):
+        what a record read there past a truncation, or from a page that faulted, is not
+        its bytes. Costs an fstat where nothing is lost; nothing for a remote file.
+        """
+        if not self.is_local:
+            return {}
+        readable = self.source.readable()
+        if readable >= self.source.size:
+            return {}
+        positions = np.asarray(positions, dtype=np.int64)
+        ends = self.offsets[positions] + self.lengths[positions]
+        lost = {}
+        for j in np.flatnonzero(ends > readable).tolist():
+            i = int(positions[j])
+            lost[j] = self.bad_record(i, self.source.truncated(int(self.offsets[i]), readable, i))
+        return lost
+
+    def bad_record(self, i: int, exc: RecordIOError) -> RecordIOError:
+        """``exc``, a problem of record ``i``, as a batch reader reports it: naming the key too.
+
+        The same class, file and byte offset; an ``IndexMismatchError`` (it names the key
+        already) as it is.
+        """
+        if isinstance(exc, IndexMismatchError) or exc.key is not None:
+            return exc
+        error = type(exc)(
+            exc.message,
+            path=exc.path or self.url,
+            offset=int(self.offsets[i]) if exc.offset is None else exc.offset,
+            record_index=i,
+            key=int(self.keys[i]),
+        )
+        error.__cause__ = exc.__cause__
+        return error
 
     def read_from_view(self, view: memoryview, i: int) -> memoryview | bytes:
         """Record ``i``'s payload by ``read_record``: the exact checks and errors."""
@@ -354,3 +494,18 @@ class RecordFile(VerifiedReads, RecordsBase):
 
     def _place(self) -> dict[str, Any]:
         return {"url": self.url, "idx_url": self.idx_url}
+
+
+_FRAME_HEADER = struct.Struct("<II")
+
+
+def _one_frame_end(extent: Any) -> int:
+    """Where a one-frame record ends in its fetched ``extent`` (its length where unknown)."""
+    if isinstance(extent, MismatchedPayload):
+        return 1 << 62  # damaged: not looked at
+    if len(extent) < FRAME_HEADER_SIZE:
+        return len(extent)
+    magic, lrec = _FRAME_HEADER.unpack_from(extent, 0)
+    if magic != MAGIC or lrec >> 29:  # not a record, or several frames: the parse's to say
+        return len(extent)
+    return FRAME_HEADER_SIZE + (lrec & MAX_PAYLOAD)

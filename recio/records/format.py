@@ -32,6 +32,7 @@ MAX_PAYLOAD = (1 << 29) - 1
 _LENGTH_MASK = (1 << 29) - 1
 
 CFLAG_WHOLE, CFLAG_FIRST, CFLAG_MIDDLE, CFLAG_LAST = 0, 1, 2, 3
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _pad(length: int) -> int:
@@ -291,7 +292,8 @@ def header_fields(s: bytes | memoryview) -> tuple[int, float, int, int]:
 
     Raises:
         RecordIOError: the record is too short for its IRHeader, or for the labels the
-            header announces (the caller adds the file and byte offset).
+            header announces, or its id does not fit int64 (what readers keep ids in: a
+            damaged header). The caller adds the file and byte offset.
     """
     size = len(s)
     if size < IR_HEADER_SIZE:
@@ -299,6 +301,8 @@ def header_fields(s: bytes | memoryview) -> tuple[int, float, int, int]:
     flag, label, rid, _ = _IR_FORMAT.unpack_from(s, 0)
     if IR_HEADER_SIZE + 4 * flag > size:
         raise RecordIOError(f"IRHeader says {flag} labels, but the record has only {size} bytes")
+    if rid > _INT64_MAX:
+        raise RecordIOError(f"IRHeader id {rid} does not fit int64 (a damaged header)")
     if flag:
         label = _FIRST_LABEL.unpack_from(s, IR_HEADER_SIZE)[0]
     return flag, label, rid, IR_HEADER_SIZE + 4 * flag
@@ -326,9 +330,6 @@ def unpack_labels(s: bytes | memoryview, label_width: int = 1) -> tuple[np.ndarr
 def format_idx_line(key: object, offset: int) -> str:
     r"""One ``.idx`` line, ``key\toffset\n``, as MXNet's ``MXIndexedRecordIO`` writes it."""
     return f"{key}\t{offset}\n"
-
-
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def parse_idx(

@@ -4,6 +4,16 @@ An ``.idx`` is checked when a reader opens it: every offset a byte of the ``.rec
 4-byte aligned (:func:`check_offsets`), and, from one record's frame headers, that the
 pair was written together (:func:`check_pair`). An offset found later not to start a
 record is named as the ``.idx``'s fault (:func:`not_a_record_start`).
+
+NOTE [index gaps]: an ``.idx`` that leaves out records the ``.rec`` holds is not seen at
+open (that would read every record's frame header: the whole file, on remote storage a
+request per record). It is seen as records are read, for free: a record's extent runs to
+the next offset the ``.idx`` lists, and its frame header says where it ends. A record
+that ends before the next listed one starts has bytes after it that no entry covers; the
+first such gap is walked (a frame header per record in it) and an :class:`IndexWarning`
+says how many records it holds, once per file; ``recio verify`` counts them all and
+``recio index`` rebuilds the ``.idx``. Bytes before the first listed record are seen at
+open (:func:`check_pair`), as are those after the last.
 """
 
 from __future__ import annotations
@@ -22,7 +32,9 @@ __all__ = [
     "check_offsets",
     "check_pair",
     "default_idx_path",
+    "first_gap",
     "not_a_record_start",
+    "warn_gap",
 ]
 
 
@@ -90,6 +102,9 @@ def check_pair(
         if source.size:
             _warn(f"{idx_path} is empty, but {url} holds {source.size} bytes: {_PAIR_HINT}")
         return
+    first = int(offsets.min())
+    if first > 0:  # records start at byte 0: the .idx leaves out those before its first
+        _warn(_gap_message(idx_path, url, 0, first, source, None))
     j = int(np.argmax(offsets))
     last = int(offsets[j])
     try:
@@ -113,8 +128,56 @@ _PAIR_HINT = (
 )
 
 
-def _warn(message: str) -> None:
-    warnings.warn(message, IndexWarning, stacklevel=4)
+def _warn(message: str, stacklevel: int = 4) -> None:
+    warnings.warn(message, IndexWarning, stacklevel=stacklevel)
+
+
+def first_gap(offsets: np.ndarray, extents: np.ndarray, ends: np.ndarray, size: int) -> int | None:
+    """The first slot whose record ends before the next listed record starts, or None.
+
+    ``offsets`` and ``extents`` (to the next listed start) of the records read, ``ends``
+    where each one's frames end (unpadded; aligned records pad to 4 bytes). The record
+    that ends the file is :func:`check_pair`'s (NOTE [index gaps]).
+    """
+    stops = offsets + extents
+    gap = ((ends + 3) & ~3) < stops
+    gap &= stops != size
+    found = np.flatnonzero(gap)
+    return int(found[0]) if found.size else None
+
+
+def warn_gap(idx_path: str, source: storage.ByteSource, start: int, stop: int, key: int) -> None:
+    """Warn that bytes ``start..stop`` of the ``.rec``, after key ``key``, are in no entry."""
+    _warn(_gap_message(idx_path, source.url, start, stop, source, key), stacklevel=5)
+
+
+# Records counted in one gap at most: a frame header read each (remote: a request each).
+_GAP_WALK, _GAP_WALK_REMOTE = 1000, 16
+
+
+def _gap_message(
+    idx_path: str, url: str, start: int, stop: int, source: storage.ByteSource, key: int | None
+) -> str:
+    count, at, problem = 0, start, None
+    limit = _GAP_WALK if source.mapped else _GAP_WALK_REMOTE
+    while at < stop and count < limit:
+        try:
+            at = record_end(source, at)
+        except RecordIOError as exc:
+            problem = exc
+            break
+        count += 1
+    where = f"after key {key}" if key is not None else "before its first record"
+    if count:
+        more = "at least " if at < stop else ""
+        what = f"{more}{count} record{'s' if count != 1 else ''} it does not list"
+    else:
+        what = f"bytes that are no record ({problem})"
+    return (
+        f"{idx_path} skips records of {url}: bytes {start}..{stop} ({where}) hold {what}; "
+        f"readers do not see them. `recio verify {url}` counts every record the .idx leaves "
+        f"out; `recio index {url}` rebuilds it"
+    )
 
 
 def not_a_record_start(idx_path: str, key, offset: int, exc: RecordIOError) -> RecordIOError:

@@ -17,6 +17,7 @@ them and never count them as bad images.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -87,7 +88,8 @@ class RecordLayout:
             RecordIOError: an identity record has fewer than two labels.
         """
         if self._identities is None:
-            self._identities = _read_identities(self.records, self.identity_positions)
+            first = _header_range(self.header)[0] if self.header is not None else 1
+            self._identities = _read_identities(self.records, self.identity_positions, first)
         return self._identities
 
     def describe(self) -> str:
@@ -158,17 +160,40 @@ def _header_range(header: IRHeader) -> tuple[int, int]:
     return int(header.label[0]), int(header.label[1])
 
 
-def _insightface(records: RecordFile, position: int, header: IRHeader) -> RecordLayout:
-    first, end = _header_range(header)
-    where = records.idx_url or records.url
-    if not 1 <= first <= end:
+def _checked_header_range(records: RecordFile, position: int, header: IRHeader) -> tuple[int, int]:
+    """The header's ``[first, end)``, refused unless they are keys this file can hold.
+
+    Checked before anything is sized by them: a hostile header claiming 3e9 identities
+    would otherwise have the key lookup allocate tens of GB, and a NaN label fail in
+    ``int()`` without naming the file. Keys ``1 .. end - 1`` are distinct records besides
+    the header, so ``end`` is at most the number of records.
+    """
+    first, end = (float(v) for v in header.label[:2])
+    n = len(records)
+    problem = None
+    if not all(math.isfinite(v) and v == int(v) for v in (first, end)):
+        problem = f"labels [{first!r}, {end!r}] that are not whole numbers"
+    elif not 1 <= first <= end:
+        problem = f"image keys 1..{int(first) - 1} and identity keys {int(first)}..{int(end) - 1}"
+    elif end > n:
+        problem = (
+            f"{int(end) - 1} image and identity keys (1..{int(end) - 1}), but the file holds "
+            f"{n} records"
+        )
+    if problem is not None:
         raise RecordIOError(
-            f"the header record (key 0) of {records.url} gives image keys 1..{first - 1} and "
-            f"identity keys {first}..{end - 1}: not an InsightFace header",
+            f"the header record (key 0) of {records.url} gives {problem}: not an "
+            "InsightFace header",
             path=records.url,
             offset=int(records.offsets[position]),
             record_index=position,
         )
+    return int(first), int(end)
+
+
+def _insightface(records: RecordFile, position: int, header: IRHeader) -> RecordLayout:
+    first, end = _checked_header_range(records, position, header)
+    where = records.idx_url or records.url
     lookup = _KeyLookup(records.keys)
     samples = lookup.positions(1, first, where, "image")
     identities = lookup.positions(first, end, where, "identity")
@@ -269,7 +294,13 @@ _FLAG_WORD = 2
 _LABELS_WORD = (FRAME_HEADER_SIZE + IR_HEADER_SIZE) // 4
 
 
-def _read_identities(records: RecordFile, positions: np.ndarray) -> np.ndarray:
+def _read_identities(records: RecordFile, positions: np.ndarray, first: int) -> np.ndarray:
+    """Each identity record's ``[start, end)`` image keys, (n, 2) int64.
+
+    Raises:
+        RecordIOError: a record without two labels, or whose labels are not whole numbers
+            with ``1 <= start <= end <= first`` (the image keys the header gives).
+    """
     words = _head_words(records, records.offsets[positions], _LABELS_WORD + 2)
     flags = words[:, _FLAG_WORD]
     short = np.flatnonzero(flags < 2)
@@ -282,5 +313,19 @@ def _read_identities(records: RecordFile, positions: np.ndarray) -> np.ndarray:
             offset=int(records.offsets[p]),
             record_index=p,
         )
-    ranges = words[:, _LABELS_WORD:].copy().view("<f4")
-    return ranges.astype(np.int64).reshape(-1, 2)
+    ranges = words[:, _LABELS_WORD:].copy().view("<f4").reshape(-1, 2).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        good = np.isfinite(ranges).all(axis=1) & (ranges == np.round(ranges)).all(axis=1)
+        good &= (ranges[:, 0] >= 1) & (ranges[:, 0] <= ranges[:, 1]) & (ranges[:, 1] <= first)
+    if not good.all():
+        j = int(np.argmin(good))
+        p = int(positions[j])
+        raise RecordIOError(
+            f"identity record key {int(records.keys[p])} gives image keys "
+            f"[{ranges[j, 0]!r}, {ranges[j, 1]!r}), not whole numbers within the images' "
+            f"keys 1..{first - 1}",
+            path=records.url,
+            offset=int(records.offsets[p]),
+            record_index=p,
+        )
+    return ranges.astype(np.int64)

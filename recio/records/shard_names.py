@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import storage
 
-__all__ = ["Spec", "expand_shards", "is_shard_spec"]
+__all__ = ["MAX_SHARDS", "Spec", "expand_shards", "is_shard_spec"]
 
 Spec = str | Sequence[str]
 
@@ -27,6 +27,10 @@ _RANGE = re.compile(r"(-?\d+)\.\.(-?\d+)")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _ANY_SHARD = re.compile(r"-\*-of-(\d+|\*)\.rec$")
 _SHARD_NAME = re.compile(r"^(?P<stem>.*)-(?P<k>\d+)-of-(?P<n>\d+)\.rec$")
+
+# The most names one pattern may give: counted before any is made, so that a typo such
+# as {0..99999999} is an error, not 10**8 strings (and as many files to open).
+MAX_SHARDS = 1_000_000
 
 
 def is_shard_spec(spec: Any) -> bool:
@@ -95,6 +99,7 @@ def _expand_one(text: str, options: dict[str, Any] | None) -> list[str]:
 
 def _expand_braces(text: str) -> list[str]:
     """``a{1..3}b`` -> ``a1b a2b a3b``; ``{x,y}`` alternatives; several braces: every mix."""
+    _check_count(text)
     parts: list[list[str]] = []
     at = 0
     for match in _BRACE.finditer(text):
@@ -105,6 +110,23 @@ def _expand_braces(text: str) -> list[str]:
         return [text]
     parts.append([text[at:]])
     return ["".join(p) for p in itertools.product(*parts)]
+
+
+def _check_count(text: str) -> None:
+    """Refuse a pattern that names more than :data:`MAX_SHARDS` files, before expanding it."""
+    count = 1
+    for match in _BRACE.finditer(text):
+        body = match.group(1)
+        found = _RANGE.fullmatch(body)
+        if found:
+            count *= abs(int(found.group(2)) - int(found.group(1))) + 1
+        elif "," in body:
+            count *= body.count(",") + 1
+        if count > MAX_SHARDS:
+            raise ValueError(
+                f"shard pattern {text!r} names more than {MAX_SHARDS:,} files "
+                f"({{{body}}} and the braces before it): a typo in a range?"
+            )
 
 
 def _brace_items(body: str, text: str) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -46,6 +46,8 @@ class VerifiedReads:
     offsets: np.ndarray
     lengths: np.ndarray
     checksums: Checksums | None
+
+    bad_record: Callable[[int, RecordIOError], RecordIOError]  # RecordFile's
 
     def _start_stats(self) -> None:
         self.checksum_stats = {"refetched": 0, "mismatched": 0}
@@ -108,28 +110,40 @@ class VerifiedReads:
         offset, length = int(self.offsets[i]), int(self.lengths[i])
         return self.source.refetch(offset, length, until=until)
 
-    def verify_view(self, view: memoryview, positions: np.ndarray) -> dict[int, ChecksumError]:
+    def verify_view(self, view: memoryview, positions: np.ndarray) -> dict[int, RecordIOError]:
         """Check the records at ``positions`` of a local map against the sidecar.
 
         Returns slot -> :class:`~recio.errors.ChecksumError` for those that do not match
-        (empty without a sidecar). Each mismatch is counted in ``checksum_stats``.
-
-        Raises:
-            RecordIOError: a record whose frames do not chain (naming the file and byte).
+        (empty without a sidecar), and slot -> the framing error (naming the file, byte
+        and key) for those whose frames do not chain. Each mismatch is counted in
+        ``checksum_stats``.
         """
         if self.checksums is None or not len(positions):
             return {}
-        crcs = frame_crcs(view, self.offsets[positions], self.url)
+        offsets = self.offsets[positions]
+        unchained: dict[int, RecordIOError] = {}
+        try:
+            crcs = frame_crcs(view, offsets, self.url)
+        except RecordIOError:  # a record whose frames do not chain: each record alone
+            crcs = np.zeros(len(positions), dtype=np.uint32)
+            for j in range(len(positions)):
+                try:
+                    crcs[j] = frame_crcs(view, offsets[j : j + 1], self.url)[0]
+                except RecordIOError as exc:
+                    unchained[j] = self.bad_record(int(positions[j]), exc)
         bad = np.flatnonzero(crcs != self.checksums.table[positions])
+        bad = bad[~np.isin(bad, list(unchained))]
+        if not bad.size:
+            return unchained
         if not bad.size:
             return {}
         with self._stats_lock:
             self.checksum_stats["mismatched"] += int(bad.size)
         again = self._repairs  # a copy's damaged record was fetched again (_mend_copy)
-        return {
-            int(j): self.checksums.mismatch(self, int(positions[j]), int(crcs[j]), refetched=again)
-            for j in bad.tolist()
-        }
+        for j in bad.tolist():
+            i = int(positions[j])
+            unchained[j] = self.checksums.mismatch(self, i, int(crcs[j]), refetched=again)
+        return unchained
 
     def view_matches(self, view: memoryview, offsets: np.ndarray, positions: np.ndarray) -> bool:
         """Whether every record at ``positions`` of the local map ``view`` matches its checksum.
@@ -181,8 +195,8 @@ class VerifiedReads:
                 )
 
 
-def put_problems(out: list, problems: dict[int, ChecksumError], bad: str) -> None:
-    """Raise the first checksum problem of a read (``bad="raise"``) or mark its records."""
+def put_problems(out: list, problems: dict[int, RecordIOError], bad: str) -> None:
+    """Raise the first problem of a read (``bad="raise"``) or mark its records."""
     if not problems:
         return
     if bad == "raise":

@@ -106,7 +106,10 @@ class Source:
         for key in ("weight", "repeat"):
             value = getattr(self, key)
             if value is not None and not (
-                isinstance(value, int | float) and math.isfinite(value) and value >= 0
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+                and value >= 0
             ):
                 raise ValueError(f"source {self.label}: {key} must be a number >= 0, not {value!r}")
         if self.weight is not None and self.weight == 0:
@@ -177,7 +180,8 @@ class Mixture:
         if sources[0].weight is not None:
             total = self.epoch_size if self.epoch_size is not None else sum(sizes)
             weights = np.array([s.weight for s in sources], dtype=np.float64)
-            exact = total * weights / weights.sum()
+            weights /= weights.max()  # shares in (0, 1]: their sum cannot overflow (1e308s)
+            exact = total * (weights / weights.sum())
             counts = np.floor(exact).astype(np.int64)
             # largest remainders first, ties in source order: the counts add up to total
             extra = np.argsort(-(exact - counts), kind="stable")[: total - int(counts.sum())]

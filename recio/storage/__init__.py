@@ -22,6 +22,7 @@ from .base import ByteSource
 from .buffers import Lease
 from .mapped import CopiedSource, MappedSource
 from .options import PRESIGN_SECONDS, FetchOptions
+from .partials import describe_partials, find_partials
 from .prefetch import Lookahead, Prefetcher
 from .remote import FsspecSource, coalesce
 from .retry import (
@@ -60,8 +61,10 @@ __all__ = [
     "RemoteReadError",
     "clock",
     "coalesce",
+    "describe_partials",
     "exists",
     "filesystem",
+    "find_partials",
     "http_status",
     "is_local",
     "is_transient",

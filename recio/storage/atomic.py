@@ -8,6 +8,7 @@ import sys
 import tempfile
 from typing import Any, BinaryIO
 
+from .partials import PUBLISH_ON_CLOSE, partial_prefix, remove_stale_partials
 from .retry import translate_error
 from .urls import filesystem, is_local, local_path, split_protocol, with_client_defaults
 
@@ -20,19 +21,17 @@ from .urls import filesystem, is_local, local_path, split_protocol, with_client_
 _WRITEBACK_BYTES = 16 << 20
 _SYNC_FILE_RANGE_WRITE = 2
 
-# Stores that publish an object only when its upload completes (an aborted multipart
-# upload leaves nothing); elsewhere a writer writes a hidden temporary name and renames it.
-_PUBLISH_ON_CLOSE = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl"}
-
 
 class AtomicOutput:
     """A file that appears under its name only on ``commit()``.
 
     Local files and file systems with a rename (HDFS, WebHDFS, memory, ...) are
-    written under a hidden ``.name.<random>.partial`` name beside the target and
-    renamed into place. Object stores (S3, GCS, Azure) write the object directly
-    (multipart above the block size); the store publishes it only when the upload
-    completes, and ``abort()`` aborts the upload.
+    written under a hidden ``.name.<writer>.<random>.partial`` name beside the target
+    and renamed into place; the temporaries that writers of the same name left when they
+    were killed are removed first, where their writer is known to be gone (NOTE
+    [partial owners] in :mod:`.partials`). Object stores (S3, GCS, Azure) write the
+    object directly (multipart above the block size); the store publishes it only when
+    the upload completes, and ``abort()`` aborts the upload.
     """
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
@@ -43,8 +42,9 @@ class AtomicOutput:
         if is_local(url):
             path = local_path(url)
             directory = os.path.dirname(os.path.abspath(path))
+            remove_stale_partials(url)
             fd, self._tmp = tempfile.mkstemp(
-                prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=directory
+                prefix=partial_prefix(os.path.basename(path)), suffix=".partial", dir=directory
             )
             self._file: BinaryIO = os.fdopen(fd, "wb", buffering=1 << 20)
             self._written = self._submitted = 0  # NOTE [early writeback]
@@ -52,14 +52,15 @@ class AtomicOutput:
         fs, path = filesystem(url, with_client_defaults(url, storage_options))
         self._fs, self._path = fs, path
         protocol = split_protocol(url)[0]
-        if protocol in _PUBLISH_ON_CLOSE:
+        if protocol in PUBLISH_ON_CLOSE:
             self._tmp = None
             target = path
         else:
             head, _, base = path.rstrip("/").rpartition("/")
             import uuid
 
-            self._tmp = f"{head}/.{base}.{uuid.uuid4().hex[:12]}.partial"
+            remove_stale_partials(url, storage_options)
+            self._tmp = f"{head}/{partial_prefix(base)}{uuid.uuid4().hex[:12]}.partial"
             target = self._tmp
         try:
             self._file = fs.open(target, "wb")
@@ -196,7 +197,7 @@ def remove_partials(url: str, storage_options: dict[str, Any] | None = None) -> 
                     os.unlink(os.path.join(folder, name))
                     removed += 1
             return removed
-        if split_protocol(url)[0] in _PUBLISH_ON_CLOSE:
+        if split_protocol(url)[0] in PUBLISH_ON_CLOSE:
             return 0
         fs, path = filesystem(url, with_client_defaults(url, storage_options))
         head, _, base = path.rstrip("/").rpartition("/")

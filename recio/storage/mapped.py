@@ -9,22 +9,44 @@ import contextlib
 import mmap
 import os
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import TruncatedRecordError
 from .base import ByteSource
 
+try:
+    from .. import _native
+except ImportError:  # built without the extension: no guard, a fault ends the process
+    _native = None
+
 __all__ = ["CopiedSource", "MappedSource"]
+
+# NOTE [map guard]: a page of a file map that no longer has a page of the file behind it (the
+# file was truncated while mapped, or the disk gave an I/O error) faults with SIGBUS, which
+# kills the process, and the decode threads read records straight from the map, often batches
+# queued ahead of the consumer. Each MappedSource registers its map with the extension's
+# SIGBUS handler (native/mapguard.c): a faulting page of a registered map is replaced by a
+# page of zeros and its offset kept, and the access goes on. No read is ever slower for it:
+# the check costs nothing until a page faults. What read the zeros is found after the read:
+# a source is readable only up to the lowest page that faulted (current_view), and the
+# readers check the records they read against it once they are done with the map
+# (RecordFile.lost), so each record read there becomes a TruncatedRecordError naming the
+# file and byte offset, a bad record for on_error. A fault outside every registered map
+# goes to the handler before this one, as if there were none.
 
 
 class MappedSource(ByteSource):
     """A local file, mmap'd read-only: reads are zero-copy slices of the page cache.
 
-    A map faults (SIGBUS, which kills the process) where a page past the file's end is
-    touched, so a file truncated or rewritten in place while open is checked for: reads
-    (and :meth:`current_view`) compare the range with the file's size now, an fstat of
-    the map's descriptor, and raise ``TruncatedRecordError`` for a range that is gone.
-    A view already handed out can still fault if the file shrinks under it.
+    A map faults (SIGBUS) where a page past the file's end is touched, so a file truncated
+    or rewritten in place while open is checked for: reads (and :meth:`current_view`)
+    compare the range with what is readable now (the file's size, an fstat of the map's
+    descriptor, and any page that faulted) and raise ``TruncatedRecordError`` for a range
+    that is gone. A page that faults all the same (under a view already handed out, or
+    while the decode threads read) reads as zeros instead of killing the process, and is
+    reported by the readers after the read (NOTE [map guard]).
     """
 
     mapped = True
@@ -38,6 +60,11 @@ class MappedSource(ByteSource):
             # descriptor of its own (mmap.size() is an fstat of it): the file is closed here.
             self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if self.size else None
         self.buffer = memoryview(self._map) if self._map is not None else memoryview(b"")
+        self._guard = -1
+        if self._map is not None and _native is not None:
+            self._guard = _native.guard_map(self._map)
+            # Dropped once the map is unmapped (close, or the last view gone), not before.
+            weakref.finalize(self._map, _native.unguard_map, self._guard)
 
     def _check_open(self) -> None:
         if self.closed:
@@ -48,13 +75,38 @@ class MappedSource(ByteSource):
         self._check_open()
         return self._map.size() if self._map is not None else self.size
 
-    def current_view(self) -> memoryview:
-        """The map as far as the file still reaches: parsing it cannot fault.
+    def fault_offset(self) -> int:
+        """Where the lowest page of the map that faulted starts (NOTE [map guard]), or -1."""
+        return _native.map_fault(self._guard) if self._guard >= 0 else -1
 
-        ``buffer`` itself unless the file has shrunk since it was opened.
-        """
+    def readable(self) -> int:
+        """How far the map holds the file's bytes now: its size, short of any page that faulted."""
         now = self.current_size()
+        fault = self.fault_offset()
+        return now if fault < 0 else min(now, fault)
+
+    def current_view(self) -> memoryview:
+        """The map as far as it holds the file's bytes (:meth:`readable`).
+
+        ``buffer`` itself unless the file has shrunk (or a page faulted) since it was opened.
+        """
+        now = self.readable()
         return self.buffer if now >= self.size else self.buffer[:now]
+
+    def truncated(
+        self, offset: int, now: int, record_index: int | None = None
+    ) -> TruncatedRecordError:
+        """The error for a range at ``offset`` that the map, readable to ``now``, lost."""
+        fault = self.fault_offset()
+        if 0 <= fault < self.current_size():  # a page faulted, inside the file's size
+            return TruncatedRecordError(
+                f"{self.url} could not be read past byte {now} (a page of its map faulted: the "
+                "file changed while open, or the disk gave an I/O error)",
+                path=self.url,
+                offset=offset,
+                record_index=record_index,
+            )
+        return super().truncated(offset, now, record_index)
 
     def mapped_view(self) -> memoryview:
         """:meth:`current_view`: a map's view is the whole file."""

@@ -44,3 +44,41 @@ def test_keep_keeps_the_sample(tmp_path, capsys):
     # --keep is for the built-in sample only
     assert cli(["bench", str(rec), "--keep", str(tmp_path / "other")]) == 2
     assert "--keep is for the built-in sample" in capsys.readouterr().err
+
+
+def test_bad_arguments_are_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    import recio.bench.cli as bench_cli
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the benchmark started before its arguments were checked")
+
+    monkeypatch.setattr(bench_cli, "build_sample_rec", no_work)
+    monkeypatch.setattr(bench_cli, "run_bench", no_work)
+    for bad, words in [
+        (["--shape", "1,224,224"], "C must be 3 (give 3,224,224)"),
+        (["--json", str(tmp_path / "no" / "b.json")], f"no directory {tmp_path / 'no'}"),
+        (["--trace", str(tmp_path)], "is a directory; give a file name"),
+        (["--mxnet-python", str(tmp_path / "python")], "no such executable"),
+    ]:
+        try:
+            status = cli(["bench", *SMALL, *bad])
+        except SystemExit as exc:  # argparse's own refusal
+            status = exc.code
+        assert status == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and words in err, err
+
+
+def test_run_bench_checks_its_arguments_first(tmp_path):
+    import pytest
+
+    from recio.bench import run_bench
+
+    missing = str(tmp_path / "never-read.rec")  # a bad argument is said before the file
+    for kw, words in [
+        ({"shape": (1, 64, 64)}, "C must be 3"),
+        ({"batch_size": 0}, "batch size must be an integer of at least 1"),
+        ({"dtype": "int8"}, "dtype must be one of uint8, float32, float16"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            run_bench(missing, **kw, log=lambda _: None)

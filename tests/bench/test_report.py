@@ -70,6 +70,16 @@ def test_report_says_what_was_measured_and_what_the_columns_are():
     assert "MB/s: encoded bytes consumed per second" in flat and "vs Pillow:" in flat
     train_row = next(line for line in lines if line.startswith("train step"))
     assert train_row.split()[-2] == "-"  # no bytes: a step on random tensors
+    # like with like: a read (or a step) is no ratio against the baseline's decode
+    assert train_row.split()[-1] == "-"
+    result["stages"]["read"]["ratio_to_baseline"] = 50_000 / 600  # (an older result's)
+    result["stages"]["iterator end to end"]["ratio_to_baseline"] = 1_800 / 600
+    lines.clear()
+    print_report(result, out=lines.append)
+    read_row = next(line for line in lines if line.startswith("read"))
+    assert read_row.split()[-1] == "-"
+    e2e_row = next(line for line in lines if line.startswith("iterator end to end"))
+    assert e2e_row.split()[-1] == "3.00x"
     assert "verdict, input pipeline: end to end 1,800 images/s" in flat
     assert "verdict, training step: the training step" in flat
     table = ("stage", "read", "decode", "iterator", "Pillow", "train")

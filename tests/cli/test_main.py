@@ -50,6 +50,22 @@ def test_error_inside_a_command_is_one_line(tmp_path, capsys, monkeypatch):
     one_line_error(capsys, "recio train:")
 
 
+def test_a_rec_without_index_is_a_one_line_warning_with_the_fix(tmp_path, capsys, monkeypatch):
+    from recio.records import file
+    from recio.records.recordio import IRHeader, MXRecordIO, pack
+
+    monkeypatch.setattr(file, "_scanned", set())
+    rec = str(tmp_path / "a.rec")
+    with MXRecordIO(rec, "w") as w:  # no .idx
+        for i in range(3):
+            w.write(pack(IRHeader(0, float(i), i, 0), b"x" * 10))
+    assert cli(["info", rec]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(f"recio info: warning: {rec} has no index")
+    assert f"`recio index {rec}`" in err[0]
+
+
 def test_debug_shows_the_traceback(tmp_path, monkeypatch):
     missing = str(tmp_path / "nope.rec")
     monkeypatch.delenv("RECIO_DEBUG", raising=False)

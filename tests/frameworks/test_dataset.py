@@ -242,3 +242,20 @@ def test_forkserver_workers_read_from_hdfs(face, hdfs_prefix):
         _run_loader_check(face, "collate", f"{hdfs_prefix}/train.rec", context="forkserver")
     finally:
         fs.rm(root, recursive=True)
+
+
+def test_positions_map_to_record_keys_as_the_iterator_gives_them(face, tmp_path):
+    from recio import ImageRecordIter
+
+    ds = uint8_dataset(face)
+    n = face.num_images
+    assert ds.keys.tolist() == list(range(1, n + 1))  # after the header, key 0
+    assert (ds.key(0), ds.key(5), ds.key(-1)) == (1, 6, n)
+    with pytest.raises(IndexError, match=f"sample {n} of"):
+        ds.key(n)
+    with ImageRecordIter(face.rec, (3, 24, 24), 4, dtype="uint8", last_batch="discard") as it:
+        seen = np.concatenate([batch.index for batch in it])
+    assert sorted(seen.tolist()) == ds.keys.tolist()  # batch.index: the same keys
+    # a label-only record has no position: the keys skip it
+    plain = write_faces(tmp_path, (2, 2), header=False, label_only_at=(2,))
+    assert uint8_dataset(plain).keys.tolist() == [1, 2, 3, 4]

@@ -72,6 +72,22 @@ def test_the_next_iteration_starts_the_next_epoch_after_len_batches(shapes):
     assert got == want
 
 
+def test_len_is_the_whole_epoch_also_when_resumed_midway(shapes):
+    # Frameworks restore their own count of the batches taken (5) and stop at len().
+    with make_iter(shapes["small"]) as it:
+        batches = TorchBatches(it)
+        head = list(itertools.islice(iter(batches), 5))
+        state = batches.state_dict()
+    with make_iter(shapes["small"]) as it:
+        batches = TorchBatches(it)
+        batches.load_state_dict(state)
+        assert len(batches) == 12 and len(it) == 7  # the iterator's own: the batches left
+        rest = list(batches)
+        assert [b.step for b in head + rest] == list(range(12))
+        assert len(batches) == 12  # between epochs: the next one's
+        assert [b.step for b in batches] == list(range(12))
+
+
 @pytest.mark.parametrize("taken", [5, 12])  # mid-epoch; after the epoch's last batch
 def test_stateful_dataloader_round_trip(shapes, taken):
     from torchdata.stateful_dataloader import StatefulDataLoader
@@ -87,9 +103,13 @@ def test_stateful_dataloader_round_trip(shapes, taken):
     with make_iter(shapes["small"]) as it:
         resumed = StatefulDataLoader(TorchBatches(it), batch_size=None)
         resumed.load_state_dict(state)
-        got = [(b.epoch, b.step, b.index.tolist(), b.data.clone()) for b in resumed]
-        if taken < 12:
-            got += [(b.epoch, b.step, b.index.tolist(), b.data.clone()) for b in resumed]
+        assert len(resumed) == 12  # the whole epoch's, as torchdata counts from `taken`
+        # the pass the state was taken in, then the next: after the epoch's last batch
+        # that pass is empty, as torchdata's own for a map-style dataset
+        passes = [[(b.epoch, b.step, b.index.tolist(), b.data.clone()) for b in resumed]]
+        passes.append([(b.epoch, b.step, b.index.tolist(), b.data.clone()) for b in resumed])
+    got = passes[0] + passes[1]
+    assert len(passes[0]) == 12 - taken and len(passes[1]) == 12
     assert [g[:3] for g in got] == [r[:3] for r in rest]
     assert got[0][:2] == ((0, taken) if taken < 12 else (1, 0))
     for g, r in zip(got, rest, strict=True):
@@ -116,3 +136,19 @@ def test_a_shard_that_is_not_the_process_groups_rank_is_refused(shapes, monkeypa
     with make_iter(shapes["small"], part_index=0, num_parts=2) as other:
         other_ids = {i for b in other for i in b.index.tolist()}
     assert not ids & other_ids and ids | other_ids == set(range(96))
+
+
+def test_a_hostile_state_is_refused_naming_the_field(shapes):
+    from recio.errors import ResumeStateError, ResumeStateTypeError
+
+    with make_iter(shapes["small"]) as it:
+        batches = TorchBatches(it)
+        with pytest.raises(ResumeStateTypeError, match="cannot resume from a float"):
+            batches.load_state_dict(1.5)
+        with pytest.raises(ResumeStateTypeError, match="'epoch' is True"):
+            batches.load_state_dict({"epoch": True, "consumed": 0})
+        with pytest.raises(ResumeStateError, match="no 'epoch' field"):
+            batches.load_state_dict({})
+        got = ids_of(batches)
+    with make_iter(shapes["small"]) as fresh:
+        assert got == ids_of(fresh)  # the refusals moved nothing

@@ -55,3 +55,25 @@ def test_listing_mistakes_are_errors_with_a_hint(tmp_path, images, caplog):
     assert run("--list", "--recursive", tmp_path / "nowhere" / "data", images) == 2
     assert f"folder of PREFIX {tmp_path / 'nowhere'} does not exist" in caplog.text
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_list_says_one_summary_line_and_the_classes_only_when_verbose(tmp_path, images, caplog):
+    import logging
+    import shutil
+
+    root = tmp_path / "folder"
+    shutil.copytree(images, root)
+    (root / "class_00" / "notes.txt").write_text("not an image")
+    caplog.set_level(logging.INFO, logger="recio.im2rec")
+    assert im2rec.main(["--list", "--recursive", str(tmp_path / "data"), str(root)]) == 0
+    lines = [r.getMessage() for r in caplog.records if r.name == "recio.im2rec"]
+    assert lines == [
+        f"listed 24 images in 4 classes from {root} (1 other file skipped: not "
+        f".jpeg/.jpg/.png); wrote {tmp_path / 'data.lst'} (24)"
+    ]
+    caplog.clear()
+    argv = ["--list", "--recursive", "--verbose", str(tmp_path / "data"), str(root)]
+    assert im2rec.main(argv) == 0
+    lines = [r.getMessage() for r in caplog.records if r.name == "recio.im2rec"]
+    assert lines[:4] == [f"label {i}: class_0{i} (6 images)" for i in range(4)]
+    assert len(lines) == 5 and lines[4].startswith("listed 24 images in 4 classes")

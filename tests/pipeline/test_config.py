@@ -64,7 +64,7 @@ def test_round_batch_picks_last_batch():
         ({"batch_size": "8"}, TypeError, "batch_size must be an int, not str '8'"),
         ({"batch_size": 0}, ValueError, "batch_size must be at least 1, not 0"),
         ({"label_width": 0}, ValueError, "label_width"),
-        ({"data_shape": (1, 32, 32)}, ValueError, "3 channels"),
+        ({"data_shape": (1, 32, 32)}, ValueError, "RGB channels first"),
         ({"data_shape": (3, 32)}, ValueError, "data_shape"),
         ({"min_aspect_ratio": 2.0, "max_aspect_ratio": 1.0}, ValueError, "min_aspect_ratio=2.0"),
         ({"max_random_area": 1.5}, ValueError, "max_random_area=1.5"),
@@ -108,7 +108,7 @@ def test_given_takes_a_config_or_keywords_not_both():
 # ---- every MXNet 1.9.1 ImageRecordIter parameter ----
 
 # The 61 parameters of mx.io.ImageRecordIter in MXNet 1.9.1 (its docstring, in its order),
-# each with a value other than its default: what recio does with it is the README's table.
+# each with a value other than its default: what recio does with it is docs/iterator.md's table.
 MXNET_PARAMETERS = {
     "path_imglist": None, "path_imgrec": None, "path_imgidx": "y.idx", "aug_seq": "aug_default",
     "label_width": 2, "data_shape": None, "preprocess_threads": 2, "verbose": False,
@@ -132,12 +132,12 @@ GEOMETRY = {"max_rotate_angle", "max_shear_ratio", "max_crop_size", "min_crop_si
             "inter_method", "pad", "fill_value"}  # fmt: skip
 
 
-def test_mxnet_has_61_parameters_and_the_readme_lists_each():
+def test_mxnet_has_61_parameters_and_the_docs_list_each():
     from pathlib import Path
 
     assert len(MXNET_PARAMETERS) == 61
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    table = readme[readme.index("### MXNet's parameters") :]
+    page = (Path(__file__).parents[2] / "docs" / "iterator.md").read_text()
+    table = page[page.index("## MXNet's parameters") :]
     rows = [line.split("|")[1].strip().strip("`") for line in table.splitlines()[6:67]]
     assert rows == list(MXNET_PARAMETERS)
 
@@ -169,11 +169,14 @@ def test_noted_parameters_say_so_once(monkeypatch):
     from recio.pipeline import config
 
     monkeypatch.setattr(config, "_noted", set())
-    with pytest.warns(UserWarning, match="ctx='gpu' accepted, and changes nothing.*recio.dali"):
-        make(ctx="gpu")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        make(ctx="gpu")  # once per process
+        make(ctx="gpu", verbose=True)  # MXNet's defaults: nothing to note
+    with pytest.warns(UserWarning, match="ctx='cpu' accepted, and changes nothing.*recio.dali"):
+        make(ctx="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make(ctx="cpu")  # once per process
     with pytest.raises(ValueError, match="aug_seq='aug_torch'.*aug_default"):
         make(aug_seq="aug_torch")
 

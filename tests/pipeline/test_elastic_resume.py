@@ -438,3 +438,33 @@ def test_dali_stage_resumes_on_another_world_size(rec):
         assert got == want and len(got) == 2  # 17 left, global steps of 9
         after += [i for ids, pad in got for i in ids[: len(ids) - pad]]
     assert sorted(seen + after) == [1000 + k for k in range(N)]
+
+
+def test_hostile_states_are_refused_naming_the_field(rec):
+    """Wrong types and ranges, an old-format step past its epoch, and no state at all."""
+    from recio.errors import ResumeStateError, ResumeStateTypeError
+
+    with make_iter(rec, seed=3) as it:
+        take(it, 1)
+        state = it.state_dict()
+        cases = [
+            ({**state, "epoch": 1.5}, ResumeStateTypeError, "'epoch' is 1.5"),
+            ({**state, "epoch": True}, ResumeStateTypeError, "'epoch' is True"),
+            ({**state, "consumed": 4.0}, ResumeStateTypeError, "'consumed' is 4.0"),
+            ({**state, "epoch": -1}, ResumeStateError, "'epoch' is -1, not >= 0"),
+            ({**state, "block_size": 0}, ResumeStateError, "'block_size' is 0"),
+            ({"epoch": 0, "step": 10**6, "seed": 3, "batch_size": 4, "num_parts": 1},
+             ResumeStateError, r"'step' is 1000000, past the end of epoch 0 \(step 11\)"),
+            ({}, ResumeStateError, "no 'epoch' field"),
+            ({"epoch": 0}, ResumeStateError, "no 'consumed' field"),
+            ([("epoch", 0)], ResumeStateTypeError, "cannot resume from a list"),
+            (None, ResumeStateTypeError, "cannot resume from a NoneType"),
+        ]  # fmt: skip
+        for bad, error, message in cases:
+            with pytest.raises(error, match=message):
+                it.load_state_dict(bad)
+        assert issubclass(ResumeStateTypeError, TypeError)
+        assert issubclass(ResumeStateError, ValueError)
+        assert it.state_dict() == state  # nothing was changed by the refusals
+        it.load_state_dict({"epoch": 0, "step": 11, "seed": 3, "batch_size": 4})  # the end
+        assert len(list(it)) == 0

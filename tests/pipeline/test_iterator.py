@@ -203,17 +203,23 @@ def test_on_error_raise_names_file_offset_id(bad_rec):
 
 
 def test_truncated_rec_raises_in_training_loop(tmp_path):
+    """A .rec cut inside its last record: under raise the training loop gets the error; under
+    skip the record is counted as bad and the epoch delivers the others."""
     rec = make_rec(tmp_path, n=12)
     data = open(rec, "rb").read()
     open(rec, "wb").write(data[:-100])
     with pytest.raises(RecordIOError, match=r"data.crc was taken of a \d+-byte .rec"):
         make_iter(rec)  # by default the checksum sidecar refuses the changed file at open
     with (
-        make_iter(rec, verify_checksums=False) as it,
+        make_iter(rec, verify_checksums=False, on_error="raise") as it,
         pytest.raises(RecordIOError, match="ends inside"),
     ):
         for _ in it:
             pass
+    with make_iter(rec, verify_checksums=False, on_error="skip", batch_size=4) as it:
+        ids = [i for b in it for i in b.index[: 4 - b.pad].tolist()]
+        assert it.stats.skipped == 1 and "ends inside" in it.stats.bad_records[11]  # by its key
+    assert 1011 not in ids and len(ids) == 12  # the slot refilled by the next good image
 
 
 def _rec_with_bad_header(tmp_path, bad: bytes) -> tuple[str, int]:

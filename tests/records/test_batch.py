@@ -149,8 +149,9 @@ def test_read_batch_agrees_with_batch_headers_on_read_many(mixed):
 
 
 def test_read_batch_framing_errors_are_read_many_s(tmp_path):
-    """A .idx offset that is not a record start: the same IndexMismatchError as read_many,
-    for the first such record of the batch."""
+    """A .idx offset that is not a record start: the same IndexMismatchError as read_many
+    raises for the first such record of the batch, as a bad slot of each (the batch goes
+    on: the .idx finds the records after it)."""
     rng = np.random.default_rng(2)
     records = [pack(IRHeader(0, float(k), k, 0), rng.bytes(100)) for k in range(6)]
     rec, idx = write_indexed(tmp_path, records)
@@ -163,10 +164,14 @@ def test_read_batch_framing_errors_are_read_many_s(tmp_path):
         for positions in ([0, 4, 1, 2], [5, 2]):
             with pytest.raises(IndexMismatchError) as many:
                 rf.read_many(positions)
-            with pytest.raises(IndexMismatchError) as batch:
-                read_batch(rf, positions, 1)
-            assert str(batch.value) == str(many.value)
-            assert f"key {positions[1]} offset" in str(batch.value)
+            batch = read_batch(rf, positions, 1)
+            bad = [j for j, p in enumerate(positions) if p in (2, 4)]
+            assert sorted(batch.problems) == bad
+            assert str(batch.problems[bad[0]]) == str(many.value)
+            assert f"key {positions[1]} offset" in str(many.value)
+            assert all(isinstance(e, IndexMismatchError) for e in batch.problems.values())
+            good = [j for j in range(len(positions)) if j not in bad]
+            assert batch.ids[good].tolist() == [positions[j] for j in good]
 
 
 def test_gather_refuses_rows_past_the_end_or_misaligned() -> None:

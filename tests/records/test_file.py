@@ -34,6 +34,28 @@ def test_record_file_zero_copy_and_scan_without_idx(tmp_path):
         assert bytes(rf.read(2)) == PAYLOADS[2]
 
 
+def test_a_missing_idx_is_said_once_per_file_with_the_fix(tmp_path, monkeypatch):
+    import warnings
+
+    from recio.errors import IndexWarning
+    from recio.records import file
+
+    monkeypatch.setattr(file, "_scanned", set())
+    rec, idx = write_indexed(tmp_path)
+    os.remove(idx)
+    with pytest.warns(IndexWarning) as got, RecordFile(rec):
+        pass
+    (message,) = [str(w.message) for w in got]
+    assert f"{rec} has no index ({idx})" in message and f"`recio index {rec}`" in message
+    assert "\n" not in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        RecordFile(rec).close()  # once per file
+        os.rename(rec, tmp_path / "other.rec")  # another file: its own warning
+        with pytest.warns(IndexWarning, match="other.rec has no index"):
+            RecordFile(str(tmp_path / "other.rec")).close()
+
+
 def test_record_file_over_fsspec_memory():
     import fsspec
 
@@ -122,8 +144,10 @@ for reader in ("read", "read_many", "read_batch", "mxnet", "sequential"):
             rf.read(50)
         elif reader == "read_many":
             rf.read_many([0, 60, 1])
-        elif reader == "read_batch":
-            read_batch(rf, [0, 60, 1], 1)
+        elif reader == "read_batch":  # a bad slot, for the batch reader's on_error
+            batch = read_batch(rf, [0, 60, 1], 1)
+            assert sorted(batch.problems) == [1], batch.problems
+            raise batch.problems[1]
         elif reader == "mxnet":
             mx.read_idx(40)
         else:

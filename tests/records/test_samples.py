@@ -3,6 +3,8 @@ not samples."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -87,6 +89,8 @@ def test_header_announcing_missing_keys_names_the_index(tmp_path):
         for key in range(1, 4):
             w.write_idx(key, pack(IRHeader(0, 0.0, key, 0), encode(16, 16, seed=key)))
         w.write_idx(6, pack(IRHeader(0, [1.0, 4.0], 0, 0), b""))
+        for key in (100, 101):  # records enough for keys 1..6: the lookup finds 4, 5 missing
+            w.write_idx(key, pack(IRHeader(0, 0.0, key, 0), encode(16, 16, seed=key)))
     with RecordFile(rec) as records, pytest.raises(RecordIOError) as info:
         detect_layout(records)
     assert "h.idx" in str(info.value) and "first: key 4" in str(info.value)
@@ -121,3 +125,65 @@ def test_keys_are_found_in_any_order(tmp_path, extra_key):
         assert records.keys[layout.samples].tolist() == [1, 2, 3]
         assert records.keys[layout.identity_positions].tolist() == [4]
         assert layout.identities.tolist() == [[1, 4]]
+
+
+def _hostile_header(tmp_path, label, identity=(1.0, 2.0)):
+    """A small InsightFace file (one image) whose header (and identity) labels are given."""
+    rec, idx = str(tmp_path / "hostile.rec"), str(tmp_path / "hostile.idx")
+    with MXIndexedRecordIO(idx, rec, "w") as w:
+        w.write_idx(1, pack(IRHeader(0, 0.0, 1, 0), encode(16, 16)))
+        w.write_idx(0, pack(IRHeader(0, list(label), 0, 0), b""))
+        w.write_idx(2, pack(IRHeader(0, list(identity), 0, 0), b""))
+    return rec
+
+
+# Under a bound on address space, a BLAS that starts a thread per core (each with its
+# stack and malloc arena reserved) could fail before the test does anything: one thread.
+_FEW_THREADS = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+                "MKL_NUM_THREADS": "1"}  # fmt: skip
+
+_OPEN_UNDER_LIMIT = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from recio.records.reader import RecordFile
+from recio.records.samples import detect_layout
+try:
+    with RecordFile(sys.argv[1]) as records:
+        detect_layout(records)
+except BaseException as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def test_header_claiming_billions_of_identities_is_refused_under_a_memory_limit(tmp_path):
+    """3e9 identities: refused from the header (naming the file), not a 22 GiB lookup."""
+    import subprocess
+    import sys
+
+    rec = _hostile_header(tmp_path, [2.0, 3e9])
+    run = subprocess.run(
+        [sys.executable, "-c", _OPEN_UNDER_LIMIT, rec], capture_output=True, text=True,
+        timeout=120, env=_FEW_THREADS,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("RecordIOError"), run.stdout
+    assert rec in run.stdout and "3 records" in run.stdout
+
+
+@pytest.mark.parametrize("label", [[float("nan"), 3.0], [2.0, float("inf")], [1.5, 3.0]])
+def test_header_labels_that_are_not_whole_numbers_name_the_file(tmp_path, label):
+    rec = _hostile_header(tmp_path, label)
+    with RecordFile(rec) as records, pytest.raises(RecordIOError) as info:
+        detect_layout(records)
+    assert info.value.path == rec and "not whole numbers" in str(info.value)
+    assert info.value.offset == int(records.offsets[1])  # the header record
+
+
+@pytest.mark.parametrize("identity", [[float("nan"), 2.0], [1.0, 1e9], [0.0, 2.0]])
+def test_identity_labels_outside_the_image_keys_are_refused(tmp_path, identity):
+    rec = _hostile_header(tmp_path, [2.0, 3.0], identity)
+    with RecordFile(rec) as records:
+        layout = detect_layout(records)
+        with pytest.raises(RecordIOError, match="identity record key 2") as info:
+            _ = layout.identities
+        assert info.value.path == rec and info.value.offset == int(records.offsets[2])

@@ -76,11 +76,24 @@ def test_counts_follow_weight_repeat_and_choose():
         Mixture((Source("a", repeat=0),)).counts([5])
 
 
+def test_huge_weights_are_shares_without_overflow():
+    """1e308 and 1e308 are 50/50 (their sum would overflow to inf, the shares to NaN)."""
+    huge = Mixture((Source("a", weight=1e308), Source("b", weight=1e308)), epoch_size=10)
+    assert huge.counts([4, 4]) == [5, 5]
+    assert Mixture((Source("a", weight=1e308), Source("b", weight=5e307))).counts([6, 3]) == [6, 3]
+    tiny = Mixture((Source("a", weight=5e-324), Source("b", weight=5e-324)), epoch_size=4)
+    assert tiny.counts([2, 2]) == [2, 2]
+
+
 @pytest.mark.parametrize(
     ("make", "error", "match"),
     [
         (lambda: Source("a.rec", weight=1, repeat=2), ValueError, "one of weight, repeat"),
         (lambda: Source("a.rec", repeat=-1), ValueError, "repeat must be a number >= 0"),
+        (lambda: Source("a.rec", weight=float("nan")), ValueError, "weight must be a number"),
+        (lambda: Source("a.rec", weight=float("inf")), ValueError, "weight must be a number"),
+        (lambda: Source("a.rec", weight=True), ValueError, "weight must be a number"),
+        (lambda: Source("a.rec", weight=-1.0), ValueError, "weight must be a number"),
         (lambda: Source("a.rec", choose=1.5), ValueError, "choose must be an int"),
         (lambda: Mixture((Source("a", weight=1), Source("b"))), ValueError, r"\['b'\] have none"),
         (lambda: Mixture((Source("a"),), epoch_size=10), ValueError, "epoch_size goes with"),

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+
 import pytest
 
 from recio.errors import TruncatedRecordError
 from recio.storage.mapped import CopiedSource, MappedSource
+
+from .._paths import REPO
 
 
 def test_reads_are_views_of_the_map_clipped_at_the_end(tmp_path):
@@ -70,3 +77,52 @@ def test_a_copy_refetches_from_its_origin_and_is_mended_in_place(tmp_path):
     assert copy_path.read_bytes() == b"abcdefghij"
     src.close()
     assert opened[0].closed and src.closed
+
+
+_GUARD = """
+import mmap, os, signal, sys
+from recio.errors import TruncatedRecordError
+from recio.storage.mapped import MappedSource
+open("f.bin", "wb").write(bytes(range(256)) * 256)  # 64 KiB
+source = MappedSource("f.bin")
+if sys.argv[1] == "guarded":
+    os.truncate("f.bin", 10_000)
+    assert source.buffer[40_000] == 0  # a page past the end: zeros, not SIGBUS
+    with open("f.bin", "r+b") as f:  # the file written again to its old size
+        f.truncate(65_536)
+    print(source.fault_offset(), source.readable(), len(source.current_view()))
+    print(bytes(source.read(0, 4)).hex())
+    try:
+        source.read(39_000, 2000)
+    except TruncatedRecordError as exc:
+        print(exc)
+    source.close()
+else:  # a map recio did not make: the fault is not recio's to absorb
+    with open("f.bin", "rb") as f:
+        other = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    os.truncate("f.bin", 10_000)
+    print(other[40_000])
+"""
+
+
+@pytest.mark.needs_native
+def test_a_page_that_faults_reads_as_zeros_and_ends_what_is_readable(tmp_path):
+    """NOTE [map guard]: a guarded map's page past the file's end reads as zeros (no SIGBUS)
+    and the source is readable only up to that page from then on, even once the file is as
+    long as before (its bytes there were not the ones read)."""
+    run = [sys.executable, "-c", _GUARD, "guarded"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    extents, head, error = result.stdout.splitlines()
+    assert extents.split() == ["36864"] * 3  # fault, readable, view: the page's start
+    assert head == "00010203"
+    assert "f.bin could not be read past byte 36864" in error and "at byte 39000" in error
+
+
+@pytest.mark.needs_native
+def test_a_fault_outside_recios_maps_still_ends_the_process(tmp_path):
+    run = [sys.executable, "-c", _GUARD, "other"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert result.returncode == -signal.SIGBUS, (result.returncode, result.stderr)

@@ -1,0 +1,47 @@
+/* recio restart cut: the part of a restart-marked JPEG that covers a crop, as a JPEG of its own.
+ *
+ * NOTE [restart cut]: a baseline JPEG's entropy-coded data is one chain, so a crop's decode
+ * must Huffman-decode every MCU before the crop's last one. With restart markers (DRI) the
+ * chain is cut into segments of `interval` MCUs that decode alone (the DC predictors reset at
+ * each). rc_restart_cut copies the segments that cover a window of MCUs into a new JPEG: the
+ * source's tables, its SOF with the window's width and height, the same DRI, the segments
+ * with their RST markers renumbered, an EOI. Decoding it gives the window's pixels exactly as
+ * the whole image's decode does, away from the window's cut edges: there the chroma upsampler
+ * takes the cut for an image edge, so the window keeps one MCU of margin beyond what the crop
+ * needs on every cut side; at the image's own right and bottom edges the window ends where
+ * the image does, so its edge is the image's. Windows are whole segments: with a marker every
+ * k MCUs and k dividing the MCUs of a row, any columns in steps of k; else whole rows, from a
+ * row where a segment starts to one where a segment starts (or the last). A window must
+ * leave MCUs out to be worth it. Anything else (progressive, several scans, arithmetic
+ * coding, a marker missing or out of sequence, data cut short) gets no cut: the caller
+ * decodes the whole stream as before, which reports what is wrong with it.
+ */
+#ifndef RECIO_RESTART_H
+#define RECIO_RESTART_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jpeglib.h>
+
+/* The window of MCUs a cut keeps: columns c0..c1, rows r0..r1 (ends excluded). */
+typedef struct {
+  int c0, c1, r0, r1;
+} rc_cut;
+
+/* After jpeg_read_header of the whole stream, with scale_num/8 and the output dimensions
+ * computed: the window of MCUs covering scaled columns x0..x1 and rows y0..y1 with the
+ * margin NOTE [restart cut] says, aligned to whole segments. 1 with *cut set where the
+ * window leaves out MCUs the decode would otherwise entropy-decode, 0 where no cut applies
+ * or none would gain. */
+int rc_restart_plan(const struct jpeg_decompress_struct *ci, int x0, int x1, int y0, int y1,
+                    rc_cut *cut);
+
+/* The JPEG of the window `cut` of data[0:len] (which ci's header was read from) into *buf
+ * (grown as needed, *cap bytes); its length, or 0 where the stream is not as the plan
+ * expects (the caller then decodes the whole stream). */
+size_t rc_restart_cut(const struct jpeg_decompress_struct *ci, const uint8_t *data, size_t len,
+                      const rc_cut *cut, uint8_t **buf, size_t *cap);
+
+#endif

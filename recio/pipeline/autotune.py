@@ -1,0 +1,139 @@
+"""``preprocess_threads="auto"``: the decode threads follow what the consumer needs.
+
+NOTE [thread tuner]: after each batch the iterator tells the tuner how long the consumer
+waited inside ``next()`` and how long it was away (its own step), and what share of the
+batches in flight were already decoded when it came back. Every ``window`` batches the tuner
+decides:
+
+- the consumer waited more than ``starve`` of its time: the input is the bottleneck; one
+  more thread, up to the plan's share of the cores;
+- it (almost) never waited and at least ``idle`` of the batches in flight were sitting ready
+  on average: the decoders outrun the consumer; one thread parked;
+- else nothing.
+
+Hysteresis, so that it settles: a window right after a change is not judged (the queue is
+still filling or draining); when the consumer starves in the window after a park, the
+thread comes back and that count becomes a floor that is not parked below again (the
+consumer does need it); a floor is forgotten after ``forget`` windows without a change, so
+that a consumer that slows down later still lets threads go. Parking only, never ending
+threads (NOTE [parked threads] in native/pool.c), so a change costs nothing. The
+decisions are a function of the observations alone, so tests drive them with made-up
+times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ThreadTuner"]
+
+
+@dataclass
+class ThreadTuner:
+    """Decides the active decode threads from the consumer's waits (NOTE [thread tuner])."""
+
+    most: int
+    threads: int
+    least: int = 1
+    window: int = 8
+    starve: float = 0.05
+    calm: float = 0.01
+    idle: float = 0.6
+    forget: int = 100
+    changes: list[tuple[int, int]] = field(default_factory=list)  # (batch, threads) per change
+    _wait: float = 0.0
+    _away: float = 0.0
+    _ready: float = 0.0
+    _seen: int = 0
+    _batches: int = 0
+    _skip: bool = False
+    _floor: int = 1
+    _parked_last: bool = False
+    _quiet: int = 0
+
+    def __post_init__(self) -> None:
+        self.least = max(1, self.least)
+        self.most = max(self.least, self.most)
+        self.threads = min(self.most, max(self.least, self.threads))
+        self._floor = self.least
+
+    def observe(self, wait_s: float, away_s: float, ready: float) -> int | None:
+        """One batch: the consumer's wait in ``next()``, its time away, the ready share.
+
+        Returns the new thread count when it changes, else None.
+        """
+        self._wait += max(0.0, wait_s)
+        self._away += max(0.0, away_s)
+        self._ready += min(1.0, max(0.0, ready))
+        self._seen += 1
+        self._batches += 1
+        if self._seen < self.window:
+            return None
+        wait, total, ready_mean = self._wait, self._wait + self._away, self._ready / self._seen
+        self._wait = self._away = self._ready = 0.0
+        self._seen = 0
+        if self._skip:  # the window after a change: the queue was settling
+            self._skip = False
+            return None
+        share = wait / total if total > 0 else 0.0
+        parked_last, self._parked_last = self._parked_last, False
+        new = self.threads
+        if share > self.starve and self.threads < self.most:
+            new = self.threads + 1
+            if parked_last:  # parked one too many: this count is needed
+                self._floor = max(self._floor, new)
+        elif share < self.calm and ready_mean >= self.idle and self.threads > self._floor:
+            new = self.threads - 1
+            self._parked_last = True
+        if new == self.threads:
+            self._quiet += 1
+            if self._quiet >= self.forget:
+                self._floor, self._quiet = self.least, 0
+            return None
+        self.threads, self._skip, self._quiet = new, True, 0
+        self.changes.append((self._batches, new))
+        return new
+
+
+class Governor:
+    """The iterator's per-batch hook: stage times into ``stats.stages``, the tuner's moves.
+
+    ``pool``: the iterator's :class:`~recio.decode.DecodePool`; ``tuner``: None for a
+    fixed thread count (nothing is changed, only measured).
+    """
+
+    def __init__(self, pool, stages, tuner: ThreadTuner | None) -> None:
+        self.pool = pool
+        self.stages = stages
+        self.tuner = tuner
+        self._left: float | None = None  # when the consumer last left next()
+        _, self._busy, self._cpu = pool.activity()
+        self._fetched = 0.0  # the running pipeline's reader wait, as last seen
+
+    def batch(self, entered: float, left: float, images: int, pipeline: Any) -> None:
+        """A batch handed over: the consumer came in at ``entered`` and left at ``left``.
+
+        ``pipeline``: the running one; its ``blocked`` is the time of that the consumer
+        waited for the batch (the rest is recio's Python that hands it over), its
+        ``fetch_wait`` the reader's wait for the store so far, its ``ready_share()`` the
+        share of the batches in flight already decoded (asked only when tuning).
+        """
+        first = self._left is None  # of a pipeline just started: its wait is no signal
+        away = 0.0 if first else max(0.0, entered - self._left)
+        blocked, inside = pipeline.blocked, left - entered
+        threads, busy, cpu = self.pool.activity()
+        fetched = getattr(pipeline, "fetch_wait", 0.0)
+        self.stages.add(images, blocked, inside - blocked, away, busy - self._busy, threads)
+        self.stages.decode_cpu_s += cpu - self._cpu
+        self.stages.fetch_wait_s += max(0.0, fetched - self._fetched)
+        self._busy, self._cpu, self._left, self._fetched = busy, cpu, left, fetched
+        if self.tuner is not None and not first:
+            new = self.tuner.observe(blocked, away + inside - blocked, pipeline.ready_share())
+            if new is not None:
+                self.pool.set_active_threads(new)
+
+    def pause(self) -> None:
+        """The pipeline stopped (epoch end, reset): the time until the next one is no step."""
+        self._left = None
+        self._fetched = 0.0

@@ -1,0 +1,106 @@
+"""``preprocess_threads="auto"`` against fixed thread counts, side by side in one run.
+
+    python tools/bench_autotune.py [--rec R | --images 800] [--repeats 3] [--seconds 4]
+                                   [--step-ms 150]
+
+Two consumers over the built-in sample (RandomResizedCrop 224, flip, uint8):
+
+- fast: takes each batch as soon as it comes. Images/s of fixed 1..4 threads and of auto,
+  the settings interleaved in each repeat; auto should reach at least 95 % of the best.
+- slow: a training step of ``--step-ms`` (a sleep) per batch, long enough that one thread
+  keeps up. Auto's settled thread count, its changes after the first epoch, and the
+  process CPU seconds per image against a fixed single thread (within 10 %).
+
+Prints medians of the repeats (min-max beside them) and a JSON line with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from recio.bench.sample import build_sample_rec  # noqa: E402
+from recio.pipeline.iterator import ImageRecordIter  # noqa: E402
+
+KW = dict(random_resized_crop=True, rand_mirror=True, shuffle=True, dtype="uint8")
+
+
+def run(rec: str, threads, seconds: float, step_s: float = 0.0) -> dict:
+    """Images/s, CPU s per image and the tuner's story for one setting."""
+    with ImageRecordIter(rec, (3, 224, 224), 32, preprocess_threads=threads, **KW) as it:
+        for _ in it:  # warm-up epoch: page cache, pool threads, the tuner's first moves
+            time.sleep(step_s)
+        tuner = it._governor.tuner
+        warm_changes = len(tuner.changes) if tuner else 0
+        images, start, cpu0 = 0, time.perf_counter(), time.process_time()
+        while time.perf_counter() - start < seconds:
+            for b in it:
+                images += len(b.index) - b.pad
+                time.sleep(step_s)
+                if time.perf_counter() - start >= seconds:
+                    break
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
+        return {
+            "images_per_s": images / wall,
+            "cpu_per_image_ms": 1e3 * cpu / max(1, images),
+            "threads": it.pool.activity()[0],
+            "changes_after_warmup": (len(tuner.changes) - warm_changes) if tuner else 0,
+        }
+
+
+def med(values: list[float], digits: int = 1) -> str:
+    lo, hi = min(values), max(values)
+    return f"{statistics.median(values):8.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rec", help="a .rec to read (default: the built-in sample)")
+    parser.add_argument("--images", type=int, default=800, help="images of the sample")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--step-ms", type=float, default=150.0)
+    args = parser.parse_args()
+    result: dict = {"fast": {}, "slow": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        rec = args.rec or build_sample_rec(tmp, args.images)
+        settings = [1, 2, 3, 4, "auto"]
+        for _ in range(args.repeats):
+            for threads in settings:  # interleaved: the machine's noise hits all alike
+                got = run(rec, threads, args.seconds)
+                result["fast"].setdefault(str(threads), []).append(got)
+            for threads in (1, "auto"):
+                got = run(rec, threads, args.seconds, args.step_ms / 1e3)
+                result["slow"].setdefault(str(threads), []).append(got)
+    print(f"fast consumer (images/s, median of {args.repeats}, min-max):")
+    best = 0.0
+    for name, runs in result["fast"].items():
+        rates = [r["images_per_s"] for r in runs]
+        if name != "auto":
+            best = max(best, statistics.median(rates))
+        threads = [r["threads"] for r in runs]
+        print(f"  {name:>5} threads {med(rates)}  active at the end {threads}")
+    auto = statistics.median(r["images_per_s"] for r in result["fast"]["auto"])
+    print(f"  auto / best fixed = {auto / best:.3f}")
+    print(f"slow consumer ({args.step_ms:g} ms step): CPU ms per image, threads, changes")
+    for name, runs in result["slow"].items():
+        cpu = [r["cpu_per_image_ms"] for r in runs]
+        threads = [r["threads"] for r in runs]
+        changes = [r["changes_after_warmup"] for r in runs]
+        print(f"  {name:>5} {med(cpu, 3)}  threads {threads}  changes after warm-up {changes}")
+    one = statistics.median(r["cpu_per_image_ms"] for r in result["slow"]["1"])
+    tuned = statistics.median(r["cpu_per_image_ms"] for r in result["slow"]["auto"])
+    print(f"  auto / fixed 1 CPU per image = {tuned / one:.3f}")
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
