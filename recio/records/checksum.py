@@ -151,8 +151,10 @@ class Checksums:
         if len(self.table) != count:
             raise _sidecar_error(
                 self.path,
-                f"holds {len(self.table)} checksums, but {index} lists {count} records: it "
-                "is from another write; `recio checksum --force` writes it anew",
+                f"holds {len(self.table)} checksums, but {index} lists {count} records: one "
+                f"of them is from another write; `recio verify {rec_url}` says which (an .idx "
+                f"that leaves out records: `recio index {rec_url}`; else `recio checksum "
+                "--force` writes the sidecar anew)",
             )
         if self.rec_size != rec_size:
             raise _sidecar_error(

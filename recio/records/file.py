@@ -315,8 +315,9 @@ class RecordFile(VerifiedReads, RecordsBase):
             positions = np.asarray(indices, dtype=np.int64)
             problems: dict = {}
             out = self._read_many_local(positions, problems)
-            if self.checksums is not None:
-                problems.update(self.verify_view(self.local_view(positions), positions))
+            if self.checksums is not None:  # the read's own finding first (say, the .idx's fault)
+                for j, error in self.verify_view(self.local_view(positions), positions).items():
+                    problems.setdefault(j, error)
             if problems:  # read from a map that changed: truncation, whatever it read as
                 problems.update(self.lost(positions))
             put_problems(out, problems, bad)

@@ -135,8 +135,6 @@ class VerifiedReads:
         bad = bad[~np.isin(bad, list(unchained))]
         if not bad.size:
             return unchained
-        if not bad.size:
-            return {}
         with self._stats_lock:
             self.checksum_stats["mismatched"] += int(bad.size)
         again = self._repairs  # a copy's damaged record was fetched again (_mend_copy)
