@@ -23,6 +23,15 @@ and prints each one's instructions per record:
 
 ``--rec FILE`` uses an existing dataset (with its ``.idx`` and ``.crc`` beside it: the far
 benchmark's sample, say) instead of writing one.
+
+``--default`` times what the default settings cost (``verify_checksums`` left as it is,
+NOTE [checksums by default]): the local dataset with its sidecar beside it against a copy
+of its ``.rec`` and ``.idx`` without one, taking turns, the same medians and paired ratios
+(and a second copy without one, the control: how far identical arms drift apart); with
+``--callgrind``, their instructions per epoch:
+
+    python tools/bench_checksum.py --default --records 1024 --size 112 --repeats 9
+    python tools/bench_checksum.py --default --callgrind --records 512 --size 32
 """
 
 from __future__ import annotations
@@ -59,14 +68,14 @@ def make(folder: str, n: int, size: int) -> str:
     return rec
 
 
-def epoch_rate(url: str, out: int, verify: bool) -> tuple[float, float]:
-    """One epoch: (images per second of wall time, CPU microseconds per image)."""
+def epoch_rate(url: str, out: int, verify: bool | None) -> tuple[float, float]:
+    """One epoch: (images per second of wall time, CPU microseconds per image).
+
+    ``verify``: ``verify_checksums``; None: the default.
+    """
+    setting = {} if verify is None else {"verify_checksums": verify}
     with ImageRecordIter(
-        url,
-        data_shape=(3, out, out),
-        batch_size=64,
-        preprocess_threads=2,
-        verify_checksums=verify,
+        url, data_shape=(3, out, out), batch_size=64, preprocess_threads=2, **setting
     ) as it:
         start, cpu = time.perf_counter(), time.process_time()
         n = sum(len(b.index) for b in it)
@@ -74,11 +83,11 @@ def epoch_rate(url: str, out: int, verify: bool) -> tuple[float, float]:
         return n / wall, 1e6 * cpu / n
 
 
-def _epochs(url: str, out: int, verify: bool, epochs: int) -> None:
+def _epochs(url: str, out: int, verify: bool | None, epochs: int) -> None:
     """The program callgrind counts: open the iterator, run ``epochs`` epochs."""
+    setting = {} if verify is None else {"verify_checksums": verify}
     with ImageRecordIter(
-        url, data_shape=(3, out, out), batch_size=64, preprocess_threads=2,
-        verify_checksums=verify,
+        url, data_shape=(3, out, out), batch_size=64, preprocess_threads=2, **setting
     ) as it:  # fmt: skip
         for _ in range(epochs):
             for _ in it:
@@ -136,10 +145,16 @@ def _instructions(program: str, args: tuple, folder: str) -> int:
     return int(re.findall(r"Collected : (\d+)", done.stderr)[-1])
 
 
-def callgrind(rec: str, out: int, folder: str, epochs: int, where: str) -> None:
+def callgrind(rec: str, out: int, folder: str, epochs: int, where: str, plain: str = "") -> None:
+    """Instructions per epoch, checked and not; with ``plain`` (a copy without a sidecar),
+    the default settings on ``plain`` (off) and on ``rec`` (on)."""
+    if plain:
+        runs = {False: (plain, None), True: (rec, None)}
+    else:
+        runs = {False: (rec, False), True: (rec, True)}
     counts = {
-        (verify, n): _instructions("_epochs", (rec, out, verify, n), folder)
-        for verify in (False, True)
+        (verify, n): _instructions("_epochs", (url, out, setting, n), folder)
+        for verify, (url, setting) in runs.items()
         for n in (0, epochs)
     }
     off = (counts[False, epochs] - counts[False, 0]) / epochs
@@ -168,6 +183,45 @@ def callgrind_batches(rec: str, out: int, folder: str, n: int) -> None:
     )
 
 
+def bare_copy(rec: str, folder: str, name: str = "bare") -> str:
+    """A copy of the ``.rec`` and ``.idx`` in a folder of ``folder``, without the sidecar."""
+    import shutil
+
+    bare = os.path.join(folder, name)
+    os.mkdir(bare)
+    plain = os.path.join(bare, "b.rec")
+    shutil.copy(rec, plain)
+    shutil.copy(rec[:-3] + "idx", plain[:-3] + "idx")
+    return plain
+
+
+def default_cost(rec: str, out: int, plain: str, repeats: int) -> None:
+    """Paired epochs under the default settings: the sidecar beside the data (``rec``), and
+    not (``plain``); a second copy without one (``control``) says how far two identical
+    arms drift apart on this machine. The arms take turns going first."""
+    control = bare_copy(plain, os.path.dirname(os.path.dirname(plain)), "control")
+    with ImageRecordIter(rec, data_shape=(3, out, out), batch_size=64) as it:
+        assert it.records.checksums is not None, "the default checks a local sidecar"
+    arms = {"sidecar": rec, "control": control, "no sidecar": plain}
+    for url in arms.values():
+        epoch_rate(url, out, None)  # warm up: page cache, pool, imports
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in arms}
+    names = list(arms)
+    for k in range(repeats):
+        for name in names[k % 3 :] + names[: k % 3]:
+            runs[name].append(epoch_rate(arms[name], out, None))
+    for k, what in ((0, "img/s (wall)"), (1, "CPU us/img")):
+        base = statistics.median(r[k] for r in runs["no sidecar"])
+        for name in ("sidecar", "control"):
+            ratios = [b[k] / a[k] for a, b in zip(runs["no sidecar"], runs[name], strict=True)]
+            ratio = statistics.median(ratios)
+            cost = 100 * (1 - ratio) if k == 0 else 100 * (ratio - 1)
+            print(
+                f"default   {what:13s} {name:8s} {statistics.median(r[k] for r in runs[name]):8.1f}"
+                f"  no sidecar {base:8.1f}  paired median {ratio:.3f} (cost {cost:+.1f} %)"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1024)
@@ -181,6 +235,10 @@ def main() -> None:
         help="with --callgrind: count N calls of each batch step instead of epochs",
     )  # fmt: skip
     parser.add_argument("--rec", help="an existing .rec (with .idx and .crc) instead")
+    parser.add_argument(
+        "--default", action="store_true",
+        help="the default settings, with the sidecar beside the data and without one",
+    )  # fmt: skip
     args = parser.parse_args()
     out = args.out or args.size
     with tempfile.TemporaryDirectory() as folder:
@@ -200,7 +258,13 @@ def main() -> None:
             callgrind_batches(rec, out, folder, args.batches)
             return
         if args.callgrind:  # local only: a memory:// store lives in one process
-            callgrind(rec, out, folder, args.epochs, "local")
+            if args.default:
+                callgrind(rec, out, folder, args.epochs, "default", bare_copy(rec, folder))
+            else:
+                callgrind(rec, out, folder, args.epochs, "local")
+            return
+        if args.default:
+            default_cost(rec, out, bare_copy(rec, folder), args.repeats)
             return
         import fsspec
 

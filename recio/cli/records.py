@@ -568,7 +568,7 @@ over the record's frames as stored, in X.crc beside X.idx (MXNet and DALI read o
 .rec and .idx, and ignore it). It appears only when whole. im2rec and the writer API
 write it themselves; this is for datasets written without one.
 
-Readers then check records against it (`verify_checksums`: remote data by default), and
+Readers then check records against it (`verify_checksums`: wherever it exists, by default), and
 so does `recio verify`. An existing sidecar is not replaced unless --force: one that
 disagrees with the records means they changed since it was written, which is for
 `recio verify` to show, not for a new sidecar to hide.

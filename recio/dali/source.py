@@ -29,6 +29,7 @@ from ..augment import CropSpec, KeyedDraw
 from ..decode import DecodePool, Status
 from ..decode.jpegcheck import Problem, image_problem
 from ..pipeline.positioned import ErrorPolicy
+from ..pipeline.refill import Candidates, Refill, tolerant
 from ..records.checksum import CHECKSUM_MISMATCH
 from ..records.file import RecordFile
 from ..records.spans import Spans
@@ -113,6 +114,7 @@ class RecioSource:
         self.start_step = start_step
         self.label_maps = tuple(label_maps)  # a mixture's sources with their own label widths
         self._pool: DecodePool | None = None
+        self._refiller: Refill | None = None  # made when a batch has no good image
         # Sizes never change: cache them, so later epochs skip the header parse.
         self._sizes = np.full((len(records), 2), -1, dtype=np.int32)
         self._valid = np.zeros(len(records), dtype=bool)  # passed the check once
@@ -125,6 +127,8 @@ class RecioSource:
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_pool"] = None  # threads do not travel; the worker starts its own
+        state["_refiller"] = None  # (a lock)
+        state.pop("_take", None)
         return state
 
     def _header_pool(self) -> DecodePool:
@@ -208,6 +212,7 @@ class RecioSource:
             problems[todo[k]] = Problem(code, errors[k] or code.text)
 
     def _handle_bad(self, plan, images, labels, meta, sizes, keep, problems) -> None:
+        """Apply ``on_error`` to the bad slots (a batch with none good: NOTE [refill])."""
         status = np.zeros(len(images), dtype=np.int32)
         reasons: list[str | None] = [None] * len(images)
         for j, problem in problems.items():
@@ -216,7 +221,6 @@ class RecioSource:
             status,
             reasons,
             lambda j: self.records.describe(int(plan.positions[j]), int(meta[j, 0])),
-            f"batch {plan.step} (epoch {plan.epoch}) of {self.records.url}",
         )
         bad = np.flatnonzero(status)
         meta[bad, 4], meta[bad, 5] = meta[bad, 0], status[bad]
@@ -228,6 +232,34 @@ class RecioSource:
                 sizes[j] = (16, 16)
                 keep[j] = 0.0
             return
+        if fill[0] < 0:  # no image of the batch is good: those that follow it
+            found = self._refill().find(
+                plan, self._take, reasons[int(bad[0])],
+                f"batch {plan.step} (epoch {plan.epoch}) of {self.records.url}",
+            )  # fmt: skip
+            for j in bad:
+                images[j], sizes[j], labels[j], meta[j, 0] = found[j % len(found)]
+            return
         for j in bad:
             k = fill[j]
             images[j], sizes[j], labels[j], meta[j, 0] = images[k], sizes[k], labels[k], meta[k, 0]
+
+    def _refill(self) -> Refill:
+        if self._refiller is None:
+            self._refiller = Refill(self.sampler)
+            self._take = tolerant(self._good_images)
+        return self._refiller
+
+    def _good_images(self, c: Candidates) -> list[tuple[int, tuple]]:
+        """The good ones of a refill's candidates, checked as a batch's are.
+
+        An item is ``(image, size, label, id)``.
+        """
+        got = read_mapped_batch(self.records, c.positions, self.label_width, self.label_maps)
+        images = _arrays(got.images)
+        sizes, problems = self._check(c.positions, images)
+        return [
+            (j, (images[j], sizes[j].copy(), got.labels[j].copy(), int(got.ids[j])))
+            for j in range(len(images))
+            if j not in problems and j not in got.problems
+        ]

@@ -103,8 +103,8 @@ class RecordDataset:
             limit, each file copied whole.
         cache_limit: the most bytes the block cache in ``cache_dir`` holds.
         verify_checksums: check each record read against its checksum sidecar
-            (:class:`~recio.records.file.RecordFile`; "auto": remote data). A record that does not
-            match is a bad image for ``on_error``.
+            (:class:`~recio.records.file.RecordFile`; "auto": wherever a sidecar exists).
+            A record that does not match is a bad image for ``on_error``.
     """
 
     def __init__(

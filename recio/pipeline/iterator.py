@@ -49,6 +49,7 @@ from .mxnet_inputs import ImageList, load_mean_image
 from .plan import ResourcePlan, log_once, make_plan
 from .positioned import Batch, IterStats, PositionedIterator
 from .read_decode import BatchReader, DecodedBatch, PendingBatch, submit_read_and_decode
+from .refill import Refill, decoded
 from .trace import Tracer, maybe_span
 
 __all__ = ["Batch", "BatchBuffers", "ImageRecordIter", "IterStats"]
@@ -81,7 +82,7 @@ class ImageRecordIter(PositionedIterator):
     (remote blocks kept on local disk, at most that many bytes: NOTE [block cache]),
     ``fetch`` (:class:`~recio.storage.FetchOptions`), ``memory_budget`` (bytes the batches in
     flight and the read-ahead may take; NOTE [resource plan]), ``verify_checksums`` (True | False |
-    "auto": check records against their checksum sidecar, by default remote data; a record
+    "auto": check records against their checksum sidecar, by default wherever one exists; a record
     that does not match is a bad image for ``on_error``, counted in
     ``stats.checksum_mismatches``). ``path_imgrec`` may also be a
     :class:`~recio.sampling.mixing.Mixture` (or a list of ``Source`` objects): several
@@ -304,6 +305,12 @@ class _Run:
         self.end_step = self.sampler.steps_in_epoch(epoch)
         self.stopping = threading.Event()
         self.buffers = it.buffers
+        self.refill = Refill(self.sampler)  # NOTE [refill]
+        self._take = decoded(
+            self.records, self.pool, config.batch_shape[1:], it.buffers.dtype,
+            label_width=self.read_label_width, draw=self.draw, options=self.decode_options,
+            label_maps=self.label_maps,
+        )  # fmt: skip
 
     def _raw(self, plan, payloads) -> _RawBatch:
         epochs = self.sampler.slot_epochs(plan)
@@ -336,13 +343,27 @@ class _Run:
             got.status,
             got.reasons,
             lambda j: self.describe(int(raw.positions[j]), int(got.ids[j])),
-            f"batch {raw.step} (epoch {raw.epoch}) of {self.records.url}",
         )
         if fill is None:  # replace: blank images, their own labels
             return got.labels, got.ids
+        if fill[0] < 0:  # skip, and no image of the batch is good (NOTE [refill])
+            return self._refilled(raw, got, out)
         bad = np.flatnonzero(got.status)
         out[bad] = out[fill[bad]]
         return got.labels[fill], got.ids[fill]
+
+    def _refilled(self, raw: _RawBatch, got, out: np.ndarray):
+        """A batch with no good image, filled from the good ones that follow it."""
+        found = self.refill.find(
+            self.sampler.plan(raw.epoch, raw.step),
+            self._take,
+            got.reasons[int(np.flatnonzero(got.status)[0])],
+            f"batch {raw.step} (epoch {raw.epoch}) of {self.records.url}",
+        )
+        labels, ids = np.empty_like(got.labels), np.empty_like(got.ids)
+        for j in range(len(out)):
+            out[j], labels[j], ids[j] = found[j % len(found)]
+        return labels, ids
 
 
 class _Pipeline(_Run):
@@ -651,9 +672,12 @@ class _QueuedPipeline(_Run):
     positions a slice of the epoch's order (NOTE [sliced plans] in :mod:`recio.sampling.sampler`),
     its status, span, crop and flip arrays a set reused in turn (``depth + 2`` sets: a set
     comes round again only after its batch was counted), and, when the native call decoded
-    every image and nothing is left to check, no status array for the stats to look at
-    (:meth:`~recio.pipeline.read_decode.LocalPending.decoded`). Any other batch, and a lean one with
-    a bad image, checksums or several labels, goes the general way
+    every image, every record matched its checksum (one native call over the batch's
+    frames, where the file has a sidecar: NOTE [checksums by default] in
+    :mod:`recio.records.checksum`) and nothing else is left to check, no status array for
+    the stats to look at (:meth:`~recio.pipeline.read_decode.LocalPending.decoded`). Any
+    other batch, and a lean one with a bad image, a checksum mismatch or several labels,
+    goes the general way
     (:meth:`~recio.pipeline.read_decode.LocalPending.result`): the same batches either way.
     """
 

@@ -132,7 +132,9 @@ class ErrorPolicy:
     """What becomes of a batch slot whose image is bad (``on_error``).
 
     ``"skip"``: the slot takes the next valid image after it in the batch (wrapping), with
-    its label and id, so the batch stays full and the choice depends only on the data.
+    its label and id, so the batch stays full and the choice depends only on the data; a
+    batch with no valid image takes those that follow it in the rank's stream (NOTE
+    [refill] in :mod:`recio.pipeline.refill`).
     ``"replace"``: the slot keeps its label and id and gets a blank image. ``"raise"``: a
     :class:`~recio.errors.DecodeError` naming the record, its byte offset and the file.
     """
@@ -155,22 +157,21 @@ class ErrorPolicy:
         status: np.ndarray,
         reasons: Sequence[str | None],
         describe: Callable[[int], str],
-        batch: str,
     ) -> np.ndarray | None:
         """Where each slot of a batch with bad slots (``status`` non-zero) takes its image from.
 
-        Under "skip", the slot each slot takes its image, label and id from; None under
+        Under "skip", the slot each slot takes its image, label and id from, or -1 for
+        every slot when no image of the batch is good: the caller then fills it from the
+        records that follow (NOTE [refill] in :mod:`recio.pipeline.refill`); None under
         "replace" (blank the bad slots).
 
         Args:
             status: per-slot decoder status, 0 for a good image.
             reasons: per-slot error text (None where good).
             describe: slot -> "record id N (record P, at byte B of URL)" for messages.
-            batch: "batch S (epoch E) of URL", for the all-bad message.
 
         Raises:
-            DecodeError: under "raise" for the first bad slot; under "skip" when no image
-                of the batch is good.
+            DecodeError: under "raise" for the first bad slot.
         """
         bad = np.flatnonzero(status)
         if self.on_error == "raise":
@@ -182,9 +183,7 @@ class ErrorPolicy:
             return None
         good = np.flatnonzero(status == 0)
         if len(good) == 0:
-            raise DecodeError(
-                f"no image of {batch} could be decoded; first error: {reasons[bad[0]]}"
-            )
+            return np.full(len(status), -1)
         fill = np.arange(len(status))
         fill[bad] = good[np.searchsorted(good, bad) % len(good)]
         return fill

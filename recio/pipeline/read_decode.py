@@ -242,18 +242,23 @@ class LocalPending:
     def decoded(self) -> tuple[np.ndarray, np.ndarray] | None:
         """``(labels, ids)`` if the native call decoded every image and nothing is left to do.
 
-        Nothing left: no checksums to check and one label per record. Else None, and
-        :meth:`result` gives the batch. Raises what :meth:`result` raises.
+        Nothing left: every record matches its checksum (where the file has a sidecar) and
+        holds one label. Else None, and :meth:`result` gives the batch. Raises what
+        :meth:`result` raises.
         """
         reader = self.reader
+        records = reader.records
         failed = self.handle.result() is not None  # its error texts: some slot failed
         status, starts, lengths = self.rows[:3]  # NOTE [index gaps]: where each record ends
-        reader.records.check_record_ends(self.positions, starts + lengths, status != _RECORD)
+        records.check_record_ends(self.positions, starts + lengths, status != _RECORD)
         if (
             failed
-            or reader.records.checksums is not None
             or reader.label_width > 1
-            or reader.records.lost(self.positions)  # the file changed under the map
+            or records.lost(self.positions)  # the file changed under the map
+            or (
+                records.checksums is not None
+                and not records.view_matches(self.view, self.offsets, self.positions)
+            )
         ):
             return None
         reader.pool.remember_errors(None, len(self.ids))  # as PendingRecords.result does

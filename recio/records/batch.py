@@ -191,7 +191,9 @@ def _read_local_batch(records: RecordFile, positions: np.ndarray, label_width: i
                 lengths[j] = len(payload) - start
             else:
                 parts[j] = payload[start:]
-    problems = records.verify_view(view, positions)
+    problems = {  # a frame the parse found damaged keeps the parse's finding (the .idx's fault)
+        j: e for j, e in records.verify_view(view, positions).items() if j not in headers.problems
+    }
     problems.update(records.lost(positions))  # last: what the map lost, whatever it read as
     for j, error in problems.items():
         # checked after the parse: its labels may be damaged too

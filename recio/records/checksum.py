@@ -26,6 +26,12 @@ Written by :class:`~recio.records.recordio.MXIndexedRecordIO` (and so by ``recio
 ``recio checksum`` for datasets without one; checked by ``recio verify`` and, with
 ``verify_checksums``, on every read of :class:`~.file.RecordFile` and the readers
 above it (remote reads: a mismatch is fetched again once).
+
+NOTE [checksums by default]: ``verify_checksums="auto"`` (the default everywhere) checks
+every read against the sidecar wherever one exists, local files included; without one
+reads are not checked, and ``verify_checksums=False`` turns the check off. A local file's
+records are checked in one native CRC32C pass per batch over the map, about 1-3 % of an
+epoch end to end (BENCHMARKS.md, "Checksums by default").
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ __all__ = [
     "crc32c",
     "extent_crcs",
     "frame_ends",
+    "frames_match",
     "load_sidecar",
     "record_crcs",
     "resolve_verify",
@@ -100,19 +107,21 @@ def sidecar_path(rec_url: str, idx_url: str | None = None) -> str:
 def resolve_verify(verify_checksums: bool | str, url: str) -> bool | str:
     """What ``verify_checksums`` means for ``url``: False, True, or "if-present".
 
-    True: a sidecar must be there. "auto" is "if-present" for remote data (it crossed a
-    network) and False for local files (``recio verify`` checks those).
+    True: a sidecar must be there. "auto" is "if-present", for local files as for remote
+    data (NOTE [checksums by default]): a sidecar is there to be checked, and a local
+    disk's rot or a byte written over is as wrong as a network's.
 
     Raises:
-        ValueError: not True, False or "auto".
+        ValueError: not True, False or "auto" (naming ``url``).
     """
     if verify_checksums is True or verify_checksums is False:
         return verify_checksums
     if verify_checksums != "auto":
         raise ValueError(
-            f'verify_checksums must be True, False or "auto", not {verify_checksums!r}'
+            f'verify_checksums must be True, False or "auto", not {verify_checksums!r} '
+            f"(opening {url})"
         )
-    return False if storage.is_local(url) else "if-present"
+    return "if-present"
 
 
 class Checksums:
@@ -142,8 +151,10 @@ class Checksums:
         if len(self.table) != count:
             raise _sidecar_error(
                 self.path,
-                f"holds {len(self.table)} checksums, but {index} lists {count} records: it "
-                "is from another write; `recio checksum --force` writes it anew",
+                f"holds {len(self.table)} checksums, but {index} lists {count} records: one "
+                f"of them is from another write; `recio verify {rec_url}` says which (an .idx "
+                f"that leaves out records: `recio index {rec_url}`; else `recio checksum "
+                "--force` writes the sidecar anew)",
             )
         if self.rec_size != rec_size:
             raise _sidecar_error(
@@ -374,6 +385,26 @@ def frame_crcs(
         _walk_end(view, int(offsets[j]), path)  # raises the framing error
         raise AssertionError("frames the native walk refused")  # pragma: no cover
     return crcs
+
+
+def frames_match(view: memoryview, offsets: np.ndarray, expected: np.ndarray) -> bool:
+    """Whether the records at ``offsets`` of ``view`` have the checksums ``expected``.
+
+    :func:`frame_crcs` for a yes or no, at the least cost per call (the iterator's common
+    batch asks it once a batch): frames that do not chain are a no, not an error.
+    """
+    if not len(offsets):
+        return True
+    if _native is None:
+        try:
+            return bool(np.array_equal(frame_crcs(view, offsets), expected))
+        except RecordIOError:
+            return False
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    crcs = np.empty(len(offsets), dtype=np.uint32)
+    ends = np.empty(len(offsets), dtype=np.int64)
+    _native.record_crcs(view, offsets, crcs, ends)
+    return bool(ends.min() >= 0 and (crcs == expected).all())
 
 
 def extent_crcs(datas: Sequence[Any], *, native: bool = True) -> tuple[np.ndarray, np.ndarray]:

@@ -79,10 +79,11 @@ class RecordFile(VerifiedReads, RecordsBase):
 
     ``verify_checksums``: check every record read against the checksum sidecar beside the
     ``.idx`` (NOTE [checksum sidecar] in :mod:`.checksum`). True: the sidecar must be
-    there; "auto" (default): remote data is checked when it has one, local files are not
-    (``recio verify`` checks those); False: never. A remote record that does not match is
-    fetched again once; if it still does not, :class:`~recio.errors.ChecksumError` (or, for
-    batch readers, a bad slot for their ``on_error``). ``checksum_stats`` counts records
+    there; "auto" (default): checked wherever it has one, local files included (NOTE
+    [checksums by default] in :mod:`.checksum`); False: never. A remote record that does
+    not match is fetched again once; if it still does not,
+    :class:`~recio.errors.ChecksumError` (or, for batch readers, a bad slot for their
+    ``on_error``). ``checksum_stats`` counts records
     fetched again and mismatches. A sidecar of another write (its count or ``.rec`` size
     differs) is an ``IndexMismatchError`` at open.
     """
@@ -314,8 +315,9 @@ class RecordFile(VerifiedReads, RecordsBase):
             positions = np.asarray(indices, dtype=np.int64)
             problems: dict = {}
             out = self._read_many_local(positions, problems)
-            if self.checksums is not None:
-                problems.update(self.verify_view(self.local_view(positions), positions))
+            if self.checksums is not None:  # the read's own finding first (say, the .idx's fault)
+                for j, error in self.verify_view(self.local_view(positions), positions).items():
+                    problems.setdefault(j, error)
             if problems:  # read from a map that changed: truncation, whatever it read as
                 problems.update(self.lost(positions))
             put_problems(out, problems, bad)

@@ -23,6 +23,7 @@ from .checksum import (
     MismatchedPayload,
     extent_crcs,
     frame_crcs,
+    frames_match,
     load_sidecar,
     sidecar_path,
 )
@@ -134,8 +135,6 @@ class VerifiedReads:
         bad = bad[~np.isin(bad, list(unchained))]
         if not bad.size:
             return unchained
-        if not bad.size:
-            return {}
         with self._stats_lock:
             self.checksum_stats["mismatched"] += int(bad.size)
         again = self._repairs  # a copy's damaged record was fetched again (_mend_copy)
@@ -143,6 +142,17 @@ class VerifiedReads:
             i = int(positions[j])
             unchained[j] = self.checksums.mismatch(self, i, int(crcs[j]), refetched=again)
         return unchained
+
+    def view_matches(self, view: memoryview, offsets: np.ndarray, positions: np.ndarray) -> bool:
+        """Whether every record at ``positions`` of the local map ``view`` matches its checksum.
+
+        ``offsets``: the records' offsets. Nothing is counted or raised: the iterator's
+        common batch checks this way (NOTE [lean batches] in :mod:`recio.pipeline.iterator`),
+        and one that does not match goes the way that names, counts and marks its records
+        (:meth:`verify_view`). Called only with a sidecar.
+        """
+        assert self.checksums is not None
+        return frames_match(view, offsets, self.checksums.table[positions])
 
     def _mend_copy(self, view: memoryview, positions: np.ndarray) -> None:
         """Records of a whole-file copy that fail their checksum, fetched again and written over.

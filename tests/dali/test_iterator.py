@@ -96,6 +96,26 @@ def test_corrupt_records_are_skipped_and_counted_like_the_iterator(bad_rec):
 
 
 @needs_dali
+def test_a_batch_of_bad_records_is_refilled_like_the_iterator(tmp_path):
+    """NOTE [refill]: 8 bad records in a row, batch size 8, and a resume past them: the DALI
+    stage refills the batch from the records that follow, as the CPU iterator does."""
+    from ..pipeline.test_iterator import make_rec
+
+    rec = make_rec(tmp_path, n=32, corrupt=range(8, 16))
+    it, ref = pair(rec)
+    got = [b.index.tolist() for b in it]
+    assert got == [b.index.tolist() for b in ref] and len(got) == 4
+    assert got[1] == got[2] == [1000 + k for k in range(16, 24)]
+    assert it.stats.skipped == ref.stats.skipped == 8 and it.stats.decoded == 24
+    it, _ = pair(rec)
+    next(iter(it))
+    state = it.state_dict()
+    resumed, _ = pair(rec)
+    resumed.load_state_dict(state)
+    assert [b.index.tolist() for b in resumed] == got[1:]
+
+
+@needs_dali
 def test_corrupt_records_replace_gives_zeros(bad_rec):
     it, _ = pair(bad_rec, batch_size=5, on_error="replace", mean_r=10, std_r=2)
     batch = next(iter(it))

@@ -17,23 +17,24 @@ def describe(j: int) -> str:
 
 
 def test_skip_fills_each_bad_slot_from_the_next_good_one_wrapping():
-    fill = ErrorPolicy("skip").fill_from(STATUS, REASONS, describe, "batch 0")
+    fill = ErrorPolicy("skip").fill_from(STATUS, REASONS, describe)
     assert fill.tolist() == [0, 2, 2, 3, 0]
 
 
 def test_replace_keeps_the_slots():
-    assert ErrorPolicy("replace").fill_from(STATUS, REASONS, describe, "batch 0") is None
+    assert ErrorPolicy("replace").fill_from(STATUS, REASONS, describe) is None
 
 
 def test_raise_names_the_first_bad_record_and_its_status():
     with pytest.raises(DecodeError, match=r"record id 101 \(record 1, at byte 8 of x.rec\)") as e:
-        ErrorPolicy("raise").fill_from(STATUS, REASONS, describe, "batch 0")
+        ErrorPolicy("raise").fill_from(STATUS, REASONS, describe)
     assert e.value.status == 3 and e.value.index == 1
 
 
-def test_skip_with_no_good_image_is_an_error():
-    with pytest.raises(DecodeError, match="no image of batch 7"):
-        ErrorPolicy("skip").fill_from(np.array([3, 4]), ["a", "b"], describe, "batch 7")
+def test_skip_with_no_good_image_asks_for_a_refill():
+    """No slot of the batch to take from: -1 everywhere (NOTE [refill]), not an error."""
+    fill = ErrorPolicy("skip").fill_from(np.array([3, 4]), ["a", "b"], describe)
+    assert fill.tolist() == [-1, -1]
 
 
 def test_unknown_policy_lists_the_valid_ones():

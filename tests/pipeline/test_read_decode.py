@@ -277,7 +277,7 @@ def test_lean_local_batches_with_reused_rows_decode_as_read_and_decode(mixed, tm
             w.write_idx(key, pack(IRHeader(0, float(key % 7), 700 + key, 0), body))
     draw = KeyedDraw(SPEC, 4, 1)
     for rec, width, n in ((clean, 1, 24), (mixed, 2, 40)):
-        with RecordFile(rec) as records:
+        with RecordFile(rec, verify_checksums=False) as records:  # (checked: not lean)
             reader = BatchReader(
                 records, pool, (8, 3, 20, 24), np.float32, label_width=width, draw=draw,
                 options=OPTIONS,
@@ -340,3 +340,45 @@ def test_a_pool_parses_a_draw_once_and_a_new_one_anew(mixed):
                 out = np.zeros(shape, np.float32)
                 readers[k].submit(positions, out).result()
                 np.testing.assert_array_equal(out, want[k], err_msg=f"draw {k}")
+
+
+def test_lean_batches_stay_lean_with_a_sidecar(tmp_path, pool):
+    """NOTE [lean batches] with the default checksums: a batch whose records match their
+    sidecar is still lean; one with a damaged record goes the general way, which marks and
+    counts it once."""
+    from recio.pipeline.read_decode import BatchReader
+
+    rec = str(tmp_path / "d.rec")
+    rng = np.random.default_rng(3)
+    with MXIndexedRecordIO(rec[:-4] + ".idx", rec, "w") as w:
+        for key in range(16):
+            w.write_idx(key, pack(IRHeader(0, float(key), key, 0), jpeg(rng, 40, 40)))
+    draw = KeyedDraw(SPEC, 4, 1)
+
+    def lean(positions, records):
+        assert records.checksums is not None  # the default: checked against the sidecar
+        reader = BatchReader(
+            records, pool, (8, 3, 20, 24), np.float32, label_width=1, draw=draw,
+            options=OPTIONS,
+        )  # fmt: skip
+        out = np.empty((8, 3, 20, 24), np.float32)
+        got = reader.submit_local(positions, out, reader.rows(8))
+        assert got.wait(30)
+        return got.decoded(), got
+
+    positions = np.arange(8, dtype=np.int64)
+    with RecordFile(rec) as records:
+        assert lean(positions, records)[0] is not None
+        at = int(records.offsets[5]) + 8 + 24 + 30  # inside record 5's image
+    with open(rec, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)[0]
+        f.seek(at)
+        f.write(bytes([byte ^ 0x01]))
+    with RecordFile(rec) as records:
+        quick, got = lean(positions, records)
+        assert quick is None
+        result = got.result()
+        assert result.status[5] != 0 and "checksum mismatch" in result.reasons[5]
+        assert np.count_nonzero(result.status) == 1
+        assert records.checksum_stats["mismatched"] == 1

@@ -186,6 +186,23 @@ def test_frames_that_do_not_chain_are_named_on_both_paths():
             checksum.frame_crcs(view[:20], np.array([12]), "f.rec", native=native)
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_frames_match_is_a_yes_or_no(native, monkeypatch):
+    """The lean batch's check: a mismatch or frames that do not chain are a no, not an error."""
+    from recio.records.format import encode_record
+
+    if not native:
+        monkeypatch.setattr(checksum, "_native", None)
+    view = memoryview(encode_record(b"abcd") + encode_record(b"x" * 9))
+    offsets = np.array([0, 12])
+    want = checksum.frame_crcs(view, offsets)
+    assert checksum.frames_match(view, offsets, want)
+    assert not checksum.frames_match(view, offsets, want ^ np.uint32(1))
+    assert not checksum.frames_match(view, np.array([0, 4]), want)  # byte 4: no frame there
+    assert not checksum.frames_match(view[:20], np.array([12]), want[1:])  # ends inside
+    assert checksum.frames_match(view, np.array([], dtype=np.int64), want[:0])
+
+
 # --- the writer, im2rec, `recio checksum` ---------------------------------------------------
 
 
@@ -264,9 +281,9 @@ def test_shards_from_im2rec_checksum_and_verify(tmp_path, capsys):
 def test_local_reads_verified_when_asked(tmp_path):
     rec, idx = write_set(tmp_path)
     damage_label(rec, idx, 5)
-    with RecordFile(rec) as plain:  # "auto": local files are left to `recio verify`
+    with RecordFile(rec, verify_checksums=False) as plain:  # the check turned off
         assert plain.checksums is None and len(plain.read(5))
-    with RecordFile(rec, verify_checksums=True) as records:
+    with RecordFile(rec) as records:  # "auto": a local file is checked where a sidecar is
         with pytest.raises(ChecksumError) as info:
             records.read(5)
         error = info.value
@@ -459,6 +476,44 @@ def test_local_iterator_and_dataset_verify_in_the_native_path(tmp_path):
     replaced = RecordDataset(rec, (3, 16, 16), verify_checksums=True, on_error="replace")
     image, label = replaced[2]
     assert not image.any() and "checksum mismatch" in replaced.bad_records[2]
+
+
+def flip_image_byte(rec, idx, key):
+    """Flip a byte of record ``key``'s entropy-coded JPEG data: it decodes, to wrong pixels."""
+    data = bytearray(open(rec, "rb").read())
+    scan = data.index(b"\xff\xda", offsets_of(idx)[key])  # start of scan
+    flip(data, scan + 2 + 12 + 4)  # past its 12-byte header (3 components), into the data
+    open(rec, "wb").write(bytes(data))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_default_iterator_checks_a_local_sidecar(tmp_path, threads):
+    """NOTE [checksums by default]: a flipped image byte of a local file with a sidecar is a
+    bad image under the default settings (no wrong pixels delivered); without a sidecar,
+    and with verify_checksums=False, the same bytes are delivered unchecked."""
+    rec, idx = write_set(tmp_path)
+    args = dict(data_shape=(3, 16, 16), batch_size=8, preprocess_threads=threads)
+    with ImageRecordIter(rec, verify_checksums=False, **args) as it:
+        clean = {int(i): d.copy() for b in it for i, d in zip(b.index, b.data, strict=True)}
+    flip_image_byte(rec, idx, 13)
+    with ImageRecordIter(rec, **args) as it:  # every default: on_error="skip", "auto"
+        assert it.records.checksums is not None
+        got = [(int(i), d.copy()) for b in it for i, d in zip(b.index, b.data, strict=True)]
+        assert it.stats.checksum_mismatches == 1 and it.stats.skipped == 1
+        assert "checksum mismatch" in it.stats.bad_records[13]  # the .idx key: not trusted
+    assert 113 not in [i for i, _ in got] and len(got) == N
+    assert all(np.array_equal(d, clean[i]) for i, d in got)  # no wrong pixels
+    with ImageRecordIter(rec, verify_checksums=False, **args) as it:  # the control
+        wrong = {int(i): d.copy() for b in it for i, d in zip(b.index, b.data, strict=True)}
+        assert it.stats.skipped == 0
+    assert not np.array_equal(wrong[113], clean[113])  # the damage is silent unchecked
+    os.remove(sidecar_path(rec, idx))
+    with ImageRecordIter(rec, **args) as it:  # no sidecar: nothing to check against
+        assert it.records.checksums is None and len(list(it)) == N // 8
+    with pytest.raises((DecodeError, ChecksumError), match="checksum mismatch"):
+        write_set(tmp_path, name="e")
+        flip_image_byte(str(tmp_path / "e.rec"), str(tmp_path / "e.idx"), 3)
+        RecordDataset(str(tmp_path / "e.rec"), (3, 16, 16))[3]
 
 
 # --- MXNet and DALI read the pair as before ---------------------------------------------------

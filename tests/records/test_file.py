@@ -220,7 +220,8 @@ def test_record_lengths_in_any_order_of_the_idx(tmp_path):
     lines = open(idx).read().splitlines(True)
     order = [3, 0, 4, 1, 2]
     open(idx, "w").write("".join(lines[i] for i in order))
-    with RecordFile(rec) as rf:
+    # the sidecar's checksums are in the .idx's order: the reordered .idx is not its write
+    with RecordFile(rec, verify_checksums=False) as rf:
         assert np.array_equal(rf.offsets, offsets[order])
         assert np.array_equal(rf.lengths, lengths[order])
         assert [bytes(p) for p in rf.read_many(range(5))] == [PAYLOADS[i] for i in order]
