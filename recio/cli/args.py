@@ -9,8 +9,12 @@ command raises to decline.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
+import signal
+import threading
+from collections.abc import Iterator
 from typing import NoReturn
 
 __all__ = [
@@ -23,6 +27,7 @@ __all__ = [
     "describe",
     "json_object",
     "positive_float",
+    "sigterm_as_interrupt",
 ]
 
 
@@ -129,3 +134,20 @@ def add_debug_option(parser: argparse.ArgumentParser, dest: str = "debug") -> No
         action="store_true",
         help="on an error, print the whole traceback instead of one line (also RECIO_DEBUG=1)",
     )
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops like Ctrl-C, so the writers are aborted rather than left half-written."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -15,14 +15,11 @@ DST as it was.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
-import signal
 import sys
-import threading
 
 from .. import storage
-from .args import add_storage_option, at_least
+from .args import add_storage_option, at_least, sigterm_as_interrupt
 
 log = logging.getLogger("recio.optimize")
 
@@ -81,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     report = OptimizeReport([], [])
     code = EXIT_OK
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             optimize(
                 args.src, args.dst, restart=args.restart_interval, num_thread=args.num_thread,
                 storage_options=args.storage_options, progress=not args.quiet, report=report,
@@ -106,20 +103,3 @@ def _write_report(url: str, text: str, storage_options: dict | None) -> None:
     except BaseException:
         out.abort()
         raise
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """SIGTERM stops like Ctrl-C, so the writers are aborted rather than left half-written."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

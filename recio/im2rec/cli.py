@@ -7,13 +7,11 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 
 from .. import storage
-from ..cli.args import HelpFormatter, at_least
+from ..cli.args import HelpFormatter, at_least, sigterm_as_interrupt
 from .layout import LAYOUTS
 from .lists import DEFAULT_EXTS, MXNET_SEED, find_lists, make_lists
 from .optimize import DEFAULT_RESTART
@@ -318,23 +316,6 @@ def _write_report(report: PackReport, stem: str, storage_options: dict | None) -
     return True
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """SIGTERM stops like Ctrl-C, so writers are aborted rather than left half-written."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _pack_one(
     lst: str,
     root: str,
@@ -482,7 +463,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.output:
         _check_folder(_absolute(args.output), "--output folder")
     code = EXIT_OK
-    with _sigterm_as_interrupt(), _cluster(args) as client:
+    with sigterm_as_interrupt(), _cluster(args) as client:
         for lst in lists:
             stem = lst[: -len(".lst")]
             if args.output:
