@@ -133,3 +133,26 @@ def test_a_slow_store_is_named(rec, memfs, monkeypatch):
     assert f["remote"] and f["limit"] == "storage", (f["utilisation"], f["images_per_s"])
     assert "cache_dir" in f["advice"]
     assert f["utilisation"]["storage"] > f["utilisation"]["decode+augment"]
+
+
+@pytest.mark.s3
+def test_a_far_s3_store_is_named(rec, s3_server, s3_prefix):
+    """The test S3 server behind tests/delayproxy.py (150 ms a request, 2 MB/s): what limits
+    a fast step is the store, and the advice is to keep the data near."""
+    from ..conftest import s3_options
+    from ..delayproxy import DelayProxy
+    from ..pipeline.test_iterator import _upload
+
+    url = _upload(rec, f"{s3_prefix}/data.rec", s3_server)
+    port = int(s3_server["endpoint_url"].rsplit(":", 1)[1])
+    proxy = DelayProxy(port, delay_s=0.15, rate=2e6)
+    try:
+        f = measure_step(
+            url, 1, batch_size=16, shape=(3, 32, 32), seconds=2.0,
+            storage_options=s3_options(proxy.endpoint),
+        )  # fmt: skip
+    finally:
+        proxy.close()
+    assert proxy.stats["requests"] > 0  # the reads went through the delay
+    assert f["remote"] and f["limit"] == "storage", (f["utilisation"], f["images_per_s"])
+    assert "cache_dir" in f["advice"]
