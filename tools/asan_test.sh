@@ -21,7 +21,8 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
   tests/decode/test_fuzz.py tests/decode/test_resample.py tests/test_native.py \
   tests/pipeline/test_read_decode.py tests/augment/test_geometry.py tests/augment/test_colour.py \
   tests/augment/test_colour_geometry.py tests/augment/test_colour_fused.py tests/augment/test_resample_opencv.py \
-  tests/records/test_checksum.py -m "not dali" \
+  tests/records/test_checksum.py tests/decode/test_restart_cut.py tests/storage/test_mapped.py \
+  tests/pipeline/test_damaged_records.py tests/pipeline/test_autotune.py -m "not dali" \
   --deselect tests/decode/test_pool.py::test_no_memory_growth "$@"
 # (not DALI's tests: its own libraries abort under the preloaded ASan runtime)
 # im2rec's process pool forks (its C batches run here too): in a pytest process of its own,
@@ -31,5 +32,5 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   python -m pytest -q -p no:cacheprovider tests/im2rec/test_encoder.py tests/im2rec/test_transcode.py \
-  tests/im2rec/test_batch.py "$@"
+  tests/im2rec/test_batch.py tests/im2rec/test_optimize_jpeg.py "$@"
 # (not the RSS test: ASan's quarantine holds freed memory, so RSS says nothing under it)
