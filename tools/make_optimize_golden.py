@@ -22,7 +22,8 @@ import json
 import os
 import sys
 
-# (width, height, Pillow subsampling: 0 = 4:4:4, 1 = 4:2:2, 2 = 4:2:0, None = grey, "p" = progressive 4:2:0)
+# (width, height, Pillow subsampling: 0 = 4:4:4, 1 = 4:2:2, 2 = 4:2:0, None = grey,
+# "p" = progressive 4:2:0)
 SHAPES = [(61, 45, 2), (64, 48, 1), (33, 70, 0), (50, 37, None), (97, 23, 2), (40, 56, "p")]
 
 
