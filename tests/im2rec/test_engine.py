@@ -17,6 +17,7 @@ import pytest
 
 from recio import im2rec
 from recio.im2rec import engine
+from recio.im2rec.optimize import DEFAULT_RESTART
 from recio.im2rec.transcode import EncodeOptions
 from recio.records.format import ListEntry, format_lst_line
 
@@ -342,7 +343,7 @@ def test_output_to_s3(tmp_path, images, address, s3_server, s3_prefix):
         # what a rerun checks, over S3: every shard verifies, and a damaged one does not
         lst = str(threads / "data.lst")
         entries, _ = im2rec.read_list(lst)
-        opts = EncodeOptions(resize=32)
+        opts = EncodeOptions(resize=32, restart=DEFAULT_RESTART)  # as the command line
         stem = f"{s3_prefix}/data"
         jobs = engine.shard_jobs(lst, entries, str(images), opts, stem, SHARDS,
                                  storage_options=s3_server)  # fmt: skip
