@@ -88,8 +88,8 @@ class Source:
     Args:
         path: a ``.rec`` URL, a shard pattern, glob or ``STEM``, or a list of them.
         weight: the source's share of the mixture's epoch (relative to the others').
-        repeat: samples per epoch as a multiple of the source's own (float, >= 0).
-        choose: samples per epoch (int, >= 0).
+        repeat: samples per epoch as a multiple of the source's own (float, 0 to MAX_COPIES).
+        choose: samples per epoch (int, 0 to MAX_EPOCH_SAMPLES).
         idx: the ``.idx`` (default: beside each ``.rec``).
         labels: maps this source's labels, float32 (n, its label width), to
             (n, label_width); needed where the sources' label widths differ. A module-level
