@@ -199,7 +199,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if labels:
         counts = list(labels.values())
         total["records_per_class"] = {"min": min(counts), "max": max(counts)}
-    if not bad:
+    if all(info.readable for info in infos):
         total.update(_layout_summary(shards, None, options))
     print(f"== total: {' '.join(args.rec)}")
     _print_summary(total, indent="  ")
@@ -225,7 +225,8 @@ class _Info(NamedTuple):
     summary: dict
     labels: Counter  # first label -> records (flag 0 or 1)
     widths: Counter  # label width -> records
-    ok: bool  # not damaged, and the .idx (if any) agrees
+    ok: bool  # readable, and the checksum sidecar (if any) is of this write
+    readable: bool  # not damaged, and the .idx (if any) agrees
 
 
 def _print_summary(summary: dict, indent: str = "") -> None:
@@ -280,19 +281,45 @@ def _info(rec: str, idx_url: str | None, options: dict | None) -> _Info:
         summary["records_per_class"] = {"min": min(counts), "max": max(counts)}
     if no_header:
         summary["records_without_header"] = no_header
-    ok = walk.error is None and problem is None
-    if ok:
+    readable = walk.error is None and problem is None
+    stale = None
+    if readable:
         summary.update(_layout_summary(rec, idx_url, options))
+        stale = _stale_sidecar(rec, idx_url, len(walk.offsets), size, options)
+        if stale is not None:
+            summary["checksums"] = stale
     unfinished = unfinished_writes(rec, idx_url, options)
     if unfinished is not None:
         summary["unfinished_writes"] = unfinished
-    return _Info(summary, labels, widths, ok)
+    return _Info(summary, labels, widths, readable and stale is None, readable)
+
+
+def _stale_sidecar(
+    rec: str, idx_url: str | None, count: int, size: int, options: dict | None
+) -> str | None:
+    """What is wrong with the checksum sidecar of ``rec`` (None: none, or it fits).
+
+    A sidecar of another write (its record count or ``.rec`` size differs, e.g. after the
+    ``.rec`` was rewritten by hand) makes readers refuse the file by default, so ``info``
+    says so on a line of its own, while still describing the records.
+    """
+    try:
+        sidecar = load_sidecar(sidecar_path(rec, idx_url), options)
+        if sidecar is not None:
+            sidecar.check_matches(count, rec, size, idx_url)
+    except RecordIOError as exc:
+        return f"{exc} (readers refuse {rec} unless verify_checksums=False)"
+    return None
 
 
 def _layout_summary(rec: str | list[str], idx_url: str | None, options: dict | None) -> dict:
-    """The ``layout`` line of ``recio info`` (and the classes an InsightFace header gives)."""
+    """The ``layout`` line of ``recio info`` (and the classes an InsightFace header gives).
+
+    Read without checksums: a stale sidecar is reported on its own line (_stale_sidecar),
+    and it does not make the layout unreadable.
+    """
     try:
-        with open_records(rec, idx_url, storage_options=options) as records:
+        with open_records(rec, idx_url, storage_options=options, verify_checksums=False) as records:
             layout = detect_layout(records)
             found = {"layout": layout.describe()}
             if layout.num_classes is not None:

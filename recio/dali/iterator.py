@@ -11,7 +11,7 @@ from ..pipeline.positioned import Batch, PositionedIterator
 from ..records.checksum import CHECKSUM_MISMATCH
 from ._device import resolve_device
 from .pipeline import build_pipeline
-from .source import CROP_SOURCES, RecioSource
+from .source import CROP_SOURCES, RecioSource, readable_bytes
 
 _DEFAULT_THREADS = 2
 _DEFAULT_PREFETCH = 2
@@ -94,6 +94,7 @@ class DALIImageRecordIter(PositionedIterator):
             "py_num_workers": py_num_workers,
         }
         self._pipe: Any = None
+        self._built_readable = 0  # readable_bytes as the pipeline was built
         self._torch: Any = None
         # Checked up front: a bad validate value fails here, not in DALI's first run.
         self.source()
@@ -117,18 +118,7 @@ class DALIImageRecordIter(PositionedIterator):
     # --- PositionedIterator ------------------------------------------------------------
 
     def _produce(self) -> Batch:
-        if self._pipe is None:
-            # The pipeline starts where the iterator stands: a resume is a new source start.
-            self._pipe = build_pipeline(self.source(self._epoch, self._step), **self._pipe_args)
-        try:
-            images, labels, meta = self._pipe.run()
-        except StopIteration:  # cannot happen while step < len; keep the pipeline honest
-            self._restart()
-            raise RuntimeError("recio.dali: the source ended before the epoch did") from None
-        except Exception:
-            self._restart()  # DALI's pipeline is invalid after an error
-            raise
-        meta = meta.as_array()
+        images, labels, meta = self._run()
         labels = labels.as_array().reshape(len(meta), self.label_width)
         epoch, step, pad = (int(v) for v in meta[0, 1:4])
         if (epoch, step) != (self._epoch, self._step):
@@ -150,6 +140,34 @@ class DALIImageRecordIter(PositionedIterator):
         )
         label = labels[:, 0] if self.label_width == 1 else labels
         return Batch(self._to_output(images), label, meta[:, 0].copy(), pad, epoch, step)
+
+    def _run(self) -> tuple[Any, Any, np.ndarray]:
+        """One run of the pipeline: images, labels, meta (as an array).
+
+        Run again from a new pipeline where the files lost bytes after the source read the
+        batch (NOTE [dali map check] in recio.dali.source): DALI then copied zeros. The new
+        source sees the loss and applies on_error. Each rerun needs a further loss, so this
+        ends (the readable bytes only go down).
+        """
+        while True:
+            if self._pipe is None:
+                # The pipeline starts where the iterator stands: a resume is a new source start.
+                self._built_readable = readable_bytes(self.records)
+                self._pipe = build_pipeline(self.source(self._epoch, self._step), **self._pipe_args)
+            try:
+                images, labels, meta = self._pipe.run()
+            except StopIteration:  # cannot happen while step < len; keep the pipeline honest
+                self._restart()
+                raise RuntimeError("recio.dali: the source ended before the epoch did") from None
+            except Exception:
+                self._restart()  # DALI's pipeline is invalid after an error
+                if readable_bytes(self.records) < self._built_readable:
+                    continue  # DALI refused the zeros of a lost record: the batch again
+                raise
+            meta = meta.as_array()
+            if readable_bytes(self.records) >= meta[0, 7]:
+                return images, labels, meta
+            self._restart()  # lost under DALI's copy: the batch again
 
     def _to_output(self, images: Any) -> Any:
         if self.device == "cpu":

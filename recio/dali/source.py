@@ -15,6 +15,17 @@ do in the CPU iterator. ``validate="decode"`` adds a full libjpeg decode at 1/8 
 image is then skipped, replaced or raised by the same
 :class:`~recio.pipeline.positioned.ErrorPolicy` as in the CPU iterator; its record id and
 status code travel in the metadata output.
+NOTE [dali map check]: the images go to DALI as zero-copy views of the file's map, and DALI
+copies them after the source returns. The source checks what the map lost when it reads
+(``read_batch``: RecordFile.lost), but a file truncated after that check hands DALI pages
+of zeros (NOTE [map guard]), which DALI decodes to black or refuses, with no report. So
+each batch's metadata carries :func:`readable_bytes` of its records as the source began it
+(column 7), and whoever consumes the batch compares it with the bytes readable now:
+:class:`~recio.dali.iterator.DALIImageRecordIter` does, after each run (and after a run
+that failed), and runs the batch again from a new pipeline when the maps lost bytes in
+between; the new source sees the loss, so the lost records are skipped, replaced or raised
+as the CPU iterator's are. That costs an fstat per file per batch, and no copy. A
+pipeline of your own around :class:`RecioSource` makes the same comparison.
 """
 
 from __future__ import annotations
@@ -37,8 +48,9 @@ from ..sampling.mixing import LabelMap, read_mapped_batch
 from ..sampling.sampler import Sampler
 
 # per-sample int64 metadata: id, epoch, step, pad; for a bad slot its record id, its status
-# and 1 where its checksum did not match (-1, 0, 0 for a good one)
-META_COLUMNS = 7
+# and 1 where its checksum did not match (-1, 0, 0 for a good one); the bytes the maps held
+# as the batch began (NOTE [dali map check])
+META_COLUMNS = 8
 _VALIDATE = ("none", "header", "structure", "decode")
 CROP_SOURCES = ("recio", "dali")
 
@@ -56,6 +68,17 @@ def _black_jpeg() -> bytes:
         Image.new("RGB", (16, 16)).save(out, format="JPEG")
         _BLACK_JPEG = out.getvalue()
     return _BLACK_JPEG
+
+
+def readable_bytes(records: Any) -> int:
+    """The bytes the files of ``records`` can be read to now, all files together.
+
+    A local file counts its map's readable extent (its size now, short of any page that
+    faulted: NOTE [map guard]), a remote one its size: the sum only goes down, and it does
+    when a file shrank or a page of its map faulted (NOTE [dali map check]).
+    """
+    files = getattr(records, "shards", None) or [records]
+    return sum(f.source.readable() if f.is_local else f.size for f in files)
 
 
 def _arrays(images: Spans | list) -> list[np.ndarray]:
@@ -77,7 +100,8 @@ class RecioSource:
     ``fn.external_source(parallel=True)``.
 
     Outputs per sample: encoded image (uint8), label (float32, label_width), meta (int64:
-    id, epoch, step, pad, bad record id or -1, bad status), with ``windows`` the window
+    id, epoch, step, pad, bad record id or -1, bad status, 1 for a checksum mismatch, the
+    :func:`readable_bytes` of the records as the batch began), with ``windows`` the window
     ``crop`` draws (int32 x, y, w, h) and flip (int32), and with on_error="replace" a keep
     mask (float32, 0 for a bad image). Over a mixture (:mod:`recio.sampling.mixing`) the sampler
     plans the mixed epochs and gives the copies' draw keys; ``label_maps`` are its
@@ -147,12 +171,14 @@ class RecioSource:
     def batch(self, epoch: int, step: int) -> tuple:
         """The outputs for batch ``step`` of ``epoch`` (see the class docstring)."""
         plan = self.sampler.plan(epoch, step)
+        readable = readable_bytes(self.records)  # before any read (NOTE [dali map check])
         records = read_mapped_batch(self.records, plan.positions, self.label_width, self.label_maps)
         labels, bad_headers = records.labels, records.problems
         n = len(labels)
         self.policy.check_headers(bad_headers)
         meta = np.zeros((n, META_COLUMNS), dtype=np.int64)
         meta[:, 0], meta[:, 1:4], meta[:, 4] = records.ids, (epoch, step, plan.pad), -1
+        meta[:, 7] = readable
         images = _arrays(records.images)  # empty where the header is unreadable
         sizes, problems = self._check(plan.positions, images)
         problems.update({j: Problem(Status.CORRUPT, str(e)) for j, e in bad_headers.items()})

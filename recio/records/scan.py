@@ -64,9 +64,17 @@ def walk_records(source: storage.ByteSource, *, headers: bool = False) -> Walk:
     view = source.mapped_view() if not headers else None
     if view is not None:  # the frame headers in the map, no payload touched
         found = walk_frames(view, path=source.url)
+        # A file that shrank during the walk reads as zeros past its new end (NOTE [map
+        # guard] in recio.storage.mapped): walk again the part still readable, so the
+        # problem is the truncation there, not the "bad magic" of the zeros.
+        now = source.readable()
+        if now < len(view):
+            found = walk_frames(view[:now], path=source.url)
+        now = min(now, len(view))
         error = found.error
-        if isinstance(error, TruncatedRecordError) and len(view) < source.size:
-            shrunk = source.truncated(error.offset or 0, len(view), error.record_index)
+        if now < source.size and (error is None or isinstance(error, TruncatedRecordError)):
+            at = found.end if error is None else error.offset or 0
+            shrunk = source.truncated(at, now, len(found.offsets))
             shrunk.__cause__, error = error, shrunk
         return Walk(found.offsets, [], found.end, error)
     cursor = RecordCursor(source)
@@ -77,6 +85,11 @@ def walk_records(source: storage.ByteSource, *, headers: bool = False) -> Walk:
         try:
             payload, next_offset = cursor.read_at(offset, len(offsets))
         except RecordIOError as exc:
+            if source.mapped and not isinstance(exc, TruncatedRecordError):
+                now = source.readable()  # shrunk under the read: zeros, not damage
+                if now < size:
+                    shrunk = source.truncated(offset, now, len(offsets))
+                    shrunk.__cause__, exc = exc, shrunk
             return Walk(offsets, found_headers, offset, exc)
         offsets.append(offset)
         if headers:

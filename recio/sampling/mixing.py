@@ -29,6 +29,11 @@ Sources must have the same label width (the number of labels in a record's heade
 flag 0), unless a source maps its labels: ``Source(..., labels=fn)`` reads the source's
 records with its own width and passes their labels, float32 (n, width), to ``fn``, which
 returns (n, label_width) for the iterator's ``label_width``.
+
+An epoch's sample list is held in memory (16 bytes a sample), so the counts are bounded
+before anything is drawn: a source gives at most ``MAX_COPIES`` (2**20) copies of its
+samples an epoch (``repeat``, and ``choose`` or a weight's share against its size), and
+``choose``, ``epoch_size`` and the whole epoch at most ``MAX_EPOCH_SAMPLES`` (2**40).
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ from ..records.format import unpack
 from ..records.shards import ShardedRecords, expand_shards, pair_indexes
 
 __all__ = [
+    "MAX_COPIES",
+    "MAX_EPOCH_SAMPLES",
     "LabelMap",
     "MixPlan",
     "Mixture",
@@ -56,6 +63,13 @@ __all__ = [
     "plan_mixture",
     "read_mapped_batch",
 ]
+
+MAX_COPIES = 1 << 20
+"""The most copies of its samples one source gives an epoch (``repeat``'s upper bound)."""
+
+MAX_EPOCH_SAMPLES = 1 << 40
+"""The most samples an epoch holds (``choose``, ``epoch_size`` and their sum): 16 TiB of
+positions and keys, so a bound on hostile values, not on what fits in memory."""
 
 # Keeps the subset draws apart from the epoch order's (which seeds with [seed, epoch]).
 _SUBSET_STREAM = 0x6D6978
@@ -74,8 +88,8 @@ class Source:
     Args:
         path: a ``.rec`` URL, a shard pattern, glob or ``STEM``, or a list of them.
         weight: the source's share of the mixture's epoch (relative to the others').
-        repeat: samples per epoch as a multiple of the source's own (float, >= 0).
-        choose: samples per epoch (int, >= 0).
+        repeat: samples per epoch as a multiple of the source's own (float, 0 to MAX_COPIES).
+        choose: samples per epoch (int, 0 to MAX_EPOCH_SAMPLES).
         idx: the ``.idx`` (default: beside each ``.rec``).
         labels: maps this source's labels, float32 (n, its label width), to
             (n, label_width); needed where the sources' label widths differ. A module-level
@@ -112,6 +126,11 @@ class Source:
                 and value >= 0
             ):
                 raise ValueError(f"source {self.label}: {key} must be a number >= 0, not {value!r}")
+        if self.repeat is not None and self.repeat > MAX_COPIES:
+            raise ValueError(
+                f"source {self.label}: repeat must be at most {MAX_COPIES} (copies of its "
+                f"samples per epoch), not {self.repeat!r}"
+            )
         if self.weight is not None and self.weight == 0:
             raise ValueError(f"source {self.label}: weight must be positive (leave it out)")
         if self.choose is not None and (
@@ -119,6 +138,11 @@ class Source:
         ):
             raise ValueError(
                 f"source {self.label}: choose must be an int >= 0, not {self.choose!r}"
+            )
+        if self.choose is not None and self.choose > MAX_EPOCH_SAMPLES:
+            raise ValueError(
+                f"source {self.label}: choose must be at most {MAX_EPOCH_SAMPLES} (2**40 "
+                f"samples per epoch), not {self.choose}"
             )
         if self.labels is not None and not callable(self.labels):
             raise TypeError(f"source {self.label}: labels must be callable, not {self.labels!r}")
@@ -160,6 +184,10 @@ class Mixture:
                 raise TypeError(f"epoch_size must be an int, not {self.epoch_size!r}")
             if self.epoch_size < 1:
                 raise ValueError(f"epoch_size must be at least 1, not {self.epoch_size}")
+            if self.epoch_size > MAX_EPOCH_SAMPLES:
+                raise ValueError(
+                    f"epoch_size must be at most {MAX_EPOCH_SAMPLES} (2**40), not {self.epoch_size}"
+                )
         names = [s.label for s in sources]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
@@ -174,7 +202,8 @@ class Mixture:
         """Samples each source gives an epoch, for sources of ``sizes`` samples.
 
         Raises:
-            ValueError: a source that gives samples but has none.
+            ValueError: a source that gives samples but has none, or more than
+                ``MAX_COPIES`` copies of them; an epoch over ``MAX_EPOCH_SAMPLES``.
         """
         sources = self.sources
         if sources[0].weight is not None:
@@ -195,6 +224,17 @@ class Mixture:
         for source, n, c in zip(sources, sizes, counts, strict=True):
             if c and not n:
                 raise ValueError(f"source {source.label} has no samples, but is to give {c}")
+            if c > MAX_COPIES * n:
+                given = next(k for k in ("choose", "weight", "repeat") if getattr(source, k))
+                raise ValueError(
+                    f"source {source.label}: {given} asks for {c} samples per epoch of its "
+                    f"{n}, more than {MAX_COPIES} copies of each"
+                )
+        if sum(counts) > MAX_EPOCH_SAMPLES:
+            raise ValueError(
+                f"the mixture {self.name} gives {sum(counts)} samples per epoch, more than "
+                f"{MAX_EPOCH_SAMPLES} (2**40)"
+            )
         if not sum(counts):
             raise ValueError(f"the mixture {self.name} gives no samples per epoch")
         return [int(c) for c in counts]

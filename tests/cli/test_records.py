@@ -258,3 +258,21 @@ def test_info_verify_and_index_share_the_one_walk(tmp_path, monkeypatch, capsys)
     assert cli(["index", "--force", "--renumber", rec]) == 0
     assert _idx_lines(rec[:-4] + ".idx") == [f"{k}\t{o}" for k, o in enumerate(offsets[:2])]
     assert calls == [True, False, False]  # info reads the headers; verify and index do not
+
+
+def test_info_describes_the_layout_beside_a_stale_sidecar(tmp_path, capsys):
+    """A .rec rewritten by hand beside its old checksum sidecar: info still gives the
+    layout (read without checksums) and reports the stale sidecar on a line of its own."""
+    rec, idx = _write(tmp_path)
+    crc = tmp_path / "d.crc"
+    old = crc.read_bytes()
+    _write(tmp_path, ids=IDS[:3])  # rewritten: three records, a new sidecar...
+    crc.write_bytes(old)  # ...replaced by the old one, of five records
+    assert cli(["info", rec]) == 1
+    fields = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
+    assert fields["layout"] == "plain: 3 images"
+    assert fields["checksums"].startswith(f"checksum sidecar {crc} holds 5 checksums")
+    assert "verify_checksums=False" in fields["checksums"]
+    crc.unlink()
+    assert cli(["info", rec]) == 0
+    assert "checksums" not in capsys.readouterr().out

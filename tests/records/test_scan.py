@@ -72,3 +72,36 @@ def test_record_end_follows_one_record_s_frames(tmp_path):
         assert [record_end(source, s) for s in starts] == [*starts[1:], len(data)]
         with pytest.raises(CorruptRecordError, match="not a record start"):
             record_end(source, starts[2] + 8)
+
+
+@pytest.mark.parametrize("inside", [True, False])
+def test_a_file_that_shrinks_during_the_walk_is_truncated_not_bad_magic(
+    tmp_path, monkeypatch, inside
+):
+    """Truncated while the frames are walked in the map: the pages past the new end read
+    as zeros (NOTE [map guard]); the walk reports the truncation, with file and offset."""
+    import os
+
+    import recio.records.scan as scan
+
+    data = b"".join(encode_record(b"%04d" % i + b"x" * 996) for i in range(64))
+    starts = walk_frames(memoryview(data)).offsets
+    path = str(tmp_path / "s.rec")
+    open(path, "wb").write(data)
+    cut = starts[40] + (500 if inside else 0)
+    real = scan.walk_frames
+
+    def shrink_first(view, *args, **kwargs):
+        if len(view) == len(data):
+            os.truncate(path, cut)
+        return real(view, *args, **kwargs)
+
+    monkeypatch.setattr(scan, "walk_frames", shrink_first)
+    with storage.open_source(path) as source:
+        walk = walk_records(source)
+        assert isinstance(walk.error, TruncatedRecordError), walk.error
+        assert walk.offsets == starts[:40] and walk.end == starts[40]
+        assert walk.error.path == path and walk.error.offset == starts[40]
+        assert f"now {cut} bytes, was {len(data)}" in str(walk.error)
+        with pytest.raises(TruncatedRecordError, match="truncated while open"):
+            scan_source(source)

@@ -99,11 +99,72 @@ def test_huge_weights_are_shares_without_overflow():
         (lambda: Mixture((Source("a"),), epoch_size=10), ValueError, "epoch_size goes with"),
         (lambda: Mixture((Source("a"), Source("a", repeat=2))), ValueError, "named 'a'"),
         (lambda: Mixture(("a.rec",)), TypeError, "list of Source"),
+        (lambda: Source("a.rec", repeat=1e308), ValueError, "repeat must be at most 1048576"),
+        (lambda: Source("a.rec", repeat=float("inf")), ValueError, "repeat must be a number"),
+        (lambda: Source("a.rec", choose=2**40 + 1), ValueError, "choose must be at most"),
+        (lambda: Source("a.rec", choose=-1), ValueError, "choose must be an int >= 0"),
+        (
+            lambda: Mixture((Source("a", weight=1),), epoch_size=10**30),
+            ValueError,
+            "epoch_size must be at most",
+        ),
+        (
+            lambda: Mixture((Source("a.rec", choose=2**30),)).counts([3]),
+            ValueError,
+            "source a.rec: choose asks for 1073741824 samples per epoch of its 3, more than",
+        ),
+        (
+            lambda: Mixture((Source("a", repeat=2**20), Source("b", repeat=2**20))).counts(
+                [2**20, 2**20]
+            ),
+            ValueError,
+            "gives 2199023255552 samples per epoch, more than 1099511627776",
+        ),
     ],
 )
 def test_bad_mixtures_are_refused_with_a_message(make, error, match):
     with pytest.raises(error, match=match):
         make()
+
+
+_MIX_UNDER_LIMIT = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from recio.pipeline.iterator import ImageRecordIter
+from recio.sampling.mixing import Source
+try:
+    key = sys.argv[2]
+    value = float(sys.argv[3]) if key == "repeat" else int(sys.argv[3])
+    next(iter(ImageRecordIter([Source(sys.argv[1], **{key: value})], (3, 8, 8), 5)))
+    print("opened")
+except BaseException as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("repeat", "1e308", "repeat must be at most"),
+        ("repeat", "1048576.5", "repeat must be at most"),
+        ("choose", str(2**39), "choose asks for 549755813888 samples per epoch of its 20"),
+    ],
+)
+def test_hostile_counts_are_refused_before_anything_is_allocated(recs, key, value, said):
+    """Under a 2 GiB address-space limit: recio's refusal naming the parameter, not a
+    MemoryError from an epoch of 1e308 (or 2**39) samples."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+           "MKL_NUM_THREADS": "1"}  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", _MIX_UNDER_LIMIT, recs["a"], key, value],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("ValueError"), run.stdout
+    assert said in run.stdout and key in run.stdout, run.stdout
 
 
 def plan_of(sizes, counts) -> MixPlan:
