@@ -80,8 +80,7 @@ static void count_block(const JCOEF *blk, int *last_dc, long *dc, long *ac) {
   if (prev < 63) ac[0x00]++; /* EOB */
 }
 
-/* JPEG Annex K.2: code lengths from the counts (at most 16 bits), then the table. */
-static void make_table(j_compress_ptr ci, JHUFF_TBL **slot, const long counts[256]) {
+void rc_huff_table(const long counts[256], uint8_t bits_out[17], uint8_t huffval[256]) {
   long freq[257];
   int codesize[257], others[257], bits[33];
   memcpy(freq, counts, sizeof(long) * 256);
@@ -127,14 +126,21 @@ static void make_table(j_compress_ptr ci, JHUFF_TBL **slot, const long counts[25
   int i = 16;
   while (bits[i] == 0) i--;
   bits[i]--; /* the reserved symbol's code */
-  if (!*slot) *slot = jpeg_alloc_huff_table((j_common_ptr)ci);
-  JHUFF_TBL *t = *slot;
-  memset(t->bits, 0, sizeof t->bits);
-  for (int k = 1; k <= 16; k++) t->bits[k] = (UINT8)bits[k];
+  bits_out[0] = 0;
+  for (int k = 1; k <= 16; k++) bits_out[k] = (uint8_t)bits[k];
   int p = 0;
   for (int len = 1; len <= 32; len++)
     for (int s = 0; s <= 255; s++)
-      if (codesize[s] == len) t->huffval[p++] = (UINT8)s;
+      if (codesize[s] == len) huffval[p++] = (uint8_t)s;
+}
+
+static void make_table(j_compress_ptr ci, JHUFF_TBL **slot, const long counts[256]) {
+  if (!*slot) *slot = jpeg_alloc_huff_table((j_common_ptr)ci);
+  JHUFF_TBL *t = *slot;
+  uint8_t bits[17];
+  memset(t->huffval, 0, sizeof t->huffval);
+  rc_huff_table(counts, bits, t->huffval);
+  for (int k = 0; k <= 16; k++) t->bits[k] = bits[k];
   t->sent_table = FALSE;
 }
 
