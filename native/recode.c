@@ -17,8 +17,8 @@ typedef struct {
 } dtable;
 
 typedef struct {
-  uint16_t code[256];
-  uint8_t size[256]; /* 0: no code */
+  uint32_t code[256]; /* shifted left by the size of the symbol's value, to be or'ed in */
+  uint8_t size[256];  /* the code's bits and the value's */
 } etable;
 
 /* A decoding table from a DHT's bits and values (Annex C, F.2.2.3); -1 if it is not one. */
@@ -53,14 +53,15 @@ static int make_dtable(const JHUFF_TBL *t, int dc, dtable *d) {
 }
 
 /* The codes of an optimal table (Annex C.2, C.3). */
-static void make_etable(const uint8_t bits[17], const uint8_t *huffval, etable *e) {
+static void make_etable(const uint8_t bits[17], const uint8_t *huffval, int dc, etable *e) {
   memset(e->size, 0, sizeof e->size);
   uint32_t code = 0;
   int p = 0;
   for (int l = 1; l <= 16; l++, code <<= 1)
     for (int i = 0; i < bits[l]; i++, p++, code++) {
-      e->code[huffval[p]] = (uint16_t)code;
-      e->size[huffval[p]] = (uint8_t)l;
+      const int sym = huffval[p], s = dc ? sym : sym & 15;
+      e->code[sym] = code << s;
+      e->size[sym] = (uint8_t)(l + s);
     }
 }
 
@@ -307,6 +308,7 @@ __attribute__((noinline)) static int decode_ac(reader *restrict b, const dtable 
                                                long *restrict acn, int *restrict last) {
   uint64_t buf = b->buf; /* (in registers: the loop's few values all are) */
   int bits = b->bits, n = 0, prev = 0;
+  uint32_t zrls = 0; /* (added up here: one count stored each token would chain the stores) */
   for (int z = 1; z < 64; z++) {
     if (bits < 32) b->buf = buf, b->bits = bits, fill(b), buf = b->buf, bits = b->bits;
     const uint32_t f = ac->fast[buf >> (64 - LOOK)];
@@ -331,13 +333,15 @@ __attribute__((noinline)) static int decode_ac(reader *restrict b, const dtable 
     if (z > 63 || s2 > 10) return -1;
     if (real) {
       int gap = z - prev - 1;
-      for (; gap > 15; gap -= 16) acn[0xF0]++;
-      acn[gap << 4 | s2]++;
-      tok[n++] = (uint32_t)z << 20 | (uint32_t)s2 << 16 | v;
+      const uint32_t zrl = (uint32_t)gap >> 4; /* ZRLs before it: 0..3 */
+      zrls += zrl;
+      acn[(gap & 15) << 4 | s2]++;
+      tok[n++] = zrl << 24 | (uint32_t)((gap & 15) << 4 | s2) << 16 | v;
       prev = z;
     }
   }
   b->buf = buf, b->bits = bits;
+  acn[0xF0] += zrls;
   *last = prev;
   return n;
 }
@@ -407,7 +411,7 @@ static int decode_scan(rc_recoder *r, const struct jpeg_decompress_struct *s, co
         if (cat > 11) return -1;
         dcn[cat]++;
         out_pred[c] = dc;
-        r->blocks[nb++] = (uint16_t)(int16_t)dc | (uint32_t)n << 16;
+        r->blocks[nb++] = (uint16_t)(int16_t)dc | (uint32_t)n << 16 | (uint32_t)(prev < 63) << 22;
         nt += (size_t)n;
       }
     }
@@ -447,8 +451,8 @@ int rc_recode(rc_recoder *r, const struct jpeg_decompress_struct *s, const uint8
   int used_dc = 0, used_ac = 0;
   for (int c = 0; c < L.nc; c++) used_dc |= 1 << L.dc[c], used_ac |= 1 << L.ac[c];
   for (int t = 0; t < 4; t++) {
-    if (used_dc >> t & 1) rc_huff_table(dcount[t], dbits[t], dval[t]), make_etable(dbits[t], dval[t], &de[t]);
-    if (used_ac >> t & 1) rc_huff_table(acount[t], abits[t], aval[t]), make_etable(abits[t], aval[t], &ae[t]);
+    if (used_dc >> t & 1) rc_huff_table(dcount[t], dbits[t], dval[t]), make_etable(dbits[t], dval[t], 1, &de[t]);
+    if (used_ac >> t & 1) rc_huff_table(acount[t], abits[t], aval[t]), make_etable(abits[t], aval[t], 0, &ae[t]);
   }
   const size_t per_mcu = (size_t)L.nblk * 440 + 16; /* 16 + 11 bits, 63 x 26, stuffed */
   size_t cap = hdr_end + 8 * 280 + 64 + (len - hdr_end) + (len - hdr_end) / 8 + per_mcu;
@@ -514,22 +518,18 @@ int rc_recode(rc_recoder *r, const struct jpeg_decompress_struct *s, const uint8
           continue;
         }
         const uint32_t e = *blk++;
-        const int dc = (int16_t)(e & 0xFFFF), n = (int)(e >> 16);
+        const int dc = (int16_t)(e & 0xFFFF), n = (int)(e >> 16 & 63);
         const int diff = dc - out_pred[c], sz = nbits(diff);
         out_pred[c] = dc;
         const uint32_t bits = (uint32_t)(diff < 0 ? diff - 1 : diff) & ((1u << sz) - 1);
-        put(&w, (uint32_t)dce->code[sz] << sz | bits, dce->size[sz] + sz);
-        int prev = 0;
+        put(&w, dce->code[sz] | bits, dce->size[sz]);
         for (int i = 0; i < n; i++) {
           const uint32_t t = *tok++;
-          const int z = (int)(t >> 20), s2 = (int)(t >> 16 & 15);
-          int gap = z - prev - 1;
-          for (; gap > 15; gap -= 16) put(&w, ace->code[0xF0], ace->size[0xF0]);
-          const int sym = gap << 4 | s2;
-          put(&w, (uint32_t)ace->code[sym] << s2 | (t & 0xFFFF), ace->size[sym] + s2);
-          prev = z;
+          for (uint32_t z = t >> 24; z; z--) put(&w, ace->code[0xF0], ace->size[0xF0]);
+          const int sym = (int)(t >> 16 & 0xFF);
+          put(&w, ace->code[sym] | (t & 0xFFFF), ace->size[sym]);
         }
-        if (prev < 63) put(&w, ace->code[0], ace->size[0]);
+        if (e >> 22 & 1) put(&w, ace->code[0], ace->size[0]); /* EOB */
       }
     }
   flush(&w);

@@ -31,9 +31,10 @@
 
 /* Buffers kept from one image to the next (zero-initialised; rc_recoder_free releases). */
 typedef struct {
-  uint32_t *blocks; /* per real block: (uint16)DC | tokens << 16 */
+  uint32_t *blocks; /* per real block: (uint16)DC | tokens << 16 | (an EOB) << 22 */
   size_t blocks_cap;
-  uint32_t *tokens; /* per non-zero AC coefficient: k << 20 | size << 16 | raw bits */
+  uint32_t *tokens; /* per non-zero AC coefficient: ZRLs before it << 24 | its run/size
+                     * symbol << 16 | its value's raw bits */
   size_t tokens_cap;
 } rc_recoder;
 

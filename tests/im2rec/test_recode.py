@@ -1,0 +1,53 @@
+"""The re-coder behind ``optimize_jpeg`` (native/recode.c, NOTE [re-code]).
+
+It re-codes a baseline JPEG's entropy-coded data symbol by symbol; what it does not take goes
+to libjpeg's coefficient transcode. Its output must carry the same coefficients (the same
+pixels) whatever restart markers the source had (test_optimize_jpeg.py checks the pixels
+and the tables' optimality), and a source libjpeg warns about must still be refused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recio.decode import Status
+
+from .test_optimize_jpeg import CASES, SOS, encoder, jpeg, pixels  # noqa: F401
+
+PLAIN = sorted(name for name in CASES if "progressive" not in name)
+
+
+def scan_data(data: bytes) -> bytes:
+    """The entropy-coded data: everything after the SOS segment."""
+    at = data.index(bytes([0xFF, SOS]))
+    return data[at + 2 + int.from_bytes(data[at + 2 : at + 4], "big") :]
+
+
+def one(encoder, src: bytes, restart) -> bytes:  # noqa: F811
+    status, (out,) = encoder.optimize_jpeg([src], restart=restart)
+    assert status[0] == 0, encoder.last_errors()
+    return out
+
+
+@pytest.mark.parametrize("name", PLAIN)
+@pytest.mark.parametrize("first", [1, 3, "row"])
+def test_a_marked_source_recodes_as_the_plain_one(encoder, name, first) -> None:  # noqa: F811
+    """The source's own restart markers are followed (its DC predictors reset at each)."""
+    case = dict(CASES[name])
+    src = jpeg(case.pop("w"), case.pop("h"), **case)
+    direct = one(encoder, src, 1)
+    again = one(encoder, one(encoder, src, first), 1)
+    assert scan_data(again) == scan_data(direct)
+    assert np.array_equal(pixels(again), pixels(src))
+
+
+def test_sources_libjpeg_warns_about_are_still_refused(encoder) -> None:  # noqa: F811
+    src = jpeg(64, 48, subsampling=2)
+    junk = src[:-2] + b"\x12\x34\x56\x78" * 4 + src[-2:]  # bytes between the data and EOI
+    marked = bytearray(one(encoder, src, 1))
+    at = marked.index(bytes([0xFF, 0xD3]))
+    marked[at + 1] = 0xD5  # a restart marker out of sequence
+    status, out = encoder.optimize_jpeg([junk, bytes(marked), src])
+    assert list(status) == [Status.CORRUPT, Status.CORRUPT, 0], encoder.last_errors()
+    assert out[:2] == [None, None]
