@@ -51,3 +51,30 @@ def test_sources_libjpeg_warns_about_are_still_refused(encoder) -> None:  # noqa
     status, out = encoder.optimize_jpeg([junk, bytes(marked), src])
     assert list(status) == [Status.CORRUPT, Status.CORRUPT, 0], encoder.last_errors()
     assert out[:2] == [None, None]
+
+
+def test_damaged_scan_data_is_refused_or_transcoded_losslessly(encoder) -> None:  # noqa: F811
+    """Bytes flipped in the entropy-coded data (a bad code, a coefficient past 63, a marker
+    in the wrong place, a value out of range): never a crash; a transcode returned decodes
+    to the pixels recio decodes the damaged source to, without a warning about either."""
+    rng = np.random.default_rng(5)
+    sources = [jpeg(61, 45, subsampling=2, seed=1), jpeg(40, 32, mode="L", seed=2)]
+    damaged = []
+    for src in sources:
+        start = src.index(bytes([0xFF, SOS]))
+        for _ in range(60):
+            b = bytearray(src)
+            for at in rng.integers(start + 14, len(b) - 2, rng.integers(1, 4)):
+                b[at] = int(rng.integers(0, 256))
+            damaged.append(bytes(b))
+    status, out = encoder.optimize_jpeg(damaged, restart=1)
+    assert set(status.tolist()) <= {0, Status.CORRUPT, Status.TRUNCATED}
+    ok = [i for i, st in enumerate(status) if st == 0]
+    assert ok and len(ok) < len(damaged)  # some of each
+    for i in ok:
+        want = np.zeros((1, 48, 64, 3), np.uint8)
+        got = np.ones_like(want)
+        crop = np.array([[0, 0, 32, 32]], np.int32)
+        assert not encoder.pool.decode_batch([damaged[i]], want, crops=crop).any()
+        assert not encoder.pool.decode_batch([out[i]], got, crops=crop).any()
+        assert np.array_equal(got, want), i
