@@ -10,7 +10,7 @@
 
 typedef struct {
   uint16_t look[1 << LOOK]; /* length << 8 | symbol; 0: a longer code */
-  uint32_t fast[1 << LOOK]; /* code and value bits << 24 | symbol << 16 | value; 0: none */
+  uint32_t fast[1 << LOOK]; /* code and value bits | symbol << 8 | value << 16; 0: none */
   int32_t maxcode[18];      /* the largest code of each length, -1: none */
   int32_t valoff[18];       /* huffval index of a code of that length, less the code */
   uint8_t huffval[256];
@@ -45,9 +45,9 @@ static int make_dtable(const JHUFF_TBL *t, int dc, dtable *d) {
   for (int i = 0; i < 1 << LOOK; i++) {
     const int e = d->look[i], l = e >> 8, sym = e & 0xFF, s = dc ? sym : sym & 15;
     d->fast[i] = 0;
-    if (e && s <= 15 && l + s <= LOOK)
-      d->fast[i] = (uint32_t)(l + s) << 24 | (uint32_t)sym << 16 |
-                   ((unsigned)i >> (LOOK - l - s) & ((1u << s) - 1));
+    if (e && s <= (dc ? 15 : 10) && l + s <= LOOK)
+      d->fast[i] = (uint32_t)(l + s) | (uint32_t)sym << 8 |
+                   ((unsigned)i >> (LOOK - l - s) & ((1u << s) - 1)) << 16;
   }
   return 0;
 }
@@ -300,50 +300,66 @@ static int scan_start(const uint8_t *data, size_t len, size_t *hdr_end, int *dqt
   }
 }
 
-/* One block's AC coefficients: its tokens (where `real`) and their symbols counted; the
- * number of tokens and *last the last one's position, or -1. (restrict: the stores to the
+/* One block's AC coefficients: its tokens and their symbols counted; the number of tokens
+ * and *last the last one's position, or -1. The output's symbol of a token is the source's
+ * (its run is the gap less 16 a ZRL), so it is counted as read; ZRLs count when a
+ * coefficient follows them (the output has none before an EOB). (restrict: the stores to the
  * tokens and counts must not make the compiler reload the bit buffer.) */
-__attribute__((noinline)) static int decode_ac(reader *restrict b, const dtable *restrict ac,
-                                               int real, uint32_t *restrict tok,
-                                               long *restrict acn, int *restrict last) {
-  uint64_t buf = b->buf; /* (in registers: the loop's few values all are) */
-  int bits = b->bits, n = 0, prev = 0;
-  uint32_t zrls = 0; /* (added up here: one count stored each token would chain the stores) */
-  for (int z = 1; z < 64; z++) {
-    if (bits < 32) b->buf = buf, b->bits = bits, fill(b), buf = b->buf, bits = b->bits;
-    const uint32_t f = ac->fast[buf >> (64 - LOOK)];
-    int rs;
-    unsigned v = 0;
-    if (f) {
-      rs = f >> 16 & 0xFF, v = f & 0xFFFF;
-      buf <<= f >> 24, bits -= (int)(f >> 24);
-    } else {
-      b->buf = buf, b->bits = bits;
-      if ((rs = symbol(b, ac)) < 0) return -1;
-      if (rs & 15) v = raw(b, rs & 15);
-      buf = b->buf, bits = b->bits;
-    }
-    const int s2 = rs & 15, run = rs >> 4;
-    if (!s2) {
-      if (run != 15) break; /* EOB */
-      z += 15;              /* ZRL */
-      continue;
-    }
-    z += run;
-    if (z > 63 || s2 > 10) return -1;
-    if (real) {
-      int gap = z - prev - 1;
-      const uint32_t zrl = (uint32_t)gap >> 4; /* ZRLs before it: 0..3 */
-      zrls += zrl;
-      acn[(gap & 15) << 4 | s2]++;
-      tok[n++] = zrl << 24 | (uint32_t)((gap & 15) << 4 | s2) << 16 | v;
-      prev = z;
-    }
+/* One symbol with its value bits: the fast table's entry, or the search's, packed alike
+ * (bits << 0 | symbol << 8 | value << 16); 0 for a bad code. */
+static inline uint32_t step(reader *restrict b, const dtable *restrict ac, uint64_t *buf,
+                            int *bits) {
+  uint32_t f = ac->fast[*buf >> (64 - LOOK)];
+  if (f) {
+    *buf <<= f & 63; /* (the length in the low bits: no shift to get it) */
+    *bits -= (int)(f & 63);
+    return f;
   }
+  b->buf = *buf, b->bits = *bits;
+  const int rs = symbol(b, ac);
+  if (rs < 0 || (rs & 15) > 10) return 0;
+  const unsigned v = rs & 15 ? raw(b, rs & 15) : 0;
+  *buf = b->buf, *bits = b->bits;
+  return 1 | (uint32_t)rs << 8 | v << 16;
+}
+
+__attribute__((noinline)) static int decode_ac(reader *restrict b, const dtable *restrict ac,
+                                               uint32_t *restrict tok, long *restrict acn,
+                                               int *restrict last) {
+  uint64_t buf = b->buf; /* (in registers: the loop's few values all are) */
+  int bits = b->bits, n = 0, at = 0, k = 1;
+  uint32_t zrls = 0, pending = 0; /* (added up here: a count stored per ZRL would chain) */
+  /* Two symbols per refill (at most 26 bits each; a refill leaves 57 but near a 0xFF): the
+   * refill runs at a steady pace, not on a test of the bits left that goes either way. */
+#define ONE()                                                                                  \
+  do {                                                                                         \
+    const uint32_t f = step(b, ac, &buf, &bits);                                               \
+    if (!f) return -1;                                                                         \
+    const int rs = f >> 8 & 0xFF;                                                              \
+    if (!(rs & 15)) {                                                                          \
+      if (rs != 0xF0) goto done; /* EOB */                                                     \
+      k += 16, pending++;        /* ZRL */                                                     \
+    } else {                                                                                   \
+      at = k += rs >> 4;                                                                       \
+      acn[rs]++;                                                                               \
+      tok[n++] = pending << 24 | (uint32_t)rs << 16 | f >> 16;                                 \
+      zrls += pending, pending = 0;                                                            \
+      k++;                                                                                     \
+    }                                                                                          \
+    if (k >= 64) goto done;                                                                    \
+  } while (0)
+  for (;;) {
+    b->buf = buf, b->bits = bits, fill(b), buf = b->buf, bits = b->bits;
+    ONE();
+    if (bits < 26) b->buf = buf, b->bits = bits, fill(b), buf = b->buf, bits = b->bits;
+    ONE();
+  }
+#undef ONE
+done:
   b->buf = buf, b->bits = bits;
   acn[0xF0] += zrls;
-  *last = prev;
-  return n;
+  *last = at;
+  return at > 63 ? -1 : n; /* (a coefficient past 63: libjpeg would keep it silently) */
 }
 
 /* Decodes the scan into r's lists, counting the output's symbols. */
@@ -361,6 +377,8 @@ static int decode_scan(rc_recoder *r, const struct jpeg_decompress_struct *s, co
     have_dc |= 1 << L->dc[c], have_ac |= 1 << L->ac[c];
   }
   const long src_interval = (long)s->restart_interval;
+  uint32_t junk[64]; /* a dummy block's tokens and counts: not the output's */
+  long junk_counts[256] = {0};
   reader b = {data + start, data + len, 0, 0, 0};
   int src_pred[4] = {0}, out_pred[4] = {0};
   size_t nb = 0, nt = 0;
@@ -387,10 +405,10 @@ static int decode_scan(rc_recoder *r, const struct jpeg_decompress_struct *s, co
         int diff;
         const uint32_t f = dct->fast[b.buf >> (64 - LOOK)];
         if (f) {
-          const int sz = f >> 16 & 0xFF;
+          const int sz = f >> 8 & 0xFF;
           if (sz > 11) return -1;
-          diff = sz ? extend(f & 0xFFFF, sz) : 0;
-          b.buf <<= f >> 24, b.bits -= (int)(f >> 24);
+          diff = sz ? extend(f >> 16, sz) : 0;
+          b.buf <<= f & 63, b.bits -= (int)(f & 63);
         } else {
           const int sz = symbol(&b, dct);
           if (sz < 0 || sz > 11) return -1;
@@ -399,7 +417,8 @@ static int decode_scan(rc_recoder *r, const struct jpeg_decompress_struct *s, co
         const int dc = src_pred[c] += diff;
         if (dc < -32768 || dc > 32767) return -1;
         int prev;
-        const int n = decode_ac(&b, ac, real, r->tokens + nt, acn, &prev);
+        const int n = real ? decode_ac(&b, ac, r->tokens + nt, acn, &prev)
+                           : decode_ac(&b, ac, junk, junk_counts, &prev);
         if (n < 0) return -1;
         if (b.bits < b.pad) return -1; /* read past the data */
         if (!real) { /* libjpeg's dummy block: DC difference 0, EOB */
