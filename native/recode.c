@@ -52,6 +52,29 @@ static int make_dtable(const JHUFF_TBL *t, int dc, dtable *d) {
   return 0;
 }
 
+struct rc_dtables {
+  struct {
+    int valid;
+    uint8_t bits[17], huffval[256]; /* the DHT it was built from */
+    dtable d;
+  } slot[8]; /* DC 0..3, AC 0..3 */
+};
+
+/* The decoding table of t (DC: slot 0..3, AC: 4..7), rebuilt only when t is not the last
+ * one built in that slot; NULL when t is missing or not a table. */
+static const dtable *table_for(rc_recoder *r, const JHUFF_TBL *t, int slot) {
+  if (!t || (!r->tables && !(r->tables = calloc(1, sizeof *r->tables)))) return NULL;
+  __typeof__(r->tables->slot[0]) *c = &r->tables->slot[slot];
+  if (c->valid && !memcmp(c->bits, t->bits, 17) && !memcmp(c->huffval, t->huffval, 256))
+    return &c->d;
+  c->valid = 0;
+  if (make_dtable(t, slot < 4, &c->d)) return NULL;
+  memcpy(c->bits, t->bits, 17);
+  memcpy(c->huffval, t->huffval, 256);
+  c->valid = 1;
+  return &c->d;
+}
+
 /* The codes of an optimal table (Annex C.2, C.3). */
 static void make_etable(const uint8_t bits[17], const uint8_t *huffval, int dc, etable *e) {
   memset(e->size, 0, sizeof e->size);
@@ -221,6 +244,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t size) {
 }
 
 void rc_recoder_free(rc_recoder *r) {
+  free(r->tables);
   free(r->blocks);
   free(r->tokens);
   memset(r, 0, sizeof *r);
@@ -367,15 +391,11 @@ static int decode_scan(rc_recoder *r, const struct jpeg_decompress_struct *s, co
                        const uint8_t *data, size_t start, size_t len, long interval,
                        long dcount[4][256], long acount[4][256], size_t *nblocks,
                        size_t *ntokens) {
-  dtable dt[4], at[4];
-  int have_dc = 0, have_ac = 0;
-  for (int c = 0; c < L->nc; c++) {
-    if (!(have_dc >> L->dc[c] & 1) && make_dtable(s->dc_huff_tbl_ptrs[L->dc[c]], 1, &dt[L->dc[c]]))
+  const dtable *dt[4] = {0}, *at[4] = {0};
+  for (int c = 0; c < L->nc; c++)
+    if (!(dt[L->dc[c]] = table_for(r, s->dc_huff_tbl_ptrs[L->dc[c]], L->dc[c])) ||
+        !(at[L->ac[c]] = table_for(r, s->ac_huff_tbl_ptrs[L->ac[c]], 4 + L->ac[c])))
       return -1;
-    if (!(have_ac >> L->ac[c] & 1) && make_dtable(s->ac_huff_tbl_ptrs[L->ac[c]], 0, &at[L->ac[c]]))
-      return -1;
-    have_dc |= 1 << L->dc[c], have_ac |= 1 << L->ac[c];
-  }
   const long src_interval = (long)s->restart_interval;
   uint32_t junk[64]; /* a dummy block's tokens and counts: not the output's */
   long junk_counts[256] = {0};
@@ -398,9 +418,9 @@ static int decode_scan(rc_recoder *r, const struct jpeg_decompress_struct *s, co
       for (int k = 0; k < L->nblk; k++) {
         const int c = L->comp[k];
         const int real = mr * L->v[c] + L->dy[k] < L->hb[c] && mc * L->h[c] + L->dx[k] < L->wb[c];
-        const dtable *ac = &at[L->ac[c]];
+        const dtable *ac = at[L->ac[c]];
         long *dcn = dcount[L->dc[c]], *acn = acount[L->ac[c]];
-        const dtable *dct = &dt[L->dc[c]];
+        const dtable *dct = dt[L->dc[c]];
         if (b.bits < 32) fill(&b);
         int diff;
         const uint32_t f = dct->fast[b.buf >> (64 - LOOK)];

@@ -35,6 +35,8 @@ typedef struct {
   size_t blocks_cap;
   uint32_t *tokens; /* per non-zero AC coefficient: ZRLs before it << 24 | its run/size
                      * symbol << 16 | its value's raw bits */
+  struct rc_dtables *tables; /* the decoding tables last built, by class and number: most
+                              * sources share their Huffman tables (libjpeg's defaults) */
   size_t tokens_cap;
 } rc_recoder;
 
