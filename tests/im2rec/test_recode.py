@@ -2,8 +2,8 @@
 
 It re-codes a baseline JPEG's entropy-coded data symbol by symbol; what it does not take goes
 to libjpeg's coefficient transcode. Its output must carry the same coefficients (the same
-pixels) whatever restart markers the source had (test_optimize_jpeg.py checks the pixels
-and the tables' optimality), and a source libjpeg warns about must still be refused.
+pixels) whatever restart markers the source had, with libjpeg's optimal tables, and a
+source libjpeg warns about must still be refused.
 """
 
 from __future__ import annotations
@@ -28,6 +28,16 @@ def one(encoder, src: bytes, restart) -> bytes:  # noqa: F811
     status, (out,) = encoder.optimize_jpeg([src], restart=restart)
     assert status[0] == 0, encoder.last_errors()
     return out
+
+
+@pytest.mark.parametrize("name", PLAIN)
+def test_an_optimal_source_comes_back_with_the_same_scan(encoder, name) -> None:  # noqa: F811
+    """The tables are libjpeg's optimize_coding's to the bit (the same symbol counts, the same
+    merges, ties to the larger symbol): a source it wrote comes back with the same scan."""
+    case = dict(CASES[name])
+    w, h = case.pop("w") * 2, case.pop("h") * 2
+    src = jpeg(w, h, optimize=True, **case)
+    assert scan_data(one(encoder, src, 0)) == scan_data(src)
 
 
 @pytest.mark.parametrize("name", PLAIN)
