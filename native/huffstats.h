@@ -26,7 +26,8 @@
 int rc_huff_optimise(j_decompress_ptr src, j_compress_ptr dst, jvirt_barray_ptr *coefs);
 
 /* JPEG Annex K.2: the optimal table (at most 16-bit codes, none all ones) for the symbol
- * counts: bits[1..16] codes of each length (bits[0] = 0), huffval the symbols by length. */
+ * counts: bits[1..16] codes of each length (bits[0] = 0), huffval the symbols by length.
+ * Ties go as libjpeg's jpeg_gen_optimal_table breaks them: its very table. */
 void rc_huff_table(const long counts[256], uint8_t bits[17], uint8_t huffval[256]);
 
 #endif
