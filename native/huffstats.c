@@ -80,39 +80,46 @@ static void count_block(const JCOEF *blk, int *last_dc, long *dc, long *ac) {
   if (prev < 63) ac[0x00]++; /* EOB */
 }
 
-/* JPEG Annex K.2: code lengths from the counts (at most 16 bits), then the table. */
-static void make_table(j_compress_ptr ci, JHUFF_TBL **slot, const long counts[256]) {
+void rc_huff_table(const long counts[256], uint8_t bits_out[17], uint8_t huffval[256]) {
   long freq[257];
   int codesize[257], others[257], bits[33];
   memcpy(freq, counts, sizeof(long) * 256);
   freq[256] = 1; /* a reserved symbol: no code is all ones */
   for (int i = 0; i < 257; i++) codesize[i] = 0, others[i] = -1;
   memset(bits, 0, sizeof bits);
-  int live[257], n = 0; /* the symbols with counts: the merges look at these alone */
+  /* Merge the two least frequent, ties to the larger symbol (libjpeg's rule, whose linear
+   * scans found them): a heap of the symbols with counts, least (frequency, -symbol) first. */
+  int heap[257], n = 0;
+#define BEFORE(a, b) (freq[a] < freq[b] || (freq[a] == freq[b] && (a) > (b)))
+#define SIFT_DOWN(at)                                                                          \
+  for (int i_ = (at);;) {                                                                      \
+    int m_ = i_, l_ = 2 * i_ + 1, r_ = l_ + 1;                                                 \
+    if (l_ < n && BEFORE(heap[l_], heap[m_])) m_ = l_;                                         \
+    if (r_ < n && BEFORE(heap[r_], heap[m_])) m_ = r_;                                         \
+    if (m_ == i_) break;                                                                       \
+    const int t_ = heap[i_];                                                                   \
+    heap[i_] = heap[m_], heap[m_] = t_, i_ = m_;                                               \
+  }
   for (int i = 0; i <= 256; i++)
-    if (freq[i]) live[n++] = i;
-  for (;;) { /* merge the two least frequent (ties: the larger symbol, as libjpeg does) */
-    int c1 = -1, c2 = -1, j1 = -1;
-    long v = 1000000000L;
-    for (int j = 0; j < n; j++)
-      if (freq[live[j]] <= v) v = freq[live[j]], c1 = live[j], j1 = j;
-    v = 1000000000L;
-    for (int j = 0; j < n; j++)
-      if (j != j1 && freq[live[j]] <= v) v = freq[live[j]], c2 = live[j];
-    if (c2 < 0) break;
-    freq[c1] += freq[c2];
+    if (freq[i]) heap[n++] = i;
+  for (int i = n / 2 - 1; i >= 0; i--) SIFT_DOWN(i);
+  while (n > 1) {
+    int c1 = heap[0];
+    heap[0] = heap[--n];
+    SIFT_DOWN(0);
+    int c2 = heap[0];
+    freq[c1] += freq[c2]; /* c2 leaves; c1, now heavier, goes down from the top */
     freq[c2] = 0;
-    for (int j = 0; j < n; j++) /* c2 leaves the live list */
-      if (live[j] == c2) {
-        live[j] = live[--n];
-        break;
-      }
+    heap[0] = c1;
+    SIFT_DOWN(0);
     codesize[c1]++;
     while (others[c1] >= 0) c1 = others[c1], codesize[c1]++;
     others[c1] = c2;
     codesize[c2]++;
     while (others[c2] >= 0) c2 = others[c2], codesize[c2]++;
   }
+#undef SIFT_DOWN
+#undef BEFORE
   for (int i = 0; i <= 256; i++)
     if (codesize[i]) bits[codesize[i] > 32 ? 32 : codesize[i]]++;
   for (int i = 32; i > 16; i--) /* limit the lengths to 16 bits */
@@ -127,14 +134,23 @@ static void make_table(j_compress_ptr ci, JHUFF_TBL **slot, const long counts[25
   int i = 16;
   while (bits[i] == 0) i--;
   bits[i]--; /* the reserved symbol's code */
+  bits_out[0] = 0;
+  for (int k = 1; k <= 16; k++) bits_out[k] = (uint8_t)bits[k];
+  int start[34] = {0}; /* the symbols by code size, then number (a counting sort) */
+  for (int s = 0; s <= 255; s++)
+    if (codesize[s] >= 1 && codesize[s] <= 32) start[codesize[s] + 1]++;
+  for (int len = 1; len <= 32; len++) start[len + 1] += start[len];
+  for (int s = 0; s <= 255; s++)
+    if (codesize[s] >= 1 && codesize[s] <= 32) huffval[start[codesize[s]]++] = (uint8_t)s;
+}
+
+static void make_table(j_compress_ptr ci, JHUFF_TBL **slot, const long counts[256]) {
   if (!*slot) *slot = jpeg_alloc_huff_table((j_common_ptr)ci);
   JHUFF_TBL *t = *slot;
-  memset(t->bits, 0, sizeof t->bits);
-  for (int k = 1; k <= 16; k++) t->bits[k] = (UINT8)bits[k];
-  int p = 0;
-  for (int len = 1; len <= 32; len++)
-    for (int s = 0; s <= 255; s++)
-      if (codesize[s] == len) t->huffval[p++] = (UINT8)s;
+  uint8_t bits[17];
+  memset(t->huffval, 0, sizeof t->huffval);
+  rc_huff_table(counts, bits, t->huffval);
+  for (int k = 0; k <= 16; k++) t->bits[k] = bits[k];
   t->sent_table = FALSE;
 }
 

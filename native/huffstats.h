@@ -14,6 +14,7 @@
 #define RECIO_HUFFSTATS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <jpeglib.h>
@@ -23,5 +24,10 @@
  * scan and installs optimal tables in dst (optimize_coding left off). 0, or -1 when the
  * layout is not one it knows (the caller then sets optimize_coding). */
 int rc_huff_optimise(j_decompress_ptr src, j_compress_ptr dst, jvirt_barray_ptr *coefs);
+
+/* JPEG Annex K.2: the optimal table (at most 16-bit codes, none all ones) for the symbol
+ * counts: bits[1..16] codes of each length (bits[0] = 0), huffval the symbols by length.
+ * Ties go as libjpeg's jpeg_gen_optimal_table breaks them: its very table. */
+void rc_huff_table(const long counts[256], uint8_t bits[17], uint8_t huffval[256]);
 
 #endif

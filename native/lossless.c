@@ -5,6 +5,7 @@
 #include "lossless.h"
 
 #include "huffstats.h"
+#include "recode.h"
 
 #include <setjmp.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@ struct rc_lossless {
   struct jpeg_compress_struct dst;
   ll_errmgr err;
   ll_dest dest;
+  rc_recoder recoder; /* NOTE [re-code]: the common source's path */
   int created; /* 1: src made, 2: both */
 };
 
@@ -107,6 +109,7 @@ void rc_lossless_free(rc_lossless *t) {
   if (t->created >= 2) jpeg_destroy_compress(&t->dst);
   if (t->created >= 1) jpeg_destroy_decompress(&t->src);
   free(t->dest.buf);
+  rc_recoder_free(&t->recoder);
   free(t);
 }
 
@@ -168,6 +171,12 @@ static int transcode(rc_lossless *t, rc_worker *w, const rc_opts *o, const uint8
   if (st != RC_OK) {
     jpeg_abort_decompress(src);
     return st;
+  }
+  /* the re-coder where it takes the source (a warning so far: libjpeg's path reports it) */
+  if (fast && !t->err.pub.num_warnings &&
+      rc_recode(&t->recoder, src, data, len, restart, out, outlen) == 0) {
+    jpeg_abort_decompress(src);
+    return RC_OK;
   }
   jvirt_barray_ptr *coefs = jpeg_read_coefficients(src);
   if (t->err.pub.num_warnings) {

@@ -26,6 +26,31 @@ static int mcu_grid(const struct jpeg_decompress_struct *ci, int *cols, int *row
   return 1;
 }
 
+/* The largest factor by which a component is upsampled across (*fh) and down (*fv), in
+ * output pixels: 1 where none is (4:4:4, or chroma the DCT scaling makes full size), 2 for
+ * libjpeg-turbo's fancy filters, which read one sample beyond; 0 for any other factor (then
+ * the margin is a whole MCU). */
+static void upsampling(const struct jpeg_decompress_struct *ci, int *fh, int *fv) {
+  *fh = *fv = 1;
+  const int num_h = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
+  const int num_v = ci->max_v_samp_factor * ci->min_DCT_scaled_size;
+  for (int c = 0; c < ci->num_components; c++) {
+    const jpeg_component_info *p = &ci->comp_info[c];
+    const int den_h = p->h_samp_factor * p->DCT_scaled_size;
+    const int den_v = p->v_samp_factor * p->DCT_scaled_size;
+    const int h = den_h && num_h % den_h == 0 ? num_h / den_h : 0;
+    const int v = den_v && num_v % den_v == 0 ? num_v / den_v : 0;
+    if (h != 1 && h != 2)
+      *fh = 0;
+    else if (*fh && h > *fh)
+      *fh = h;
+    if (v != 1 && v != 2)
+      *fv = 0;
+    else if (*fv && v > *fv)
+      *fv = v;
+  }
+}
+
 static int floor_to(int v, int step) {
   return v / step * step;
 }
@@ -40,8 +65,12 @@ int rc_restart_plan(const struct jpeg_decompress_struct *ci, int x0, int x1, int
   int cols, rows, mw, mh;
   if (!mcu_grid(ci, &cols, &rows, &mw, &mh)) return 0;
   const int k = (int)ci->restart_interval;
-  /* the crop, one MCU of margin on each side (NOTE [restart cut]) */
-  int c0 = x0 / mw - 1, c1 = (x1 + mw - 1) / mw + 1, r0 = y0 / mh - 1, r1 = (y1 + mh - 1) / mh + 1;
+  /* the crop and the margin its upsampling reads on each side (NOTE [restart cut]) */
+  int fh, fv;
+  upsampling(ci, &fh, &fv);
+  const int mx = fh ? 2 * fh : mw, my = fv ? 2 * fv : mh;
+  int c0 = x0 - mx < 0 ? -1 : (x0 - mx) / mw, r0 = y0 - my < 0 ? -1 : (y0 - my) / mh;
+  int c1 = (x1 + mx + mw - 1) / mw, r1 = (y1 + my + mh - 1) / mh;
   if (c0 < 0) c0 = 0;
   if (r0 < 0) r0 = 0;
   if (c1 > cols) c1 = cols;

@@ -7,9 +7,12 @@
  * source's tables, its SOF with the window's width and height, the same DRI, the segments
  * with their RST markers renumbered, an EOI. Decoding it gives the window's pixels exactly as
  * the whole image's decode does, away from the window's cut edges: there the chroma upsampler
- * takes the cut for an image edge, so the window keeps one MCU of margin beyond what the crop
- * needs on every cut side; at the image's own right and bottom edges the window ends where
- * the image does, so its edge is the image's. Windows are whole segments: with a marker every
+ * takes the cut for an image edge, so the window keeps a margin beyond what the crop needs on
+ * every cut side: two output pixels times the upsampling factor (libjpeg-turbo's fancy
+ * filters, at factor 2, read one chroma sample beyond the one under a pixel; at factor 1,
+ * 4:4:4 or chroma the DCT scaling brings to full size, none), rounded out to whole MCUs; a
+ * whole MCU where a component is upsampled by any other factor. At the image's own right and
+ * bottom edges the window ends where the image does, so its edge is the image's. Windows are whole segments: with a marker every
  * k MCUs and k dividing the MCUs of a row, any columns in steps of k; else whole rows, from a
  * row where a segment starts to one where a segment starts (or the last). A window must
  * leave MCUs out to be worth it. Anything else (progressive, several scans, arithmetic

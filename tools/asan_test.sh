@@ -32,5 +32,5 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   python -m pytest -q -p no:cacheprovider tests/im2rec/test_encoder.py tests/im2rec/test_transcode.py \
-  tests/im2rec/test_batch.py tests/im2rec/test_optimize_jpeg.py "$@"
+  tests/im2rec/test_batch.py tests/im2rec/test_optimize_jpeg.py tests/im2rec/test_recode.py "$@"
 # (not the RSS test: ASan's quarantine holds freed memory, so RSS says nothing under it)

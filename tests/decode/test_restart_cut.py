@@ -153,3 +153,29 @@ def test_segments_outside_the_crop_are_not_decoded(pool) -> None:
     assert np.array_equal(got, want)
     with decode.DecodePool(1, backend="native", roi_decode=False) as whole:
         assert whole.decode_batch([damaged], got, crops=box)[0] == decode.Status.CORRUPT
+
+
+@pytest.mark.parametrize("name", ["420", "422", "444"])
+def test_crops_that_start_and_end_near_mcu_edges_match(pool, name) -> None:
+    """The cut keeps only the margin the chroma upsampling reads (a sample or two), not a
+    whole MCU: crops whose edges fall 0..5 pixels from an MCU's edge, on every side."""
+    w, h, mode, save, mcu = IMAGES[name]
+    encoder = JpegEncoder(pool)
+    source = jpeg(w, h, mode, seed=7, **save)
+    _, (plain,) = encoder.optimize_jpeg([source], restart=0)
+    _, (marked,) = encoder.optimize_jpeg([source], restart=1)
+    boxes = []
+    for d in range(6):
+        for e in range(6):
+            x0, y0 = 2 * mcu + d, mcu + e
+            x1, y1 = 5 * mcu - e, 4 * mcu - d
+            boxes.append((x0, y0, x1 - x0, y1 - y0))
+            boxes.append((x0, y0, mcu - d + e + 1, mcu + 1))  # small: one MCU or two
+    boxes = np.array(boxes, np.int32)
+    for size in ((24, 24), (40, 40)):
+        want = np.zeros((len(boxes), size[1], size[0], 3), np.uint8)
+        got = np.ones_like(want)
+        assert not pool.decode_batch([plain] * len(boxes), want, crops=boxes).any()
+        assert not pool.decode_batch([marked] * len(boxes), got, crops=boxes).any()
+        for i, box in enumerate(boxes):
+            assert np.array_equal(got[i], want[i]), (size, box.tolist())
