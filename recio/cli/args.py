@@ -27,6 +27,7 @@ __all__ = [
     "describe",
     "json_object",
     "positive_float",
+    "restart_interval",
     "sigterm_as_interrupt",
 ]
 
@@ -67,6 +68,22 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be greater than 0, not {text}")
     return value
+
+
+def restart_interval(minimum: int):
+    """An argparse type: a JPEG restart interval in MCUs (``minimum``..65535), or ``row``."""
+    whole = at_least(minimum)
+
+    def parse(text: str) -> int | str:
+        if text == "row":
+            return text
+        value = whole(text)
+        if value > 65535:  # the DRI segment's 16 bits
+            raise argparse.ArgumentTypeError(f"must be at most 65535, not {value}")
+        return value
+
+    parse.__name__ = "MCUs or 'row'"
+    return parse
 
 
 def add_storage_option(parser: argparse.ArgumentParser) -> None:

@@ -19,7 +19,7 @@ import logging
 import sys
 
 from .. import storage
-from .args import add_storage_option, at_least, sigterm_as_interrupt
+from .args import add_storage_option, at_least, restart_interval, sigterm_as_interrupt
 
 log = logging.getLogger("recio.optimize")
 
@@ -38,19 +38,6 @@ exit codes:
   {EXIT_INTERRUPTED:<4} interrupted (Ctrl-C, SIGTERM); nothing published"""
 
 
-def restart_interval(text: str) -> int | str:
-    """An argparse type: MCUs (1..65535), or ``row``."""
-    if text == "row":
-        return text
-    value = at_least(1)(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"must be at most 65535, not {value}")
-    return value
-
-
-restart_interval.__name__ = "MCUs or 'row'"
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``recio optimize``'s arguments."""
     from ..im2rec.optimize import DEFAULT_RESTART
@@ -60,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dst", metavar="DST", help="the output .rec, or a folder (ending in /)")
     parser.add_argument(
         "--restart-interval",
-        type=restart_interval,
+        type=restart_interval(1),
         default=DEFAULT_RESTART,
         metavar="N",
         help="a restart marker every N MCUs (an MCU is 16x16 pixels in 4:2:0), or 'row'",

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import storage
-from ..cli.args import HelpFormatter, at_least, sigterm_as_interrupt
+from ..cli.args import HelpFormatter, at_least, restart_interval, sigterm_as_interrupt
 from .layout import LAYOUTS
 from .lists import DEFAULT_EXTS, MXNET_SEED, find_lists, make_lists
 from .optimize import DEFAULT_RESTART
@@ -45,19 +45,6 @@ exit codes:
   {EXIT_FAILED:<4} failed: a bad argument or input, no image packed, --max-errors exceeded,
        or an I/O error; nothing published, existing outputs left as they were
   {EXIT_INTERRUPTED:<4} interrupted (Ctrl-C, SIGTERM); nothing published"""
-
-
-def restart_interval(text: str) -> int | str:
-    """An argparse type: MCUs (0..65535, 0: none), or ``row``."""
-    if text == "row":
-        return text
-    value = at_least(0)(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"must be at most 65535, not {value}")
-    return value
-
-
-restart_interval.__name__ = "MCUs or 'row'"
 
 
 def _restart(args: argparse.Namespace) -> int | str:
@@ -178,7 +165,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     r.add_argument(
         "--restart-interval",
-        type=restart_interval,
+        type=restart_interval(0),
         default=None,
         metavar="N",
         help="restart markers in every JPEG written: one every N MCUs (16x16 pixels in 4:2:0), "

@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from recio.cli.args import Parser, at_least, json_object, positive_float
+from recio.cli.args import Parser, at_least, json_object, positive_float, restart_interval
 
 
 def test_argument_types_refuse_what_they_do_not_take():
@@ -16,10 +16,14 @@ def test_argument_types_refuse_what_they_do_not_take():
         (positive_float, "x", "a number"),
         (json_object, "[1]", "a JSON object"),
         (json_object, "{", "not valid JSON"),
+        (restart_interval(1), "0", "at least 1"),
+        (restart_interval(0), "65536", "at most 65535"),
+        (restart_interval(0), "rows", "an integer"),
     ):
         with pytest.raises(argparse.ArgumentTypeError, match=why):
             parse(text)
     assert positive_float("0.5") == 0.5 and json_object('{"a": 1}') == {"a": 1}
+    assert restart_interval(0)("0") == 0 and restart_interval(1)("row") == "row"
 
 
 def test_parser_says_a_usage_error_in_one_line(capsys):
