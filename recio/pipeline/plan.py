@@ -122,8 +122,9 @@ def make_plan(
     """This rank's plan for batches of ``batch_bytes`` (NOTE [resource plan]).
 
     ``threads``: an int is taken as given; None or ``"auto"``: the rank's share, tuned
-    while it runs. ``prefetch``: an int is taken as given. Raises ValueError when
-    ``memory_budget`` cannot hold the least the pipeline needs in flight.
+    while it runs. ``prefetch``: an int is taken as given. Raises ValueError when a given
+    ``memory_budget`` cannot hold the least the pipeline needs in flight; the default
+    budget then gives way to that least, with a warning (nobody asked for it).
     """
     why: list[str] = []
     cores = usable_cores()
@@ -138,6 +139,7 @@ def make_plan(
             f"{cores} usable core(s) / {ranks} local rank(s) [{source}]"
             + (", one left to the consumer" if cores // ranks >= 3 else "")
         )
+    given_budget = memory_budget is not None
     if memory_budget is None:
         memory_budget = int(available_memory() * BUDGET_FRACTION / ranks)
         why.append(f"budget {BUDGET_FRACTION:.0%} of available memory / {ranks} rank(s)")
@@ -149,6 +151,17 @@ def make_plan(
         why.append(f"prefetch {prefetch} as given")
     else:
         fits = memory_budget // batch_bytes - 2
+        if fits < MIN_PREFETCH and not given_budget:
+            log.warning(
+                "recio: the default memory budget (%d bytes: %.0f%% of the available memory "
+                "over %d local rank(s)) holds %d batches of %d bytes; running with the least "
+                "the pipeline needs (%d in flight). Give memory_budget= or smaller batches.",
+                memory_budget, 100 * BUDGET_FRACTION, ranks, memory_budget // batch_bytes,
+                batch_bytes, MIN_PREFETCH + 2,
+            )  # fmt: skip
+            why.append("prefetch 3: the least, past the default budget")
+            fits = MIN_PREFETCH
+            memory_budget = (MIN_PREFETCH + 2) * batch_bytes
         if fits < MIN_PREFETCH:
             raise ValueError(
                 f"memory_budget={memory_budget} bytes holds {memory_budget // batch_bytes} "

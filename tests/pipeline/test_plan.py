@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from recio.pipeline import plan as plan_module
 from recio.pipeline.config import IterConfig
 from recio.pipeline.iterator import ImageRecordIter
 from recio.pipeline.plan import local_ranks, make_plan, thread_share
@@ -215,3 +216,13 @@ def test_a_decode_pool_made_alone_takes_the_rank_share_too(monkeypatch):
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
     with DecodePool() as pool:
         assert pool.num_threads == thread_share(len(os.sched_getaffinity(0)), 1)
+
+
+def test_a_default_budget_too_small_gives_way_to_the_least_with_a_warning(monkeypatch, caplog):
+    """Nobody asked for the default budget: batches larger than it run at the least depth."""
+    batch = 8 * 3 * 32 * 32 * 4
+    monkeypatch.setattr(plan_module, "available_memory", lambda: int(4 * batch / 0.25))
+    with caplog.at_level("WARNING", logger="recio"):
+        plan = make_plan(batch, environ={})
+    assert (plan.depth, plan.in_flight) == (3, 5)
+    assert "default memory budget" in caplog.text and "memory_budget=" in caplog.text
