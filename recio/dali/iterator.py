@@ -165,7 +165,7 @@ class DALIImageRecordIter(PositionedIterator):
                     continue  # DALI refused the zeros of a lost record: the batch again
                 raise
             meta = meta.as_array()
-            if readable_bytes(self.records) >= meta[0, 7]:
+            if readable_bytes(self.records, meta[:, 8]) >= meta[0, 7]:
                 return images, labels, meta
             self._restart()  # lost under DALI's copy: the batch again
 

@@ -19,12 +19,14 @@ NOTE [dali map check]: the images go to DALI as zero-copy views of the file's ma
 copies them after the source returns. The source checks what the map lost when it reads
 (``read_batch``: RecordFile.lost), but a file truncated after that check hands DALI pages
 of zeros (NOTE [map guard]), which DALI decodes to black or refuses, with no report. So
-each batch's metadata carries :func:`readable_bytes` of its records as the source began it
-(column 7), and whoever consumes the batch compares it with the bytes readable now:
+each batch's metadata carries :func:`readable_bytes` of the files holding its records as
+the source began it (column 7) and the records' positions (column 8), and whoever consumes
+the batch compares it with what those files hold now:
 :class:`~recio.dali.iterator.DALIImageRecordIter` does, after each run (and after a run
 that failed), and runs the batch again from a new pipeline when the maps lost bytes in
 between; the new source sees the loss, so the lost records are skipped, replaced or raised
-as the CPU iterator's are. That costs an fstat per file per batch, and no copy. A
+as the CPU iterator's are. That costs two fstats per file of the batch (not per shard of
+the dataset), and no copy. A
 pipeline of your own around :class:`RecioSource` makes the same comparison.
 """
 
@@ -49,8 +51,8 @@ from ..sampling.sampler import Sampler
 
 # per-sample int64 metadata: id, epoch, step, pad; for a bad slot its record id, its status
 # and 1 where its checksum did not match (-1, 0, 0 for a good one); the bytes the maps held
-# as the batch began (NOTE [dali map check])
-META_COLUMNS = 8
+# as the batch began, and each slot's position (NOTE [dali map check])
+META_COLUMNS = 9
 _VALIDATE = ("none", "header", "structure", "decode")
 CROP_SOURCES = ("recio", "dali")
 
@@ -70,14 +72,19 @@ def _black_jpeg() -> bytes:
     return _BLACK_JPEG
 
 
-def readable_bytes(records: Any) -> int:
+def readable_bytes(records: Any, positions: np.ndarray | None = None) -> int:
     """The bytes the files of ``records`` can be read to now, all files together.
+
+    ``positions``: only the files that hold those records (a batch's), not every shard.
 
     A local file counts its map's readable extent (its size now, short of any page that
     faulted: NOTE [map guard]), a remote one its size: the sum only goes down, and it does
     when a file shrank or a page of its map faulted (NOTE [dali map check]).
     """
     files = getattr(records, "shards", None) or [records]
+    if positions is not None and len(files) > 1:
+        which = np.searchsorted(records.starts, positions, side="right") - 1
+        files = [files[k] for k in np.unique(which).tolist()]
     return sum(f.source.readable() if f.is_local else f.size for f in files)
 
 
@@ -171,14 +178,15 @@ class RecioSource:
     def batch(self, epoch: int, step: int) -> tuple:
         """The outputs for batch ``step`` of ``epoch`` (see the class docstring)."""
         plan = self.sampler.plan(epoch, step)
-        readable = readable_bytes(self.records)  # before any read (NOTE [dali map check])
+        # before any read (NOTE [dali map check])
+        readable = readable_bytes(self.records, plan.positions)
         records = read_mapped_batch(self.records, plan.positions, self.label_width, self.label_maps)
         labels, bad_headers = records.labels, records.problems
         n = len(labels)
         self.policy.check_headers(bad_headers)
         meta = np.zeros((n, META_COLUMNS), dtype=np.int64)
         meta[:, 0], meta[:, 1:4], meta[:, 4] = records.ids, (epoch, step, plan.pad), -1
-        meta[:, 7] = readable
+        meta[:, 7], meta[:, 8] = readable, plan.positions
         images = _arrays(records.images)  # empty where the header is unreadable
         sizes, problems = self._check(plan.positions, images)
         problems.update({j: Problem(Status.CORRUPT, str(e)) for j, e in bad_headers.items()})
