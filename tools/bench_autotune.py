@@ -2,6 +2,7 @@
 
     python tools/bench_autotune.py [--rec R | --images 800] [--repeats 3] [--seconds 4]
                                    [--step-ms 150]
+    python tools/bench_autotune.py --hook [--repeats 5]
 
 Two consumers over the built-in sample (RandomResizedCrop 224, flip, uint8):
 
@@ -12,6 +13,8 @@ Two consumers over the built-in sample (RandomResizedCrop 224, flip, uint8):
   process CPU seconds per image against a fixed single thread (within 10 %).
 
 Prints medians of the repeats (min-max beside them) and a JSON line with every figure.
+``--hook``: instead, what the per-batch hook (``Governor.batch``: stage times, and the
+tuner's decision) costs the consumer's thread, with a fixed thread count and with the tuner.
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from recio.bench.sample import build_sample_rec  # noqa: E402
+from recio.decode import DecodePool  # noqa: E402
+from recio.pipeline.autotune import Governor, ThreadTuner  # noqa: E402
 from recio.pipeline.iterator import ImageRecordIter  # noqa: E402
+from recio.pipeline.stage_times import StageTimes  # noqa: E402
 
 KW = dict(random_resized_crop=True, rand_mirror=True, shuffle=True, dtype="uint8")
 
@@ -55,6 +61,27 @@ def run(rec: str, threads, seconds: float, step_s: float = 0.0) -> dict:
         }
 
 
+class _Running:
+    """What the hook reads of a running pipeline."""
+
+    blocked = 0.001
+    fetch_wait = 0.0
+
+    def ready_share(self) -> float:
+        return 0.5
+
+
+def hook_us(tuned: bool, calls: int = 20_000) -> float:
+    """Microseconds a ``Governor.batch`` call takes, over ``calls`` batches."""
+    with DecodePool(2) as pool:
+        governor = Governor(pool, StageTimes(), ThreadTuner(2, 2) if tuned else None)
+        running, t = _Running(), time.perf_counter()
+        start = time.perf_counter()
+        for i in range(calls):
+            governor.batch(t + i * 0.01, t + i * 0.01 + 0.002, 64, running)
+        return (time.perf_counter() - start) / calls * 1e6
+
+
 def med(values: list[float], digits: int = 1) -> str:
     lo, hi = min(values), max(values)
     return f"{statistics.median(values):8.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
@@ -67,7 +94,13 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--step-ms", type=float, default=150.0)
+    parser.add_argument("--hook", action="store_true", help="time the per-batch hook alone")
     args = parser.parse_args()
+    if args.hook:
+        for tuned in (False, True):  # interleaved repeats would not change a CPU-bound loop
+            runs = [hook_us(tuned) for _ in range(args.repeats)]
+            print(f"hook, {'tuner' if tuned else 'fixed threads'}: {med(runs, 2)} us per batch")
+        return 0
     result: dict = {"fast": {}, "slow": {}}
     with tempfile.TemporaryDirectory() as tmp:
         rec = args.rec or build_sample_rec(tmp, args.images)
