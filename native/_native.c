@@ -240,6 +240,7 @@ PyMODINIT_FUNC PyInit__native(void) {
   if (PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) < 0 ||
       PyModule_AddFunctions(m, rc_draw_functions) < 0 ||
       PyModule_AddFunctions(m, rc_crc_functions) < 0 ||
+      PyModule_AddFunctions(m, rc_decode_functions) < 0 ||
       PyModule_AddFunctions(m, rc_guard_functions) < 0 ||
       PyModule_AddObjectRef(m, "Draw", (PyObject *)&DrawType) < 0 ||
       PyModule_AddObjectRef(m, "JobOptions", (PyObject *)&JobOptionsType) < 0 ||

@@ -141,6 +141,7 @@ extern const char transcode_batch_doc[], resize_encode_doc[], im2rec_batch_doc[]
 
 /* bind_crc.c */
 extern PyMethodDef rc_crc_functions[];
+extern PyMethodDef rc_decode_functions[]; /* bind_pool.c */
 extern PyMethodDef rc_guard_functions[]; /* mapguard.c */
 
 #endif

@@ -600,3 +600,27 @@ PyTypeObject PoolType = {
     .tp_methods = Pool_methods,
     .tp_getset = Pool_getset,
 };
+
+PyDoc_STRVAR(own_entropy_doc,
+             "own_entropy(jpeg) -> bool: whether recio's own Huffman decoder takes this JPEG's\n"
+             "scan (one baseline scan, its framing intact: NOTE [entropy decode] in\n"
+             "native/entropy.h); libjpeg's decodes every other.");
+
+static PyObject *own_entropy(PyObject *module, PyObject *arg) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+  rc_worker *w = rc_worker_new();
+  int taken = 0;
+  if (w) {
+    taken = rc_own_entropy(w, view.buf, (size_t)view.len);
+    rc_worker_free(w);
+  }
+  PyBuffer_Release(&view);
+  if (!w) return PyErr_NoMemory();
+  return PyBool_FromLong(taken);
+}
+
+PyMethodDef rc_decode_functions[] = {
+    {"own_entropy", own_entropy, METH_O, own_entropy_doc},
+    {NULL},
+};

@@ -15,6 +15,7 @@
 #include "decode_core.h"
 
 #include "colour.h"
+#include "entropy.h"
 #include "pool.h"
 #include "resample.h"
 #include "restart.h"
@@ -49,8 +50,12 @@ struct rc_worker {
   rc_errmgr err;
   uint8_t *row, *tmp, *line, *hline, *image, *cut;
   size_t row_cap, tmp_cap, line_cap, hline_cap, image_cap; /* image: colour's output pixels */
-  size_t cut_cap; /* cut: the crop's segments as a JPEG (NOTE [restart cut]) */
-  float *planes;                                           /* colour's scratch */
+  size_t cut_cap;      /* cut: the crop's segments as a JPEG (NOTE [restart cut]) */
+  rc_entropy *entropy; /* recio's Huffman decoder (NOTE [entropy decode]) */
+  int own_entropy;     /* this pass may use it (a pass after it stopped may not) */
+  int entropy_on;      /* it decodes this image's scan */
+  int stock_entropy;   /* RECIO_STOCK_ENTROPY=1: libjpeg's always (for comparing the two) */
+  float *planes;       /* colour's scratch */
   size_t planes_cap;
   float lut[3 * 256]; /* this image's (store_norm) */
   rc_coeffs ch, cv;
@@ -149,10 +154,13 @@ static int create_decompressor(rc_worker *w) {
 
 rc_worker *rc_worker_new(void) {
   rc_worker *w = calloc(1, sizeof *w);
-  if (w && create_decompressor(w)) {
+  if (w && (!(w->entropy = rc_entropy_new()) || create_decompressor(w))) {
+    rc_entropy_free(w->entropy);
     free(w);
     return NULL;
   }
+  const char *stock = getenv("RECIO_STOCK_ENTROPY");
+  w->stock_entropy = stock && strcmp(stock, "1") == 0;
   return w;
 }
 
@@ -166,6 +174,7 @@ void rc_worker_free(rc_worker *w) {
   free(w->hline);
   free(w->image);
   free(w->cut);
+  rc_entropy_free(w->entropy);
   free(w->planes);
   rc_coeffs_free(&w->ch);
   rc_coeffs_free(&w->cv);
@@ -417,6 +426,22 @@ static int jpeg_failed(rc_worker *w, char *err) {
   return RC_CORRUPT;
 }
 
+#define DECODE_AGAIN (-1000) /* recio's entropy decoder stopped: libjpeg's decodes the image */
+
+/* The setjmp branch of a pass that may have used recio's entropy decoder: DECODE_AGAIN where
+ * that decoder stopped at damaged data (NOTE [entropy decode]), else jpeg_failed. */
+static int pass_failed(rc_worker *w, char *err) {
+  if (!w->entropy_on || !rc_entropy_failed(w->entropy)) return jpeg_failed(w, err);
+  jpeg_abort_decompress(&w->cinfo);
+  return DECODE_AGAIN;
+}
+
+/* jpeg_start_decompress, then recio's Huffman decoder for the scan where it takes it. */
+static void start_decompress(rc_worker *w) {
+  jpeg_start_decompress(&w->cinfo);
+  if (w->own_entropy) w->entropy_on = rc_entropy_begin(w->entropy, &w->cinfo);
+}
+
 /* After jpeg_read_header: refuses an image over the pixel limit (before anything is allocated
  * for it) and intersects the crop {x, y, w, h} (or the whole image) with the image. */
 static int crop_window(struct jpeg_decompress_struct *ci, const int32_t *crop, const rc_opts *o,
@@ -457,6 +482,21 @@ int rc_image_size(rc_worker *w, const uint8_t *data, size_t len, int *width, int
   *height = (int)ci->image_height;
   jpeg_abort_decompress(ci);
   return RC_OK;
+}
+
+int rc_own_entropy(rc_worker *w, const uint8_t *data, size_t len) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  if (!is_jpeg(data, len)) return 0;
+  if (setjmp(w->err.jb)) {
+    jpeg_abort_decompress(ci);
+    return 0;
+  }
+  jpeg_mem_src(ci, data, (unsigned long)len);
+  jpeg_read_header(ci, TRUE);
+  jpeg_start_decompress(ci);
+  const int taken = rc_entropy_begin(w->entropy, ci);
+  jpeg_abort_decompress(ci);
+  return taken;
 }
 
 static int fail(struct jpeg_decompress_struct *ci, char *err, int status, const char *msg) {
@@ -611,7 +651,7 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
       (scratch && rc_grow((void **)&w->planes, &w->planes_cap, scratch)))
     return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
   rc_warp_prepare(&wp, o->out_w, SW, mirror, w->line); /* (flipped here: a plain store) */
-  jpeg_start_decompress(ci);
+  start_decompress(w);
   JDIMENSION xoff = 0, xw = ci->output_width;
   if (o->roi && bw < SW) { /* one iMCU of margin: see decode() */
     const int a = box[0] - align > 0 ? box[0] - align : 0;
@@ -658,15 +698,16 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
 
 /* rc_decode, its window and flip either given (crop, flip) or drawn once the header gives the
  * image's size (draw not NULL: the ones of `record`, written to crop_out and flip_out). */
-static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
-                  const rc_draw *draw, int64_t record, int32_t *crop_out, uint8_t *flip_out,
-                  const rc_opts *o, void *out, char *err) {
+static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
+                       const rc_draw *draw, int64_t record, int32_t *crop_out, uint8_t *flip_out,
+                       const rc_opts *o, void *out, char *err) {
   struct jpeg_decompress_struct *ci = &w->cinfo;
   const int bad = check_input(data, len, o, err);
   if (bad) return bad;
   reset_warnings(&w->err);
   w->err.msg[0] = 0;
-  if (setjmp(w->err.jb)) return jpeg_failed(w, err); /* w, err: unchanged since setjmp */
+  w->entropy_on = 0;
+  if (setjmp(w->err.jb)) return pass_failed(w, err); /* w, err: unchanged since setjmp */
   jpeg_mem_src(ci, data, (unsigned long)len);
   jpeg_read_header(ci, TRUE);
   const int W = (int)ci->image_width, H = (int)ci->image_height;
@@ -747,7 +788,8 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
   const uint64_t scratch = recolour && !fuse ? RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
   const uint64_t need = coef + libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch +
                         (uint64_t)rw * 3 + out_stride + kept + scratch + 4096 +
-                        (ci->restart_interval ? (uint64_t)len : 0) /* the cut */;
+                        /* the unstuffed copy (NOTE [entropy decode]), and the cut */
+                        (uint64_t)len + (ci->restart_interval ? (uint64_t)len : 0);
   const int over = reserve_decode(w, o, coef, need, err);
   if (over) return over;
   if (rc_grow((void **)&w->line, &w->line_cap, (size_t)rw * 3 + rc_hpass_slack(&w->ch)) ||
@@ -773,7 +815,7 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
       oy = cut.r0 * ci->max_v_samp_factor * num;
     }
   }
-  jpeg_start_decompress(ci);
+  start_decompress(w);
   const int CW = (int)ci->output_width; /* the decoded image's width: SW, or the cut's */
   JDIMENSION xoff = 0, xw = ci->output_width;
   if (o->roi && rw < CW) {
@@ -846,6 +888,17 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
   return warned(&w->err, err);
 }
 
+static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
+                  const rc_draw *draw, int64_t record, int32_t *crop_out, uint8_t *flip_out,
+                  const rc_opts *o, void *out, char *err) {
+  w->own_entropy = !w->stock_entropy;
+  const int status =
+      decode_pass(w, data, len, crop, flip, draw, record, crop_out, flip_out, o, out, err);
+  if (status != DECODE_AGAIN) return status;
+  w->own_entropy = 0;
+  return decode_pass(w, data, len, crop, flip, draw, record, crop_out, flip_out, o, out, err);
+}
+
 int rc_decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
               const rc_opts *o, void *out, char *err) {
   return decode(w, data, len, crop, flip, NULL, 0, NULL, NULL, o, out, err);
@@ -906,14 +959,15 @@ static void pad_plane(uint8_t *p, size_t stride, int w, int h, int pw, int ph) {
   for (int y = h; y < ph; y++) memcpy(p + (size_t)y * stride, p + (size_t)(h - 1) * stride, pw);
 }
 
-int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop,
-                     const rc_opts *o, int gray, rc_planes *out, char *err) {
+static int planes_pass(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop,
+                       const rc_opts *o, int gray, rc_planes *out, char *err) {
   struct jpeg_decompress_struct *ci = &w->cinfo;
   const int bad = check_input(data, len, o, err);
   if (bad) return bad;
   reset_warnings(&w->err);
   w->err.msg[0] = 0;
-  if (setjmp(w->err.jb)) return jpeg_failed(w, err);
+  w->entropy_on = 0;
+  if (setjmp(w->err.jb)) return pass_failed(w, err);
   jpeg_mem_src(ci, data, (unsigned long)len);
   jpeg_read_header(ci, TRUE);
   int64_t x0, y0, x1, y1;
@@ -974,11 +1028,11 @@ int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_
     src_bytes += (uint64_t)sstride[c] * need_imcu * imcu_rows[c] + RC_SLACK;
   const uint64_t coef = coef_buffer_bytes(ci);
   const int over = reserve_decode(w, o, coef,
-                                  coef + libjpeg_rows_bytes(ci) + src_bytes + out_bytes +
+                                  coef + libjpeg_rows_bytes(ci) + src_bytes + out_bytes + len +
                                       rc_resample_plane_bytes(sw[0], o->out_w, o->out_h),
                                   err);
   if (over) return over;
-  jpeg_start_decompress(ci);
+  start_decompress(w);
   for (int c = 0; c < nout; c++) {
     if (rc_grow((void **)&w->out_plane[c], &w->out_cap[c], out->stride[c] * (ph / (c ? 2 : 1))))
       return fail(ci, err, RC_NOMEM, "out of memory (planes)");
@@ -1028,4 +1082,13 @@ int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_
     pad_plane(out->data[c], out->stride[c], out->width[c], out->height[c], pw / sub, ph / sub);
   }
   return RC_OK;
+}
+
+int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop,
+                     const rc_opts *o, int gray, rc_planes *out, char *err) {
+  w->own_entropy = !w->stock_entropy;
+  const int status = planes_pass(w, data, len, crop, o, gray, out, err);
+  if (status != DECODE_AGAIN) return status;
+  w->own_entropy = 0;
+  return planes_pass(w, data, len, crop, o, gray, out, err);
 }

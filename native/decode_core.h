@@ -105,6 +105,10 @@ int rc_resize_rgb(rc_worker *w, const uint8_t *rgb, int width, int height, size_
 int rc_image_size(rc_worker *w, const uint8_t *data, size_t len, int *width, int *height,
                   char *err);
 
+/* 1 when recio's Huffman decoder takes the scan of this JPEG (NOTE [entropy decode]): one
+ * baseline scan, its framing intact. */
+int rc_own_entropy(rc_worker *w, const uint8_t *data, size_t len);
+
 #define RC_MAX_PLANES 3
 
 /* A JPEG's planes after crop and resample, as a raw-data JPEG encoder takes them: one luma

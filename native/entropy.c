@@ -1,0 +1,324 @@
+/* recio entropy decoder (entropy.h, NOTE [entropy decode]). */
+#include "entropy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <jerror.h>
+
+/* libjpeg's entropy decoder interface (jpegint.h, the same since IJG 6b): jpeglib.h only
+ * declares it, and jpegint.h is not installed by every libjpeg-turbo build. */
+struct jpeg_entropy_decoder {
+  void (*start_pass)(j_decompress_ptr cinfo);
+  boolean (*decode_mcu)(j_decompress_ptr cinfo, JBLOCKROW *MCU_data);
+  boolean insufficient_data;
+};
+
+#define RC_FAST_BITS 10
+#define FAST_SIZE (1 << RC_FAST_BITS)
+/* bytes after the copy that a block may read before its overrun is seen: 64 codes and
+ * values of at most 31 bits, and the last 8-byte load */
+#define PAD 288
+
+/* An entry for a code: bits 0-7 the bits the code and its value take, 8-12 the code's,
+ * 13-16 the value's (the symbol's size), 17-20 the zero run before it. The fast table holds
+ * those of codes of at most RC_FAST_BITS bits, 0 for a longer one. */
+#define ENTRY(l, s, run) \
+  ((uint32_t)((l) + (s)) | (uint32_t)(l) << 8 | (uint32_t)(s) << 13 | (uint32_t)(run) << 17)
+#define E_TOTAL(f) ((int)((f) & 0xFF))
+#define E_CODE(f) ((int)((f) >> 8 & 31))
+#define E_SIZE(f) ((int)((f) >> 13 & 15))
+#define E_RUN(f) ((int)((f) >> 17 & 15))
+
+typedef struct {
+  uint32_t fast[FAST_SIZE]; /* by the next RC_FAST_BITS bits */
+  int32_t maxcode[18];      /* canonical decode of the longer codes, as libjpeg's */
+  int32_t valoffset[18];
+  uint8_t huffval[256];
+} htable;
+
+/* The bit reader: buf holds cnt unread bits, first in the top one; p is the next byte to
+ * load. A refill ORs in the next eight bytes where the unread bits end (the bits it repeats
+ * are the same ones) and leaves 56 to 63 bits. */
+typedef struct {
+  uint64_t buf;
+  int cnt;
+  const uint8_t *p;
+} bitreader;
+
+struct rc_entropy {
+  struct jpeg_entropy_decoder pub; /* first: libjpeg calls through cinfo->entropy */
+  uint8_t *data;                   /* the scan's entropy-coded bytes, unstuffed, then PAD zeros */
+  size_t data_cap;
+  size_t *seg; /* segment i is data[seg[i] : seg[i + 1]] */
+  size_t seg_cap;
+  size_t nseg, segment, end_bits; /* the segment being read, where it ends (in bits) */
+  bitreader bits;
+  size_t mcus_left;
+  size_t interval, restarts_to_go;
+  const uint8_t *eoi; /* in the source: where libjpeg reads on after the scan */
+  size_t eoi_left;
+  int last_dc[MAX_COMPS_IN_SCAN];
+  int member[D_MAX_BLOCKS_IN_MCU];
+  uint8_t dc_needed[D_MAX_BLOCKS_IN_MCU], ac_needed[D_MAX_BLOCKS_IN_MCU];
+  const htable *dct[D_MAX_BLOCKS_IN_MCU], *act[D_MAX_BLOCKS_IN_MCU];
+  htable dc[NUM_HUFF_TBLS], ac[NUM_HUFF_TBLS];
+  JBLOCK scratch; /* where coefficients nobody reads go */
+  int failed;
+};
+
+/* zigzag to natural order, with libjpeg's 16 extra entries for runs past the end */
+static const uint8_t natural[64 + 16] = {
+    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33,
+    40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36,
+    29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,
+    47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
+
+rc_entropy *rc_entropy_new(void) {
+  return calloc(1, sizeof(rc_entropy));
+}
+
+void rc_entropy_free(rc_entropy *e) {
+  if (!e) return;
+  free(e->data);
+  free(e->seg);
+  free(e);
+}
+
+int rc_entropy_failed(const rc_entropy *e) {
+  return e->failed;
+}
+
+/* libjpeg's derived table (jpeg_make_d_derived_tbl) and the fast entries; 0 where the
+ * table is not one libjpeg would have accepted. */
+static int build_table(htable *t, const JHUFF_TBL *h, int is_dc) {
+  if (!h) return 0;
+  int count = 0, code = 0, p = 0;
+  for (int l = 1; l <= 16; l++) count += h->bits[l];
+  if (count > 256) return 0;
+  memset(t->fast, 0, sizeof t->fast);
+  for (int l = 1; l <= 16; l++) {
+    const int n = h->bits[l];
+    if (n) {
+      t->valoffset[l] = p - code;
+      for (int i = 0; i < n; i++, p++, code++) {
+        if (code >= 1 << l) return 0; /* an all-ones code, or too many of this length */
+        const int sym = h->huffval[p];
+        if (is_dc && sym > 15) return 0;
+        if (l > RC_FAST_BITS) continue;
+        const int spare = RC_FAST_BITS - l;
+        const uint32_t f = is_dc ? ENTRY(l, sym, 0) : ENTRY(l, sym & 15, sym >> 4);
+        for (int x = 0; x < 1 << spare; x++) t->fast[(code << spare) + x] = f;
+      }
+      t->maxcode[l] = code - 1;
+    } else {
+      t->maxcode[l] = -1;
+    }
+    code <<= 1;
+  }
+  t->maxcode[17] = 0x7FFFFFFF; /* (never reached: l > 16 fails first) */
+  memcpy(t->huffval, h->huffval, sizeof t->huffval);
+  return 1;
+}
+
+static inline void refill(bitreader *r) {
+  uint64_t v;
+  memcpy(&v, r->p, sizeof v);
+  r->buf |= __builtin_bswap64(v) >> r->cnt;
+  r->p += (63 - r->cnt) >> 3;
+  r->cnt |= 56;
+}
+
+static inline void consume(bitreader *r, int n) {
+  r->buf <<= n;
+  r->cnt -= n;
+}
+
+/* A code longer than the fast table: libjpeg's canonical decode. Its entry, or 0 for a
+ * code no table has. */
+static uint32_t slow_code(const htable *t, uint64_t b, int is_dc) {
+  for (int l = RC_FAST_BITS + 1; l <= 16; l++) {
+    const int32_t code = (int32_t)(b >> (64 - l));
+    if (code <= t->maxcode[l]) {
+      const int sym = t->huffval[(code + t->valoffset[l]) & 0xFF];
+      if (is_dc) return sym > 15 ? 0 : ENTRY(l, sym, 0);
+      return ENTRY(l, sym & 15, sym >> 4);
+    }
+  }
+  return 0;
+}
+
+/* The value of the entry's size in bits after its code: JPEG's signed magnitude (F.2.2.1). */
+static inline int value(uint64_t buf, uint32_t f) {
+  const int s = E_SIZE(f), v = (int)((buf << E_CODE(f)) >> (64 - s));
+  /* (libjpeg's HUFF_EXTEND: the sign is a coin toss, so no branch) */
+  return v + ((v - (1 << (s - 1))) >> 31 & ((int)(~0u << s) + 1));
+}
+
+static void stop(j_decompress_ptr ci, rc_entropy *e) {
+  e->failed = 1;
+  ci->err->msg_code = JWRN_HUFF_BAD_CODE;
+  (*ci->err->error_exit)((j_common_ptr)ci);
+}
+
+static void start_pass(j_decompress_ptr ci) {
+  stop(ci, (rc_entropy *)ci->entropy); /* a single scan has one pass, begun before us */
+}
+
+/* One block: the DC difference and the AC coefficients into blk (zeroed by the caller).
+ * Every step reads at most 31 bits (a code and its value), so one refill check a step.
+ * 0 on a code no table has. */
+static inline int decode_block(rc_entropy *e, bitreader *r, int b_n, JCOEF *blk, JCOEF *dc_out) {
+  if (r->cnt < 32) refill(r);
+  const htable *t = e->dct[b_n];
+  uint32_t f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
+  if (!f && !(f = slow_code(t, r->buf, 1))) return 0;
+  const int diff = E_SIZE(f) ? value(r->buf, f) : 0;
+  consume(r, E_TOTAL(f));
+  if (e->dc_needed[b_n]) {
+    const int ci = e->member[b_n];
+    /* (as libjpeg: the sum may wrap on damaged data; the block keeps its low 16 bits) */
+    e->last_dc[ci] = (int)((unsigned)e->last_dc[ci] + (unsigned)diff);
+    *dc_out = (JCOEF)e->last_dc[ci];
+  }
+  t = e->act[b_n];
+  for (int k = 1; k < DCTSIZE2; k++) {
+    if (r->cnt < 32) refill(r);
+    f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
+    if (!f && !(f = slow_code(t, r->buf, 0))) return 0;
+    if (E_SIZE(f)) {
+      k += E_RUN(f);
+      blk[natural[k]] = (JCOEF)value(r->buf, f);
+      consume(r, E_TOTAL(f));
+    } else { /* the end of the block, or (run 15) sixteen zeros */
+      consume(r, E_TOTAL(f));
+      if (E_RUN(f) != 15) break;
+      k += 15;
+    }
+  }
+  return 1;
+}
+
+static void seek(rc_entropy *e, size_t segment) {
+  e->segment = segment;
+  e->bits.buf = 0;
+  e->bits.cnt = 0;
+  e->bits.p = e->data + e->seg[segment];
+  e->end_bits = e->seg[segment + 1] * 8;
+}
+
+static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *MCU_data) {
+  rc_entropy *e = (rc_entropy *)ci->entropy;
+  if (e->restarts_to_go == 0) { /* the next segment: DC predictions from 0 */
+    if (e->segment + 1 >= e->nseg) stop(ci, e);
+    seek(e, e->segment + 1);
+    memset(e->last_dc, 0, sizeof e->last_dc);
+    e->restarts_to_go = e->interval;
+  }
+  bitreader r = e->bits;
+  for (int n = 0; n < ci->blocks_in_MCU; n++) {
+    const int keep = MCU_data && e->ac_needed[n];
+    JCOEF *blk = keep ? MCU_data[n][0] : e->scratch;
+    JCOEF dc = 0;
+    if (!keep) memset(e->scratch, 0, sizeof e->scratch);
+    /* a code no table has, or bits past the segment: what libjpeg warns about */
+    if (!decode_block(e, &r, n, blk, &dc) ||
+        (size_t)(r.p - e->data) * 8 - (size_t)r.cnt > e->end_bits)
+      stop(ci, e);
+    if (MCU_data && e->dc_needed[n]) MCU_data[n][0][0] = dc;
+  }
+  e->bits = r;
+  e->restarts_to_go--;
+  if (--e->mcus_left == 0) { /* libjpeg reads on at the EOI */
+    ci->src->next_input_byte = e->eoi;
+    ci->src->bytes_in_buffer = e->eoi_left;
+  }
+  return TRUE;
+}
+
+static int grow(void **p, size_t *cap, size_t need) {
+  if (need <= *cap) return 0;
+  void *q = realloc(*p, need);
+  if (!q) return -1;
+  *p = q;
+  *cap = need;
+  return 0;
+}
+
+/* Copies the scan's entropy-coded bytes without their stuffing and finds its segments: 1
+ * when there are exactly nseg of them, RST markers in sequence between them and the EOI
+ * after the last. */
+static int frame(rc_entropy *e, const uint8_t *p, size_t n) {
+  if (grow((void **)&e->data, &e->data_cap, n + PAD) ||
+      grow((void **)&e->seg, &e->seg_cap, (e->nseg + 1) * sizeof *e->seg))
+    return 0;
+  size_t out = 0, i = 0, s = 0;
+  e->seg[0] = 0;
+  for (;;) {
+    const uint8_t *ff = memchr(p + i, 0xFF, n - i);
+    if (!ff || (size_t)(ff - p) + 1 >= n) return 0; /* cut short: libjpeg reports it */
+    const size_t j = (size_t)(ff - p);
+    memcpy(e->data + out, p + i, j - i);
+    out += j - i;
+    const uint8_t m = p[j + 1];
+    i = j + 2;
+    if (m == 0) {
+      e->data[out++] = 0xFF;
+      continue;
+    }
+    e->seg[++s] = out;
+    if (s < e->nseg) {
+      if (m != 0xD0 + ((s - 1) & 7)) return 0;
+      continue;
+    }
+    if (m != 0xD9) return 0;
+    e->eoi = p + j;
+    e->eoi_left = n - j;
+    break;
+  }
+  memset(e->data + out, 0, PAD);
+  return 1;
+}
+
+int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci) {
+  e->failed = 0;
+  if (ci->progressive_mode || ci->arith_code || ci->data_precision != 8 ||
+      ci->comps_in_scan != ci->num_components || ci->Ss != 0 || ci->Se != DCTSIZE2 - 1 ||
+      ci->Ah != 0 || ci->Al != 0 || ci->blocks_in_MCU < 1 ||
+      ci->blocks_in_MCU > D_MAX_BLOCKS_IN_MCU || ci->output_scanline != 0 ||
+      ci->input_iMCU_row != 0 || !ci->entropy)
+    return 0;
+  int built_dc = 0, built_ac = 0;
+  for (int c = 0; c < ci->comps_in_scan; c++) {
+    const jpeg_component_info *p = ci->cur_comp_info[c];
+    const int d = p->dc_tbl_no, a = p->ac_tbl_no;
+    if (d < 0 || d >= NUM_HUFF_TBLS || a < 0 || a >= NUM_HUFF_TBLS) return 0;
+    if (!(built_dc & 1 << d) && !build_table(&e->dc[d], ci->dc_huff_tbl_ptrs[d], 1)) return 0;
+    if (!(built_ac & 1 << a) && !build_table(&e->ac[a], ci->ac_huff_tbl_ptrs[a], 0)) return 0;
+    built_dc |= 1 << d;
+    built_ac |= 1 << a;
+  }
+  for (int n = 0; n < ci->blocks_in_MCU; n++) {
+    const int c = ci->MCU_membership[n];
+    const jpeg_component_info *p = ci->cur_comp_info[c];
+    e->member[n] = c;
+    e->dct[n] = &e->dc[p->dc_tbl_no];
+    e->act[n] = &e->ac[p->ac_tbl_no];
+    /* as libjpeg: no AC coefficients for a component decoded at 1/8 */
+    e->dc_needed[n] = p->component_needed != 0;
+    e->ac_needed[n] = p->component_needed && p->DCT_scaled_size > 1;
+  }
+  const size_t mcus = (size_t)ci->MCUs_per_row * ci->MCU_rows_in_scan;
+  e->interval = ci->restart_interval ? ci->restart_interval : mcus;
+  e->nseg = (mcus + e->interval - 1) / e->interval;
+  if (!mcus || !frame(e, ci->src->next_input_byte, ci->src->bytes_in_buffer)) return 0;
+  e->mcus_left = mcus;
+  seek(e, 0);
+  e->restarts_to_go = e->interval;
+  memset(e->last_dc, 0, sizeof e->last_dc);
+  e->pub.start_pass = start_pass;
+  e->pub.decode_mcu = decode_mcu;
+  e->pub.insufficient_data = FALSE;
+  ci->entropy = &e->pub;
+  return 1;
+}

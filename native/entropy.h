@@ -1,0 +1,48 @@
+/* recio entropy decoder: the Huffman decode of a baseline JPEG's scan, for libjpeg.
+ *
+ * NOTE [entropy decode]: libjpeg-turbo 2.1 Huffman-decodes a scan without restart markers on
+ * its fast path and one with markers bit by bit, which made a marked file (`recio optimize`)
+ * and every cut of one (NOTE [restart cut]) slower to entropy-decode than the original;
+ * Huffman decoding is half or more of a crop's decode. After jpeg_start_decompress,
+ * rc_entropy_begin checks the scan's framing once (the segments between the SOS and the EOI,
+ * RST markers in sequence between them, nothing else) while copying its entropy-coded bytes
+ * with the 0xFF00 stuffing taken out, then replaces libjpeg's decode_mcu with its own: a
+ * 64-bit bit buffer refilled eight bytes at a time from that copy, and one table lookup of
+ * the next RC_FAST_BITS bits per coefficient giving its code's length, its value's size and
+ * its zero run. It does so for every one-scan baseline JPEG, markers or not: on the corpus
+ * of tools/make_corpus.py it is faster than libjpeg-turbo's fast path too. libjpeg still does
+ * the rest (IDCT, upsampling, colour); the coefficients it receives are exactly those its own
+ * decoder gives, including its handling of a run past the 63rd coefficient and of bytes left
+ * over at a segment's end (ignored, as libjpeg ignores them with a warning that changes no
+ * status). What libjpeg would warn about otherwise (a code no table has, a segment read past
+ * its end) is not reproduced here: the decode stops (error_exit) with rc_entropy_failed set,
+ * and the caller decodes the image again with libjpeg's own decoder, which reports it as it
+ * always has. A scan framed otherwise (cut short, a marker out of sequence, several scans)
+ * is libjpeg's from the start. RECIO_STOCK_ENTROPY=1, read as a decode worker starts, leaves
+ * every scan to libjpeg (to compare the two).
+ */
+#ifndef RECIO_ENTROPY_H
+#define RECIO_ENTROPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jpeglib.h>
+
+typedef struct rc_entropy rc_entropy;
+
+rc_entropy *rc_entropy_new(void);
+void rc_entropy_free(rc_entropy *e);
+
+/* After jpeg_start_decompress: takes over ci's entropy decoding where the scan is the
+ * image's one baseline Huffman scan (all components, 8-bit) and its framing is as expected.
+ * 1 when it did, 0 when libjpeg keeps it (or memory is short). ci's source must be in
+ * memory (jpeg_mem_src): the rest of the stream is read from it at once. */
+int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci);
+
+/* 1 when the last decode stopped at data libjpeg's decoder must see (NOTE [entropy decode]);
+ * cleared by the next rc_entropy_begin. */
+int rc_entropy_failed(const rc_entropy *e);
+
+#endif

@@ -1,0 +1,173 @@
+"""recio's Huffman decoder (NOTE [entropy decode] in native/entropy.h).
+
+It must hand libjpeg the coefficients libjpeg's own decoder would, so every image decodes to
+the same pixels and status with it (the default) as with libjpeg's (RECIO_STOCK_ENTROPY=1):
+clean files with and without restart markers across samplings, intervals, crops and DCT
+scales, and damaged ones, where it stops and libjpeg decodes the image again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recio import _native, decode
+from recio.augment import CropSpec, KeyedDraw
+from recio.im2rec import JpegEncoder
+
+from ..conftest import require_native
+from .test_restart_cut import IMAGES, crops, jpeg
+
+
+def make_pool(monkeypatch, stock: bool, **kw) -> decode.DecodePool:
+    """A one-thread pool whose worker reads RECIO_STOCK_ENTROPY as it starts."""
+    require_native()
+    with monkeypatch.context() as m:
+        m.setenv("RECIO_STOCK_ENTROPY", "1" if stock else "0")
+        return decode.DecodePool(1, backend="native", **kw)
+
+
+@pytest.fixture(params=["off", "all"])
+def pools(request, monkeypatch):
+    own = make_pool(monkeypatch, False, dct_scaling=request.param)
+    stock = make_pool(monkeypatch, True, dct_scaling=request.param)
+    with own, stock:
+        yield own, stock
+
+
+def marked(sources: list[bytes], restart) -> list[bytes]:
+    with decode.DecodePool(1, backend="native") as pool:
+        status, out = JpegEncoder(pool).optimize_jpeg(sources, restart=restart)
+    assert not status.any()
+    return out
+
+
+def both(pools, images, size, **kw) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    own, stock = pools
+    got = np.full((len(images), size[1], size[0], 3), 7, np.uint8)
+    want = np.zeros_like(got)
+    return own.decode_batch(images, got, **kw), got, stock.decode_batch(images, want, **kw), want
+
+
+def test_it_takes_one_scan_baseline_files_only() -> None:
+    require_native()
+    source = jpeg(131, 97, "RGB", seed=1, subsampling=2)
+    (plain,) = marked([source], 0)
+    (one,) = marked([source], 1)
+    progressive = jpeg(131, 97, "RGB", seed=1, progressive=True)
+    assert _native.own_entropy(one)
+    assert _native.own_entropy(plain)
+    assert _native.own_entropy(source)
+    assert not _native.own_entropy(progressive)
+    assert not _native.own_entropy(source[:-2])  # no EOI: libjpeg says what is missing
+    assert not _native.own_entropy(one[: len(one) * 2 // 3])  # cut short: libjpeg says so
+    assert not _native.own_entropy(one.replace(b"\xff\xd3", b"\xff\xd5", 1))  # out of order
+    assert not _native.own_entropy(b"not a jpeg")
+
+
+@pytest.mark.parametrize("name", sorted(set(IMAGES) - {"progressive"}))
+def test_clean_files_decode_as_libjpeg_does(pools, name) -> None:
+    w, h, mode, save, mcu = IMAGES[name]
+    source = jpeg(w, h, mode, seed=11, **save)
+    boxes = crops(w, h)
+    for restart in (0, 1, 2, 3, "row"):
+        (image,) = marked([source], restart) if restart else (source,)
+        assert _native.own_entropy(image)
+        for size in ((24, 24), (4, 3), (w, h)):  # (4, 3): DC only at 1/8 where scaling is on
+            for flip in (0, 1):
+                flips = np.full(len(boxes), flip, np.uint8)
+                s1, got, s2, want = both(
+                    pools, [image] * len(boxes), size, crops=boxes, flips=flips
+                )
+                assert not s1.any() and not s2.any()
+                assert np.array_equal(got, want), (restart, size, flip)
+
+
+def test_drawn_crops_and_the_whole_image_match(pools) -> None:
+    sources = [jpeg(160 + 9 * i, 120 - 4 * i, "RGB", seed=i, subsampling=2) for i in range(10)]
+    images = marked(sources, 1)
+    records = np.arange(len(images), dtype=np.int64)
+    for size, spec in (
+        (32, CropSpec(32, 32, random_resized_crop=True, rand_mirror=True)),
+        (48, CropSpec(48, 48, resize=56)),
+    ):
+        draw = KeyedDraw(spec, 3, 0)
+        s1, got, s2, want = both(pools, images, (size, size), draw=draw, records=records)
+        assert not s1.any() and not s2.any()
+        assert np.array_equal(got, want)
+
+
+def mutations(image: bytes, count: int, seed: int) -> list[bytes]:
+    """The marked image with bytes of its entropy-coded data changed: bits flipped, a byte
+    set to 0xFF (a stray marker or a stuffed byte), a run of bytes cut out or doubled."""
+    rng = np.random.default_rng(seed)
+    sos = image.index(b"\xff\xda")
+    start = sos + 2 + int.from_bytes(image[sos + 2 : sos + 4], "big")
+    end = len(image) - 2
+    out = []
+    for _ in range(count):
+        data = bytearray(image)
+        at = int(rng.integers(start, end))
+        kind = int(rng.integers(4))
+        if kind == 0:
+            data[at] ^= 1 << int(rng.integers(8))
+        elif kind == 1:
+            data[at] = 0xFF
+        elif kind == 2:
+            del data[at : at + int(rng.integers(1, 6))]
+        else:
+            data[at:at] = data[at : at + int(rng.integers(1, 6))]
+        out.append(bytes(data))
+    return out
+
+
+def compare_damaged(pools, name: str, restart, count: int, seed: int) -> np.ndarray:
+    """Statuses of `count` damaged copies' whole-image decodes, after checking that both
+    decoders give every copy the same status, and the same pixels where it decodes."""
+    w, h, mode, save, _ = IMAGES[name]
+    source = jpeg(w, h, mode, seed=5, **save)
+    (image,) = marked([source], restart) if restart else (source,)
+    damaged = mutations(image, count, seed=seed)
+    whole = None
+    for box in crops(w, h)[[0, 1, 4, 9]]:  # the whole image, two corners, the interior
+        batch = np.repeat(box[None], len(damaged), 0)
+        s1, got, s2, want = both(pools, damaged, (24, 24), crops=batch)
+        assert np.array_equal(s1, s2), (restart, box.tolist())
+        ok = s1 == 0
+        assert np.array_equal(got[ok], want[ok]), (restart, box.tolist())
+        whole = s1 if whole is None else whole
+    if restart:  # some of what fails is framed as it should be: recio's decoder met it
+        taken = np.array([_native.own_entropy(d) for d in damaged])
+        assert (taken & (whole != 0)).any() and (taken & (whole == 0)).any()
+    return whole
+
+
+@pytest.mark.parametrize("name", ["420", "422", "444", "grey"])
+@pytest.mark.parametrize("restart", [0, 1, "row"])
+def test_damaged_files_decode_and_fail_as_libjpeg_does(pools, name, restart) -> None:
+    """Where the data is damaged recio's decoder stops and libjpeg's decodes the image again:
+    the same status, the same pixels (libjpeg's grey or smeared blocks included)."""
+    whole = compare_damaged(pools, name, restart, 100, seed=len(name))
+    assert (whole != 0).any() and (whole == 0).any()  # the damage both fails and passes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["420", "422", "444", "grey", "cmyk"])
+def test_many_damaged_files_decode_as_libjpeg_does(pools, name) -> None:
+    for restart in (0, 1, 2, "row"):
+        for seed in range(10):
+            compare_damaged(pools, name, restart, 200, seed=100 + seed)
+
+
+@pytest.mark.parametrize("restart", [0, 1])
+def test_data_cut_short_before_the_eoi_is_truncation_as_before(pools, restart) -> None:
+    """A partial download padded with an EOI. Without markers it is framed well, so recio's
+    decoder takes it, runs past the data's end and stops; with markers segments are missing,
+    so libjpeg's takes it from the start. Either way the image is reported incomplete."""
+    (image,) = marked([jpeg(131, 97, "RGB", seed=4, subsampling=2)], restart)
+    short = image[: len(image) * 3 // 4] + b"\xff\xd9"
+    assert _native.own_entropy(short) == (not restart)
+    box = np.array([[0, 0, 131, 97]], np.int32)
+    s1, got, s2, want = both(pools, [short], (24, 24), crops=box)
+    assert s1[0] == s2[0] == decode.Status.TRUNCATED
+    assert np.array_equal(got, want)
