@@ -199,8 +199,8 @@ static int take_marker(reader *b, int want) {
 
 typedef struct {
   uint8_t *o;
-  uint64_t acc; /* n bits, in the low end */
-  int n;
+  uint64_t acc; /* the last n bits written, in the low end (above them: older bits) */
+  int n;        /* < 32 between calls */
 } writer;
 
 static inline void put_byte(writer *w, uint8_t c) {
@@ -208,22 +208,22 @@ static inline void put_byte(writer *w, uint8_t c) {
   if (c == 0xFF) *w->o++ = 0; /* stuffed */
 }
 
-/* len <= 27 bits (n < 8 before): the whole bytes out in one 8-byte store (the buffer has
- * room past them), with no branch but on a 0xFF among them, which needs a stuffed zero. */
+/* len <= 27 bits. Bits go out 32 at a time in one 4-byte store, made on every call and kept
+ * (the pointer moves on) only once 32 bits are there, so that no branch goes either way;
+ * only 32 bits with a 0xFF byte among them, which needs a stuffed zero, go byte by byte. */
 static inline void put(writer *w, uint32_t v, int len) {
   w->acc = w->acc << len | v;
   w->n += len;
-  const int nb = w->n >> 3;
-  const uint64_t top = w->acc << (64 - w->n), mask = ~(~0ULL >> (8 * nb));
-  const uint64_t x = top & mask;
-  if (((~x - 0x0101010101010101ULL) & x & 0x8080808080808080ULL) == 0) {
-    const uint64_t be = __builtin_bswap64(top);
-    memcpy(w->o, &be, 8);
-    w->o += nb;
+  const int full = w->n >> 5; /* (n < 59) */
+  const uint32_t x = (uint32_t)(w->acc >> (w->n & 31));
+  if (__builtin_expect(full && ((~x - 0x01010101u) & x & 0x80808080u), 0)) {
+    for (int i = 24; i >= 0; i -= 8) put_byte(w, (uint8_t)(x >> i));
   } else {
-    for (int i = 0; i < nb; i++) put_byte(w, (uint8_t)(top >> (56 - 8 * i)));
+    const uint32_t be = __builtin_bswap32(x);
+    memcpy(w->o, &be, 4);
+    w->o += 4 * full;
   }
-  w->n &= 7;
+  w->n &= 31;
 }
 
 static void flush(writer *w) {
