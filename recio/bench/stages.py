@@ -7,6 +7,7 @@ import io
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -90,18 +91,36 @@ def stage_read(rec: str, storage_options: dict | None, batch_size: int):
     return step, rf.close
 
 
+def decode_full(jpeg: Any, buf: bytes) -> int:
+    """Decode one image at full size; the bytes of its pixels (0: nothing decodes it).
+
+    JPEGs through ``jpeg`` (a PyTurboJPEG ``TurboJPEG``); what it refuses (PNGs, CMYK
+    JPEGs) through Pillow, as any loader must decode those too.
+    """
+    from PIL import Image
+
+    try:
+        return jpeg.decode(buf).size
+    except OSError:
+        try:
+            with Image.open(io.BytesIO(buf)) as im:
+                return np.asarray(im.convert("RGB")).size
+        except OSError:  # damaged
+            return 0
+
+
 def stage_turbo_decode(data: Data, threads: int):
-    """Full-size libjpeg-turbo decode (PyTurboJPEG) on a thread pool: the physical limit."""
+    """Full-size decode of every image on a thread pool: the physical limit.
+
+    Every image the stages compared with it decode is decoded here too (:func:`decode_full`).
+    """
     from turbojpeg import TurboJPEG
 
     jpeg = TurboJPEG()
     executor = concurrent.futures.ThreadPoolExecutor(threads)
 
     def decode(buf: bytes) -> int:
-        try:
-            return jpeg.decode(buf).size
-        except OSError:  # not a JPEG (PNG) or one TurboJPEG refuses (CMYK)
-            return 0
+        return decode_full(jpeg, buf)
 
     def step() -> tuple[int, int]:
         batch = data.next_batch()
