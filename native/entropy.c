@@ -16,9 +16,6 @@ struct jpeg_entropy_decoder {
 
 #define RC_FAST_BITS 10
 #define FAST_SIZE (1 << RC_FAST_BITS)
-/* bytes after the copy that a block may read before its overrun is seen: 64 codes and
- * values of at most 31 bits, and the last 8-byte load */
-#define PAD 288
 
 /* An entry for a code: bits 0-7 the bits the code and its value take, 8-12 the code's,
  * 13-16 the value's (the symbol's size), 17-20 the zero run before it. The fast table holds
@@ -48,7 +45,7 @@ typedef struct {
 
 struct rc_entropy {
   struct jpeg_entropy_decoder pub; /* first: libjpeg calls through cinfo->entropy */
-  uint8_t *data;                   /* the scan's entropy-coded bytes, unstuffed, then PAD zeros */
+  uint8_t *data;                   /* the scan's entropy-coded bytes, unstuffed (rc_unstuff_scan) */
   size_t data_cap;
   size_t *seg; /* segment i is data[seg[i] : seg[i + 1]] */
   size_t seg_cap;
@@ -245,39 +242,39 @@ static int grow(void **p, size_t *cap, size_t need) {
   return 0;
 }
 
-/* Copies the scan's entropy-coded bytes without their stuffing and finds its segments: 1
- * when there are exactly nseg of them, RST markers in sequence between them and the EOI
- * after the last. */
-static int frame(rc_entropy *e, const uint8_t *p, size_t n) {
-  if (grow((void **)&e->data, &e->data_cap, n + PAD) ||
-      grow((void **)&e->seg, &e->seg_cap, (e->nseg + 1) * sizeof *e->seg))
-    return 0;
-  size_t out = 0, i = 0, s = 0;
-  e->seg[0] = 0;
+size_t rc_unstuff_scan(const uint8_t *p, size_t n, size_t nseg, uint8_t **buf, size_t *cap,
+                       size_t **seg, size_t *seg_cap) {
+  const size_t bad = (size_t)-1;
+  if (grow((void **)buf, cap, n + RC_UNSTUFF_PAD) ||
+      grow((void **)seg, seg_cap, (nseg + 1) * sizeof **seg))
+    return bad;
+  uint8_t *out = *buf;
+  size_t o = 0, i = 0, s = 0;
+  (*seg)[0] = 0;
   for (;;) {
     const uint8_t *ff = memchr(p + i, 0xFF, n - i);
-    if (!ff || (size_t)(ff - p) + 1 >= n) return 0; /* cut short: libjpeg reports it */
+    if (!ff) return bad; /* cut short: libjpeg reports it */
     const size_t j = (size_t)(ff - p);
-    memcpy(e->data + out, p + i, j - i);
-    out += j - i;
-    const uint8_t m = p[j + 1];
-    i = j + 2;
-    if (m == 0) {
-      e->data[out++] = 0xFF;
+    memcpy(out + o, p + i, j - i);
+    o += j - i;
+    /* (0xFF 0xFF is refused, not read as fill bytes: libjpeg's two Huffman paths do not
+     * read "FF FF 00" alike, so where it appears only libjpeg decodes as libjpeg does) */
+    const size_t k = j + 1;
+    if (k >= n) return bad;
+    i = k + 1;
+    if (p[k] == 0) { /* a stuffed 0xFF */
+      out[o++] = 0xFF;
       continue;
     }
-    e->seg[++s] = out;
-    if (s < e->nseg) {
-      if (m != 0xD0 + ((s - 1) & 7)) return 0;
+    (*seg)[++s] = o;
+    if (s < nseg) {
+      if (p[k] != 0xD0 + ((s - 1) & 7)) return bad;
       continue;
     }
-    if (m != 0xD9) return 0;
-    e->eoi = p + j;
-    e->eoi_left = n - j;
-    break;
+    if (p[k] != 0xD9) return bad;
+    memset(out + o, 0, RC_UNSTUFF_PAD);
+    return k - 1;
   }
-  memset(e->data + out, 0, PAD);
-  return 1;
 }
 
 int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci) {
@@ -311,7 +308,12 @@ int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci) {
   const size_t mcus = (size_t)ci->MCUs_per_row * ci->MCU_rows_in_scan;
   e->interval = ci->restart_interval ? ci->restart_interval : mcus;
   e->nseg = (mcus + e->interval - 1) / e->interval;
-  if (!mcus || !frame(e, ci->src->next_input_byte, ci->src->bytes_in_buffer)) return 0;
+  if (!mcus) return 0;
+  const size_t eoi = rc_unstuff_scan(ci->src->next_input_byte, ci->src->bytes_in_buffer, e->nseg,
+                                     &e->data, &e->data_cap, &e->seg, &e->seg_cap);
+  if (eoi == (size_t)-1) return 0;
+  e->eoi = ci->src->next_input_byte + eoi;
+  e->eoi_left = ci->src->bytes_in_buffer - eoi;
   e->mcus_left = mcus;
   seek(e, 0);
   e->restarts_to_go = e->interval;

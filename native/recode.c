@@ -1,12 +1,15 @@
 /* recio re-code (recode.h, NOTE [re-code]). */
 #include "recode.h"
 
+#include "entropy.h"
+
 #include "huffstats.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define LOOK 10 /* bits of a code decoded by one table look-up */
+#define LOOK 10          /* bits of a code decoded by one table look-up */
+#define VALUE_FOLLOWS 64 /* in an AC fast entry: the value's bits come after those it has */
 
 typedef struct {
   uint16_t look[1 << LOOK]; /* length << 8 | symbol; 0: a longer code */
@@ -41,13 +44,16 @@ static int make_dtable(const JHUFF_TBL *t, int dc, dtable *d) {
     code <<= 1;
   }
   d->maxcode[17] = 0x7FFFFFFF; /* (a sentinel: the search stops) */
-  /* a symbol and its value bits at once, where both fit in the look-up */
+  /* a symbol and its value bits at once, where both fit in the look-up; for an AC code
+   * that fits but whose value does not, the symbol and VALUE_FOLLOWS (step reads it) */
   for (int i = 0; i < 1 << LOOK; i++) {
     const int e = d->look[i], l = e >> 8, sym = e & 0xFF, s = dc ? sym : sym & 15;
     d->fast[i] = 0;
     if (e && s <= (dc ? 15 : 10) && l + s <= LOOK)
       d->fast[i] = (uint32_t)(l + s) | (uint32_t)sym << 8 |
                    ((unsigned)i >> (LOOK - l - s) & ((1u << s) - 1)) << 16;
+    else if (e && !dc && s <= 10)
+      d->fast[i] = (uint32_t)l | VALUE_FOLLOWS | (uint32_t)sym << 8;
   }
   return 0;
 }
@@ -90,58 +96,34 @@ static void make_etable(const uint8_t bits[17], const uint8_t *huffval, int dc, 
 
 /* ---- reading the entropy-coded data ---- */
 
+/* The scan's data is read from a copy without its 0xFF00 stuffing (rc_unstuff_scan), one
+ * segment (the data between two restart markers) at a time: p moves through it, `end` is
+ * where the segment ends. Past `end` the copy goes on (the next segment, then zeros), so a
+ * refill never tests how much is left; a decode that read past the end is refused after
+ * the block (read_past). */
 typedef struct {
-  const uint8_t *p, *end;
-  uint64_t buf; /* the next bits, from the top */
-  int bits;     /* bits in buf */
-  int pad;      /* of which zeros past the data (a marker or the end reached) */
+  const uint8_t *p, *start, *end; /* start: the copy's first byte */
+  uint64_t buf;                   /* the next bits, from the top */
+  int bits;                       /* bits in buf */
 } reader;
 
-/* any byte 0xFF */
-static inline int has_ff(uint64_t w) {
-  return ((~w - 0x0101010101010101ULL) & w & 0x8080808080808080ULL) != 0;
-}
-
-static void fill_bytes(reader *b) {
-  while (b->bits <= 56) {
-    unsigned c = 0;
-    if (b->pad == 0 && b->p < b->end) {
-      c = *b->p;
-      if (c != 0xFF) {
-        b->p++;
-      } else if (b->p + 1 < b->end && b->p[1] == 0) {
-        b->p += 2; /* a stuffed 0xFF */
-      } else {
-        c = 0; /* a marker: zeros from here on, as libjpeg reads them */
-        b->pad += 8;
-      }
-    } else {
-      b->pad += 8;
-    }
-    b->buf |= (uint64_t)c << (56 - b->bits);
-    b->bits += 8;
-  }
-}
-
-/* More bits in buf: at least 32 unless at a marker or the end (then zeros). Whole bytes up
- * to the next 0xFF at once, with no test of how many bits are left: called before every
- * symbol, such a test would be a branch going either way. */
+/* 56 to 63 bits in buf: the next eight bytes ORed in where its bits end (the bits a refill
+ * repeats are the same ones). */
 static inline void fill(reader *b) {
-  if (b->pad == 0 && b->end - b->p >= 8) {
-    uint64_t w;
-    memcpy(&w, b->p, 8);
-    const uint64_t ff = (~w - 0x0101010101010101ULL) & w & 0x8080808080808080ULL;
-    int take = (64 - b->bits) >> 3;
-    if (ff && (__builtin_ctzll(ff) >> 3) < take) take = __builtin_ctzll(ff) >> 3;
-    if (take) {
-      const int bits = b->bits + 8 * take;
-      b->buf = (b->buf | __builtin_bswap64(w) >> b->bits) & ~0ULL << (64 - bits);
-      b->bits = bits;
-      b->p += take;
-    }
-    if (b->bits >= 32) return;
-  }
-  fill_bytes(b);
+  uint64_t w;
+  memcpy(&w, b->p, 8);
+  b->buf |= __builtin_bswap64(w) >> b->bits;
+  b->p += (63 - b->bits) >> 3;
+  b->bits |= 56;
+}
+
+/* Bits read up to now, counted from the copy's start. */
+static inline size_t bit_pos(const reader *b) {
+  return (size_t)(b->p - b->start) * 8 - (size_t)b->bits;
+}
+
+static inline int read_past(const reader *b) {
+  return bit_pos(b) > (size_t)(b->end - b->start) * 8;
 }
 
 /* One Huffman symbol, or -1 for a code the table does not have. */
@@ -172,8 +154,8 @@ static inline unsigned raw(reader *b, int s) {
   return v;
 }
 
-static inline int extend(unsigned v, int s) {
-  return v < 1u << (s - 1) ? (int)v - (1 << s) + 1 : (int)v;
+static inline int extend(unsigned v, int s) { /* (no branch: the sign is a coin toss) */
+  return (int)v + (((int)v - (1 << (s - 1))) >> 31 & ((int)(~0u << s) + 1));
 }
 
 static inline int nbits(int v) {
@@ -181,17 +163,12 @@ static inline int nbits(int v) {
   return a ? 32 - __builtin_clz(a) : 0;
 }
 
-/* Past the current segment's last bits: the marker after it (fill bytes skipped) must be
- * `want`, with no whole byte of data left over; then the reader starts after it. */
-static int take_marker(reader *b, int want) {
-  fill(b);
-  if (b->pad == 0 || b->bits - b->pad >= 8) return -1;
-  const uint8_t *q = b->p;
-  while (q < b->end && *q == 0xFF) q++;
-  if (q == b->p || q >= b->end || *q != want) return -1;
-  b->p = q + 1;
-  b->buf = 0;
-  b->bits = b->pad = 0;
+/* Past the current segment's last bits, with no whole byte of its data left over: the
+ * reader moves to the segment starting at `next` (NULL: the scan is over). */
+static int next_segment(reader *b, const uint8_t *next, const uint8_t *next_end) {
+  const size_t left = (size_t)(b->end - b->start) * 8 - bit_pos(b);
+  if (read_past(b) || left >= 8) return -1;
+  if (next) b->p = next, b->end = next_end, b->buf = 0, b->bits = 0;
   return 0;
 }
 
@@ -244,6 +221,8 @@ static int grow(void **p, size_t *cap, size_t need, size_t size) {
 }
 
 void rc_recoder_free(rc_recoder *r) {
+  free(r->data);
+  free(r->seg);
   free(r->tables);
   free(r->blocks);
   free(r->tokens);
@@ -334,6 +313,13 @@ static int scan_start(const uint8_t *data, size_t len, size_t *hdr_end, int *dqt
 static inline uint32_t step(reader *restrict b, const dtable *restrict ac, uint64_t *buf,
                             int *bits) {
   uint32_t f = ac->fast[*buf >> (64 - LOOK)];
+  if (f & VALUE_FOLLOWS) { /* a code of up to LOOK bits, a value past them */
+    const int l = (int)(f & 63), s = (int)(f >> 8 & 15);
+    const uint32_t v = (uint32_t)((*buf << l) >> (64 - s));
+    *buf <<= l + s;
+    *bits -= l + s;
+    return (uint32_t)(l + s) | (f & 0xFF00) | v << 16;
+  }
   if (f) {
     *buf <<= f & 63; /* (the length in the low bits: no shift to get it) */
     *bits -= (int)(f & 63);
@@ -399,16 +385,22 @@ static int decode_scan(rc_recoder *r, const struct jpeg_decompress_struct *s, co
   const long src_interval = (long)s->restart_interval;
   uint32_t junk[64]; /* a dummy block's tokens and counts: not the output's */
   long junk_counts[256] = {0};
-  reader b = {data + start, data + len, 0, 0, 0};
+  const size_t mcus = (size_t)L->rows * L->cols;
+  const size_t nseg = src_interval ? (mcus + (size_t)src_interval - 1) / (size_t)src_interval : 1;
+  if (rc_unstuff_scan(data + start, len - start, nseg, &r->data, &r->data_cap, &r->seg,
+                      &r->seg_cap) == (size_t)-1)
+    return -1; /* cut short, a marker out of place: libjpeg's path says what */
+  reader b = {r->data, r->data, r->data + r->seg[1], 0, 0};
+  size_t segment = 0;
   int src_pred[4] = {0}, out_pred[4] = {0};
   size_t nb = 0, nt = 0;
   long mcu = 0;
-  int next_rst = 0;
   for (int mr = 0; mr < L->rows; mr++)
     for (int mc = 0; mc < L->cols; mc++, mcu++) {
       if (src_interval && mcu && mcu % src_interval == 0) {
-        if (take_marker(&b, 0xD0 + next_rst)) return -1;
-        next_rst = (next_rst + 1) & 7;
+        segment++;
+        if (next_segment(&b, r->data + r->seg[segment], r->data + r->seg[segment + 1]))
+          return -1;
         memset(src_pred, 0, sizeof src_pred);
       }
       if (interval && mcu % interval == 0) memset(out_pred, 0, sizeof out_pred);
@@ -440,7 +432,7 @@ static int decode_scan(rc_recoder *r, const struct jpeg_decompress_struct *s, co
         const int n = real ? decode_ac(&b, ac, r->tokens + nt, acn, &prev)
                            : decode_ac(&b, ac, junk, junk_counts, &prev);
         if (n < 0) return -1;
-        if (b.bits < b.pad) return -1; /* read past the data */
+        if (read_past(&b)) return -1;
         if (!real) { /* libjpeg's dummy block: DC difference 0, EOB */
           dcn[0]++, acn[0x00]++;
           continue;
@@ -454,7 +446,7 @@ static int decode_scan(rc_recoder *r, const struct jpeg_decompress_struct *s, co
         nt += (size_t)n;
       }
     }
-  if (take_marker(&b, 0xD9)) return -1; /* one scan, then EOI */
+  if (next_segment(&b, NULL, NULL)) return -1; /* (rc_unstuff_scan saw the EOI after it) */
   *nblocks = nb, *ntokens = nt;
   return 0;
 }

@@ -12,10 +12,12 @@
  * differences with the predictors reset at the output's restart intervals, the AC run/size
  * pairs, ZRL, EOB, and the dummy blocks libjpeg's encoder writes at the right and bottom
  * edges: DC difference 0, EOB); the encode writes them with the optimal tables (Annex K.2,
- * as huffstats.c builds them). The header is the source's own (its tables, frame, APPn and
- * COM segments, in order) with new DHT, DRI and SOS segments, so the coefficients, and hence
- * the pixels, are the source's. Anything it does not expect (progressive or arithmetic
- * coding, several scans, a bad code, a coefficient past 63, a value the baseline encoder
+ * as huffstats.c builds them). The decode reads a copy of the scan without its 0xFF00
+ * stuffing (rc_unstuff_scan, which also checks the restart markers and the EOI once), so a
+ * refill is one 8-byte load with no test for 0xFF bytes. The header is the source's own (its
+ * tables, frame, APPn and COM segments, in order) with new DHT, DRI and SOS segments, so the
+ * coefficients, and hence the pixels, are the source's. Anything it does not expect (progressive or
+ * arithmetic coding, several scans, a bad code, a coefficient past 63, a value the baseline encoder
  * refuses, bits read past the data, bytes or markers out of place, a restart marker missing)
  * makes it give up before anything is returned: the caller then takes libjpeg's path,
  * which reports the same problems as before.
@@ -33,11 +35,15 @@
 typedef struct {
   uint32_t *blocks; /* per real block: (uint16)DC | tokens << 16 | (an EOB) << 22 */
   size_t blocks_cap;
-  uint32_t *tokens; /* per non-zero AC coefficient: ZRLs before it << 24 | its run/size
-                     * symbol << 16 | its value's raw bits */
+  uint32_t *tokens;          /* per non-zero AC coefficient: ZRLs before it << 24 | its run/size
+                              * symbol << 16 | its value's raw bits */
   struct rc_dtables *tables; /* the decoding tables last built, by class and number: most
                               * sources share their Huffman tables (libjpeg's defaults) */
   size_t tokens_cap;
+  uint8_t *data; /* the scan's entropy-coded data without its stuffing (rc_unstuff_scan) */
+  size_t data_cap;
+  size_t *seg; /* where its segments start in data */
+  size_t seg_cap;
 } rc_recoder;
 
 void rc_recoder_free(rc_recoder *r);
