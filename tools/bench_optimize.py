@@ -9,7 +9,8 @@ tools/make_corpus.py). It is optimized into a temporary folder at each restart i
 stage in turn, so that a noisy machine slows all alike), measured:
 
 * bytes: the files' sizes against the original's;
-* full decode: PyTurboJPEG's whole-image decode on ``--threads`` threads;
+* full decode: PyTurboJPEG's whole-image decode on ``--threads`` threads (Pillow's for the
+  PNG and CMYK images it refuses, which the other stages decode too);
 * RRC-224 + flip: the native pool drawing RandomResizedCrop(224) + flip as it decodes, and
   the whole ``ImageRecordIter`` (reads, decode, batches);
 * center-crop 224 (shorter side 256), as evaluation decodes;
