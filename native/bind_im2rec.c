@@ -335,7 +335,7 @@ PyObject *Pool_im2rec_batch(PoolObject *self, PyObject *args, PyObject *kwds) {
     ctx.crcs[i] = 0;
     if (memchr(PyBytes_AS_STRING(p), 0, (size_t)PyBytes_GET_SIZE(p))) ctx.paths = NULL;
   }
-  if (!ctx.paths) { /* embedded NUL: every entry to Python, which raises as before */
+  if (!ctx.paths) { /* embedded NUL: every entry to Python, which raises */
     result = PyBytes_FromStringAndSize(NULL, 0);
     goto done;
   }

@@ -20,7 +20,7 @@
  * arithmetic coding, several scans, a bad code, a coefficient past 63, a value the baseline encoder
  * refuses, bits read past the data, bytes or markers out of place, a restart marker missing)
  * makes it give up before anything is returned: the caller then takes libjpeg's path,
- * which reports the same problems as before.
+ * which reports the same problems.
  */
 #ifndef RECIO_RECODE_H
 #define RECIO_RECODE_H

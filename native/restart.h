@@ -17,7 +17,7 @@
  * row where a segment starts to one where a segment starts (or the last). A window must
  * leave MCUs out to be worth it. Anything else (progressive, several scans, arithmetic
  * coding, a marker missing or out of sequence, data cut short) gets no cut: the caller
- * decodes the whole stream as before, which reports what is wrong with it.
+ * decodes the whole stream, which reports what is wrong with it.
  */
 #ifndef RECIO_RESTART_H
 #define RECIO_RESTART_H

@@ -8,7 +8,7 @@ same records in the same order, into ``--shards`` shards. Then, side by side in 
 rounds, in turn forwards and backwards (medians reported):
 
 * ``dispatch``: ``reader.read_batch`` on the one file against the single-file
-  ``read_batch`` as it was before shards (``before_shards`` below, its local path copied):
+  ``read_batch`` with no shard dispatch (``before_shards`` below, its local path copied):
   what the shards' type check adds to the single-file path, per batch;
 * ``read_batch``: a shuffled batch read from the one file and from the shards (per-shard
   groups, each parsed from its own map, put back in slot order);
@@ -66,7 +66,7 @@ def write(folder: str, images: list[bytes], shards: int) -> tuple[str, str]:
 
 
 def before_shards(records, positions, label_width):
-    """``reader.read_batch``'s local path as it was before shards (no type check)."""
+    """``reader.read_batch``'s local path with no shard dispatch (no type check)."""
     positions = np.asarray(positions, dtype=np.int64)
     records.check_open()
     if records.is_local:

@@ -1,7 +1,7 @@
 """End-to-end integrity: one CRC32C per record, in a sidecar file beside the ``.idx``.
 
 NOTE [checksum sidecar]: ``STEM.crc`` sits beside ``STEM.idx`` (``sidecar_path``). MXNet
-and DALI open only the ``.rec`` and ``.idx``, so they read the pair as before. Layout, all
+and DALI open only the ``.rec`` and ``.idx``, so the sidecar changes nothing for them. Layout, all
 little-endian::
 
     0   8s  magic b"RECIOCRC"

@@ -10,7 +10,7 @@ is a :class:`Lease` (as the iterator's batch arrays are, ``BatchBuffers``): ever
 of it (a memoryview slice, a numpy view) keeps the lease alive through its base, and the
 pool holds only a weak reference to the lease, so a buffer is free exactly when no view of
 its last use is left. The buffers kept (in use or free) take at most ``limit`` bytes; a
-body that finds no room gets a fresh buffer of its own, as before.
+body that finds no room gets a fresh buffer of its own.
 
 The remote sources of a process share one pool (:func:`join`, :func:`leave`): a sharded
 dataset opens a source per shard, and a pool each would keep up to the read-ahead per

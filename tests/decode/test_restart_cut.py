@@ -1,7 +1,7 @@
 """The crop decode of restart-marked JPEGs (NOTE [restart cut] in native/restart.h).
 
 A JPEG with restart markers is decoded from the segments that cover the crop alone; its
-pixels must be, bit for bit, those of today's decode, the one every JPEG without markers
+pixels must be, bit for bit, those of the whole-stream decode, the one every JPEG without markers
 gets. The same image without markers (the lossless transcode with restart=0: the same DCT
 coefficients) is that reference: both are decoded with the same crops, flips, sizes and DCT
 scaling, across every position class of the crop, samplings, odd sizes and intervals.
@@ -81,7 +81,7 @@ def intervals(w: int, mcu: int) -> list:
 
 @pytest.mark.parametrize("name", sorted(IMAGES))
 @pytest.mark.parametrize("size", [(24, 24), (37, 19), (96, 80)])
-def test_the_cut_decodes_the_pixels_of_todays_decode(pool, name, size) -> None:
+def test_the_cut_decodes_the_pixels_of_the_whole_decode(pool, name, size) -> None:
     w, h, mode, save, mcu = IMAGES[name]
     encoder = JpegEncoder(pool)
     source = jpeg(w, h, mode, seed=len(name), **save)
@@ -119,11 +119,11 @@ def test_drawn_random_resized_crops_match_too(pool) -> None:
         assert np.array_equal(got, want)
 
 
-def test_a_damaged_marked_jpeg_is_decoded_as_today(pool) -> None:
+def test_a_damaged_marked_jpeg_is_decoded_whole(pool) -> None:
     encoder = JpegEncoder(pool)
     source = jpeg(131, 97, "RGB", seed=3, subsampling=2)
     _, (marked,) = encoder.optimize_jpeg([source], restart=1)
-    cut = marked[: len(marked) * 2 // 3]  # segments missing: no cut, today's path says so
+    cut = marked[: len(marked) * 2 // 3]  # segments missing: no cut, the whole decode says so
     missing = marked.replace(b"\xff\xd3", b"\x12\x34", 1)  # a marker out of sequence
     box = np.array([[90, 60, 30, 30]], np.int32)
     for damaged in (cut, missing):

@@ -38,7 +38,7 @@ def test_every_optimized_jpeg_carries_restart_markers():
 
 
 def test_recio_optimize_still_writes_the_golden_file(tmp_path):
-    """The golden speaks for today's transcoder only while it writes the same bytes."""
+    """The golden speaks for the transcoder only while it writes the same bytes."""
     out = tmp_path / "opt.rec"
     optimize(str(GOLDEN / "src.rec"), str(out))
     now, golden = _records(out), _records(GOLDEN / "opt.rec")

@@ -41,7 +41,7 @@ def _run(code: str, env: dict | None = None) -> str:
 
 
 def test_thread_share_rule():
-    assert thread_share(2, 1) == 2  # this machine, alone: both cores (as before)
+    assert thread_share(2, 1) == 2  # this machine, alone: both cores
     assert thread_share(2, 8) == 1
     assert thread_share(96, 8) == 11  # 12 cores each, one left to the consumer
     assert thread_share(96, 1) == 95
@@ -104,7 +104,7 @@ def test_explicit_numbers_are_taken_as_given(rec):
         assert not it.plan.tuned and it.plan.threads == 3 and it.plan.depth == 6
         assert it.pool.num_threads == 3 and it.pool.activity()[0] == 3
         assert it._governor.tuner is None
-        assert it.buffers.limit == 8  # prefetch + 2, as before
+        assert it.buffers.limit == 8  # prefetch + 2
         list(it)
         assert it.pool.activity()[0] == 3  # never changed
 

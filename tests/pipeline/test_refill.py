@@ -37,8 +37,8 @@ def epoch(it):
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_batch_of_bad_records_is_refilled_from_those_that_follow(runs_of_bad, threads):
-    """16 bad records in a row, batch size 16: the epoch goes on (it used to raise "no
-    image of batch 1"), every batch full, the bad ones counted once each."""
+    """16 bad records in a row, batch size 16: the epoch goes on (no "no image of
+    batch 1" error), every batch full, the bad ones counted once each."""
     with make_iter(runs_of_bad, preprocess_threads=threads) as it:
         got = epoch(it)
         stats = it.stats

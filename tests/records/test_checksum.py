@@ -516,7 +516,7 @@ def test_default_iterator_checks_a_local_sidecar(tmp_path, threads):
         RecordDataset(str(tmp_path / "e.rec"), (3, 16, 16))[3]
 
 
-# --- MXNet and DALI read the pair as before ---------------------------------------------------
+# --- MXNet and DALI read the pair, sidecar or not --------------------------------------------
 
 
 def test_golden_files_unchanged_by_a_sidecar(tmp_path):

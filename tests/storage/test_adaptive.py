@@ -53,7 +53,7 @@ def test_requests_follow_the_measured_link():
         assert 0.03 <= latency < 1 and rate < 8e6 * 1.3
         assert src.request_size() < 2 << 20  # 0.5 MB unloaded; under 2 MiB up to 0.13 s
         before = len(server.ranges)
-        src.read_ranges([(0, len(data))])  # one range: read whole, as before
+        src.read_ranges([(0, len(data))])  # one range: read whole
         ranges = [(o, 64 << 10) for o in range(0, len(data), 64 << 10)]
         size = src.request_size()
         src.read_ranges(ranges)

@@ -21,7 +21,7 @@ def test_missing_extra_names_it(monkeypatch):
 
 def test_one_client_makes_one_filesystem_per_protocol_and_options():
     """Inside one_client(), equal options give one instance even with skip_instance_cache
-    (fsspec's cache would make one per call); outside it, and for other options, as before."""
+    (fsspec's cache would make one per call); outside it, and for other options, fsspec's own."""
     fresh = {"skip_instance_cache": True}
     with storage.one_client():
         a, pa = storage.filesystem("memory://one/a.rec", fresh)
