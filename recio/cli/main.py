@@ -30,6 +30,10 @@ STAGE_COMMANDS = {
         "recio.im2rec.facebin",
         "read or write a face verification .bin (LFW, CFP-FP, AgeDB-30) from image pairs",
     ),
+    "sample": (
+        "recio.cli.sample",
+        "write the small sample image folders the docs read (images/, faces/)",
+    ),
     "bench": ("recio.bench", "measure the throughput of every pipeline stage"),
     "train": ("recio.train", "train the compact model on a .rec (needs the train extra: PyTorch)"),
 }
@@ -41,6 +45,7 @@ them, convert image folders, measure the input pipeline, train a small model."""
 
 RECIO_EPILOG = """\
 examples:
+  recio sample .                                        # images/ and faces/, the docs' data
   recio info data/train.rec
   recio verify data/train.rec
   recio index data/train.rec

@@ -10,6 +10,7 @@ averages) is :func:`recio.augment.geometry.warp_image`'s.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -45,6 +46,7 @@ def _lanczos(x: np.float32) -> list[np.float32]:
     return [c * total for c in coeffs]
 
 
+@functools.lru_cache(maxsize=64)  # a dataset's images mostly share a few sizes
 def _taps(interp: int, src: int, dst: int, rows: bool) -> tuple[np.ndarray, np.ndarray]:
     """Per output index: the source indices (clamped) and their 11-bit weights.
 
@@ -74,7 +76,15 @@ def _taps(interp: int, src: int, dst: int, rows: bool) -> tuple[np.ndarray, np.n
         for j in range(k):
             index[d, j] = min(max(s - half + 1 + j, 0), src - 1)
             weight[d, j] = int(np.rint(c[j] * _f32(_ONE)))
+    index.flags.writeable = weight.flags.writeable = False  # shared through the cache
     return index, weight
+
+
+def _dense(index: np.ndarray, weight: np.ndarray, n: int) -> np.ndarray:
+    """Taps as a (outputs x n) float64 matrix (taps clamped onto one index add up)."""
+    out = np.zeros((len(index), n), dtype=np.float64)
+    np.add.at(out, (np.arange(len(index))[:, None], index), weight)
+    return out
 
 
 def resize(pixels: np.ndarray, w: int, h: int, interp: int) -> np.ndarray:
@@ -107,8 +117,11 @@ def resize(pixels: np.ndarray, w: int, h: int, interp: int) -> np.ndarray:
         return np.stack(planes, axis=2)
     xi, xw = _taps(interp, width, w, rows=False)
     yi, yw = _taps(interp, height, h, rows=True)
-    src = pixels.astype(np.int64)
-    rows = np.einsum("xk,hxkc->hxc", xw, src[:, xi])  # H x w x C, scaled by 2^11
+    # along the rows: H x w x C integer sums scaled by 2^11, as one matrix product (exact:
+    # float64 holds these integers)
+    planes = pixels.transpose(0, 2, 1).reshape(height * channels, width).astype(np.float64)
+    rows = (planes @ _dense(xi, xw, width).T).reshape(height, channels, w)
+    rows = rows.transpose(0, 2, 1).astype(np.int64)
     taps = [rows[yi[:, j]] for j in range(yi.shape[1])]  # each h x w x C
     if interp in (LINEAR, AREA):
         b0, b1 = yw[:, 0, None, None], yw[:, 1, None, None]

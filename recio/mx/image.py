@@ -50,7 +50,7 @@ def imdecode(buf: Any, flag: int = 1, to_rgb: int = 1, out: Any = None, **kwargs
             jpeg = image.format == "JPEG"
             if jpeg and not flag:
                 image.draft("L", image.size)  # libjpeg's own luma output, as OpenCV asks for
-            if jpeg:
+            if jpeg and "exif" in image.info:  # (most JPEGs have none: no parse)
                 image = ImageOps.exif_transpose(image)
             pixels = np.asarray(image.convert("L" if not flag else "RGB"))
     except (OSError, ValueError, SyntaxError, UnidentifiedImageError) as e:
