@@ -8,7 +8,8 @@
 4:4:4, greyscale, progressive), a PNG, sized as aligned faces (112x112) and verification
 images (250x250, 96x112). ``mxnet`` (a Python with mxnet 1.9.1, numpy < 1.24; nothing of
 recio is imported) runs the calls InsightFace's recognition code makes (``mx.image.imdecode``,
-``resize_short``, ``imresize``, ``copyMakeBorder``, ``mx.nd.transpose``, ``mx.ndarray.flip``)
+``resize_short``, ``imresize``, ``copyMakeBorder``, ``mx.nd.transpose``, ``mx.ndarray.flip``,
+``mx.recordio.pack_img`` / ``unpack_img`` as ``RecBuilder`` packs a decoded face)
 on them and writes ``mxnet_calls.json``: per call its arguments, the result's shape, dtype and
 the SHA-256 of its bytes (and ``face_png_grey.npy``, the one call recio matches within a
 level: a PNG's grey). tests/mx/test_golden.py replays every call through ``recio.mx``.
@@ -79,11 +80,16 @@ def calls() -> list[tuple[str, str, dict]]:
     for border, value in ((0, 0), (0, 127), (1, 0), (2, 0), (3, 0), (4, 0)):
         args = {"top": 3, "bot": 5, "left": 2, "right": 7, "type": border, "value": value}
         out.append(("copyMakeBorder", "odd422.jpg", args))
+    # RecBuilder: a decoded BGR face packed again as JPEG (the record's bytes), and read back
+    for name, quality in (("face420.jpg", 95), ("odd422.jpg", 80), ("grey.jpg", 95)):
+        out.append(("pack_img", name, {"quality": quality}))
+        out.append(("unpack_img", name, {"quality": quality}))
     return out
 
 
 def mxnet_calls(folder: str) -> None:
     import mxnet as mx
+    import numpy as np
     from mxnet import ndarray as nd
 
     results = []
@@ -92,7 +98,15 @@ def mxnet_calls(folder: str) -> None:
             data = f.read()
         args = dict(kwargs)
         flag = args.pop("flag", 1)
-        if call == "imdecode":
+        if call in ("pack_img", "unpack_img"):
+            bgr = mx.image.imdecode(data, to_rgb=0).asnumpy()
+            header = mx.recordio.IRHeader(0, 3.0, 7, 0)
+            record = mx.recordio.pack_img(header, bgr, img_fmt=".jpg", **args)
+            if call == "pack_img":
+                image = mx.nd.array(np.frombuffer(record, dtype=np.uint8), dtype=np.uint8)
+            else:
+                image = mx.nd.array(mx.recordio.unpack_img(record)[1], dtype=np.uint8)
+        elif call == "imdecode":
             image = mx.image.imdecode(data, flag=flag, **args)
         else:
             image = mx.image.imdecode(data, flag=flag)
@@ -116,12 +130,10 @@ def mxnet_calls(folder: str) -> None:
             }
         )
         if call == "imdecode" and name.endswith(".png") and flag == 0:
-            import numpy as np  # recio's grey of a PNG is within a level of libpng's: kept
+            # recio's grey of a PNG is within a level of libpng's: the pixels are kept
 
             np.save(os.path.join(folder, "face_png_grey.npy"), pixels)
         if os.environ.get("MX_GOLDEN_DUMP"):  # the arrays themselves, to look at a mismatch
-            import numpy as np
-
             np.save(os.path.join(os.environ["MX_GOLDEN_DUMP"], f"{len(results) - 1}.npy"), pixels)
     golden = {"mxnet": mx.__version__, "calls": results}
     with open(os.path.join(folder, "mxnet_calls.json"), "w") as f:

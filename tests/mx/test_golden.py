@@ -23,6 +23,14 @@ def _run(call: str, name: str, kwargs: dict) -> np.ndarray:
     data = (GOLDEN / name).read_bytes()
     args = dict(kwargs)
     flag = args.pop("flag", 1)
+    if call in ("pack_img", "unpack_img"):  # as RecBuilder packs a decoded (BGR) face
+        bgr = mx.image.imdecode(data, to_rgb=0).asnumpy()
+        record = mx.recordio.pack_img(
+            mx.recordio.IRHeader(0, 3.0, 7, 0), bgr, img_fmt=".jpg", **args
+        )
+        if call == "pack_img":
+            return np.frombuffer(record, dtype=np.uint8)
+        return mx.recordio.unpack_img(record)[1]
     if call == "imdecode":
         return mx.image.imdecode(data, flag=flag, **args).asnumpy()
     image = mx.image.imdecode(data, flag=flag)
@@ -45,7 +53,10 @@ def _id(case: dict) -> str:
 def test_the_golden_is_mxnet_1_9_1s_and_covers_every_call():
     assert CALLS["mxnet"] == "1.9.1"
     made = {case["call"] for case in CALLS["calls"]}
-    assert made == {"imdecode", "resize_short", "imresize", "copyMakeBorder", "transpose_flip"}
+    assert made == {
+        "imdecode", "resize_short", "imresize", "copyMakeBorder", "transpose_flip", "pack_img",
+        "unpack_img",
+    }  # fmt: skip
     interps = {c["kwargs"].get("interp", 1) for c in CALLS["calls"] if c["call"] == "imresize"}
     assert interps == {0, 1, 2, 3, 4}
 
