@@ -122,6 +122,22 @@ def test_a_face_dataset_script_reads_the_images_and_labels(tmp_path):
             assert pixels.dtype == np.uint8 and np.array_equal(pixels, expected), key
 
 
+def test_the_script_reads_a_face_rec_that_recio_im2rec_wrote(tmp_path):
+    """`recio im2rec --layout insightface` of a folder per identity, read as arcface_torch does."""
+    from recio.cli.main import main
+    from recio.im2rec.cli import main as im2rec
+
+    assert main(["sample", str(tmp_path)]) == 0  # faces/id0..id2: 2, 3 and 4 images
+    prefix, faces = str(tmp_path / "train"), str(tmp_path / "faces")
+    assert (
+        im2rec(["--list", "--recursive", "--layout", "insightface", "--quiet", prefix, faces]) == 0
+    )
+    assert im2rec(["--layout", "insightface", "--quiet", prefix, faces]) == 0
+    samples = _run_ported(FACE_DATASET, ROOT=str(tmp_path))["samples"]
+    assert [label for _, label in samples] == [0, 0, 1, 1, 1, 2, 2, 2, 2]
+    assert all(pixels.shape == (112, 112, 3) for pixels, _ in samples)
+
+
 @pytest.mark.parametrize("first", ["lfw420.jpg", "face420.jpg"])
 def test_a_load_bin_script_gives_mxnets_pixels(tmp_path, first):
     """250x250 images are resized to 112 (bicubic), 112x112 ones taken as they are."""
