@@ -4,9 +4,10 @@ MXNet decodes with OpenCV and resizes with ``cv::resize``. ``imdecode`` decodes 
 (libjpeg-turbo, the same integer DCT and upsampling as OpenCV's libjpeg) into RGB, or BGR
 with ``to_rgb=0``, or the luma plane with ``flag=0`` (shape H x W x 1), turning a JPEG by
 its EXIF orientation as OpenCV does. ``imresize`` and ``resize_short`` run OpenCV 3.4's
-resize arithmetic as MXNet 1.9.1's wheel runs it (:func:`recio.augment.geometry.warp_image`,
-the reference of recio's own OpenCV-exact warp), with MXNet's ``interp`` codes: 0 nearest,
-1 bilinear, 2 bicubic, 3 area, 4 Lanczos, 9 chosen from the sizes, 10 random.
+resize arithmetic as MXNet 1.9.1's wheel runs it (:mod:`recio.mx._cvresize`), with MXNet's
+``interp`` codes: 0 nearest, 1 bilinear, 2 bicubic, 3 area, 4 Lanczos, 9 chosen from the
+sizes, 10 random. A PNG's grey (``flag=0``) is Pillow's luma, within one level of the
+libpng conversion OpenCV asks for.
 tests/mx/test_golden.py checks every call against MXNet 1.9.1's output.
 """
 

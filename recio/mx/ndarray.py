@@ -88,6 +88,9 @@ class NDArray:
         """The axes permuted (reversed by default)."""
         return NDArray(self._data.transpose(axes))
 
+    def __getattr__(self, name: str) -> Any:
+        return unsupported(f"NDArray.{name}", name)
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return self._data if dtype is None else self._data.astype(dtype)
 

@@ -27,6 +27,10 @@ EQUIVALENTS = {
     "optimizer": "torch.optim",
     "metric": "your own metric on numpy or torch",
     "random": "numpy.random",
+    "as_in_context": "torch.from_numpy(x.asnumpy()).to(device): recio.mx arrays stay on the CPU",
+    "copyto": "torch.from_numpy(x.asnumpy()).to(device), or out[:] = x",
+    "wait_to_read": "nothing: numpy arrays are ready when made",
+    "attach_grad": "torch.autograd on a tensor of x.asnumpy()",
 }
 
 

@@ -33,6 +33,16 @@ def test_an_unsupported_name_says_so_and_what_to_use(module, name, instead):
     assert not hasattr(module, name)  # an AttributeError, so hasattr and getattr work
 
 
+def test_an_unsupported_ndarray_method_says_what_to_use():
+    with pytest.raises(UnsupportedMXNetName, match="NDArray.as_in_context is not in recio.mx"):
+        nd.zeros((2,)).as_in_context("gpu(0)")
+    import copy
+    import pickle
+
+    x = nd.array([1, 2])  # Python's own probes still find what they look for
+    assert copy.deepcopy(x).asnumpy().tolist() == pickle.loads(pickle.dumps(x)).asnumpy().tolist()
+
+
 def test_slices_are_views_and_assignment_casts():
     batch = nd.empty((2, 3, 4, 4))
     image = nd.array(np.arange(48, dtype=np.uint8).reshape(3, 4, 4))
