@@ -16,6 +16,7 @@
 
 #include "colour.h"
 #include "entropy.h"
+#include "jpeg_glue.h"
 #include "pool.h"
 #include "resample.h"
 #include "restart.h"
@@ -36,18 +37,10 @@
 
 #define MAX_SCANS 1000 /* progressive JPEGs with more scans are refused (decode-time bombs) */
 
-typedef struct {
-  struct jpeg_error_mgr pub;
-  jmp_buf jb;
-  int warn_status;            /* RC_OK, or what the first damaging warning means */
-  char warn[JMSG_LENGTH_MAX]; /* libjpeg's text for that warning */
-  char msg[JMSG_LENGTH_MAX];
-} rc_errmgr;
-
 struct rc_worker {
   struct jpeg_decompress_struct cinfo;
   struct jpeg_progress_mgr progress;
-  rc_errmgr err;
+  rc_jpeg_err err; /* warnings classified by warning_status */
   uint8_t *row, *tmp, *line, *hline, *image, *cut;
   size_t row_cap, tmp_cap, line_cap, hline_cap, image_cap; /* image: colour's output pixels */
   size_t cut_cap;      /* cut: the crop's segments as a JPEG (NOTE [restart cut]) */
@@ -65,17 +58,7 @@ struct rc_worker {
   uint64_t held;
 };
 
-/* ---- libjpeg error handling: never exit, never print ---- */
-
-static void rc_error_exit(j_common_ptr ci) {
-  rc_errmgr *e = (rc_errmgr *)ci->err;
-  ci->err->format_message(ci, e->msg);
-  longjmp(e->jb, 1);
-}
-
-static void rc_output_message(j_common_ptr ci) {
-  (void)ci;
-}
+/* ---- libjpeg warnings (jpeg_glue.h: errors never exit, never print) ---- */
 
 /* NOTE [libjpeg warnings]: libjpeg decodes on past damaged data, with a warning (level -1)
  * and zero coefficients where data is missing: grey or smeared rows, status 0 if ignored.
@@ -106,33 +89,19 @@ static int warning_status(j_common_ptr ci) {
   }
 }
 
-static void rc_emit_message(j_common_ptr ci, int level) {
-  if (level >= 0) return; /* trace messages */
-  rc_errmgr *e = (rc_errmgr *)ci->err;
-  e->pub.num_warnings++;
-  if (e->warn_status == RC_OK && (e->warn_status = warning_status(ci)) != RC_OK)
-    e->pub.format_message(ci, e->warn);
-}
-
 /* The status the warnings of the image just decoded give it (NOTE [libjpeg warnings]). */
-static int warned(const rc_errmgr *e, char *err) {
-  if (e->warn_status == RC_TRUNCATED)
-    snprintf(err, RC_ERRLEN, "JPEG: %s (image incomplete)", e->warn);
-  else if (e->warn_status != RC_OK)
-    snprintf(err, RC_ERRLEN, "JPEG: %s", e->warn);
-  return e->warn_status;
-}
-
-static void reset_warnings(rc_errmgr *e) {
-  e->warn_status = RC_OK;
-  e->warn[0] = 0;
-  e->pub.num_warnings = 0;
+static int warned(const rc_jpeg_err *e, char *err) {
+  if (e->warning_status == RC_TRUNCATED)
+    snprintf(err, RC_ERRLEN, "JPEG: %s (image incomplete)", e->warning);
+  else if (e->warning_status != RC_OK)
+    snprintf(err, RC_ERRLEN, "JPEG: %s", e->warning);
+  return e->warning_status;
 }
 
 static void rc_progress(j_common_ptr ci) {
   j_decompress_ptr d = (j_decompress_ptr)ci;
   if (d->input_scan_number > MAX_SCANS) {
-    rc_errmgr *e = (rc_errmgr *)ci->err;
+    rc_jpeg_err *e = (rc_jpeg_err *)ci->err;
     snprintf(e->msg, sizeof e->msg, "more than %d progressive scans", MAX_SCANS);
     longjmp(e->jb, 1);
   }
@@ -141,10 +110,7 @@ static void rc_progress(j_common_ptr ci) {
 static void rc_worker_release_share(rc_worker *w);
 
 static int create_decompressor(rc_worker *w) {
-  w->cinfo.err = jpeg_std_error(&w->err.pub);
-  w->err.pub.error_exit = rc_error_exit;
-  w->err.pub.output_message = rc_output_message;
-  w->err.pub.emit_message = rc_emit_message;
+  w->cinfo.err = rc_jpeg_err_init(&w->err, warning_status);
   if (setjmp(w->err.jb)) return -1;
   jpeg_create_decompress(&w->cinfo);
   w->progress.progress_monitor = rc_progress;
@@ -283,7 +249,7 @@ static void cmyk_to_rgb(const uint8_t *in, uint8_t *out, int n, int inverted) {
   } while (0)
 
 #define CONV_U8(c, v) (v)
-#define CONV_LUT(c, v) (lut[(c)*256 + (v)])
+#define CONV_LUT(c, v) (lut[(c) * 256 + (v)])
 
 static void store_row(const rc_opts *o, const uint8_t *line, void *out, int yy, int flip) {
   int W = o->out_w, H = o->out_h;
@@ -557,6 +523,44 @@ static int draw_colour(const rc_draw *draw, int64_t record, const rc_opts *o,
   return recolour;
 }
 
+/* One image's colour: its draws and how they reach the output (NOTE [fused colour]). */
+typedef struct {
+  double values[RC_COLOUR_VALUES];
+  int norm;            /* the store needs this image's own table */
+  int recolour;        /* the draws change the 8-bit pixels */
+  int fuse;            /* coloured and stored in one pass per row */
+  rc_colour_plan plan; /* (fuse) */
+} image_colour;
+
+static void begin_colour(const rc_draw *draw, int64_t record, const rc_opts *o, image_colour *c) {
+  c->recolour = draw_colour(draw, record, o, c->values, &c->norm);
+  c->fuse = fuse_colour(o, c->recolour);
+  if (c->fuse) rc_colour_plan_begin(&c->plan, &draw->colour, c->values, o->bgr);
+}
+
+/* Before the rows: this image's table, and the fused plan where it needs no row first. */
+static void start_store(rc_worker *w, const rc_opts *o, image_colour *c, double sums[3]) {
+  if (c->norm) image_lut(o, c->values, w->lut);
+  sums[0] = sums[1] = sums[2] = 0;
+  if (c->fuse && !c->plan.contrast) finish_plan(w, o, c->norm, &c->plan, sums);
+}
+
+/* After the rows: the rows kept in w->image coloured and stored. */
+static void finish_store(rc_worker *w, const rc_opts *o, const rc_draw *draw, image_colour *c,
+                         const double sums[3], void *out, int flip) {
+  const size_t out_stride = (size_t)o->out_w * 3;
+  if (c->fuse && c->plan.contrast) {
+    finish_plan(w, o, c->norm, &c->plan, sums);
+    for (int yy = 0; yy < o->out_h; yy++)
+      fused_store(o, &c->plan, c->values, c->norm, w->image + (size_t)yy * out_stride, out, yy,
+                  flip);
+  } else if (c->recolour && !c->fuse) {
+    rc_colour_apply(&draw->colour, c->values, w->image, (size_t)o->out_w * o->out_h, w->planes);
+    for (int yy = 0; yy < o->out_h; yy++)
+      store(w, o, c->values, c->norm, w->image + (size_t)yy * out_stride, out, yy, flip);
+  }
+}
+
 /* Sets the output colour space for the JPEG's: 3 (RGB) or 4 (CMYK, converted by us) channels
  * decoded, or 0 for a colour space left to the fallback. */
 static int set_out_color(struct jpeg_decompress_struct *ci) {
@@ -630,15 +634,12 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
   const int align = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
   const uint64_t row_w = o->roi && bw + 4 * align < SW ? (uint64_t)bw + 4 * align : (uint64_t)SW;
   const uint64_t coef = coef_buffer_bytes(ci);
-  double colour[RC_COLOUR_VALUES];
-  int norm;
-  const int recolour = draw_colour(draw, record, o, colour, &norm);
-  const int fuse = fuse_colour(o, recolour);
-  rc_colour_plan plan;
-  if (fuse) rc_colour_plan_begin(&plan, &draw->colour, colour, o->bgr);
+  image_colour c;
+  begin_colour(draw, record, o, &c);
   /* the rows kept for the colour (NOTE [fused colour]); the scratch of rc_colour_apply */
-  const int keep = recolour && (!fuse || plan.contrast);
-  const uint64_t scratch = recolour && !fuse ? RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
+  const int keep = c.recolour && (!c.fuse || c.plan.contrast);
+  const uint64_t scratch =
+      c.recolour && !c.fuse ? RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
   const uint64_t colour_bytes = (keep ? out_stride * o->out_h : 0) + scratch;
   const uint64_t need = coef + libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch +
                         out_stride + rc_warp_scratch_bytes(&wp, o->out_w) + colour_bytes + 4096;
@@ -653,7 +654,7 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
   rc_warp_prepare(&wp, o->out_w, SW, mirror, w->line); /* (flipped here: a plain store) */
   start_decompress(w);
   JDIMENSION xoff = 0, xw = ci->output_width;
-  if (o->roi && bw < SW) { /* one iMCU of margin: see decode() */
+  if (o->roi && bw < SW) { /* one iMCU of margin: see crop_columns */
     const int a = box[0] - align > 0 ? box[0] - align : 0;
     const int b = box[2] + align < SW ? box[2] + align : SW;
     if (b - a < SW) {
@@ -670,97 +671,87 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
   if (read_rows(w, R0, R1, o->roi ? R1 : SH, nch, row_stride))
     return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
   jpeg_abort_decompress(ci);
-  /* As decode(): the colour and store of the (already mirrored) rows. */
-  if (norm) image_lut(o, colour, w->lut);
-  double sums[3] = {0, 0, 0};
-  if (fuse && !plan.contrast) finish_plan(w, o, norm, &plan, sums);
+  /* As the crop way (resample_rows): the colour and store of the (already mirrored) rows. */
+  double sums[3];
+  start_store(w, o, &c, sums);
   for (int yy = 0; yy < o->out_h; yy++) {
     uint8_t *row = keep ? w->image + (size_t)yy * out_stride : w->hline;
     rc_warp_row(&wp, w->tmp, row_stride, (int)xoff, R0, SW, SH, yy, o->out_w, row);
-    if (fuse) {
-      rc_colour_row_prepare(&plan, row, (size_t)o->out_w, sums);
-      if (!plan.contrast) fused_store(o, &plan, colour, norm, row, out, yy, 0);
-    } else if (!recolour) {
-      store(w, o, colour, norm, row, out, yy, 0);
+    if (c.fuse) {
+      rc_colour_row_prepare(&c.plan, row, (size_t)o->out_w, sums);
+      if (!c.plan.contrast) fused_store(o, &c.plan, c.values, c.norm, row, out, yy, 0);
+    } else if (!c.recolour) {
+      store(w, o, c.values, c.norm, row, out, yy, 0);
     }
   }
-  if (fuse && plan.contrast) {
-    finish_plan(w, o, norm, &plan, sums);
-    for (int yy = 0; yy < o->out_h; yy++)
-      fused_store(o, &plan, colour, norm, w->image + (size_t)yy * out_stride, out, yy, 0);
-  } else if (recolour && !fuse) {
-    rc_colour_apply(&draw->colour, colour, w->image, (size_t)o->out_w * o->out_h, w->planes);
-    for (int yy = 0; yy < o->out_h; yy++)
-      store(w, o, colour, norm, w->image + (size_t)yy * out_stride, out, yy, 0);
-  }
+  finish_store(w, o, draw, &c, sums, out, 0);
   return warned(&w->err, err);
 }
 
-/* rc_decode, its window and flip either given (crop, flip) or drawn once the header gives the
- * image's size (draw not NULL: the ones of `record`, written to crop_out and flip_out). */
-static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
-                       const rc_draw *draw, int64_t record, int32_t *crop_out, uint8_t *flip_out,
-                       const rc_opts *o, void *out, char *err) {
-  struct jpeg_decompress_struct *ci = &w->cinfo;
-  const int bad = check_input(data, len, o, err);
-  if (bad) return bad;
-  reset_warnings(&w->err);
-  w->err.msg[0] = 0;
-  w->entropy_on = 0;
-  if (setjmp(w->err.jb)) return pass_failed(w, err); /* w, err: unchanged since setjmp */
-  jpeg_mem_src(ci, data, (unsigned long)len);
-  jpeg_read_header(ci, TRUE);
-  const int W = (int)ci->image_width, H = (int)ci->image_height;
-  /* (new variables: the arguments are not changed after setjmp) */
-  const int32_t *window = crop;
-  int mirror = flip;
-  if (draw && draw->geom.on) {
-    int64_t gx0, gy0, gx1, gy1; /* (only the pixel limit is checked: the warp picks the rows) */
-    const int refused = crop_window(ci, NULL, o, &gx0, &gy0, &gx1, &gy1, err);
-    if (refused) return refused;
-    const int nch = set_out_color(ci);
-    if (!nch) return fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
-    return decode_warped(w, draw, record, nch, crop_out, flip_out, o, out, err);
-  }
+/* The crop way's plan of one image, filled in by decode_pass's steps in order. */
+typedef struct {
+  const int32_t *window; /* the crop {x, y, w, h} in source pixels, or NULL: the whole image */
+  int mirror;
+  image_colour colour;
+  int nch;                   /* channels decoded: 3, or 4 (CMYK, converted here) */
+  int num;                   /* the DCT scale, num/8 */
+  int SW, SH;                /* the scaled image */
+  double bx0, bx1, by0, by1; /* the crop in scaled pixels */
+  int rx0, rx1, ry0, rw, rh; /* the whole scaled pixels that cover it */
+  /* the rows the vertical filter touches, from the crop's first (first) and the image's (R0) */
+  int first, R0, R1, nrows;
+  size_t kept;             /* the rows kept for the colour (NOTE [fused colour]) */
+  uint64_t scratch;        /* rc_colour_apply's */
+  int ox, oy;              /* the decoded JPEG's pixel (0, 0) in the image's (NOTE [restart cut]) */
+  JDIMENSION xoff;         /* the first column decoded */
+  size_t row_stride, skip; /* a decoded row's bytes; the crop's first byte in a row */
+} crop_pass;
+
+/* The window and flip: given (crop, flip) or drawn for `record` from the size in the header
+ * (draw not NULL: written to crop_out and flip_out too). */
+static void choose_window(const rc_draw *draw, int64_t record, int W, int H, const int32_t *crop,
+                          int flip, int32_t *crop_out, uint8_t *flip_out, crop_pass *p) {
+  p->window = crop;
+  p->mirror = flip;
   if (draw) {
     uint8_t drawn_flip;
     rc_draw_window(draw, record, W, H, crop_out, &drawn_flip);
     *flip_out = drawn_flip;
-    window = crop_out;
-    mirror = drawn_flip;
+    p->window = crop_out;
+    p->mirror = drawn_flip;
   }
-  /* Colour: the record's draws, applied to the output pixels before they are stored. */
-  double colour[RC_COLOUR_VALUES];
-  int norm;
-  const int recolour = draw_colour(draw, record, o, colour, &norm);
-  int64_t x0, y0, x1, y1;
-  const int refused = crop_window(ci, window, o, &x0, &y0, &x1, &y1, err);
-  if (refused) return refused;
-  const int nch = set_out_color(ci);
-  if (!nch) return fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
+}
 
-  const int num = rc_dct_scale_num((int)(x1 - x0), (int)(y1 - y0), o->out_w, o->out_h, o->dct_mode);
-  ci->scale_num = (unsigned)num;
+/* The DCT scale for the crop x0..x1, y0..y1, the whole scaled pixels that cover it, the filters
+ * from them to the output, and the rows those filters touch. */
+static int plan_crop(rc_worker *w, const rc_opts *o, int64_t x0, int64_t y0, int64_t x1, int64_t y1,
+                     crop_pass *p, char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  const int W = (int)ci->image_width, H = (int)ci->image_height;
+  p->num = rc_dct_scale_num((int)(x1 - x0), (int)(y1 - y0), o->out_w, o->out_h, o->dct_mode);
+  ci->scale_num = (unsigned)p->num;
   ci->scale_denom = 8;
   jpeg_calc_output_dimensions(ci);
-  const int SW = (int)ci->output_width, SH = (int)ci->output_height;
+  const int SW = p->SW = (int)ci->output_width, SH = p->SH = (int)ci->output_height;
 
   /* The crop in scaled pixels, and the whole pixels that cover it. */
   const double fx = (double)SW / W, fy = (double)SH / H;
-  const double bx0 = x0 * fx, bx1 = x1 * fx, by0 = y0 * fy, by1 = y1 * fy;
-  int rx0 = (int)floor(bx0), rx1 = (int)ceil(bx1), ry0 = (int)floor(by0), ry1 = (int)ceil(by1);
+  p->bx0 = x0 * fx, p->bx1 = x1 * fx, p->by0 = y0 * fy, p->by1 = y1 * fy;
+  int rx0 = (int)floor(p->bx0), rx1 = (int)ceil(p->bx1);
+  int ry0 = (int)floor(p->by0), ry1 = (int)ceil(p->by1);
   if (rx0 > SW - 1) rx0 = SW - 1;
   if (ry0 > SH - 1) ry0 = SH - 1;
   if (rx1 > SW) rx1 = SW;
   if (ry1 > SH) ry1 = SH;
   if (rx1 <= rx0) rx1 = rx0 + 1;
   if (ry1 <= ry0) ry1 = ry0 + 1;
-  const int rw = rx1 - rx0, rh = ry1 - ry0;
-  if (rc_precompute(&w->ch, rw, bx0 - rx0, bx1 - rx0, o->out_w, o->interp) ||
-      rc_precompute(&w->cv, rh, by0 - ry0, by1 - ry0, o->out_h, o->interp))
+  p->rx0 = rx0, p->rx1 = rx1, p->ry0 = ry0;
+  p->rw = rx1 - rx0, p->rh = ry1 - ry0;
+  if (rc_precompute(&w->ch, p->rw, p->bx0 - rx0, p->bx1 - rx0, o->out_w, o->interp) ||
+      rc_precompute(&w->cv, p->rh, p->by0 - ry0, p->by1 - ry0, o->out_h, o->interp))
     return fail(ci, err, RC_NOMEM, "out of memory (coefficients)");
   /* Only the rows the vertical filter touches are decoded. */
-  int first = rh, last = 0;
+  int first = p->rh, last = 0;
   for (int yy = 0; yy < o->out_h; yy++) {
     int a = w->cv.bounds[2 * yy], b = a + w->cv.bounds[2 * yy + 1];
     if (w->cv.bounds[2 * yy + 1] == 0) continue;
@@ -770,121 +761,181 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
   if (last <= first) first = 0, last = 1;
   /* (cv's bounds count from the crop's first row, tmp's from R0: `first` apart. They are not
    * rebased in place, so that the next image of this size and crop reuses them.) */
-  const int R0 = ry0 + first, R1 = ry0 + last, nrows = last - first;
+  p->first = first;
+  p->R0 = ry0 + first, p->R1 = ry0 + last, p->nrows = last - first;
+  return RC_OK;
+}
+
+/* What this image allocates, taken from the budget (NOTE [decode budget]): the rows the crop
+ * needs, as wide as jpeg_crop_scanline leaves them (whole iMCU columns and a margin), or whole
+ * rows; then the buffers the resample and the colour use. */
+static int reserve_crop(rc_worker *w, const rc_opts *o, size_t len, crop_pass *p, char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  const image_colour *c = &p->colour;
   const size_t out_stride = (size_t)o->out_w * 3;
-  /* What this image allocates (NOTE [decode budget]): the rows the crop needs, as wide as
-   * jpeg_crop_scanline leaves them (whole iMCU columns and a margin), or whole rows. */
   const int align = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
-  const uint64_t row_w = o->roi && rw + 4 * align < SW ? (uint64_t)rw + 4 * align : (uint64_t)SW;
+  const uint64_t row_w =
+      o->roi && p->rw + 4 * align < p->SW ? (uint64_t)p->rw + 4 * align : (uint64_t)p->SW;
   const uint64_t coef = coef_buffer_bytes(ci);
-  const int fuse = fuse_colour(o, recolour);
-  rc_colour_plan plan;
-  if (fuse) rc_colour_plan_begin(&plan, &draw->colour, colour, o->bgr);
   /* the rows kept for the colour (NOTE [fused colour]): all, or one for the HLS jitter */
-  const size_t kept = !recolour                ? 0
-                      : !fuse || plan.contrast ? out_stride * o->out_h
-                      : plan.hls               ? out_stride
-                                               : 0;
-  const uint64_t scratch = recolour && !fuse ? RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
-  const uint64_t need = coef + libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch +
-                        (uint64_t)rw * 3 + out_stride + kept + scratch + 4096 +
+  p->kept = !c->recolour                   ? 0
+            : !c->fuse || c->plan.contrast ? out_stride * o->out_h
+            : c->plan.hls                  ? out_stride
+                                           : 0;
+  p->scratch = c->recolour && !c->fuse ? RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
+  const uint64_t need = coef + libjpeg_rows_bytes(ci) + row_w * 3 * p->nrows + row_w * p->nch +
+                        (uint64_t)p->rw * 3 + out_stride + p->kept + p->scratch + 4096 +
                         /* the unstuffed copy (NOTE [entropy decode]), and the cut */
                         (uint64_t)len + (ci->restart_interval ? (uint64_t)len : 0);
   const int over = reserve_decode(w, o, coef, need, err);
   if (over) return over;
-  if (rc_grow((void **)&w->line, &w->line_cap, (size_t)rw * 3 + rc_hpass_slack(&w->ch)) ||
+  if (rc_grow((void **)&w->line, &w->line_cap, (size_t)p->rw * 3 + rc_hpass_slack(&w->ch)) ||
       rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK) ||
-      (kept && rc_grow((void **)&w->image, &w->image_cap, kept)) ||
-      (scratch && rc_grow((void **)&w->planes, &w->planes_cap, scratch)))
+      (p->kept && rc_grow((void **)&w->image, &w->image_cap, p->kept)) ||
+      (p->scratch && rc_grow((void **)&w->planes, &w->planes_cap, p->scratch)))
     return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
+  return RC_OK;
+}
 
-  /* With restart markers only the segments that cover the crop are decoded: the decode
-   * reads a JPEG of them, whose pixel (0, 0) is the image's (ox, oy) (NOTE [restart cut]). */
-  int ox = 0, oy = 0;
+/* With restart markers only the segments that cover the crop are decoded: the decode then
+ * reads a JPEG of them, whose pixel (0, 0) is the image's (ox, oy) (NOTE [restart cut]). */
+static void cut_segments(rc_worker *w, const uint8_t *data, size_t len, const rc_opts *o,
+                         crop_pass *p) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  p->ox = p->oy = 0;
   rc_cut cut;
-  if (o->roi && ci->restart_interval && rc_restart_plan(ci, rx0, rx1, R0, R1, &cut)) {
-    const size_t n = rc_restart_cut(ci, data, len, &cut, &w->cut, &w->cut_cap);
-    if (n) {
-      jpeg_abort_decompress(ci);
-      jpeg_mem_src(ci, w->cut, (unsigned long)n);
-      jpeg_read_header(ci, TRUE);
-      set_out_color(ci); /* (the same colour space: the same frame and colour segments) */
-      ci->scale_num = (unsigned)num;
-      ci->scale_denom = 8;
-      ox = cut.c0 * ci->max_h_samp_factor * num;
-      oy = cut.r0 * ci->max_v_samp_factor * num;
-    }
-  }
-  start_decompress(w);
+  if (!o->roi || !ci->restart_interval || !rc_restart_plan(ci, p->rx0, p->rx1, p->R0, p->R1, &cut))
+    return;
+  const size_t n = rc_restart_cut(ci, data, len, &cut, &w->cut, &w->cut_cap);
+  if (!n) return;
+  jpeg_abort_decompress(ci);
+  jpeg_mem_src(ci, w->cut, (unsigned long)n);
+  jpeg_read_header(ci, TRUE);
+  set_out_color(ci); /* (the same colour space: the same frame and colour segments) */
+  ci->scale_num = (unsigned)p->num;
+  ci->scale_denom = 8;
+  p->ox = cut.c0 * ci->max_h_samp_factor * p->num;
+  p->oy = cut.r0 * ci->max_v_samp_factor * p->num;
+}
+
+/* After jpeg_start_decompress: only the iMCU columns the crop needs are decoded. */
+static void crop_columns(rc_worker *w, const rc_opts *o, crop_pass *p) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
   const int CW = (int)ci->output_width; /* the decoded image's width: SW, or the cut's */
   JDIMENSION xoff = 0, xw = ci->output_width;
-  if (o->roi && rw < CW) {
+  if (o->roi && p->rw < CW) {
     /* Chroma upsampling treats the cropped row's ends as image edges: keep one iMCU of margin
      * on both sides so the columns we use are the same as in a full decode. */
     int margin = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
-    int a = rx0 - ox - margin > 0 ? rx0 - ox - margin : 0;
-    int b = rx1 - ox + margin < CW ? rx1 - ox + margin : CW;
+    int a = p->rx0 - p->ox - margin > 0 ? p->rx0 - p->ox - margin : 0;
+    int b = p->rx1 - p->ox + margin < CW ? p->rx1 - p->ox + margin : CW;
     if (b - a < CW) {
       xoff = (JDIMENSION)a;
       xw = (JDIMENSION)(b - a);
       jpeg_crop_scanline(ci, &xoff, &xw); /* widens to whole iMCU columns */
     }
   }
-  /* The rows the vertical filter needs are decoded straight into tmp (no copy), a few per
-   * call; the vertical pass then runs first, over whole rows (SIMD-friendly), so the costlier
-   * per-pixel horizontal pass sees only out_h rows. */
-  const size_t row_stride = (size_t)ci->output_width * 3;
-  const size_t skip = (size_t)(rx0 - ox - (int)xoff) * 3; /* the crop's first byte in a row */
-  if (rc_grow((void **)&w->tmp, &w->tmp_cap, row_stride * nrows + rc_hpass_slack(&w->ch)) ||
-      rc_grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch + RC_SLACK))
-    return fail(ci, err, RC_NOMEM, "out of memory (row buffers)");
-  if (o->roi && R0 - oy > 0) jpeg_skip_scanlines(ci, (JDIMENSION)(R0 - oy));
-  /* without roi the whole image is decoded (for measuring) */
-  if (read_rows(w, R0 - oy, R1 - oy, o->roi ? R1 - oy : SH, nch, row_stride))
-    return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
-  jpeg_abort_decompress(ci); /* the rows below the crop are never decoded */
+  p->xoff = xoff;
+}
 
-  /* (at scale 1 the store flips the row; else the horizontal pass has) */
-  const int store_flip = w->ch.identity ? mirror : 0;
-  if (norm) image_lut(o, colour, w->lut);
-  double sums[3] = {0, 0, 0};
-  if (fuse && !plan.contrast) finish_plan(w, o, norm, &plan, sums);
+/* The rows the vertical filter needs, decoded straight into tmp (no copy), a few per call;
+ * the vertical pass then runs first, over whole rows (SIMD-friendly), so the costlier
+ * per-pixel horizontal pass sees only out_h rows. The rows below the crop are never decoded. */
+static int read_crop_rows(rc_worker *w, const rc_opts *o, crop_pass *p, char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  p->row_stride = (size_t)ci->output_width * 3;
+  p->skip = (size_t)(p->rx0 - p->ox - (int)p->xoff) * 3;
+  if (rc_grow((void **)&w->tmp, &w->tmp_cap, p->row_stride * p->nrows + rc_hpass_slack(&w->ch)) ||
+      rc_grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * p->nch + RC_SLACK))
+    return fail(ci, err, RC_NOMEM, "out of memory (row buffers)");
+  const int r0 = p->R0 - p->oy, r1 = p->R1 - p->oy;
+  if (o->roi && r0 > 0) jpeg_skip_scanlines(ci, (JDIMENSION)r0);
+  /* without roi the whole image is decoded (for measuring) */
+  if (read_rows(w, r0, r1, o->roi ? r1 : p->SH, p->nch, p->row_stride))
+    return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
+  jpeg_abort_decompress(ci);
+  return RC_OK;
+}
+
+/* Per output row: the vertical pass, the horizontal pass (flip folded in), then the colour and
+ * the store (NOTE [fused colour]); at scale 1 a pass is skipped and the store flips the row. */
+static void resample_rows(rc_worker *w, const rc_opts *o, const rc_draw *draw, crop_pass *p,
+                          void *out) {
+  image_colour *c = &p->colour;
+  const size_t out_stride = (size_t)o->out_w * 3;
+  const int store_flip = w->ch.identity ? p->mirror : 0;
+  double sums[3];
+  start_store(w, o, c, sums);
   for (int yy = 0; yy < o->out_h; yy++) {
-    const int ymin = w->cv.bounds[2 * yy] - first, ytaps = w->cv.bounds[2 * yy + 1];
+    const int ymin = w->cv.bounds[2 * yy] - p->first, ytaps = w->cv.bounds[2 * yy + 1];
     const uint8_t *vrow = w->line;
     if (w->cv.identity)
-      vrow = w->tmp + (size_t)ymin * row_stride + skip;
+      vrow = w->tmp + (size_t)ymin * p->row_stride + p->skip;
     else
-      rc_vpass(w->tmp + skip, row_stride, (size_t)rw * 3, ymin, ytaps,
+      rc_vpass(w->tmp + p->skip, p->row_stride, (size_t)p->rw * 3, ymin, ytaps,
                w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
     const uint8_t *done = vrow + (size_t)w->ch.bounds[0] * 3;
     if (!w->ch.identity) {
-      rc_hpass(vrow, w->hline, o->out_w, &w->ch, mirror);
+      rc_hpass(vrow, w->hline, o->out_w, &w->ch, p->mirror);
       done = w->hline;
     }
-    if (fuse) { /* (the rows read may be the decoder's: the jitter changes a copy) */
-      if (kept) {
-        uint8_t *row = w->image + (plan.contrast ? (size_t)yy * out_stride : 0);
+    if (c->fuse) { /* (the rows read may be the decoder's: the jitter changes a copy) */
+      if (p->kept) {
+        uint8_t *row = w->image + (c->plan.contrast ? (size_t)yy * out_stride : 0);
         memcpy(row, done, out_stride);
-        rc_colour_row_prepare(&plan, row, (size_t)o->out_w, sums);
+        rc_colour_row_prepare(&c->plan, row, (size_t)o->out_w, sums);
         done = row;
       }
-      if (!plan.contrast) fused_store(o, &plan, colour, norm, done, out, yy, store_flip);
-    } else if (recolour) { /* kept for the colour pass over the whole image */
+      if (!c->plan.contrast)
+        fused_store(o, &c->plan, c->values, c->norm, done, out, yy, store_flip);
+    } else if (c->recolour) { /* kept for the colour pass over the whole image */
       memcpy(w->image + (size_t)yy * out_stride, done, out_stride);
     } else {
-      store(w, o, colour, norm, done, out, yy, store_flip);
+      store(w, o, c->values, c->norm, done, out, yy, store_flip);
     }
   }
-  if (fuse && plan.contrast) {
-    finish_plan(w, o, norm, &plan, sums);
-    for (int yy = 0; yy < o->out_h; yy++)
-      fused_store(o, &plan, colour, norm, w->image + (size_t)yy * out_stride, out, yy, store_flip);
-  } else if (recolour && !fuse) {
-    rc_colour_apply(&draw->colour, colour, w->image, (size_t)o->out_w * o->out_h, w->planes);
-    for (int yy = 0; yy < o->out_h; yy++)
-      store(w, o, colour, norm, w->image + (size_t)yy * out_stride, out, yy, store_flip);
+  finish_store(w, o, draw, c, sums, out, store_flip);
+}
+
+/* rc_decode, its window and flip either given (crop, flip) or drawn once the header gives the
+ * image's size (draw not NULL: the ones of `record`, written to crop_out and flip_out): the
+ * steps above, in order, after the header. */
+static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
+                       const rc_draw *draw, int64_t record, int32_t *crop_out, uint8_t *flip_out,
+                       const rc_opts *o, void *out, char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  const int bad = check_input(data, len, o, err);
+  if (bad) return bad;
+  rc_jpeg_err_reset(&w->err);
+  w->entropy_on = 0;
+  if (setjmp(w->err.jb)) return pass_failed(w, err); /* w, err: unchanged since setjmp */
+  jpeg_mem_src(ci, data, (unsigned long)len);
+  jpeg_read_header(ci, TRUE);
+  if (draw && draw->geom.on) {
+    int64_t gx0, gy0, gx1, gy1; /* (only the pixel limit is checked: the warp picks the rows) */
+    const int refused = crop_window(ci, NULL, o, &gx0, &gy0, &gx1, &gy1, err);
+    if (refused) return refused;
+    const int nch = set_out_color(ci);
+    if (!nch) return fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
+    return decode_warped(w, draw, record, nch, crop_out, flip_out, o, out, err);
   }
+  crop_pass p; /* (the arguments are not changed after setjmp) */
+  choose_window(draw, record, (int)ci->image_width, (int)ci->image_height, crop, flip, crop_out,
+                flip_out, &p);
+  /* Colour: the record's draws, applied to the output pixels before they are stored. */
+  begin_colour(draw, record, o, &p.colour);
+  int64_t x0, y0, x1, y1;
+  int st = crop_window(ci, p.window, o, &x0, &y0, &x1, &y1, err);
+  if (st) return st;
+  if (!(p.nch = set_out_color(ci)))
+    return fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
+  if ((st = plan_crop(w, o, x0, y0, x1, y1, &p, err))) return st;
+  if ((st = reserve_crop(w, o, len, &p, err))) return st;
+  cut_segments(w, data, len, o, &p);
+  start_decompress(w);
+  crop_columns(w, o, &p);
+  if ((st = read_crop_rows(w, o, &p, err))) return st;
+  resample_rows(w, o, draw, &p, out);
   return warned(&w->err, err);
 }
 
@@ -964,8 +1015,7 @@ static int planes_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
   struct jpeg_decompress_struct *ci = &w->cinfo;
   const int bad = check_input(data, len, o, err);
   if (bad) return bad;
-  reset_warnings(&w->err);
-  w->err.msg[0] = 0;
+  rc_jpeg_err_reset(&w->err);
   w->entropy_on = 0;
   if (setjmp(w->err.jb)) return pass_failed(w, err);
   jpeg_mem_src(ci, data, (unsigned long)len);

@@ -1,8 +1,5 @@
-/* recio encode core: libjpeg compression into a growing malloc'd buffer, never exiting.
- *
- * A custom destination manager grows the output with realloc, so an error at any point leaves
- * one buffer to free (libjpeg's jpeg_mem_dest frees and replaces its buffer as it grows, which
- * leaves the caller a dangling pointer when compression fails midway).
+/* recio encode core: libjpeg compression into a growing malloc'd buffer (jpeg_glue.h's
+ * destination), never exiting (its error manager).
  */
 #include "encode_core.h"
 
@@ -14,69 +11,22 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
-typedef struct {
-  struct jpeg_error_mgr pub;
-  jmp_buf jb;
-  char msg[JMSG_LENGTH_MAX];
-} enc_errmgr;
-
-typedef struct {
-  struct jpeg_destination_mgr pub;
-  uint8_t *buf;
-  size_t cap;
-} grow_dest;
+#include "jpeg_glue.h"
 
 struct rc_encoder {
   struct jpeg_compress_struct cinfo;
-  enc_errmgr err;
-  grow_dest dest;
+  rc_jpeg_err err;
+  rc_jpeg_dest dest;
   uint8_t *rgb; /* transcode scratch: the decoded, resized image */
   size_t rgb_cap;
   int restart; /* rc_encoder_set_restart */
 };
 
-static void enc_error_exit(j_common_ptr ci) {
-  enc_errmgr *e = (enc_errmgr *)ci->err;
-  ci->err->format_message(ci, e->msg);
-  longjmp(e->jb, 1);
-}
-
-static void enc_output_message(j_common_ptr ci) {
-  (void)ci;
-}
-
-static void dest_init(j_compress_ptr ci) {
-  grow_dest *d = (grow_dest *)ci->dest;
-  d->pub.next_output_byte = d->buf;
-  d->pub.free_in_buffer = d->cap;
-}
-
-static boolean dest_empty(j_compress_ptr ci) {
-  grow_dest *d = (grow_dest *)ci->dest;
-  size_t cap = d->cap * 2;
-  uint8_t *p = realloc(d->buf, cap);
-  if (!p) ERREXIT1(ci, JERR_OUT_OF_MEMORY, 0);
-  d->pub.next_output_byte = p + d->cap;
-  d->pub.free_in_buffer = cap - d->cap;
-  d->buf = p;
-  d->cap = cap;
-  return TRUE;
-}
-
-static void dest_term(j_compress_ptr ci) {
-  (void)ci; /* the length is read from free_in_buffer by the caller */
-}
-
 static int create_compressor(rc_encoder *e) {
-  e->cinfo.err = jpeg_std_error(&e->err.pub);
-  e->err.pub.error_exit = enc_error_exit;
-  e->err.pub.output_message = enc_output_message;
+  e->cinfo.err = rc_jpeg_err_init(&e->err, NULL);
   if (setjmp(e->err.jb)) return -1;
   jpeg_create_compress(&e->cinfo);
-  e->dest.pub.init_destination = dest_init;
-  e->dest.pub.empty_output_buffer = dest_empty;
-  e->dest.pub.term_destination = dest_term;
-  e->cinfo.dest = &e->dest.pub;
+  rc_jpeg_dest_attach(&e->dest, &e->cinfo);
   return 0;
 }
 
@@ -120,14 +70,12 @@ static int encode(rc_encoder *e, int w, int h, int quality, const uint8_t *rgb, 
     return snprintf(err, RC_ERRLEN, "bad encode parameters"), RC_BAD_PARAM;
   /* A first guess of the size (about a third of the pixels' bytes at high quality); the
    * destination doubles it when needed. */
-  e->dest.cap = (size_t)w * h * (gray || ncomp == 1 ? 1 : 3) / 3 + 1024;
-  e->dest.buf = malloc(e->dest.cap);
-  if (!e->dest.buf) return snprintf(err, RC_ERRLEN, "out of memory (JPEG output)"), RC_NOMEM;
-  e->err.msg[0] = 0;
+  if (rc_jpeg_dest_open(&e->dest, (size_t)w * h * (gray || ncomp == 1 ? 1 : 3) / 3 + 1024))
+    return snprintf(err, RC_ERRLEN, "out of memory (JPEG output)"), RC_NOMEM;
+  rc_jpeg_err_reset(&e->err);
   if (setjmp(e->err.jb)) {
     jpeg_abort_compress(ci);
-    free(e->dest.buf);
-    e->dest.buf = NULL;
+    rc_jpeg_dest_drop(&e->dest);
     snprintf(err, RC_ERRLEN, "JPEG encode: %s", e->err.msg);
     return e->err.pub.msg_code == JERR_OUT_OF_MEMORY ? RC_NOMEM : RC_CORRUPT;
   }
@@ -167,9 +115,7 @@ static int encode(rc_encoder *e, int w, int h, int quality, const uint8_t *rgb, 
     }
   }
   jpeg_finish_compress(ci);
-  *out = e->dest.buf;
-  *outlen = e->dest.cap - e->dest.pub.free_in_buffer;
-  e->dest.buf = NULL;
+  *out = rc_jpeg_dest_take(&e->dest, outlen);
   return RC_OK;
 }
 
