@@ -1,5 +1,7 @@
 /* recio encode core: libjpeg compression into a growing malloc'd buffer (jpeg_glue.h's
- * destination), never exiting (its error manager).
+ * destination), never exiting (its error manager); im2rec's plane decode (a decode pass of the
+ * worker's, decode_worker.h: libjpeg's raw Y/Cb/Cr planes, each cropped and resampled alone)
+ * feeding the raw-data encode.
  */
 #include "encode_core.h"
 
@@ -11,6 +13,7 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
+#include "decode_worker.h"
 #include "jpeg_glue.h"
 
 struct rc_encoder {
@@ -127,6 +130,153 @@ int rc_encode_jpeg(rc_encoder *e, const uint8_t *rgb, int w, int h, int quality,
 int rc_encode_planes(rc_encoder *e, const rc_planes *p, int w, int h, int quality, uint8_t **out,
                      size_t *outlen, char *err) {
   return encode(e, w, h, quality, NULL, 0, p, out, outlen, err);
+}
+
+/* ---- YCbCr planes: decode without colour conversion or upsampling, resample each plane ---- */
+
+static int round_up(int v, int m) {
+  return (v + m - 1) / m * m;
+}
+
+/* Copies the last valid column and row into the padding, as libjpeg pads its own input. */
+static void pad_plane(uint8_t *p, size_t stride, int w, int h, int pw, int ph) {
+  for (int y = 0; y < h; y++)
+    memset(p + (size_t)y * stride + w, p[(size_t)y * stride + w - 1], pw - w);
+  for (int y = h; y < ph; y++) memcpy(p + (size_t)y * stride, p + (size_t)(h - 1) * stride, pw);
+}
+
+static int planes_pass(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop,
+                       const rc_opts *o, int gray, rc_planes *out, char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  const int bad = rc_check_input(data, len, o, err);
+  if (bad) return bad;
+  rc_jpeg_err_reset(&w->err);
+  w->entropy_on = 0;
+  if (setjmp(w->err.jb)) return rc_pass_failed(w, err);
+  jpeg_mem_src(ci, data, (unsigned long)len);
+  jpeg_read_header(ci, TRUE);
+  int64_t x0, y0, x1, y1;
+  const int refused = rc_crop_window(ci, crop, o, &x0, &y0, &x1, &y1, err);
+  if (refused) return refused;
+  const int ncomp = ci->num_components;
+  const int ycc = ci->jpeg_color_space == JCS_YCbCr && ncomp == 3;
+  if (!ycc && !(ci->jpeg_color_space == JCS_GRAYSCALE && ncomp == 1))
+    return rc_fail(ci, err, RC_UNSUPPORTED, "not a YCbCr or greyscale JPEG");
+  ci->scale_num =
+      (unsigned)rc_dct_scale_num((int)(x1 - x0), (int)(y1 - y0), o->out_w, o->out_h, o->dct_mode);
+  ci->scale_denom = 8;
+  ci->raw_data_out = TRUE;
+  jpeg_calc_output_dimensions(ci); /* what jpeg_start_decompress will compute */
+
+  /* Output planes: 4:2:0 for colour (OpenCV's default, hence MXNet's), padded to whole MCUs. */
+  const int nout = gray ? 1 : 3, mcu = gray ? 8 : 16;
+  const int pw = round_up(o->out_w, mcu), ph = round_up(o->out_h, mcu);
+  out->nplanes = nout;
+  uint64_t out_bytes = 0;
+  for (int c = 0; c < nout; c++) {
+    const int sub = c ? 2 : 1;
+    out->width[c] = (o->out_w + sub - 1) / sub;
+    out->height[c] = (o->out_h + sub - 1) / sub;
+    out->stride[c] = (size_t)(pw / sub);
+    out_bytes += (uint64_t)out->stride[c] * (ph / sub);
+  }
+  const int nsrc = ycc && !gray ? 3 : 1; /* the source planes that are resampled */
+
+  /* Per source plane: its size, its scale against the image, the rows the filter needs.
+   * (Copied: jpeg_abort_decompress frees comp_info before the planes are resampled.) */
+  int last_row[RC_MAX_PLANES], imcu_rows[RC_MAX_PLANES], need_imcu = 0;
+  int sw[RC_MAX_PLANES], sh[RC_MAX_PLANES];
+  double sx[RC_MAX_PLANES], sy[RC_MAX_PLANES];
+  size_t sstride[RC_MAX_PLANES];
+  for (int c = 0; c < ncomp; c++) {
+    jpeg_component_info *cp = &ci->comp_info[c];
+    imcu_rows[c] = cp->v_samp_factor * cp->DCT_scaled_size;
+    sstride[c] = (size_t)cp->width_in_blocks * cp->DCT_scaled_size;
+    sw[c] = (int)cp->downsampled_width;
+    sh[c] = (int)cp->downsampled_height;
+    sx[c] = (double)cp->h_samp_factor * cp->DCT_scaled_size / (ci->max_h_samp_factor * DCTSIZE);
+    sy[c] = (double)cp->v_samp_factor * cp->DCT_scaled_size / (ci->max_v_samp_factor * DCTSIZE);
+    last_row[c] = 0;
+  }
+  for (int c = 0; c < nsrc; c++) {
+    const double oy = c ? 0.5 : 1.0, in0 = y0 * sy[c];
+    const double in1 = in0 + (y1 - y0) * sy[c] * out->height[c] / (o->out_h * oy);
+    last_row[c] = rc_end_row(in0, in1, out->height[c], sh[c], o->interp);
+    int n = (last_row[c] + imcu_rows[c] - 1) / imcu_rows[c];
+    if (n > need_imcu) need_imcu = n;
+  }
+  if (need_imcu > (int)ci->total_iMCU_rows) need_imcu = (int)ci->total_iMCU_rows;
+
+  /* The source planes hold the iMCU rows down to the last one the filters use, no more. */
+  uint64_t src_bytes = 0;
+  for (int c = 0; c < ncomp; c++)
+    src_bytes += (uint64_t)sstride[c] * need_imcu * imcu_rows[c] + RC_SLACK;
+  const uint64_t coef = rc_coef_buffer_bytes(ci);
+  const int over = rc_reserve_decode(w, o, coef,
+                                     coef + rc_libjpeg_rows_bytes(ci) + src_bytes + out_bytes +
+                                         len + rc_resample_plane_bytes(sw[0], o->out_w, o->out_h),
+                                     err);
+  if (over) return over;
+  rc_start_decompress(w);
+  for (int c = 0; c < nout; c++) {
+    if (rc_grow((void **)&w->out_plane[c], &w->out_cap[c], out->stride[c] * (ph / (c ? 2 : 1))))
+      return rc_fail(ci, err, RC_NOMEM, "out of memory (planes)");
+    out->data[c] = w->out_plane[c];
+  }
+  for (int c = 0; c < ncomp; c++) {
+    const size_t rows = (size_t)need_imcu * imcu_rows[c];
+    if (rc_grow((void **)&w->src_plane[c], &w->src_cap[c], sstride[c] * rows + RC_SLACK))
+      return rc_fail(ci, err, RC_NOMEM, "out of memory (source planes)");
+  }
+
+  /* Decode the iMCU rows down to the last one the filters use. */
+  const JDIMENSION step = (JDIMENSION)(ci->max_v_samp_factor * ci->min_DCT_scaled_size);
+  for (int r = 0; r < need_imcu; r++) {
+    JSAMPROW rows[RC_MAX_PLANES][4 * DCTSIZE];
+    JSAMPARRAY planes[RC_MAX_PLANES];
+    for (int c = 0; c < ncomp; c++) {
+      for (int i = 0; i < imcu_rows[c]; i++)
+        rows[c][i] = w->src_plane[c] + ((size_t)r * imcu_rows[c] + i) * sstride[c];
+      planes[c] = rows[c];
+    }
+    if (jpeg_read_raw_data(ci, planes, step) < 1)
+      return rc_fail(ci, err, RC_CORRUPT, "JPEG: no rows");
+  }
+  jpeg_abort_decompress(ci);
+  const int damaged = rc_warned(&w->err, err);
+  if (damaged) return damaged; /* an error here (im2rec): not worth resampling */
+
+  /* Resample: vertical pass over the columns in use, then the horizontal pass. */
+  for (int c = 0; c < nsrc; c++) {
+    const double of = c ? 0.5 : 1.0;
+    const int ow = out->width[c], oh = out->height[c];
+    const double ix0 = x0 * sx[c], ix1 = ix0 + (x1 - x0) * sx[c] * ow / (o->out_w * of);
+    const double iy0 = y0 * sy[c], iy1 = iy0 + (y1 - y0) * sy[c] * oh / (o->out_h * of);
+    if (rc_precompute(&w->ch, sw[c], ix0, ix1, ow, o->interp) ||
+        rc_precompute(&w->cv, sh[c], iy0, iy1, oh, o->interp))
+      return snprintf(err, RC_ERRLEN, "out of memory (coefficients)"), RC_NOMEM;
+    const rc_buf mid = {&w->tmp, &w->tmp_cap}, midt = {&w->line, &w->line_cap};
+    const rc_buf outt = {&w->hline, &w->hline_cap};
+    if (rc_resample_plane(w->src_plane[c], sstride[c], &w->ch, &w->cv, out->data[c], out->stride[c],
+                          ow, oh, mid, midt, outt))
+      return snprintf(err, RC_ERRLEN, "out of memory (resample buffers)"), RC_NOMEM;
+  }
+  for (int c = nsrc; c < nout; c++) /* colour from a greyscale JPEG: neutral chroma */
+    memset(out->data[c], 128, out->stride[c] * (ph / 2));
+  for (int c = 0; c < nsrc; c++) {
+    const int sub = c ? 2 : 1;
+    pad_plane(out->data[c], out->stride[c], out->width[c], out->height[c], pw / sub, ph / sub);
+  }
+  return RC_OK;
+}
+
+int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop,
+                     const rc_opts *o, int gray, rc_planes *out, char *err) {
+  w->own_entropy = !w->stock_entropy;
+  const int status = planes_pass(w, data, len, crop, o, gray, out, err);
+  if (status != RC_DECODE_AGAIN) return status;
+  w->own_entropy = 0;
+  return planes_pass(w, data, len, crop, o, gray, out, err);
 }
 
 /* e->rgb holds at least `need` bytes; RC_NOMEM otherwise. */
