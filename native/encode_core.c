@@ -145,6 +145,135 @@ static void pad_plane(uint8_t *p, size_t stride, int w, int h, int pw, int ph) {
   for (int y = h; y < ph; y++) memcpy(p + (size_t)y * stride, p + (size_t)(h - 1) * stride, pw);
 }
 
+/* The plane way's plan of one image, filled in by planes_pass's steps in order. */
+typedef struct {
+  int64_t x0, y0, x1, y1; /* the crop in source pixels */
+  int ncomp;              /* the JPEG's components */
+  int nsrc;               /* the source planes that are resampled */
+  int pw, ph;             /* the output's luma size padded to whole MCUs */
+  uint64_t out_bytes;     /* the output planes' */
+  /* Per source plane: its size, its scale against the image, its rows per iMCU row. (Copied:
+   * jpeg_abort_decompress frees comp_info before the planes are resampled.) */
+  int sw[RC_MAX_PLANES], sh[RC_MAX_PLANES], imcu_rows[RC_MAX_PLANES];
+  double sx[RC_MAX_PLANES], sy[RC_MAX_PLANES];
+  size_t sstride[RC_MAX_PLANES];
+  int need_imcu; /* the iMCU rows decoded: down to the last one the filters use */
+} plane_pass;
+
+/* Output planes: 4:2:0 for colour (OpenCV's default, hence MXNet's), padded to whole MCUs. */
+static void layout_output(const rc_opts *o, int gray, rc_planes *out, plane_pass *p) {
+  const int nout = gray ? 1 : 3, mcu = gray ? 8 : 16;
+  p->pw = round_up(o->out_w, mcu), p->ph = round_up(o->out_h, mcu);
+  out->nplanes = nout;
+  p->out_bytes = 0;
+  for (int c = 0; c < nout; c++) {
+    const int sub = c ? 2 : 1;
+    out->width[c] = (o->out_w + sub - 1) / sub;
+    out->height[c] = (o->out_h + sub - 1) / sub;
+    out->stride[c] = (size_t)(p->pw / sub);
+    p->out_bytes += (uint64_t)out->stride[c] * (p->ph / sub);
+  }
+}
+
+/* After jpeg_calc_output_dimensions: each source plane's geometry, and the iMCU rows the
+ * filters need. */
+static void plan_source(struct jpeg_decompress_struct *ci, const rc_opts *o, const rc_planes *out,
+                        plane_pass *p) {
+  for (int c = 0; c < p->ncomp; c++) {
+    jpeg_component_info *cp = &ci->comp_info[c];
+    p->imcu_rows[c] = cp->v_samp_factor * cp->DCT_scaled_size;
+    p->sstride[c] = (size_t)cp->width_in_blocks * cp->DCT_scaled_size;
+    p->sw[c] = (int)cp->downsampled_width;
+    p->sh[c] = (int)cp->downsampled_height;
+    p->sx[c] = (double)cp->h_samp_factor * cp->DCT_scaled_size / (ci->max_h_samp_factor * DCTSIZE);
+    p->sy[c] = (double)cp->v_samp_factor * cp->DCT_scaled_size / (ci->max_v_samp_factor * DCTSIZE);
+  }
+  p->need_imcu = 0;
+  for (int c = 0; c < p->nsrc; c++) {
+    const double oy = c ? 0.5 : 1.0, in0 = p->y0 * p->sy[c];
+    const double in1 = in0 + (p->y1 - p->y0) * p->sy[c] * out->height[c] / (o->out_h * oy);
+    const int last_row = rc_end_row(in0, in1, out->height[c], p->sh[c], o->interp);
+    int n = (last_row + p->imcu_rows[c] - 1) / p->imcu_rows[c];
+    if (n > p->need_imcu) p->need_imcu = n;
+  }
+  if (p->need_imcu > (int)ci->total_iMCU_rows) p->need_imcu = (int)ci->total_iMCU_rows;
+}
+
+/* What this image allocates, taken from the budget (NOTE [decode budget]): the source planes
+ * hold the iMCU rows down to the last one the filters use, no more. */
+static int reserve_planes(rc_worker *w, const rc_opts *o, size_t len, const plane_pass *p,
+                          char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  uint64_t src_bytes = 0;
+  for (int c = 0; c < p->ncomp; c++)
+    src_bytes += (uint64_t)p->sstride[c] * p->need_imcu * p->imcu_rows[c] + RC_SLACK;
+  const uint64_t coef = rc_coef_buffer_bytes(ci);
+  return rc_reserve_decode(w, o, coef,
+                           coef + rc_libjpeg_rows_bytes(ci) + src_bytes + p->out_bytes + len +
+                               rc_resample_plane_bytes(p->sw[0], o->out_w, o->out_h),
+                           err);
+}
+
+/* After jpeg_start_decompress: the planes' buffers, then the iMCU rows decoded into them. */
+static int read_planes(rc_worker *w, rc_planes *out, const plane_pass *p, char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  for (int c = 0; c < out->nplanes; c++) {
+    if (rc_grow((void **)&w->out_plane[c], &w->out_cap[c], out->stride[c] * (p->ph / (c ? 2 : 1))))
+      return rc_fail(ci, err, RC_NOMEM, "out of memory (planes)");
+    out->data[c] = w->out_plane[c];
+  }
+  for (int c = 0; c < p->ncomp; c++) {
+    const size_t rows = (size_t)p->need_imcu * p->imcu_rows[c];
+    if (rc_grow((void **)&w->src_plane[c], &w->src_cap[c], p->sstride[c] * rows + RC_SLACK))
+      return rc_fail(ci, err, RC_NOMEM, "out of memory (source planes)");
+  }
+  const JDIMENSION step = (JDIMENSION)(ci->max_v_samp_factor * ci->min_DCT_scaled_size);
+  for (int r = 0; r < p->need_imcu; r++) {
+    JSAMPROW rows[RC_MAX_PLANES][4 * DCTSIZE];
+    JSAMPARRAY planes[RC_MAX_PLANES];
+    for (int c = 0; c < p->ncomp; c++) {
+      for (int i = 0; i < p->imcu_rows[c]; i++)
+        rows[c][i] = w->src_plane[c] + ((size_t)r * p->imcu_rows[c] + i) * p->sstride[c];
+      planes[c] = rows[c];
+    }
+    if (jpeg_read_raw_data(ci, planes, step) < 1)
+      return rc_fail(ci, err, RC_CORRUPT, "JPEG: no rows");
+  }
+  jpeg_abort_decompress(ci);
+  return RC_OK;
+}
+
+/* Each source plane resampled to its output plane (the vertical pass over the columns in use,
+ * then the horizontal pass), neutral chroma for colour from grey, the padding filled. */
+static int resample_planes(rc_worker *w, const rc_opts *o, rc_planes *out, const plane_pass *p,
+                           char *err) {
+  for (int c = 0; c < p->nsrc; c++) {
+    const double of = c ? 0.5 : 1.0;
+    const int ow = out->width[c], oh = out->height[c];
+    const double ix0 = p->x0 * p->sx[c];
+    const double ix1 = ix0 + (p->x1 - p->x0) * p->sx[c] * ow / (o->out_w * of);
+    const double iy0 = p->y0 * p->sy[c];
+    const double iy1 = iy0 + (p->y1 - p->y0) * p->sy[c] * oh / (o->out_h * of);
+    if (rc_precompute(&w->ch, p->sw[c], ix0, ix1, ow, o->interp) ||
+        rc_precompute(&w->cv, p->sh[c], iy0, iy1, oh, o->interp))
+      return snprintf(err, RC_ERRLEN, "out of memory (coefficients)"), RC_NOMEM;
+    const rc_buf mid = {&w->tmp, &w->tmp_cap}, midt = {&w->line, &w->line_cap};
+    const rc_buf outt = {&w->hline, &w->hline_cap};
+    if (rc_resample_plane(w->src_plane[c], p->sstride[c], &w->ch, &w->cv, out->data[c],
+                          out->stride[c], ow, oh, mid, midt, outt))
+      return snprintf(err, RC_ERRLEN, "out of memory (resample buffers)"), RC_NOMEM;
+  }
+  for (int c = p->nsrc; c < out->nplanes; c++) /* colour from a greyscale JPEG: neutral chroma */
+    memset(out->data[c], 128, out->stride[c] * (p->ph / 2));
+  for (int c = 0; c < p->nsrc; c++) {
+    const int sub = c ? 2 : 1;
+    pad_plane(out->data[c], out->stride[c], out->width[c], out->height[c], p->pw / sub,
+              p->ph / sub);
+  }
+  return RC_OK;
+}
+
+/* One decode pass of the plane way: the steps above, in order, after the header. */
 static int planes_pass(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop,
                        const rc_opts *o, int gray, rc_planes *out, char *err) {
   struct jpeg_decompress_struct *ci = &w->cinfo;
@@ -155,119 +284,26 @@ static int planes_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
   if (setjmp(w->err.jb)) return rc_pass_failed(w, err);
   jpeg_mem_src(ci, data, (unsigned long)len);
   jpeg_read_header(ci, TRUE);
-  int64_t x0, y0, x1, y1;
-  const int refused = rc_crop_window(ci, crop, o, &x0, &y0, &x1, &y1, err);
-  if (refused) return refused;
-  const int ncomp = ci->num_components;
-  const int ycc = ci->jpeg_color_space == JCS_YCbCr && ncomp == 3;
-  if (!ycc && !(ci->jpeg_color_space == JCS_GRAYSCALE && ncomp == 1))
+  plane_pass p;
+  int st = rc_crop_window(ci, crop, o, &p.x0, &p.y0, &p.x1, &p.y1, err);
+  if (st) return st;
+  p.ncomp = ci->num_components;
+  const int ycc = ci->jpeg_color_space == JCS_YCbCr && p.ncomp == 3;
+  if (!ycc && !(ci->jpeg_color_space == JCS_GRAYSCALE && p.ncomp == 1))
     return rc_fail(ci, err, RC_UNSUPPORTED, "not a YCbCr or greyscale JPEG");
-  ci->scale_num =
-      (unsigned)rc_dct_scale_num((int)(x1 - x0), (int)(y1 - y0), o->out_w, o->out_h, o->dct_mode);
+  ci->scale_num = (unsigned)rc_dct_scale_num((int)(p.x1 - p.x0), (int)(p.y1 - p.y0), o->out_w,
+                                             o->out_h, o->dct_mode);
   ci->scale_denom = 8;
   ci->raw_data_out = TRUE;
   jpeg_calc_output_dimensions(ci); /* what jpeg_start_decompress will compute */
-
-  /* Output planes: 4:2:0 for colour (OpenCV's default, hence MXNet's), padded to whole MCUs. */
-  const int nout = gray ? 1 : 3, mcu = gray ? 8 : 16;
-  const int pw = round_up(o->out_w, mcu), ph = round_up(o->out_h, mcu);
-  out->nplanes = nout;
-  uint64_t out_bytes = 0;
-  for (int c = 0; c < nout; c++) {
-    const int sub = c ? 2 : 1;
-    out->width[c] = (o->out_w + sub - 1) / sub;
-    out->height[c] = (o->out_h + sub - 1) / sub;
-    out->stride[c] = (size_t)(pw / sub);
-    out_bytes += (uint64_t)out->stride[c] * (ph / sub);
-  }
-  const int nsrc = ycc && !gray ? 3 : 1; /* the source planes that are resampled */
-
-  /* Per source plane: its size, its scale against the image, the rows the filter needs.
-   * (Copied: jpeg_abort_decompress frees comp_info before the planes are resampled.) */
-  int last_row[RC_MAX_PLANES], imcu_rows[RC_MAX_PLANES], need_imcu = 0;
-  int sw[RC_MAX_PLANES], sh[RC_MAX_PLANES];
-  double sx[RC_MAX_PLANES], sy[RC_MAX_PLANES];
-  size_t sstride[RC_MAX_PLANES];
-  for (int c = 0; c < ncomp; c++) {
-    jpeg_component_info *cp = &ci->comp_info[c];
-    imcu_rows[c] = cp->v_samp_factor * cp->DCT_scaled_size;
-    sstride[c] = (size_t)cp->width_in_blocks * cp->DCT_scaled_size;
-    sw[c] = (int)cp->downsampled_width;
-    sh[c] = (int)cp->downsampled_height;
-    sx[c] = (double)cp->h_samp_factor * cp->DCT_scaled_size / (ci->max_h_samp_factor * DCTSIZE);
-    sy[c] = (double)cp->v_samp_factor * cp->DCT_scaled_size / (ci->max_v_samp_factor * DCTSIZE);
-    last_row[c] = 0;
-  }
-  for (int c = 0; c < nsrc; c++) {
-    const double oy = c ? 0.5 : 1.0, in0 = y0 * sy[c];
-    const double in1 = in0 + (y1 - y0) * sy[c] * out->height[c] / (o->out_h * oy);
-    last_row[c] = rc_end_row(in0, in1, out->height[c], sh[c], o->interp);
-    int n = (last_row[c] + imcu_rows[c] - 1) / imcu_rows[c];
-    if (n > need_imcu) need_imcu = n;
-  }
-  if (need_imcu > (int)ci->total_iMCU_rows) need_imcu = (int)ci->total_iMCU_rows;
-
-  /* The source planes hold the iMCU rows down to the last one the filters use, no more. */
-  uint64_t src_bytes = 0;
-  for (int c = 0; c < ncomp; c++)
-    src_bytes += (uint64_t)sstride[c] * need_imcu * imcu_rows[c] + RC_SLACK;
-  const uint64_t coef = rc_coef_buffer_bytes(ci);
-  const int over = rc_reserve_decode(w, o, coef,
-                                     coef + rc_libjpeg_rows_bytes(ci) + src_bytes + out_bytes +
-                                         len + rc_resample_plane_bytes(sw[0], o->out_w, o->out_h),
-                                     err);
-  if (over) return over;
+  layout_output(o, gray, out, &p);
+  p.nsrc = ycc && !gray ? 3 : 1;
+  plan_source(ci, o, out, &p);
+  if ((st = reserve_planes(w, o, len, &p, err))) return st;
   rc_start_decompress(w);
-  for (int c = 0; c < nout; c++) {
-    if (rc_grow((void **)&w->out_plane[c], &w->out_cap[c], out->stride[c] * (ph / (c ? 2 : 1))))
-      return rc_fail(ci, err, RC_NOMEM, "out of memory (planes)");
-    out->data[c] = w->out_plane[c];
-  }
-  for (int c = 0; c < ncomp; c++) {
-    const size_t rows = (size_t)need_imcu * imcu_rows[c];
-    if (rc_grow((void **)&w->src_plane[c], &w->src_cap[c], sstride[c] * rows + RC_SLACK))
-      return rc_fail(ci, err, RC_NOMEM, "out of memory (source planes)");
-  }
-
-  /* Decode the iMCU rows down to the last one the filters use. */
-  const JDIMENSION step = (JDIMENSION)(ci->max_v_samp_factor * ci->min_DCT_scaled_size);
-  for (int r = 0; r < need_imcu; r++) {
-    JSAMPROW rows[RC_MAX_PLANES][4 * DCTSIZE];
-    JSAMPARRAY planes[RC_MAX_PLANES];
-    for (int c = 0; c < ncomp; c++) {
-      for (int i = 0; i < imcu_rows[c]; i++)
-        rows[c][i] = w->src_plane[c] + ((size_t)r * imcu_rows[c] + i) * sstride[c];
-      planes[c] = rows[c];
-    }
-    if (jpeg_read_raw_data(ci, planes, step) < 1)
-      return rc_fail(ci, err, RC_CORRUPT, "JPEG: no rows");
-  }
-  jpeg_abort_decompress(ci);
-  const int damaged = rc_warned(&w->err, err);
-  if (damaged) return damaged; /* an error here (im2rec): not worth resampling */
-
-  /* Resample: vertical pass over the columns in use, then the horizontal pass. */
-  for (int c = 0; c < nsrc; c++) {
-    const double of = c ? 0.5 : 1.0;
-    const int ow = out->width[c], oh = out->height[c];
-    const double ix0 = x0 * sx[c], ix1 = ix0 + (x1 - x0) * sx[c] * ow / (o->out_w * of);
-    const double iy0 = y0 * sy[c], iy1 = iy0 + (y1 - y0) * sy[c] * oh / (o->out_h * of);
-    if (rc_precompute(&w->ch, sw[c], ix0, ix1, ow, o->interp) ||
-        rc_precompute(&w->cv, sh[c], iy0, iy1, oh, o->interp))
-      return snprintf(err, RC_ERRLEN, "out of memory (coefficients)"), RC_NOMEM;
-    const rc_buf mid = {&w->tmp, &w->tmp_cap}, midt = {&w->line, &w->line_cap};
-    const rc_buf outt = {&w->hline, &w->hline_cap};
-    if (rc_resample_plane(w->src_plane[c], sstride[c], &w->ch, &w->cv, out->data[c], out->stride[c],
-                          ow, oh, mid, midt, outt))
-      return snprintf(err, RC_ERRLEN, "out of memory (resample buffers)"), RC_NOMEM;
-  }
-  for (int c = nsrc; c < nout; c++) /* colour from a greyscale JPEG: neutral chroma */
-    memset(out->data[c], 128, out->stride[c] * (ph / 2));
-  for (int c = 0; c < nsrc; c++) {
-    const int sub = c ? 2 : 1;
-    pad_plane(out->data[c], out->stride[c], out->width[c], out->height[c], pw / sub, ph / sub);
-  }
-  return RC_OK;
+  if ((st = read_planes(w, out, &p, err))) return st;
+  if ((st = rc_warned(&w->err, err))) return st; /* an error here (im2rec): not worth resampling */
+  return resample_planes(w, o, out, &p, err);
 }
 
 int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop,
