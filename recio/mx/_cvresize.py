@@ -80,13 +80,6 @@ def _taps(interp: int, src: int, dst: int, rows: bool) -> tuple[np.ndarray, np.n
     return index, weight
 
 
-def _dense(index: np.ndarray, weight: np.ndarray, n: int) -> np.ndarray:
-    """Taps as a (outputs x n) float64 matrix (taps clamped onto one index add up)."""
-    out = np.zeros((len(index), n), dtype=np.float64)
-    np.add.at(out, (np.arange(len(index))[:, None], index), weight)
-    return out
-
-
 def resize(pixels: np.ndarray, w: int, h: int, interp: int) -> np.ndarray:
     """``pixels`` (H x W x C uint8) resized to h x w with OpenCV's ``interp`` code."""
     height, width, channels = pixels.shape
@@ -117,11 +110,12 @@ def resize(pixels: np.ndarray, w: int, h: int, interp: int) -> np.ndarray:
         return np.stack(planes, axis=2)
     xi, xw = _taps(interp, width, w, rows=False)
     yi, yw = _taps(interp, height, h, rows=True)
-    # along the rows: H x w x C integer sums scaled by 2^11, as one matrix product (exact:
-    # float64 holds these integers)
-    planes = pixels.transpose(0, 2, 1).reshape(height * channels, width).astype(np.float64)
-    rows = (planes @ _dense(xi, xw, width).T).reshape(height, channels, w)
-    rows = rows.transpose(0, 2, 1).astype(np.int64)
+    # along the rows: H x w x C integer sums scaled by 2^11 (int32 holds 255 * 2^11 * 8 taps)
+    src = pixels.astype(np.int32)
+    rows = src[:, xi[:, 0]] * xw[:, 0, None].astype(np.int32)
+    for j in range(1, xi.shape[1]):
+        rows += src[:, xi[:, j]] * xw[:, j, None].astype(np.int32)
+    rows = rows.astype(np.int64)
     taps = [rows[yi[:, j]] for j in range(yi.shape[1])]  # each h x w x C
     if interp in (LINEAR, AREA):
         b0, b1 = yw[:, 0, None, None], yw[:, 1, None, None]
