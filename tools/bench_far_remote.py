@@ -67,7 +67,8 @@ sys.path.insert(0, str(REPO))  # run from a checkout
 from recio import storage  # noqa: E402
 from recio.bench.sample import build_sample_rec  # noqa: E402
 from recio.pipeline.iterator import ImageRecordIter  # noqa: E402
-from recio.storage.blockcache import entry_bytes, replay  # noqa: E402
+from recio.storage.blockcache import entry_bytes  # noqa: E402
+from recio.storage.replay import replay  # noqa: E402
 
 if TYPE_CHECKING:
     import psutil

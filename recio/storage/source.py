@@ -3,7 +3,7 @@
 A local file is mmap'd (:class:`~recio.storage.mapped.MappedSource`); a remote one is an
 :class:`~recio.storage.remote.FsspecSource`, optionally copied whole into a local cache
 first (:class:`~recio.storage.mapped.CopiedSource`) or read through a bounded block cache
-(:class:`~recio.storage.blockcache.CachedSource`). This module may import every source;
+(:class:`~recio.storage.cached.CachedSource`). This module may import every source;
 no source imports it.
 """
 
@@ -35,7 +35,7 @@ def open_source(
 
     Local paths and ``file://`` URLs are mmap'd. With ``cache_dir`` and ``cache_limit``
     (bytes), a remote file is read through a bounded block cache in ``cache_dir``
-    (:class:`~recio.storage.blockcache.CachedSource`, NOTE [block cache]): its blocks kept
+    (:class:`~recio.storage.cached.CachedSource`, NOTE [block cache]): its blocks kept
     on local disk up to the limit, shared by the processes that use the folder. With
     ``cache_dir`` alone, it is first copied whole into ``cache_dir`` (with large
     concurrent reads) and mmap'd from there (a :class:`CopiedSource`); later opens of the
@@ -68,7 +68,8 @@ def open_source(
         return source
     if cache_limit is None:
         return cached_copy(source, cache_dir)
-    from .blockcache import BlockCache, CachedSource
+    from .blockcache import BlockCache
+    from .cached import CachedSource
 
     try:
         cache = BlockCache(cache_dir, cache_limit, policy=source.fetch.cache_policy)
