@@ -6,12 +6,12 @@ length)``, ``read_ranges(ranges)`` and optional capabilities) from :func:`open_s
 (:mod:`~recio.storage.mapped`); a remote one is read by coalesced, concurrent, retried byte
 ranges (:mod:`~recio.storage.remote`, :mod:`~recio.storage.retry`), optionally from a local
 copy (:mod:`~recio.storage.cache`) or through a bounded block cache
-(:mod:`~recio.storage.blockcache`, read by :mod:`~recio.storage.cached`). :mod:`~recio.storage.prefetch` fetches the ranges of
-upcoming batches ahead of the decoder, each read stamped with the schedule's
-:func:`clock`; batch arrays and receive buffers are reused memory, each held by a
-:class:`Lease` (:mod:`~recio.storage.buffers`). Writers get an ``AtomicOutput``
-(:mod:`~recio.storage.atomic`): what it writes appears under the final name only on
-``commit()``; ``abort()`` (or a crash) leaves nothing that looks whole.
+(:mod:`~recio.storage.blockcache`, read by :mod:`~recio.storage.cached`).
+:mod:`~recio.storage.prefetch` fetches the ranges of upcoming batches ahead of the decoder,
+each read stamped with the schedule's :func:`clock`; batch arrays and receive buffers are
+reused memory, each held by a :class:`Lease` (:mod:`~recio.storage.buffers`). Writers get
+an ``AtomicOutput`` (:mod:`~recio.storage.atomic`): what it writes appears under the final
+name only on ``commit()``; ``abort()`` (or a crash) leaves nothing that looks whole.
 
 The names below are the storage layer's public interface: the layers above import them
 from here, not from its modules.
