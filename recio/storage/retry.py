@@ -106,6 +106,8 @@ def translate_error(exc: BaseException, url: str) -> BaseException:
     PermissionError; the URL is the error's ``filename`` (so the message names it once).
     Anything else is returned unchanged.
     """
+    if type(exc) in (FileNotFoundError, PermissionError) and exc.filename == url:
+        return exc  # already one of these, naming the URL (obstore's, translated)
     missing = "no such file" if "://" not in url or url.startswith("file://") else None
     if isinstance(exc, FileNotFoundError):
         new: OSError = FileNotFoundError(errno.ENOENT, missing or "no such file or bucket", url)

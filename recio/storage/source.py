@@ -1,8 +1,10 @@
 """Opening a URL for reading: :func:`open_source` picks the ``ByteSource`` for it.
 
 A local file is mmap'd (:class:`~recio.storage.mapped.MappedSource`); a remote one is an
-:class:`~recio.storage.remote.FsspecSource`, optionally copied whole into a local cache
-first (:class:`~recio.storage.mapped.CopiedSource`) or read through a bounded block cache
+:class:`~recio.storage.objectsource.ObjectStoreSource` where obstore serves its scheme
+(:mod:`~recio.storage.stores`), else an :class:`~recio.storage.remote.FsspecSource`;
+either optionally copied whole into a local cache first
+(:class:`~recio.storage.mapped.CopiedSource`) or read through a bounded block cache
 (:class:`~recio.storage.cached.CachedSource`). This module may import every source;
 no source imports it.
 """
@@ -54,9 +56,13 @@ def open_source(
     # Imported here: local-only runs never load the remote machinery (or fsspec).
     from .cache import cached_copy, source_version
     from .remote import FsspecSource
+    from .stores import uses_obstore
 
+    kind = FsspecSource
+    if uses_obstore(url, fetch):
+        from .objectsource import ObjectStoreSource as kind
     try:
-        source = FsspecSource(url, storage_options, fetch=fetch)
+        source = kind(url, storage_options, fetch=fetch)
     except (OSError, ValueError, ImportError):
         raise
     except Exception as exc:  # deep client errors (botocore) become builtin OSErrors

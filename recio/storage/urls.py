@@ -114,6 +114,12 @@ def read_bytes(url: str, storage_options: dict[str, Any] | None = None) -> bytes
                 return f.read()
         except FileNotFoundError as exc:
             raise translate_error(exc, url) from exc
+    from .stores import uses_obstore  # here: stores imports this module
+
+    if uses_obstore(url):
+        from .objectsource import read_object
+
+        return read_object(url, storage_options)
     fs, path = filesystem(url, with_client_defaults(url, storage_options))
     return retrying(lambda: fs.cat_file(path), url, 0, -1, FetchOptions())
 
@@ -133,5 +139,11 @@ def exists(url: str, storage_options: dict[str, Any] | None = None) -> bool:
     """Whether ``url`` names an existing file; remote checks are retried."""
     if is_local(url):
         return os.path.exists(local_path(url))
+    from .stores import uses_obstore
+
+    if uses_obstore(url):
+        from .objectsource import object_exists
+
+        return object_exists(url, storage_options)
     fs, path = filesystem(url, with_client_defaults(url, storage_options))
     return bool(retrying(lambda: fs.exists(path), url, 0, 0, FetchOptions()))
