@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import random
+import ssl
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -68,7 +69,7 @@ class RangeIgnoredError(OSError):
 
 # Never retried: the answer will not change.
 _PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
-              FileExistsError, RangeIgnoredError)  # fmt: skip
+              FileExistsError, RangeIgnoredError, ssl.SSLCertVerificationError)  # fmt: skip
 
 
 class RemoteReadError(OSError):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .._install import install_hint
-from .urls import split_protocol
+from .urls import shared_client, split_protocol
 
 if TYPE_CHECKING:
     from .options import FetchOptions
@@ -110,12 +110,32 @@ def store_for(url: str, storage_options: dict[str, Any] | None = None) -> StoreL
     """
     if obstore_module() is None:
         raise ImportError(f"reading {url} through obstore needs it: {install_hint('cloud')}")
+    from fsspec.utils import tokenize
+
+    protocol, rest = split_protocol(url)
+    if protocol not in SCHEMES:
+        raise ValueError(f"{url}: obstore serves {sorted(SCHEMES)} URLs, not {protocol}://")
+    # one store per bucket (container; for HTTP, folder: its store is rooted there)
+    head = rest.rpartition("/")[0] if SCHEMES[protocol] == "http" else rest.split("/", 1)[0]
+    location = shared_client(
+        ("obstore", protocol, head, tokenize(storage_options or {})),
+        lambda: _make_store(url, storage_options),
+    )
+    return StoreLocation(location.store, _key(url, protocol, rest), location.where)
+
+
+def _key(url: str, protocol: str, rest: str) -> str:
+    """The object's key within its store (for https://, its name within its folder)."""
+    if SCHEMES[protocol] == "http":
+        return urlsplit(url).path.rpartition("/")[2]
+    return rest.partition("/")[2]
+
+
+def _make_store(url: str, storage_options: dict[str, Any] | None) -> StoreLocation:
     from obstore import store as stores
 
     protocol, rest = split_protocol(url)
-    kind = SCHEMES.get(protocol)
-    if kind is None:
-        raise ValueError(f"{url}: obstore serves {sorted(SCHEMES)} URLs, not {protocol}://")
+    kind = SCHEMES[protocol]
     options = dict(storage_options or {})
     client = _client_options(url, options)
     retry = {"max_retries": 0, "retry_timeout": timedelta(seconds=60)}  # recio's loop retries
@@ -311,6 +331,7 @@ def translate(exc: BaseException, url: str, where: str) -> BaseException:
     else (5xx, resets, timeouts): ConnectionError, which recio's loop retries.
     """
     import errno
+    import ssl
 
     from obstore import exceptions as ox
 
@@ -329,6 +350,12 @@ def translate(exc: BaseException, url: str, where: str) -> BaseException:
             f"{where} could not authenticate: pass credentials "
             f"in storage_options or the environment ({text})",
             url,
+        )
+    elif "InvalidCertificate" in str(exc):
+        new = ssl.SSLCertVerificationError(
+            ssl.SSL_ERROR_SSL,
+            f"{where} ({url}): its TLS certificate is not trusted; pass the CA bundle that "
+            "signed it as storage_options={'client_kwargs': {'verify': PATH}}"
         )
     elif isinstance(exc, ox.UnknownConfigurationKeyError | ox.InvalidPathError):
         new = ValueError(f"{url} ({where}): {text}")

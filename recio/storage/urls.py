@@ -44,20 +44,30 @@ _one_client: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
 
 @contextlib.contextmanager
 def one_client() -> Iterator[None]:
-    """Within it, :func:`filesystem` makes one instance per protocol and storage options.
+    """Within it, one client per protocol and storage options (obstore: per bucket too).
 
     Opening a dataset reads several files (``.rec``, ``.idx``, the checksum sidecar, and
     whether each exists) with the same options. fsspec reuses an instance for equal
     options anyway, except with ``skip_instance_cache=True``: then every read made its own
     client (an S3 dataset's five took 1.2 s and left 141,000 objects for the garbage
     collector). Inside this block such reads share one fresh instance, never one from
-    before it.
+    before it: :func:`filesystem`'s, or the obstore store of :mod:`~recio.storage.stores`.
     """
     token = _one_client.set({})
     try:
         yield
     finally:
         _one_client.reset(token)
+
+
+def shared_client(key: Any, make: Any) -> Any:
+    """``make()``, or inside :func:`one_client` the one made before for ``key``."""
+    made = _one_client.get()
+    if made is None:
+        return make()
+    if key not in made:
+        made[key] = make()
+    return made[key]
 
 
 def filesystem(url: str, storage_options: dict[str, Any] | None = None):
