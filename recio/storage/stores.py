@@ -117,10 +117,16 @@ def store_for(url: str, storage_options: dict[str, Any] | None = None) -> StoreL
         raise ValueError(f"{url}: obstore serves {sorted(SCHEMES)} URLs, not {protocol}://")
     # one store per bucket (container; for HTTP, folder: its store is rooted there)
     head = rest.rpartition("/")[0] if SCHEMES[protocol] == "http" else rest.split("/", 1)[0]
-    location = shared_client(
-        ("obstore", protocol, head, tokenize(storage_options or {})),
-        lambda: _make_store(url, storage_options),
-    )
+    try:
+        location = shared_client(
+            ("obstore", protocol, head, tokenize(storage_options or {})),
+            lambda: _make_store(url, storage_options),
+        )
+    except ValueError:
+        raise
+    except Exception as exc:  # obstore's own check of the config: names no URL
+        text = str(exc).split("\n\nDebug source:", 1)[0].strip()
+        raise ValueError(f"{url}: the store's configuration is refused: {text}") from exc
     return StoreLocation(location.store, _key(url, protocol, rest), location.where)
 
 
@@ -355,7 +361,7 @@ def translate(exc: BaseException, url: str, where: str) -> BaseException:
         new = ssl.SSLCertVerificationError(
             ssl.SSL_ERROR_SSL,
             f"{where} ({url}): its TLS certificate is not trusted; pass the CA bundle that "
-            "signed it as storage_options={'client_kwargs': {'verify': PATH}}"
+            "signed it as storage_options={'client_kwargs': {'verify': PATH}}",
         )
     elif isinstance(exc, ox.UnknownConfigurationKeyError | ox.InvalidPathError):
         new = ValueError(f"{url} ({where}): {text}")
