@@ -8,6 +8,7 @@ configuration and URL handling are tested this way only (docs/storage.md says so
 from __future__ import annotations
 
 import sys
+
 import pytest
 
 from recio import storage
