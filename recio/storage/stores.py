@@ -344,7 +344,7 @@ def translate(exc: BaseException, url: str, where: str) -> BaseException:
     text = str(exc).split("\n\nDebug source:", 1)[0].strip()
     if isinstance(exc, ox.NotFoundError | FileNotFoundError):
         new: BaseException = FileNotFoundError(errno.ENOENT, f"no such object in {where}", url)
-    elif isinstance(exc, ox.PermissionDeniedError):
+    elif isinstance(exc, ox.PermissionDeniedError) or "lacked the necessary privileges" in text:
         new = PermissionError(
             errno.EACCES,
             f"access denied by {where}: check the credentials and the bucket's policy ({text})",
@@ -365,7 +365,7 @@ def translate(exc: BaseException, url: str, where: str) -> BaseException:
         )
     elif isinstance(exc, ox.UnknownConfigurationKeyError | ox.InvalidPathError):
         new = ValueError(f"{url} ({where}): {text}")
-    elif isinstance(exc, ox.BaseError):
+    elif isinstance(exc, ox.BaseError) or type(exc) is OSError:  # the writer's: plain OSError
         new = ConnectionError(f"{where}, key {url}: {text}")
     else:
         return exc
