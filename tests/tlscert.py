@@ -22,7 +22,12 @@ def self_signed(folder: Path) -> tuple[str, str, str]:
     if shutil.which("openssl") is None:
         pytest.fail("the TLS tests need the openssl command (apt-get install openssl)")
     ca, ca_key = folder / "ca.pem", folder / "ca.key"
-    cert, key, csr, ext = folder / "cert.pem", folder / "key.pem", folder / "cert.csr", folder / "ext"
+    cert, key, csr, ext = (
+        folder / "cert.pem",
+        folder / "key.pem",
+        folder / "cert.csr",
+        folder / "ext",
+    )
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
              "-keyout", str(ca_key), "-out", str(ca), "-subj", "/CN=recio test CA")  # fmt: skip
     _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),

@@ -15,6 +15,7 @@ its attempts): the store is built with obstore's own retries off.
 from __future__ import annotations
 
 import json
+import os
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -200,6 +201,8 @@ def _client_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
             client["root_certificate"] = f.read()
     client.update(options.pop("client_options", None) or {})
     endpoint = client_kwargs.get("endpoint_url") or options.get("endpoint_url") or ""
+    if not endpoint and SCHEMES[split_protocol(url)[0]] == "s3":  # obstore reads it too
+        endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or ""
     if endpoint.startswith("http://") or url.startswith("http://"):
         client["allow_http"] = True
     return client

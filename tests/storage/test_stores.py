@@ -77,6 +77,15 @@ def test_s3_client_kwargs_region_anon_and_requester_pays():
     assert client["allow_invalid_certificates"] == "true" and "allow_http" not in client
 
 
+def test_an_http_endpoint_from_the_environment_is_allowed(monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    _, client, _ = config_of("s3://data/k", {"anon": True})
+    assert client["allow_http"] == "true"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "https://s3.example")
+    _, client, _ = config_of("s3://data/k", {"anon": True})
+    assert "allow_http" not in client
+
+
 def test_obstore_names_pass_as_they_are():
     config, _, _ = config_of(
         "s3://data/k", {"region": "ap-south-1", "access_key_id": "AK", "secret_access_key": "S"}
