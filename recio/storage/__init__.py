@@ -38,15 +38,13 @@ from .retry import (
 from .schedule import clock
 from .source import open_source
 from .urls import (
-    exists,
     filesystem,
     is_local,
     local_path,
     one_client,
-    read_bytes,
-    read_text,
     split_protocol,
 )
+from .whole import exists, read_bytes, read_text
 
 __all__ = [
     "PRESIGN_SECONDS",

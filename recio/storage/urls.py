@@ -1,4 +1,4 @@
-"""URLs: which store a URL names, its fsspec filesystem, and small whole-file reads."""
+"""URLs: which store a URL names, and its fsspec filesystem."""
 
 from __future__ import annotations
 
@@ -9,9 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._install import install_hint
-from .._text import decode_text
-from .options import FetchOptions
-from .retry import retrying, translate_error
 
 # Optional backends named by the extra that installs them.
 _EXTRA_FOR_PROTOCOL = {"s3": "s3", "s3a": "s3", "hdfs": "hdfs", "viewfs": "hdfs"}
@@ -114,46 +111,3 @@ def with_client_defaults(url: str, storage_options: dict[str, Any] | None) -> di
         config.setdefault("max_pool_connections", 64)
         options["config_kwargs"] = config
     return options
-
-
-def read_bytes(url: str, storage_options: dict[str, Any] | None = None) -> bytes:
-    """A whole small file (such as an ``.idx``) as bytes, in one read; remote reads are retried."""
-    if is_local(url):
-        try:
-            with open(local_path(url), "rb") as f:
-                return f.read()
-        except FileNotFoundError as exc:
-            raise translate_error(exc, url) from exc
-    from .stores import uses_obstore  # here: stores imports this module
-
-    if uses_obstore(url):
-        from .objectsource import read_object
-
-        return read_object(url, storage_options)
-    fs, path = filesystem(url, with_client_defaults(url, storage_options))
-    return retrying(lambda: fs.cat_file(path), url, 0, -1, FetchOptions())
-
-
-def read_text(url: str, storage_options: dict[str, Any] | None = None) -> str:
-    """A whole small file (such as an ``.idx``) as UTF-8 text; remote reads are retried.
-
-    Line ends are read as Python's text files read them (CRLF and CR as LF).
-
-    Raises:
-        RecordIOError: the file is not UTF-8 text (names the file, byte and line).
-    """
-    return decode_text(read_bytes(url, storage_options), path=url)
-
-
-def exists(url: str, storage_options: dict[str, Any] | None = None) -> bool:
-    """Whether ``url`` names an existing file; remote checks are retried."""
-    if is_local(url):
-        return os.path.exists(local_path(url))
-    from .stores import uses_obstore
-
-    if uses_obstore(url):
-        from .objectsource import object_exists
-
-        return object_exists(url, storage_options)
-    fs, path = filesystem(url, with_client_defaults(url, storage_options))
-    return bool(retrying(lambda: fs.exists(path), url, 0, 0, FetchOptions()))
