@@ -5,8 +5,9 @@ same coalescing, request sizes (NOTE [adaptive fetch]), concurrency, retry loop,
 gaps dropped; each request is one obstore ``get_range`` on a fetch thread, with the GIL
 released while it runs. Not ``get_ranges``: it merges ranges less than 1 MiB apart with no
 bound on the merged size, so a job's requests (cut to spread over every connection, NOTE
-[adaptive fetch]) would go back to one long request over one capped connection. Small whole-object reads (an ``.idx``) and existence checks go
-through the same store (:func:`read_object`, :func:`object_exists`).
+[adaptive fetch]) would go back to one long request over one capped connection.
+
+Small whole-object reads (an ``.idx``) and existence checks go through the same store (:func:`read_object`, :func:`object_exists`).
 """
 
 from __future__ import annotations
