@@ -7,7 +7,8 @@ released while it runs. Not ``get_ranges``: it merges ranges less than 1 MiB apa
 bound on the merged size, so a job's requests (cut to spread over every connection, NOTE
 [adaptive fetch]) would go back to one long request over one capped connection.
 
-Small whole-object reads (an ``.idx``) and existence checks go through the same store (:func:`read_object`, :func:`object_exists`).
+Small whole-object reads (an ``.idx``) and existence checks go through the same store
+(:func:`read_object`, :func:`object_exists`).
 """
 
 from __future__ import annotations
