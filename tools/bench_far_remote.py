@@ -140,7 +140,7 @@ def proxy_stats(proxy: subprocess.Popen, reset: bool = False) -> dict:
 
 def fetched_bytes(it: ImageRecordIter) -> int:
     source = it.records.source
-    if hasattr(source, "schedule"):  # the block cache: what it fetched
+    if source.schedules:  # the block cache: what it fetched
         return source.stats.bytes_fetched
     return int(getattr(source, "stats", {}).get("bytes", 0))
 
