@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -146,14 +147,15 @@ def test_a_cycle_through_a_function_level_import_is_found(tmp_path):
 # The data flow, bottom up: a module imports from its own layer and the layers below it,
 # never from one above (DESIGN.md, "Layers").
 LAYERS = [
-    ["recio", "recio._install", "recio._checks", "recio._crc32c", "recio._moved", "recio._native",
-     "recio._text", "recio.errors", "recio.dist"],
+    ["recio", "recio._args", "recio._install", "recio._checks", "recio._crc32c", "recio._moved",
+     "recio._native", "recio._text", "recio.errors", "recio.dist"],
     ["recio.storage"],
     ["recio.records"],
     ["recio.sampling", "recio.augment"],
     ["recio.decode"],
     ["recio.pipeline"],
-    ["recio.frameworks", "recio.dali", "recio.im2rec", "recio.bench", "recio.train", "recio.cli"],
+    ["recio.frameworks", "recio.dali", "recio.im2rec", "recio.bench", "recio.train", "recio.cli",
+     "recio._command"],
 ]  # fmt: skip
 
 
@@ -237,3 +239,89 @@ def test_design_md_indexes_every_note_where_it_is():
     for path in [*root.glob("recio/**/*.py"), *root.glob("native/*.[ch]")]:
         defined |= set(re.findall(r"NOTE \[([^\]]+)\]:", path.read_text()))
     assert defined <= set(table), sorted(defined - set(table))
+
+
+# What importing a module may change in the process, read before and after the import.
+# DESIGN.md names nothing that an import changes: the map guard's SIGBUS handler is put in
+# place by the first file map, not by an import.
+_PROCESS_STATE = """
+import faulthandler, json, os, signal, sys, threading
+
+def state():
+    handlers = {}
+    for sig in sorted(signal.valid_signals()):
+        try:
+            handlers[str(sig)] = repr(signal.getsignal(sig))
+        except (OSError, ValueError):
+            pass
+    return {
+        "environ": dict(os.environ),
+        "signals": handlers,
+        "threads": sorted(t.name for t in threading.enumerate()),
+        "stack_size": threading.stack_size(),
+        "switch_interval": sys.getswitchinterval(),
+        "excepthook": repr(threading.excepthook),
+        "sys_excepthook": repr(sys.excepthook),
+        "faulthandler": faulthandler.is_enabled(),
+        "recursion_limit": sys.getrecursionlimit(),
+    }
+
+before = state()
+try:
+    __import__(sys.argv[1])
+except ModuleNotFoundError as exc:
+    if exc.name.partition(".")[0] == "recio":
+        raise
+    print(json.dumps({"missing": exc.name}))
+    sys.exit(0)
+after = state()
+changed = {}
+for key in before:
+    if before[key] != after[key]:
+        if isinstance(before[key], dict):
+            changed[key] = {
+                k: [before[key].get(k), after[key].get(k)]
+                for k in set(before[key]) | set(after[key])
+                if before[key].get(k) != after[key].get(k)
+            }
+        else:
+            changed[key] = [before[key], after[key]]
+print(json.dumps({"changed": changed}))
+"""
+
+
+def _every_module() -> list[str]:
+    """Every module of recio but the ``__main__`` ones (importing one runs its command)."""
+    names = []
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if parts[-1] != "__main__":
+            names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return sorted(names)
+
+
+@pytest.mark.parametrize("module", _every_module())
+def test_importing_a_module_changes_nothing_in_the_process(module):
+    """The environment, the signal handlers, the threads and the interpreter's thread
+    settings are the same after importing the module, in a fresh interpreter, as before.
+    Only the commands' mains change the process (``recio._command``)."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run(
+        [sys.executable, "-c", _PROCESS_STATE, module], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    if "missing" in found:
+        pytest.skip(f"{module} needs {found['missing']}, not installed")
+    assert found["changed"] == {}, found["changed"]
+
+
+def test_the_commands_main_limits_blas_threads_and_the_user_wins():
+    code = "import os, recio._command as c; c.limit_blas_threads(); print(os.environ[{v!r}])"
+    v = "OPENBLAS_NUM_THREADS"
+    env = {k: x for k, x in os.environ.items() if k != v}
+    out = subprocess.run([sys.executable, "-c", code.format(v=v)], env=env, capture_output=True)
+    assert out.stdout.decode().strip() == "1"
+    env[v] = "3"
+    out = subprocess.run([sys.executable, "-c", code.format(v=v)], env=env, capture_output=True)
+    assert out.stdout.decode().strip() == "3"
