@@ -211,6 +211,57 @@ def test_every_public_name_imports_from_its_old_path(old):
     home = out.stdout.strip()
     if home != old:  # moved: the old path is the new module itself
         assert _moved.MOVED.get(old) == home
+        # and type checkers see the names, in the old path's stub
+        stub = ast.parse((PACKAGE / f"{old.rpartition('.')[2]}.pyi").read_text())
+        imports = [node for node in stub.body if isinstance(node, ast.ImportFrom)]
+        found = {a.asname for node in imports if node.module == home for a in node.names}
+        assert set(names) <= found, sorted(set(names) - found)
+
+
+_WARNINGS_OF_AN_IMPORT = """
+import sys, warnings
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    exec(sys.argv[1])
+for w in caught:
+    print(w.category.__name__, w.filename, w.lineno, w.message, sep="|")
+"""
+
+
+@pytest.mark.parametrize("old", sorted(_moved.MOVED))
+@pytest.mark.parametrize("form", ["import {old}", "from {parent} import {leaf}"])
+def test_importing_an_old_path_warns_naming_its_new_home_and_the_release(old, form):
+    parent, _, leaf = old.rpartition(".")
+    statement = form.format(old=old, parent=parent, leaf=leaf)
+    out = subprocess.run(
+        [sys.executable, "-c", _WARNINGS_OF_AN_IMPORT, statement], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    caught = [line.split("|") for line in out.stdout.splitlines()]
+    if old in _moved.KEPT:  # a documented path, not an old one
+        assert caught == []
+        return
+    assert len(caught) == 1, caught
+    category, filename, lineno, message = caught[0]
+    assert category == "DeprecationWarning"
+    assert message == (
+        f"{old} is an old import path, removed in recio {_moved.REMOVED_IN}: "
+        f"import {_moved.MOVED[old]} instead"
+    )
+    assert (filename, lineno) == ("<string>", "1")  # the importing line, shown in __main__
+
+
+def test_no_code_of_the_project_imports_an_old_path():
+    root = PACKAGE.parent
+    found = []
+    for path in [
+        p for top in ("recio", "tests", "tools", "examples") for p in root.glob(f"{top}/**/*.py")
+    ]:
+        parts = path.relative_to(root).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        imports = module_imports(path.read_text(), name, path.name == "__init__.py")
+        found += [f"{path.relative_to(root)}: {m}" for m in imports if m in _moved.DEPRECATED]
+    assert not found, found
 
 
 def test_every_subpackage_ships_in_the_wheel():
