@@ -9,7 +9,6 @@ either.
 from __future__ import annotations
 
 import errno
-import struct
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -28,7 +27,14 @@ from ..errors import (
 from .batch import BatchRecords, gather_words, map_words, read_file_batch
 from .checksum import MismatchedPayload, resolve_verify
 from .cursor import RecordCursor
-from .format import FRAME_HEADER_SIZE, MAGIC, MAX_PAYLOAD, parse_idx_arrays, read_record
+from .format import (
+    FRAME_HEADER,
+    FRAME_HEADER_SIZE,
+    MAGIC,
+    MAX_PAYLOAD,
+    parse_idx_arrays,
+    read_record,
+)
 from .index import check_offsets, default_idx_path, first_gap, not_a_record_start, warn_gap
 from .protocol import RecordsBase
 from .samples import RecordLayout, layout_of_file
@@ -497,16 +503,13 @@ class RecordFile(VerifiedReads, RecordsBase):
         return {"url": self.url, "idx_url": self.idx_url}
 
 
-_FRAME_HEADER = struct.Struct("<II")
-
-
 def _one_frame_end(extent: Any) -> int:
     """Where a one-frame record ends in its fetched ``extent`` (its length where unknown)."""
     if isinstance(extent, MismatchedPayload):
         return 1 << 62  # damaged: not looked at
     if len(extent) < FRAME_HEADER_SIZE:
         return len(extent)
-    magic, lrec = _FRAME_HEADER.unpack_from(extent, 0)
+    magic, lrec = FRAME_HEADER.unpack_from(extent, 0)
     if magic != MAGIC or lrec >> 29:  # not a record, or several frames: the parse's to say
         return len(extent)
     return FRAME_HEADER_SIZE + (lrec & MAX_PAYLOAD)
