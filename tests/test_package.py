@@ -284,6 +284,10 @@ def test_design_md_indexes_every_note_where_it_is():
     design = (root / "DESIGN.md").read_text()
     table = dict(re.findall(r"^\| \[([^\]]+)\] \| `([^`]+)` \|", design, re.M))
     assert len(table) > 30
+    section = design.split("## NOTE blocks", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| \[.*$", design, re.M)
+    outside = [row for row in rows if row not in section]
+    assert not outside, f"NOTE rows outside the NOTE table: {outside}"
     for name, where in table.items():
         assert f"NOTE [{name}]" in (root / where).read_text(), f"NOTE [{name}] not in {where}"
     defined = set()

@@ -5,8 +5,10 @@ Framing and IRHeader (:mod:`.format`), the walk of a whole file (:mod:`.scan`), 
 :mod:`.cursor`), a batch read and parsed (:mod:`.batch`), several files as one dataset
 (:mod:`.shard_names`, :mod:`.shards`), the :class:`Records` both are (:mod:`.protocol`),
 which records are samples (:mod:`.samples`), per-record checksums (:mod:`.checksum`,
-:mod:`.verified`), and MXNet's own names (:mod:`.recordio`). Nothing here decodes an
-image or knows of training.
+:mod:`.verified`), and MXNet's own names (:mod:`.recordio`). Nothing here knows of
+training, and nothing decodes an image but MXNet's façade: :func:`~.recordio.pack_img` and
+:func:`~.recordio.unpack_img` encode and decode one image with Pillow, as MXNet's own
+``recordio`` module does with OpenCV.
 
 :func:`open_records` opens one ``.rec`` or a set of shards; both are :class:`Records`.
 """
