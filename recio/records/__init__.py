@@ -11,6 +11,8 @@ training, and nothing decodes an image but MXNet's façade: :func:`~.recordio.pa
 ``recordio`` module does with OpenCV.
 
 :func:`open_records` opens one ``.rec`` or a set of shards; both are :class:`Records`.
+How they are opened (storage, fetch, cache, checksums) is one value, :class:`OpenOptions`
+(:mod:`.open_options`).
 """
 
 import importlib
@@ -20,6 +22,7 @@ from typing import Any
 # stays light)
 _EXPORTS = {
     "Records": "recio.records.protocol",
+    "OpenOptions": "recio.records.open_options",
     "RecordFile": "recio.records.file",
     "ShardedRecords": "recio.records.shards",
     "open_records": "recio.records.shards",
