@@ -380,3 +380,16 @@ def test_the_commands_main_limits_blas_threads_and_the_user_wins():
     env[v] = "3"
     out = subprocess.run([sys.executable, "-c", code.format(v=v)], env=env, capture_output=True)
     assert out.stdout.decode().strip() == "3"
+
+
+def test_patching_through_an_old_path_patches_the_module_at_its_new_home():
+    code = (
+        "import warnings; warnings.simplefilter('ignore', DeprecationWarning)\n"
+        "from unittest import mock\n"
+        "import recio.records.shards as new\n"
+        "with mock.patch('recio.shards.open_records', 'patched'):\n"
+        "    assert new.open_records == 'patched'\n"
+        "assert new.open_records != 'patched'\n"
+        "import recio.shards as old; assert old is new\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
