@@ -10,8 +10,8 @@ import shutil
 import tempfile
 import time
 
+from .._args import add_storage_option, at_least, positive_float
 from .._install import install_hint
-from ..cli.args import add_storage_option, at_least, positive_float
 from .bottleneck import measure_step, print_bottleneck
 from .optimized import DEFAULT_LIMIT_MB
 from .report import print_report, save_plot

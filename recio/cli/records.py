@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import storage
+from .._args import Refused, add_debug_option, add_storage_option
 from ..errors import RecordIOError
 from ..records.checksum import load_sidecar, record_crcs, sidecar_path, write_sidecar
 from ..records.file import RecordFile
@@ -27,7 +28,6 @@ from ..records.scan import Walk, walk_records
 from ..records.shard_names import expand_shards, is_shard_spec
 from ..records.shards import open_records
 from ..sampling.identity_mix import mix_table
-from .args import Refused, add_debug_option, add_storage_option
 
 __all__ = [
     "add_commands",

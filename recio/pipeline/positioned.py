@@ -216,14 +216,12 @@ class PositionedIterator:
         world = config.sharding.resolve()
         self.part_index, self.num_parts = world.rank, world.size
         st = config.storage
-        opened = {"storage_options": st.storage_options, "fetch": st.fetch,
-                  "cache_dir": st.cache_dir, "cache_limit": st.cache_limit,
-                  "verify_checksums": st.verify_checksums}  # fmt: skip
+        options = st.open_options()
         mixture = config.path_imgrec if isinstance(config.path_imgrec, Mixture) else None
         if mixture is not None:
-            self.records, shards = open_mixture(mixture, **opened)
+            self.records, shards = open_mixture(mixture, options=options)
         else:
-            self.records = open_records(config.path_imgrec, st.path_imgidx, **opened)
+            self.records = open_records(config.path_imgrec, st.path_imgidx, options=options)
         try:
             # Header, identity and other label-only records are not samples.
             self.layout = detect_layout(self.records)

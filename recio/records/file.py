@@ -9,7 +9,6 @@ either.
 from __future__ import annotations
 
 import errno
-import struct
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -28,8 +27,16 @@ from ..errors import (
 from .batch import BatchRecords, gather_words, map_words, read_file_batch
 from .checksum import MismatchedPayload, resolve_verify
 from .cursor import RecordCursor
-from .format import FRAME_HEADER_SIZE, MAGIC, MAX_PAYLOAD, parse_idx_arrays, read_record
+from .format import (
+    FRAME_HEADER,
+    FRAME_HEADER_SIZE,
+    MAGIC,
+    MAX_PAYLOAD,
+    parse_idx_arrays,
+    read_record,
+)
 from .index import check_offsets, default_idx_path, first_gap, not_a_record_start, warn_gap
+from .open_options import OpenOptions
 from .protocol import RecordsBase
 from .samples import RecordLayout, layout_of_file
 from .scan import scan_source
@@ -86,6 +93,10 @@ class RecordFile(VerifiedReads, RecordsBase):
     ``on_error``). ``checksum_stats`` counts records
     fetched again and mismatches. A sidecar of another write (its count or ``.rec`` size
     differs) is an ``IndexMismatchError`` at open.
+
+    ``storage_options``, ``fetch``, ``cache_dir``, ``cache_limit`` and ``verify_checksums``
+    are the fields of :class:`~.open_options.OpenOptions`: give them one by one, or as one
+    value, ``options=`` (``self.options``).
     """
 
     def __init__(
@@ -98,25 +109,35 @@ class RecordFile(VerifiedReads, RecordsBase):
         cache_dir: str | None = None,
         cache_limit: int | None = None,
         verify_checksums: bool | str = "auto",
+        options: OpenOptions | None = None,
     ) -> None:
+        options = OpenOptions.given(
+            options,
+            storage_options=storage_options,
+            fetch=fetch,
+            cache_dir=cache_dir,
+            cache_limit=cache_limit,
+            verify_checksums=verify_checksums,
+        )
         if is_shard_spec(url):
             raise TypeError(
                 f"RecordFile opens one .rec, not several ({url!r} is a list, a shard pattern "
                 "or a glob): recio.records.open_records opens a set of shards"
             )
         self.url = str(url)
-        self.storage_options = storage_options
-        self.fetch, self.cache_dir, self.cache_limit = fetch, cache_dir, cache_limit
-        self.verify_checksums = verify_checksums
-        mode = resolve_verify(verify_checksums, self.url)
+        self.options = options
+        self.storage_options, self.fetch = options.storage_options, options.fetch
+        self.cache_dir, self.cache_limit = options.cache_dir, options.cache_limit
+        self.verify_checksums = options.verify_checksums
+        mode = resolve_verify(self.verify_checksums, self.url)
         self.closed = False
         self._gap_seen = False  # NOTE [index gaps]: warned once per file
         self._start_stats()
         with storage.one_client():  # the .rec, .idx and sidecar through one client
             try:
                 self.source = storage.open_source(
-                    self.url, storage_options, fetch=fetch, cache_dir=cache_dir,
-                    cache_limit=cache_limit,
+                    self.url, self.storage_options, fetch=self.fetch, cache_dir=self.cache_dir,
+                    cache_limit=self.cache_limit,
                 )  # fmt: skip
             except FileNotFoundError as exc:
                 raise _missing(exc, self.url, "check the path, or make a .rec from an image "
@@ -497,16 +518,13 @@ class RecordFile(VerifiedReads, RecordsBase):
         return {"url": self.url, "idx_url": self.idx_url}
 
 
-_FRAME_HEADER = struct.Struct("<II")
-
-
 def _one_frame_end(extent: Any) -> int:
     """Where a one-frame record ends in its fetched ``extent`` (its length where unknown)."""
     if isinstance(extent, MismatchedPayload):
         return 1 << 62  # damaged: not looked at
     if len(extent) < FRAME_HEADER_SIZE:
         return len(extent)
-    magic, lrec = _FRAME_HEADER.unpack_from(extent, 0)
+    magic, lrec = FRAME_HEADER.unpack_from(extent, 0)
     if magic != MAGIC or lrec >> 29:  # not a record, or several frames: the parse's to say
         return len(extent)
     return FRAME_HEADER_SIZE + (lrec & MAX_PAYLOAD)

@@ -314,7 +314,7 @@ def _head_words(records: RecordFile, offsets: np.ndarray, count: int) -> np.ndar
 
 
 # Word indices in a single-frame record: frame header (2 words), then the IRHeader.
-_FLAG_WORD = 2
+_FLAG_WORD = FRAME_HEADER_SIZE // 4
 _LABELS_WORD = (FRAME_HEADER_SIZE + IR_HEADER_SIZE) // 4
 
 
