@@ -154,6 +154,7 @@ LAYERS = [
     ["recio.decode"],
     ["recio.pipeline"],
     ["recio.frameworks", "recio.dali", "recio.im2rec", "recio.bench", "recio.train", "recio.cli"],
+    ["recio.gpu"],
 ]  # fmt: skip
 
 
