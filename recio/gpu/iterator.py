@@ -19,10 +19,10 @@ import torch
 
 from ..dali.source import RecioSource, readable_bytes
 from ..decode import DecodeOptions, DecodePool, Status
+from ..decode.jpegcut import Piece, cut_batch
 from ..pipeline.config import IterConfig
 from ..pipeline.positioned import Batch, PositionedIterator
 from ..records.checksum import CHECKSUM_MISMATCH
-from .cut import Piece, cut_batch
 from .device import JpegDecoder, normalise, resize_crops
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "uint8": torch.uint8}

@@ -1,4 +1,4 @@
-"""recio.gpu.cut: a crop's segments decode, under one decoder, to the whole image's pixels."""
+"""recio.decode.jpegcut: a crop's segments decode, under one decoder, to the whole's pixels."""
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
-"""The CPU side of the GPU path: each image's bytes for the JPEG decoder, and its window there.
+"""Each image's bytes for a JPEG decoder outside recio, and its crop window there.
 
 A restart-marked JPEG is cut to the segments that cover its crop window
 (``_native.restart_cut``, NOTE [restart cut]): the decoder Huffman-decodes and transforms only
 those, and only they cross to the device. An unmarked (or progressive) JPEG goes whole, with
 the window as it is. Whatever the JPEG decoder cannot take (PNG and other formats, CMYK and
-YCCK JPEGs) is left to recio's CPU decoder.
+YCCK JPEGs) is left to recio's CPU decoder. Used by recio.gpu (torchvision's decoder) and
+the DALI stage's source (``cut=True``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..decode import native_available
+from .pool import native_available
 
 # libjpeg's J_COLOR_SPACE values the device decoders take (torchvision, nvJPEG: grey and
 # YCbCr; RGB-coded JPEGs too); CMYK (4) and YCCK (5) go to recio's CPU decoder
