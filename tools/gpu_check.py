@@ -1,6 +1,7 @@
 """The GPU path's check, run by tools/gpu_check.sh: pixels, then speed, into one JSON file.
 
     python tools/gpu_check.py --out DIR [--device cuda|cpu] [--images 512] [--seconds 8]
+        [--batch 64]
 
 Makes its corpus here (synthetic ImageNet-sized JPEGs, packed twice: as they are, and
 losslessly re-encoded with restart markers), then measures:
@@ -36,7 +37,6 @@ CROPS = {
 }
 NORMALIZE = dict(mean_r=123.68, mean_g=116.28, mean_b=103.53, std_r=58.4, std_g=57.1, std_b=57.4)
 STD = np.array([58.4, 57.1, 57.4], dtype=np.float32).reshape(1, 3, 1, 1)
-BATCH = 64
 AREA, ASPECT = (0.08, 1.0), (3 / 4, 4 / 3)  # RandomResizedCrop's defaults, as recio's
 
 
@@ -98,7 +98,7 @@ def forever(make):
                 yield len(batch.index) - batch.pad
 
 
-def torchvision_baseline(files: str, crop: dict, device, seconds: float, sync):
+def torchvision_baseline(files: str, crop: dict, device, batch: int, seconds: float, sync):
     """torchvision's own path: read the files, decode_jpeg(list, device), crop and resize."""
     import torch
     import torchvision.io as tvio
@@ -112,8 +112,8 @@ def torchvision_baseline(files: str, crop: dict, device, seconds: float, sync):
 
     def batches():
         while True:
-            for at in range(0, len(names) - BATCH + 1, BATCH):
-                data = [tvio.read_file(name) for name in names[at : at + BATCH]]
+            for at in range(0, len(names) - batch + 1, batch):
+                data = [tvio.read_file(name) for name in names[at : at + batch]]
                 images = tvio.decode_jpeg(data, mode=tvio.ImageReadMode.RGB, device=device)
                 windows = []
                 for image in images:
@@ -128,7 +128,7 @@ def torchvision_baseline(files: str, crop: dict, device, seconds: float, sync):
                         y, x = (h - ch) // 2, (w - cw) // 2
                     windows.append((x, y, cw, ch))
                 out = torch.empty((len(images), 3, 224, 224), device=device)
-                flips = rng.random(len(images)) < 0.5 if crop.get("rand_mirror") else [0] * BATCH
+                flips = rng.random(len(images)) < 0.5 if crop.get("rand_mirror") else [0] * batch
                 resize_crops(images, windows, [bool(f) for f in flips], out)
                 normalise(out, mean, std, 1.0, False)
                 yield len(images)
@@ -142,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--images", type=int, default=512)
     parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
     import tempfile
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         "pixels": {},
         "rows": [],
     }
-    common = dict(data_shape=(3, 224, 224), batch_size=BATCH, seed=1, **NORMALIZE)
+    common = dict(data_shape=(3, 224, 224), batch_size=args.batch, seed=1, **NORMALIZE)
     ok = True
     # (a) pixels, on the first 2 batches of each crop
     for name, crop in CROPS.items():
@@ -218,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             row = timed(forever(make), args.seconds, sync)
             report["rows"].append({"crop": name, "path": label, **row})
         if tv is not None:
-            row = torchvision_baseline(recs["files"], crop, device, args.seconds, sync)
+            row = torchvision_baseline(recs["files"], crop, device, args.batch, args.seconds, sync)
             report["rows"].append({"crop": name, "path": "torchvision decode_jpeg, files", **row})
     # (c) DALI, where it imports
     try:

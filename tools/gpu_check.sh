@@ -112,7 +112,8 @@ print("gpu_check: recio", recio.__version__, "decodes from the 3.12 wheel")')
   local py=${PYTHON:-python3}
   echo "gpu_check: interpreter $("$py" -c 'import sys; print(sys.version.split()[0], sys.executable)') (device cpu)"
   PYTHONPATH=$REPO "$py" tools/gpu_check.py --out "$out" --device cpu \
-    --images "${GPU_CHECK_IMAGES:-32}" --seconds "${GPU_CHECK_SECONDS:-1}" --workdir "$tmp"
+    --images "${GPU_CHECK_IMAGES:-32}" --seconds "${GPU_CHECK_SECONDS:-0.5}" --batch 16 \
+    --workdir "$tmp"
   rm -rf "$tmp"
 }
 

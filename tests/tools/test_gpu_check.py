@@ -39,7 +39,7 @@ def test_the_check_runs_on_the_cpu_device(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "tools/gpu_check.py", "--out", str(out), "--device", "cpu",
-         "--images", "12", "--seconds", "0.2", "--workdir", str(tmp_path)],
+         "--images", "12", "--seconds", "0.2", "--batch", "8", "--workdir", str(tmp_path)],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
