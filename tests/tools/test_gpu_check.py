@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from ..conftest import needs_torch
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -34,6 +36,7 @@ def test_the_carried_wheels_and_checkout_stay_under_40_mib(tmp_path):
     assert not any(w.startswith(("numpy", "pillow", "torch")) for w in wheels)
 
 
+@needs_torch
 @pytest.mark.slow
 def test_the_check_runs_on_the_cpu_device(tmp_path):
     out = tmp_path / "out"
