@@ -155,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     from recio.gpu.device import torchvision_io
 
     device = torch.device(args.device)
+    if device.type == "cpu":  # the dry run: torch's intra-op threads spin against the pool's
+        torch.set_num_threads(1)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     os.makedirs(args.out, exist_ok=True)
     work = args.workdir or tempfile.mkdtemp(prefix="recio-gpu-check-")
