@@ -156,6 +156,7 @@ LAYERS = [
     ["recio.pipeline"],
     ["recio.frameworks", "recio.dali", "recio.im2rec", "recio.bench", "recio.train", "recio.cli",
      "recio.mx", "recio._command"],
+    ["recio.gpu"],
 ]  # fmt: skip
 
 

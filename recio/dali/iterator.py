@@ -36,6 +36,8 @@ class DALIImageRecordIter(PositionedIterator):
         validate: how bad images are found before DALI sees them: ``"none"``, ``"header"``,
             ``"structure"`` (default) or ``"decode"`` (see :mod:`recio.dali.source`).
         parallel, py_num_workers: run the source in DALI's parallel external source workers.
+        cut: with ``crop_source="recio"``, hand DALI each restart-marked JPEG cut to its
+            crop's segments (NOTE [restart cut]): less entropy decoding, the same pixels.
 
     Yields :class:`recio.pipeline.positioned.Batch` whose ``data`` is a torch tensor on the GPU
     (``device="gpu"``; copied out of DALI's buffer, so it stays valid) or a numpy array
@@ -57,6 +59,7 @@ class DALIImageRecordIter(PositionedIterator):
         validate: str = "structure",
         parallel: bool = False,
         py_num_workers: int = 1,
+        cut: bool = False,
         **keywords: Any,
     ) -> None:
         self.device = resolve_device(device)  # first: a missing GPU is the clearest error
@@ -77,6 +80,7 @@ class DALIImageRecordIter(PositionedIterator):
         self.crop = config.crop
         self.validate = validate
         self.crop_source = crop_source
+        self.cut = cut
         self._pipe_args = {
             "batch_size": config.batch_size,
             "device": self.device,
@@ -113,6 +117,7 @@ class DALIImageRecordIter(PositionedIterator):
             start_epoch=start_epoch,
             start_step=start_step,
             label_maps=() if self.mix is None else self.mix.label_maps,
+            cut=self.cut,
         )
 
     # --- PositionedIterator ------------------------------------------------------------
