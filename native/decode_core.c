@@ -152,6 +152,20 @@ static int create_decompressor(rc_worker *w) {
   return 0;
 }
 
+/* NOTE [fresh tables]: libjpeg keeps a decompressor's quantisation and Huffman tables from
+ * one image to the next (they live in its permanent pool), so a JPEG that lacks a DQT or DHT
+ * of its own would decode with the previous image's: pixels that depend on what the thread
+ * decoded before. Each image gets a new decompressor instead (a few small allocations, about
+ * a microsecond): a missing quantisation table is the error it is on a fresh decompressor
+ * ("Quantization table 0x00 was not defined"), a missing Huffman table gets libjpeg's standard
+ * one, as PyTurboJPEG and Pillow decode that file alone. */
+static int fresh_decompressor(rc_worker *w, char *err) {
+  jpeg_destroy_decompress(&w->cinfo);
+  if (create_decompressor(w) == 0) return RC_OK;
+  if (err) snprintf(err, RC_ERRLEN, "out of memory (JPEG decompressor)");
+  return RC_NOMEM;
+}
+
 rc_worker *rc_worker_new(void) {
   rc_worker *w = calloc(1, sizeof *w);
   if (w && (!(w->entropy = rc_entropy_new()) || create_decompressor(w))) {
@@ -486,7 +500,7 @@ int rc_image_size(rc_worker *w, const uint8_t *data, size_t len, int *width, int
 
 int rc_own_entropy(rc_worker *w, const uint8_t *data, size_t len) {
   struct jpeg_decompress_struct *ci = &w->cinfo;
-  if (!is_jpeg(data, len)) return 0;
+  if (!is_jpeg(data, len) || fresh_decompressor(w, NULL)) return 0;
   if (setjmp(w->err.jb)) {
     jpeg_abort_decompress(ci);
     return 0;
@@ -599,6 +613,38 @@ static int read_rows(rc_worker *w, int r0, int r1, int end, int nch, size_t row_
   return 0;
 }
 
+/* jpeg_crop_scanline, and each component's downsampled_width as the upsampler needs it.
+ * libjpeg-turbo before 3.0 sets it to the cropped width times h_samp/max_h alone, leaving out
+ * the component's own IDCT scale: where libjpeg gives chroma a larger IDCT than luma to spare
+ * upsampling (4x2 luma sampling at scale 1/2 or 1/4: chroma 8-point, luma 4 or 2), the
+ * upsampler then fills only part of each cropped row, and the rest of its output buffer is
+ * read uninitialised. The width set here is 3.0's (the same value where it is right). */
+static void crop_columns(j_decompress_ptr ci, JDIMENSION *xoff, JDIMENSION *xw) {
+  jpeg_crop_scanline(ci, xoff, xw);
+  for (int c = 0; c < ci->num_components; c++) {
+    jpeg_component_info *cp = &ci->comp_info[c];
+    const uint64_t num = (uint64_t)ci->output_width * cp->h_samp_factor * cp->DCT_scaled_size;
+    const uint64_t den = (uint64_t)ci->max_h_samp_factor * ci->min_DCT_scaled_size;
+    cp->downsampled_width = (JDIMENSION)((num + den - 1) / den);
+  }
+}
+
+/* NOTE [incomplete progressive]: a progressive JPEG that ends before its last scan (a partial
+ * download, cut at a scan boundary: no warning) has coefficients still unknown, and libjpeg
+ * smooths its blocks from their neighbours' DC values (do_block_smoothing). With
+ * jpeg_crop_scanline libjpeg-turbo 2.1 smooths the kept columns from other neighbours than a
+ * whole decode does, so a crop differed from the whole image's pixels by up to 22 levels.
+ * Such an image is decoded at full width (its rows are still skipped: those agree), so that
+ * every crop is the whole decode's, and the whole decode stays the one libjpeg gives. Called
+ * after jpeg_start_decompress, which has read every scan of a multi-scan JPEG. */
+static int incomplete_progressive(j_decompress_ptr ci) {
+  if (!ci->progressive_mode || !ci->coef_bits) return 0;
+  for (int c = 0; c < ci->num_components; c++)
+    for (int k = 0; k < DCTSIZE2; k++)
+      if (ci->coef_bits[c][k] != 0) return 1;
+  return 0;
+}
+
 /* The geometry's way (draw->geom.on): after the header, the image's warp drawn (draw.c), the
  * DCT scale picked from the source pixels per output pixel, only the rows and iMCU columns
  * its taps read decoded, then each output row sampled once (warp.c) and stored. */
@@ -653,13 +699,13 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
   rc_warp_prepare(&wp, o->out_w, SW, mirror, w->line); /* (flipped here: a plain store) */
   start_decompress(w);
   JDIMENSION xoff = 0, xw = ci->output_width;
-  if (o->roi && bw < SW) { /* one iMCU of margin: see decode() */
+  if (o->roi && bw < SW && !incomplete_progressive(ci)) { /* margin: see decode() */
     const int a = box[0] - align > 0 ? box[0] - align : 0;
     const int b = box[2] + align < SW ? box[2] + align : SW;
     if (b - a < SW) {
       xoff = (JDIMENSION)a;
       xw = (JDIMENSION)(b - a);
-      jpeg_crop_scanline(ci, &xoff, &xw);
+      crop_columns(ci, &xoff, &xw);
     }
   }
   const size_t row_stride = (size_t)ci->output_width * 3;
@@ -704,6 +750,8 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
   struct jpeg_decompress_struct *ci = &w->cinfo;
   const int bad = check_input(data, len, o, err);
   if (bad) return bad;
+  const int fresh = fresh_decompressor(w, err);
+  if (fresh) return fresh;
   reset_warnings(&w->err);
   w->err.msg[0] = 0;
   w->entropy_on = 0;
@@ -818,7 +866,7 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
   start_decompress(w);
   const int CW = (int)ci->output_width; /* the decoded image's width: SW, or the cut's */
   JDIMENSION xoff = 0, xw = ci->output_width;
-  if (o->roi && rw < CW) {
+  if (o->roi && rw < CW && !incomplete_progressive(ci)) {
     /* Chroma upsampling treats the cropped row's ends as image edges: keep one iMCU of margin
      * on both sides so the columns we use are the same as in a full decode. */
     int margin = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
@@ -827,7 +875,7 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
     if (b - a < CW) {
       xoff = (JDIMENSION)a;
       xw = (JDIMENSION)(b - a);
-      jpeg_crop_scanline(ci, &xoff, &xw); /* widens to whole iMCU columns */
+      crop_columns(ci, &xoff, &xw); /* widens to whole iMCU columns */
     }
   }
   /* The rows the vertical filter needs are decoded straight into tmp (no copy), a few per
@@ -838,6 +886,10 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
   if (rc_grow((void **)&w->tmp, &w->tmp_cap, row_stride * nrows + rc_hpass_slack(&w->ch)) ||
       rc_grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch + RC_SLACK))
     return fail(ci, err, RC_NOMEM, "out of memory (row buffers)");
+  /* The horizontal pass's zero taps read past a row's end (the last row's, in tmp or line):
+   * keep those bytes defined, so that no output depends on memory never written. */
+  memset(w->tmp + row_stride * nrows, 0, rc_hpass_slack(&w->ch));
+  memset(w->line + (size_t)rw * 3, 0, rc_hpass_slack(&w->ch));
   if (o->roi && R0 - oy > 0) jpeg_skip_scanlines(ci, (JDIMENSION)(R0 - oy));
   /* without roi the whole image is decoded (for measuring) */
   if (read_rows(w, R0 - oy, R1 - oy, o->roi ? R1 - oy : SH, nch, row_stride))
@@ -964,6 +1016,8 @@ static int planes_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
   struct jpeg_decompress_struct *ci = &w->cinfo;
   const int bad = check_input(data, len, o, err);
   if (bad) return bad;
+  const int fresh = fresh_decompressor(w, err);
+  if (fresh) return fresh;
   reset_warnings(&w->err);
   w->err.msg[0] = 0;
   w->entropy_on = 0;
