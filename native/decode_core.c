@@ -19,6 +19,7 @@
 #include "pool.h"
 #include "resample.h"
 #include "restart.h"
+#include "streamcheck.h"
 #include "warp.h"
 
 #include <limits.h>
@@ -645,12 +646,28 @@ static int incomplete_progressive(j_decompress_ptr ci) {
   return 0;
 }
 
+/* Entropy-decodes the rows left below the last one read, so that the warnings cover the whole
+ * stream (NOTE [whole-stream check]): whole iMCU rows skipped (no IDCT), the last one read.
+ * (Not skipped to the end: libjpeg-turbo 2.1 then returns at once, reading nothing; a skip
+ * ending inside the last iMCU row warned of a premature end on a valid 2x4-sampled JPEG.) */
+static int read_to_end(rc_worker *w) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  const JDIMENSION end = ci->output_height;
+  const JDIMENSION imcu = (JDIMENSION)(ci->max_v_samp_factor * ci->min_DCT_scaled_size);
+  const JDIMENSION last = (end - 1) / imcu * imcu; /* the last iMCU row's first */
+  if (ci->output_scanline < last) jpeg_skip_scanlines(ci, last - ci->output_scanline);
+  JSAMPROW row = w->row;
+  while (ci->output_scanline < end)
+    if (jpeg_read_scanlines(ci, &row, 1) < 1) return -1;
+  return 0;
+}
+
 /* The geometry's way (draw->geom.on): after the header, the image's warp drawn (draw.c), the
  * DCT scale picked from the source pixels per output pixel, only the rows and iMCU columns
  * its taps read decoded, then each output row sampled once (warp.c) and stored. */
-static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int nch,
-                         int32_t *crop_out, uint8_t *flip_out, const rc_opts *o, void *out,
-                         char *err) {
+static int decode_warped(rc_worker *w, const uint8_t *data, size_t len, const rc_draw *draw,
+                         int64_t record, int nch, int32_t *crop_out, uint8_t *flip_out,
+                         const rc_opts *o, void *out, char *err) {
   struct jpeg_decompress_struct *ci = &w->cinfo;
   const int W = (int)ci->image_width, H = (int)ci->image_height;
   rc_warp wp;
@@ -712,8 +729,13 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
   if (rc_grow((void **)&w->tmp, &w->tmp_cap, row_stride * nrows + RC_SLACK) ||
       rc_grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch + RC_SLACK))
     return fail(ci, err, RC_NOMEM, "out of memory (row buffers)");
+  /* (the rows below the box: read once, as decode_pass does: NOTE [whole-stream check]) */
+  const int partial = o->roi && o->checked && !jpeg_has_multiple_scans(ci) && R1 < SH;
+  const uint64_t key = partial ? rc_checked_key(data, len) : 0;
+  const int whole_stream = partial && !rc_checked_has(o->checked, key);
   if (o->roi && R0 > 0) jpeg_skip_scanlines(ci, (JDIMENSION)R0);
-  if (read_rows(w, R0, R1, o->roi ? R1 : SH, nch, row_stride))
+  if (read_rows(w, R0, R1, o->roi ? R1 : SH, nch, row_stride) ||
+      (whole_stream && read_to_end(w)))
     return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
   jpeg_abort_decompress(ci);
   /* As decode(): the colour and store of the (already mirrored) rows. */
@@ -739,7 +761,9 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
     for (int yy = 0; yy < o->out_h; yy++)
       store(w, o, colour, norm, w->image + (size_t)yy * out_stride, out, yy, 0);
   }
-  return warned(&w->err, err);
+  const int status = warned(&w->err, err);
+  if (whole_stream && status == RC_OK) rc_checked_add(o->checked, key);
+  return status;
 }
 
 /* rc_decode, its window and flip either given (crop, flip) or drawn once the header gives the
@@ -768,7 +792,7 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
     if (refused) return refused;
     const int nch = set_out_color(ci);
     if (!nch) return fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
-    return decode_warped(w, draw, record, nch, crop_out, flip_out, o, out, err);
+    return decode_warped(w, data, len, draw, record, nch, crop_out, flip_out, o, out, err);
   }
   if (draw) {
     uint8_t drawn_flip;
@@ -846,11 +870,18 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
       (scratch && rc_grow((void **)&w->planes, &w->planes_cap, scratch)))
     return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
 
+  /* A JPEG not yet known whole, whose crop would leave entropy data unread (rows below it,
+   * segments outside it), is read whole: no cut, every row (NOTE [whole-stream check]). */
+  const int partial =
+      o->roi && o->checked && !jpeg_has_multiple_scans(ci) && (R1 < SH || ci->restart_interval);
+  const uint64_t key = partial ? rc_checked_key(data, len) : 0;
+  const int whole_stream = partial && !rc_checked_has(o->checked, key);
   /* With restart markers only the segments that cover the crop are decoded: the decode
    * reads a JPEG of them, whose pixel (0, 0) is the image's (ox, oy) (NOTE [restart cut]). */
   int ox = 0, oy = 0;
   rc_cut cut;
-  if (o->roi && ci->restart_interval && rc_restart_plan(ci, rx0, rx1, R0, R1, &cut)) {
+  if (o->roi && !whole_stream && ci->restart_interval &&
+      rc_restart_plan(ci, rx0, rx1, R0, R1, &cut)) {
     const size_t n = rc_restart_cut(ci, data, len, &cut, &w->cut, &w->cut_cap);
     if (n) {
       jpeg_abort_decompress(ci);
@@ -892,9 +923,10 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
   memset(w->line + (size_t)rw * 3, 0, rc_hpass_slack(&w->ch));
   if (o->roi && R0 - oy > 0) jpeg_skip_scanlines(ci, (JDIMENSION)(R0 - oy));
   /* without roi the whole image is decoded (for measuring) */
-  if (read_rows(w, R0 - oy, R1 - oy, o->roi ? R1 - oy : SH, nch, row_stride))
+  if (read_rows(w, R0 - oy, R1 - oy, o->roi ? R1 - oy : SH, nch, row_stride) ||
+      (whole_stream && read_to_end(w)))
     return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
-  jpeg_abort_decompress(ci); /* the rows below the crop are never decoded */
+  jpeg_abort_decompress(ci); /* the rows below the crop are never decoded (once known whole) */
 
   /* (at scale 1 the store flips the row; else the horizontal pass has) */
   const int store_flip = w->ch.identity ? mirror : 0;
@@ -937,7 +969,9 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
     for (int yy = 0; yy < o->out_h; yy++)
       store(w, o, colour, norm, w->image + (size_t)yy * out_stride, out, yy, store_flip);
   }
-  return warned(&w->err, err);
+  const int status = warned(&w->err, err);
+  if (whole_stream && status == RC_OK) rc_checked_add(o->checked, key);
+  return status;
 }
 
 static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,

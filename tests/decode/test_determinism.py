@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from recio import decode
+from recio.augment import CropSpec, GeometrySpec, KeyedDraw
 
 from ..conftest import require_native
 from .sampling_corpus import HEIGHT, WIDTH, files, scan_cuts
@@ -110,3 +111,20 @@ def test_crops_of_a_progressive_jpeg_cut_at_a_scan_boundary_match_its_whole_deco
             got = np.zeros((1, h, w, 3), np.uint8)
             assert pool.decode_batch([cut], got, crops=[(x, y, w, h)])[0] == 0
             assert np.array_equal(got[0], full[y : y + h, x : x + w]), (k, (x, y, w, h))
+
+
+def test_a_jpeg_cut_short_is_truncated_under_every_drawn_warp(pool) -> None:
+    """The geometry's way decodes only the rows its warp reads: a JPEG cut short below them is
+    still truncated, in every epoch (NOTE [whole-stream check])."""
+    rng = np.random.default_rng(5)
+    small = rng.integers(0, 256, (30, 40, 3), dtype=np.uint8)
+    good = encode(np.asarray(Image.fromarray(small).resize((160, 120))), quality=90)
+    cut = good[: len(good) * 3 // 4]
+    spec = CropSpec(24, 24, rand_crop=True)
+    out = np.zeros((1, 24, 24, 3), np.uint8)
+    for epoch in range(6):
+        draw = KeyedDraw(spec, seed=1, epoch=epoch, geometry=GeometrySpec(max_rotate_angle=10))
+        records = np.array([epoch], np.int64)
+        assert pool.decode_batch([good], out, draw=draw, records=records)[0] == 0
+        status = pool.decode_batch([cut], out, draw=draw, records=records)[0]
+        assert status == decode.Status.TRUNCATED, (epoch, pool.last_errors())

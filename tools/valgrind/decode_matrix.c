@@ -2,7 +2,8 @@
  *
  * For each JPEG named on the command line: every DCT scale (1/8 .. 8/8), crops starting at
  * every pixel offset of an MCU and crops reaching the right and bottom edges, flipped and
- * not, through rc_decode (RGB, crop-aware row reads) and rc_decode_planes (im2rec's planes).
+ * not, through rc_decode (RGB, crop-aware row reads; each file read whole first, NOTE
+ * [whole-stream check]) and rc_decode_planes (im2rec's planes).
  * Every output byte is checked to be defined (a copy of an uninitialised byte raises no
  * memcheck error by itself; VALGRIND_CHECK_MEM_IS_DEFINED does). Exits 1 on a decode that
  * does not return RC_OK; valgrind's --error-exitcode reports the rest.
@@ -13,7 +14,11 @@
 
 #include <valgrind/memcheck.h>
 
+#include "crc32c.h"
 #include "decode_core.h"
+#include "streamcheck.h"
+
+static rc_checked checked; /* as a pool's: each file's first decode reads its whole stream */
 
 static unsigned char *read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
@@ -44,6 +49,7 @@ static int decode_one(rc_worker *w, const char *path, const unsigned char *data,
   o.dct_mode = RC_DCT_ALL;
   o.roi = roi;
   o.max_pixels = (uint64_t)1 << 32;
+  o.checked = &checked;
   char err[RC_ERRLEN];
   const unsigned errors = VALGRIND_COUNT_ERRORS;
   unsigned char *out = malloc((size_t)out_w * out_h * 3);
@@ -78,6 +84,8 @@ static int decode_one(rc_worker *w, const char *path, const unsigned char *data,
 
 int main(int argc, char **argv) {
   int failed = 0, decodes = 0;
+  rc_crc32c_init();
+  rc_checked_init(&checked);
   rc_worker *w = rc_worker_new();
   if (!w) return 2;
   for (int a = 1; a < argc; a++) {
@@ -109,6 +117,7 @@ int main(int argc, char **argv) {
     free(data);
   }
   rc_worker_free(w);
+  rc_checked_destroy(&checked);
   printf("%d decodes, %s\n", decodes, failed ? "some failed" : "all ok");
   return failed;
 }
