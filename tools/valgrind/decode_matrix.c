@@ -16,6 +16,7 @@
 
 #include "crc32c.h"
 #include "decode_core.h"
+#include "encode_core.h" /* rc_decode_planes */
 #include "streamcheck.h"
 
 static rc_checked checked; /* as a pool's: each file's first decode reads its whole stream */
