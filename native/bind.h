@@ -20,6 +20,7 @@
 #include "lossless.h"
 #include "pool.h"
 #include "records_core.h"
+#include "streamcheck.h"
 
 /* A doc string another binding file's table refers to. */
 #define RC_DOC(name, str) const char name[] = PyDoc_STR(str)
@@ -40,6 +41,8 @@ typedef struct {
    * release(), by recio.decode's Pillow path; it outlives the rc_pool (a Pillow decode may
    * still hold a share when close() frees the threads). Its limit is set once, by init. */
   rc_budget budget;
+  /* NOTE [whole-stream check] (streamcheck.h): the JPEGs this pool's decodes read whole. */
+  rc_checked checked;
 } PoolObject;
 
 /* One decode batch as its tasks (decode_task) read it: the images or records, the windows
