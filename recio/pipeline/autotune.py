@@ -12,10 +12,16 @@ decides:
 - else nothing.
 
 Hysteresis, so that it settles: a window right after a change is not judged (the queue is
-still filling or draining); when the consumer starves in the window after a park, the
-thread comes back and that count becomes a floor that is not parked below again (the
-consumer does need it); a floor is forgotten after ``forget`` windows without a change, so
-that a consumer that slows down later still lets threads go. Parking only, never ending
+still filling or draining); when the consumer starves in the window after a park, or takes
+batches more than ``drop`` slower than in the window that decided it, the thread comes back
+and that count becomes a floor that is not parked below again (the consumer does need it);
+a floor is forgotten after ``forget`` windows without a change, so that a consumer that
+slows down later still lets threads go.
+
+The rate check tells a consumer that is slow because of its own step from one that is slow
+because other jobs hold the cores: both leave batches ready and never wait, but parking a
+thread behind a real step changes nothing, while on busy cores it costs the pipeline a
+share of the CPU and the consumer's rate falls with it. Parking only, never ending
 threads (NOTE [parked threads] in native/pool.c), so a change costs nothing. The
 decisions are a function of the observations alone, so tests drive them with made-up
 times.
@@ -41,6 +47,7 @@ class ThreadTuner:
     calm: float = 0.01
     idle: float = 0.6
     forget: int = 100
+    drop: float = 0.25
     changes: list[tuple[int, int]] = field(default_factory=list)  # (batch, threads) per change
     _wait: float = 0.0
     _away: float = 0.0
@@ -51,6 +58,7 @@ class ThreadTuner:
     _floor: int = 1
     _parked_last: bool = False
     _quiet: int = 0
+    _rate_before_park: float = 0.0
 
     def __post_init__(self) -> None:
         self.least = max(1, self.least)
@@ -71,6 +79,7 @@ class ThreadTuner:
         if self._seen < self.window:
             return None
         wait, total, ready_mean = self._wait, self._wait + self._away, self._ready / self._seen
+        rate = self._seen / total if total > 0 else 0.0  # batches a second, as the consumer saw
         self._wait = self._away = self._ready = 0.0
         self._seen = 0
         if self._skip:  # the window after a change: the queue was settling
@@ -78,14 +87,15 @@ class ThreadTuner:
             return None
         share = wait / total if total > 0 else 0.0
         parked_last, self._parked_last = self._parked_last, False
+        slower = parked_last and rate < (1 - self.drop) * self._rate_before_park
         new = self.threads
-        if share > self.starve and self.threads < self.most:
+        if (share > self.starve or slower) and self.threads < self.most:
             new = self.threads + 1
             if parked_last:  # parked one too many: this count is needed
                 self._floor = max(self._floor, new)
         elif share < self.calm and ready_mean >= self.idle and self.threads > self._floor:
             new = self.threads - 1
-            self._parked_last = True
+            self._parked_last, self._rate_before_park = True, rate
         if new == self.threads:
             self._quiet += 1
             if self._quiet >= self.forget:
