@@ -97,6 +97,45 @@ def test_noise_in_the_rate_after_a_park_within_drop_keeps_it():
     assert tuner.threads == 1
 
 
+def _starved_on_busy_cores(tuner: ThreadTuner, rate: dict, batches: int, ran: float = 0.3):
+    """A consumer that waits for every batch, on cores other jobs hold: at ``n`` threads
+    the pipeline gives ``rate[n]`` batches a second, each thread on a core ``ran`` of its
+    working time."""
+    counts = []
+    for _ in range(batches):
+        period = 1.0 / rate[tuner.threads]
+        busy = tuner.threads * period
+        tuner.observe(0.9 * period, 0.1 * period, 0.0, busy, ran * busy)
+        counts.append(tuner.threads)
+    return counts
+
+
+def test_on_busy_cores_threads_past_the_share_are_kept_while_they_pay():
+    """The loaded run's rates (1-4 threads: 83, 152, 196, 175 images/s): the tuner goes
+    past the share of two to three threads, tries four, finds no gain and keeps three."""
+    tuner = ThreadTuner(most=2, threads=2, burst=4)
+    counts = _starved_on_busy_cores(tuner, {1: 83.0, 2: 152.0, 3: 196.0, 4: 175.0}, 4000)
+    assert max(counts) == 4 and np.mean(np.array(counts[200:]) == 3) > 0.95
+
+
+def test_on_busy_cores_a_thread_that_wins_nothing_is_parked_again():
+    """Other jobs that are this job's own ranks: a thread more gains nothing."""
+    tuner = ThreadTuner(most=2, threads=2, burst=4)
+    counts = _starved_on_busy_cores(tuner, {1: 80.0, 2: 150.0, 3: 150.0, 4: 150.0}, 4000)
+    tries = [b for b, t in tuner.changes if t == 3]
+    assert 1 <= len(tries) <= 4000 // (tuner.window * tuner.forget) + 1
+    assert np.mean(np.array(counts) == 2) > 0.95
+
+
+def test_free_cores_never_take_threads_past_the_share():
+    tuner = ThreadTuner(most=2, threads=2, burst=4)
+    counts = _starved_on_busy_cores(tuner, {1: 80.0, 2: 150.0, 3: 200.0, 4: 250.0}, 400, ran=1.0)
+    assert max(counts) == 2
+    tuner.threads = 4  # past the share, then the other jobs end: back to the share
+    counts = _starved_on_busy_cores(tuner, {1: 80.0, 2: 150.0, 3: 200.0, 4: 250.0}, 400, ran=1.0)
+    assert counts[-1] == 2
+
+
 def _batch_images(n=48, seed=0):
     rng = np.random.default_rng(seed)
     return [jpeg(rng, int(rng.integers(300, 500)), int(rng.integers(300, 500))) for _ in range(n)]
@@ -161,7 +200,7 @@ def test_a_sleeping_consumer_parks_threads_and_the_stats_say_so(rec, monkeypatch
         if it.plan.max_threads < 2:
             pytest.skip("one usable core: nothing to park")
         observe = tuner.observe
-        monkeypatch.setattr(tuner, "observe", lambda w, a, r: observe(0.0, 0.02, 1.0))
+        monkeypatch.setattr(tuner, "observe", lambda *_: observe(0.0, 0.02, 1.0))
         for _ in range(3):
             for _ in it:
                 time.sleep(0.02)  # a step far longer than a batch's decode
@@ -189,16 +228,17 @@ def test_a_fast_consumer_gets_the_threads_back(rec, monkeypatch):
         seen = []
         observe = tuner.observe
 
-        def waiting(wait_s, away_s, ready):
-            seen.append((wait_s, away_s, ready))
-            return observe(0.01, 0.001, 0.0)  # waited 10 ms, away 1 ms, nothing ready
+        def waiting(wait_s, away_s, ready, busy_s, cpu_s):
+            seen.append((wait_s, away_s, ready, busy_s, cpu_s))
+            # waited 10 ms, away 1 ms, nothing ready; the threads on their cores throughout
+            return observe(0.01, 0.001, 0.0, 0.01, 0.01)
 
         monkeypatch.setattr(tuner, "observe", waiting)
         for _ in range(4):
             for _ in it:
                 pass
         assert len(seen) >= 4 * (len(it) - 1)  # every batch but each epoch's first
-        assert all(w >= 0 and a >= 0 and 0 <= r <= 1 for w, a, r in seen)
+        assert all(min(w, a, b, c) >= 0 and 0 <= r <= 1 for w, a, r, b, c in seen)
         assert tuner.threads == it.plan.max_threads
         assert it.pool.activity()[0] == it.plan.max_threads
 
