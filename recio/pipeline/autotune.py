@@ -28,13 +28,15 @@ time they were working (their CPU time against their busy time, from the pool), 
 hold the cores, and a thread more wins the pipeline a larger share of them. So while the
 consumer starves in such a window the tuner adds threads past the plan's share, up to
 ``burst`` (the pool's size), one at a time, and keeps each only if the consumer's rate rose
-by at least ``gain`` with it: where it did not (the other jobs are this job's own ranks,
-say, and a thread more only adds switching) it is parked again and the count becomes a
-ceiling until the floor is forgotten. A window whose threads are not contended parks the
-threads past the share again. Parking only, never ending
-threads (NOTE [parked threads] in native/pool.c), so a change costs nothing. The
-decisions are a function of the observations alone, so tests drive them with made-up
-times.
+with it (by more than ``gain``; 0: any rise, since a thread more on busy cores costs little
+and the noise must not take a useful one away). Where it did not (the other jobs are this
+job's own ranks, say, and a thread more only adds switching) it is parked again and the
+count becomes a ceiling until the floor is forgotten. A window whose threads are not
+contended parks the threads past the share again.
+
+Parking only, never ending threads (NOTE [parked threads] in native/pool.c), so a change
+costs nothing. The decisions are a function of the observations alone, so tests drive them
+with made-up times.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ class ThreadTuner:
     drop: float = 0.25
     burst: int = 0
     contended: float = 0.8
-    gain: float = 0.05
+    gain: float = 0.0
     changes: list[tuple[int, int]] = field(default_factory=list)  # (batch, threads) per change
     _wait: float = 0.0
     _away: float = 0.0
@@ -117,7 +119,7 @@ class ThreadTuner:
         slower = parked_last and rate < (1 - self.drop) * self._rate_before_park
         top = min(self.burst, self._ceiling) if contended else self.most
         new = self.threads
-        if added and rate < (1 + self.gain) * self._rate_before_add:
+        if added and rate <= (1 + self.gain) * self._rate_before_add:
             new = self.threads - 1  # a thread past the share that won nothing
             self._ceiling = new
         elif (share > self.starve or slower) and self.threads < top:
