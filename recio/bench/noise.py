@@ -129,8 +129,8 @@ class Comparison:
                 f"{self.ratio:.2f}x); run `recio bench` with --repeats 3 or more"
             )
         return (
-            f"the machine was too busy to tell {what}: {ran} {self.spread()}, more than the "
-            f"{self.effect:.0%} difference measured; run `recio bench` again with more "
+            f"the machine was too busy to tell {what}: {ran} {self.spread()}, a spread "
+            f"larger than the {self.ratio:.2f}x measured; run `recio bench` again with more "
             "--repeats when the machine is quieter"
         )
 

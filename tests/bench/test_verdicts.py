@@ -71,6 +71,7 @@ def test_the_optimize_verdict_under_noise_says_too_busy_and_by_how_much():
     words = optimize_verdict(stages, MarkerCensus(8, 8, 0), None)
     assert "too busy to tell whether recio optimize would speed the iterator" in words
     assert "0.89x to 1.40x in 3 interleaved rounds" in words and "noise ±" in words
+    assert "larger than the 1.30x measured" in words
     assert "--repeats" in words and "would slow" not in words and "as fast here" not in words
 
 
