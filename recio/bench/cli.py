@@ -87,7 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=at_least(1),
         default=3,
         metavar="R",
-        help="repeats of each stage; the figures are their median, min and max",
+        help="interleaved rounds, each measuring every stage once; the figures are their "
+        "median, min and max, and a verdict needs an effect larger than their spread",
     )
     parser.add_argument(
         "--optimize-limit",

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..augment import KeyedDraw
-from ..decode import DecodeOptions, DecodePool, Status
+from ..decode import DecodeOptions, DecodePool, Status, default_backend
 from ..errors import RecordIOError
 from ..records.checksum import MismatchedPayload
 from ..records.file import RecordFile
@@ -134,11 +134,15 @@ class ImageRecordIter(PositionedIterator):
         self._imglist = None
         if config.path_imglist is not None:
             self._imglist = ImageList(config.path_imglist, config.label_width)
-        self.pool = DecodePool(self.plan.max_threads)
+        # Tuned: the pool holds twice the plan's share, parked past it unless other jobs hold
+        # the cores (NOTE [thread tuner]); a parked thread costs nothing.
+        tuned = self.plan.tuned and default_backend() == "native" and self.plan.max_threads > 1
+        burst = 2 * self.plan.max_threads if tuned else self.plan.max_threads
+        self.pool = DecodePool(burst)
         self.pool.set_active_threads(self.plan.threads)
         tuner = None
-        if self.plan.tuned and self.pool.backend == "native" and self.plan.max_threads > 1:
-            tuner = ThreadTuner(self.plan.max_threads, self.plan.threads)
+        if tuned and self.pool.backend == "native":
+            tuner = ThreadTuner(self.plan.max_threads, self.plan.threads, burst=burst)
         self._governor = Governor(self.pool, self.stats.stages, tuner)
         self.tracer = tracer
         # Batch arrays outlive each epoch's pipeline: two in decode, the queued ones, and the
