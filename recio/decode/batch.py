@@ -3,7 +3,7 @@
 :class:`DecodeJob` is what :class:`~recio.decode.DecodePool` makes of a call: the output
 array checked against the :class:`~recio.decode.options.DecodeOptions`, the crops and flips
 (or the draw that makes them), the normalisation's tables. The native pool gets it as one
-``JobOptions`` (``DecodePool._job_options``); the images it leaves go through
+``JobOptions`` (``DecodePool.job_options``); the images it leaves go through
 :meth:`DecodeJob.decode_pil`.
 """
 
