@@ -373,7 +373,7 @@ class DecodePool:
 
         ``base`` may also be a list of bytes-like objects, one per record (a remote batch's
         extents as fetched): record ``i`` is then at ``offsets[i]`` of ``base[i]``, and its
-        image inside it (NOTE [unjoined extents] in recio/pipeline/iterator.py).
+        image inside it (NOTE [unjoined extents] in recio/pipeline/remote.py).
 
         The pool's threads work through the queued batches in turn, going from one to the
         next without a Python thread waking up in between (NOTE [job queue] in
@@ -452,10 +452,10 @@ class DecodePool:
     def finish_batch(
         self, job: DecodeJob, buffers: Any, status: np.ndarray, errors, todo: list
     ) -> None:
-        """Finish a batch the native pool decoded: the ``todo`` images with Pillow, the
-        failed slots zeroed, the errors kept for :meth:`last_errors`.
+        """Finish a batch: the ``todo`` images with Pillow, the failed slots zeroed.
 
-        ``errors``: the native pool's per image text, None where it says no image failed.
+        The errors are kept for :meth:`last_errors`. ``errors``: the native pool's text per
+        image, None where it says no image failed.
         """
         if todo:  # PNG & co. on the native backend (usually few), everything on the fallback
 

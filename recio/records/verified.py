@@ -147,7 +147,7 @@ class VerifiedReads:
         """Whether every record at ``positions`` of the local map ``view`` matches its checksum.
 
         ``offsets``: the records' offsets. Nothing is counted or raised: the iterator's
-        common batch checks this way (NOTE [lean batches] in :mod:`recio.pipeline.iterator`),
+        common batch checks this way (NOTE [lean batches] in :mod:`recio.pipeline.queued`),
         and one that does not match goes the way that names, counts and marks its records
         (:meth:`verify_view`). Called only with a sidecar.
         """
