@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..augment import KeyedDraw, apply_colour
-from ..augment.geometry import plan, warp_image
+from ..augment.draws import plan
+from ..augment.warp_reference import warp_image
 from ._pillow import Budget, pil_decode, pil_filters, pil_size
 from .options import DecodeOptions, lut
 
