@@ -113,8 +113,15 @@ class RecordsJob:
     """:meth:`DecodePool.records_job`: the shared arguments of many ``submit_records``."""
 
     __slots__ = (
-        "_drawn", "_dtype", "_job", "_native_options", "_options", "_pool", "_shape", "_width",
-    )  # fmt: skip
+        "_drawn",
+        "_dtype",
+        "_job",
+        "_native_options",
+        "_options",
+        "_pool",
+        "_shape",
+        "_width",
+    )
 
     def __init__(
         self,
@@ -155,9 +162,14 @@ class RecordsJob:
             )
         if self._native_options is None or not n or offsets.dtype != np.int64:
             return pool.submit_records(
-                base, offsets, out, label_width=self._width, draw=self._job.draw,
-                records=records, options=self._options,
-            )  # fmt: skip
+                base,
+                offsets,
+                out,
+                label_width=self._width,
+                draw=self._job.draw,
+                records=records,
+                options=self._options,
+            )
         if out.shape[0] != n:
             out = out[:n]
         labels = np.zeros((n, self._width), dtype=np.float32)
@@ -170,9 +182,19 @@ class RecordsJob:
             crops, flips = np.zeros((n, 4), dtype=np.int32), np.zeros(n, dtype=np.uint8)
             keys = records
         handle = native.submit_records(
-            base, offsets, labels, ids, starts, lengths, out, status, self._native_options,
-            crops, flips, keys,
-        )  # fmt: skip
+            base,
+            offsets,
+            labels,
+            ids,
+            starts,
+            lengths,
+            out,
+            status,
+            self._native_options,
+            crops,
+            flips,
+            keys,
+        )
         job = (self, out, crops, flips, records)
         return PendingRecords(pool, job, base, status, labels, ids, starts, lengths, handle)
 
@@ -203,9 +225,19 @@ class RecordsJob:
         if not self._drawn:
             crops = flips = records = None
         handle = native.submit_records(
-            base, offsets, labels, ids, starts, lengths, out, status, self._native_options,
-            crops, flips, records,
-        )  # fmt: skip
+            base,
+            offsets,
+            labels,
+            ids,
+            starts,
+            lengths,
+            out,
+            status,
+            self._native_options,
+            crops,
+            flips,
+            records,
+        )
         return handle, labels, ids
 
     def pending(self, base, out, records, rows, handle, labels, ids) -> PendingRecords:

@@ -322,9 +322,16 @@ class DecodePool:
             images, spans = _native_images(buffers)
             starts, lengths = spans or (None, None)
             errors = self._native.decode_batch(
-                images, job.out, status, self.job_options(job), job.crops, job.flips, starts,
-                lengths, job.records,
-            )  # fmt: skip
+                images,
+                job.out,
+                status,
+                self.job_options(job),
+                job.crops,
+                job.flips,
+                starts,
+                lengths,
+                job.records,
+            )
             todo = np.flatnonzero(status == UNSUPPORTED_CODE).tolist() if errors is not None else []
         else:
             todo = list(range(n))
@@ -353,9 +360,14 @@ class DecodePool:
         backend. Other arguments as :meth:`decode_batch`.
         """
         return self.submit_records(
-            base, offsets, out, label_width=label_width, draw=draw, records=records,
+            base,
+            offsets,
+            out,
+            label_width=label_width,
+            draw=draw,
+            records=records,
             options=DecodeOptions.of(options, option_fields),
-        ).result()  # fmt: skip
+        ).result()
 
     def submit_records(
         self,
@@ -397,9 +409,19 @@ class DecodePool:
         handle = None
         if self.backend == "native" and n:
             handle = self._native.submit_records(
-                base, offsets, labels, ids, starts, lengths, job.out, status,
-                self.job_options(job), job.crops, job.flips, job.records,
-            )  # fmt: skip
+                base,
+                offsets,
+                labels,
+                ids,
+                starts,
+                lengths,
+                job.out,
+                status,
+                self.job_options(job),
+                job.crops,
+                job.flips,
+                job.records,
+            )
         return PendingRecords(self, job, base, status, labels, ids, starts, lengths, handle)
 
     def records_job(

@@ -78,10 +78,16 @@ class QueuedPipeline(PipelineRun):
         self._queued: collections.deque = collections.deque()  # (step, raw, out, pending, t0)
         self._lock = threading.RLock()  # get against a stop() from another thread
         self.reader = BatchReader(
-            self.records, self.pool, it.config.batch_shape, it.buffers.dtype,
-            label_width=self.read_label_width, draw=self.draw, options=self.decode_options,
-            raise_bad_headers=self.raise_bad_headers, label_maps=self.label_maps,
-        )  # fmt: skip
+            self.records,
+            self.pool,
+            it.config.batch_shape,
+            it.buffers.dtype,
+            label_width=self.read_label_width,
+            draw=self.draw,
+            options=self.decode_options,
+            raise_bad_headers=self.raise_bad_headers,
+            label_maps=self.label_maps,
+        )
         # The common batch (NOTE [lean batches]): its plan a slice, its small arrays reused.
         self._slices = self.sampler.slices(epoch) if self.reader.local else None
         self._rows = [self.reader.rows(it.config.batch_size) for _ in range(self.depth + 2)]

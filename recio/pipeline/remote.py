@@ -92,9 +92,11 @@ class RemotePipeline(PipelineRun):
                 config.batch_shape, it.buffers.dtype, draw=self.draw, options=self.decode_options
             )
         self._starts: dict[int, np.ndarray] = {}  # n -> n zeros: a record starts each extent
-        work = [(self._read, self.read_q, "recio-reader"),
-                (self._decode, self.ready_q, "recio-decoder"),
-                (self._decode, self.ready_q, "recio-decoder-2")]  # fmt: skip
+        work = [
+            (self._read, self.read_q, "recio-reader"),
+            (self._decode, self.ready_q, "recio-decoder"),
+            (self._decode, self.ready_q, "recio-decoder-2"),
+        ]
         self.threads = [
             threading.Thread(target=self._guard, args=(fn, out_q), name=name, daemon=True)
             for fn, out_q, name in work

@@ -117,10 +117,15 @@ class PipelineRun:
         self.buffers = it.buffers
         self.refill = Refill(self.sampler)  # NOTE [refill]
         self._take = decoded(
-            self.records, self.pool, config.batch_shape[1:], it.buffers.dtype,
-            label_width=self.read_label_width, draw=self.draw, options=self.decode_options,
+            self.records,
+            self.pool,
+            config.batch_shape[1:],
+            it.buffers.dtype,
+            label_width=self.read_label_width,
+            draw=self.draw,
+            options=self.decode_options,
             label_maps=self.label_maps,
-        )  # fmt: skip
+        )
 
     def _raw(self, plan, payloads) -> RawBatch:
         epochs = self.sampler.slot_epochs(plan)
@@ -130,11 +135,19 @@ class PipelineRun:
 
     def _submit(self, raw: RawBatch, out: np.ndarray) -> PendingBatch:
         return submit_read_and_decode(
-            self.records, raw.positions, self.pool, out, label_width=self.read_label_width,
-            draw=self.draw, options=self.decode_options, payloads=raw.payloads,
-            raise_bad_headers=self.raise_bad_headers, epochs=raw.epochs, keys=raw.keys,
+            self.records,
+            raw.positions,
+            self.pool,
+            out,
+            label_width=self.read_label_width,
+            draw=self.draw,
+            options=self.decode_options,
+            payloads=raw.payloads,
+            raise_bad_headers=self.raise_bad_headers,
+            epochs=raw.epochs,
+            keys=raw.keys,
             label_maps=self.label_maps,
-        )  # fmt: skip
+        )
 
     def _batch(self, raw: RawBatch, out: np.ndarray, got) -> tuple:
         """The consumer's item of a decoded batch: the Batch, and what the stats count."""

@@ -115,12 +115,18 @@ class RecordFile(VerifiedReads, RecordsBase):
         with storage.one_client():  # the .rec, .idx and sidecar through one client
             try:
                 self.source = storage.open_source(
-                    self.url, storage_options, fetch=fetch, cache_dir=cache_dir,
+                    self.url,
+                    storage_options,
+                    fetch=fetch,
+                    cache_dir=cache_dir,
                     cache_limit=cache_limit,
-                )  # fmt: skip
+                )
             except FileNotFoundError as exc:
-                raise _missing(exc, self.url, "check the path, or make a .rec from an image "
-                               "folder with `recio im2rec`") from exc  # fmt: skip
+                raise _missing(
+                    exc,
+                    self.url,
+                    "check the path, or make a .rec from an image folder with `recio im2rec`",
+                ) from exc
             try:
                 self._load_index(idx_url)
                 self.checksums = self._load_checksums(mode)
@@ -139,10 +145,12 @@ class RecordFile(VerifiedReads, RecordsBase):
                 data = storage.read_bytes(idx_url, self.storage_options)
             except FileNotFoundError as exc:
                 raise _missing(
-                    exc, idx_url, f"the .idx given for {self.url}: check the path, leave it "
+                    exc,
+                    idx_url,
+                    f"the .idx given for {self.url}: check the path, leave it "
                     f"out to use the one beside the .rec, or write it with `recio index "
                     f"{self.url}`",
-                ) from exc  # fmt: skip
+                ) from exc
             self.keys, self.offsets = parse_idx_arrays(data, path=idx_url)
             del data  # the text of a 40M-line .idx is ~800 MB
             check_offsets(idx_url, self.keys, self.offsets, self.source)
@@ -416,6 +424,30 @@ class RecordFile(VerifiedReads, RecordsBase):
         if self._repairs:
             self._mend_copy(view, np.asarray(positions, dtype=np.int64))
         return view
+
+    def mapped_batch(self, positions: np.ndarray) -> tuple[memoryview, np.ndarray]:
+        """A local batch's first read step: the map, and the offsets of ``positions`` in it.
+
+        The file checked open; records the map lost are kept (:meth:`local_view` with
+        ``keep_lost``), for the batch reader's :meth:`view_problems` and :meth:`lost` to
+        make bad slots of once the records are parsed.
+        """
+        self.check_open()
+        return self.local_view(positions, keep_lost=True), self.offsets[positions]
+
+    def view_problems(self, view: memoryview, positions: np.ndarray) -> dict[int, RecordIOError]:
+        """A local batch's check after its parse: slot -> why the record there is bad.
+
+        The records that fail their checksum or whose frames do not chain
+        (:meth:`verify_view`), with, where there are any, those the map lost (what they
+        read is not the file's bytes: :meth:`lost`); each error names the file, byte
+        offset and key. Empty without a sidecar.
+        """
+        problems = self.verify_view(view, positions)
+        if not problems:
+            return problems
+        problems.update(self.lost(positions))
+        return {j: self.bad_record(int(positions[j]), e) for j, e in problems.items()}
 
     def lost(self, positions: np.ndarray) -> dict[int, TruncatedRecordError]:
         """The records of ``positions`` the map no longer holds in full: slot -> error.
