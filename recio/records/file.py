@@ -26,7 +26,7 @@ from ..errors import (
     TruncatedRecordError,
 )
 from .batch import BatchRecords, gather_words, map_words, read_file_batch
-from .checksum import MismatchedPayload, resolve_verify
+from .checksum import Checksums, MismatchedPayload, resolve_verify
 from .cursor import RecordCursor
 from .format import FRAME_HEADER_SIZE, MAGIC, MAX_PAYLOAD, parse_idx_arrays, read_record
 from .index import check_offsets, default_idx_path, first_gap, not_a_record_start, warn_gap
@@ -34,7 +34,7 @@ from .protocol import RecordsBase
 from .samples import RecordLayout, layout_of_file
 from .scan import scan_source
 from .shard_names import is_shard_spec
-from .verified import VerifiedReads, put_problems
+from .verified import SidecarChecks, put_problems
 
 __all__ = ["RecordFile"]
 
@@ -64,7 +64,7 @@ def _warn_scan(url: str) -> None:
     )
 
 
-class RecordFile(VerifiedReads, RecordsBase):
+class RecordFile(RecordsBase):
     """Random access to every record of a ``.rec``, by position in its index.
 
     Offsets come from ``idx_url`` (default: the ``.rec`` name with ``.idx``) or,
@@ -111,7 +111,7 @@ class RecordFile(VerifiedReads, RecordsBase):
         mode = resolve_verify(verify_checksums, self.url)
         self.closed = False
         self._gap_seen = False  # NOTE [index gaps]: warned once per file
-        self._start_stats()
+        self.sidecar = SidecarChecks(None)  # loaded with the index, below
         with storage.one_client():  # the .rec, .idx and sidecar through one client
             try:
                 self.source = storage.open_source(
@@ -129,7 +129,7 @@ class RecordFile(VerifiedReads, RecordsBase):
                 ) from exc
             try:
                 self._load_index(idx_url)
-                self.checksums = self._load_checksums(mode)
+                self.sidecar = SidecarChecks.load(self, mode)
             except BaseException:
                 self.source.close()
                 raise
@@ -242,7 +242,7 @@ class RecordFile(VerifiedReads, RecordsBase):
         self.check_open()
         offset = int(self.offsets[i])
         # a whole-file copy is mended before the parse: a damaged header would stop it
-        view = self.local_view(np.array([i])) if self._repairs else None
+        view = self.local_view(np.array([i])) if self.sidecar.repairs(self) else None
         try:
             if self.is_local:
                 payload, end = self._cursor.read_at(offset, i)
@@ -293,7 +293,7 @@ class RecordFile(VerifiedReads, RecordsBase):
         data = self.source.read(offset, length)
         if self.checksums is not None:
             datas = [data]
-            problems = self._check_extents([i], datas)
+            problems = self.sidecar.check_extents(self, [i], datas)
             if problems:
                 raise problems[0]
             data = datas[0]
@@ -370,7 +370,9 @@ class RecordFile(VerifiedReads, RecordsBase):
                 zip(self.offsets[positions].tolist(), self.lengths[positions].tolist(), strict=True)
             )
             datas = list(self.source.read_ranges(ranges))
-        problems = {} if self.checksums is None else self._check_extents(positions, datas, until)
+        problems = {}
+        if self.checksums is not None:
+            problems = self.sidecar.check_extents(self, positions, datas, until)
         return datas, problems
 
     def framed(self, i: int, data) -> memoryview | bytes:
@@ -407,7 +409,8 @@ class RecordFile(VerifiedReads, RecordsBase):
         """The map as far as it holds the file's bytes now (parsing it cannot fault).
 
         Of a whole-file copy of remote data, with a checksum sidecar, the records at
-        ``positions`` are checked first and any damaged one mended (:meth:`_mend_copy`).
+        ``positions`` are checked first and any damaged one mended
+        (:meth:`SidecarChecks.mend_copy`).
         ``keep_lost``: a record the view no longer holds is the caller's to find (a batch
         reader's bad slot, :meth:`lost`), not an error here.
 
@@ -421,9 +424,27 @@ class RecordFile(VerifiedReads, RecordsBase):
             if gone.size:
                 i = int(positions[gone[0]])
                 raise self.source.truncated(int(self.offsets[i]), len(view), i)
-        if self._repairs:
-            self._mend_copy(view, np.asarray(positions, dtype=np.int64))
+        if self.sidecar.repairs(self):
+            self.sidecar.mend_copy(self, view, np.asarray(positions, dtype=np.int64))
         return view
+
+    @property
+    def checksums(self) -> Checksums | None:
+        """The checksum sidecar reads are checked against (None: not checked)."""
+        return self.sidecar.checksums
+
+    @property
+    def checksum_stats(self) -> dict[str, int]:
+        """Records fetched again after a checksum mismatch, and mismatches, so far."""
+        return self.sidecar.stats
+
+    def verify_view(self, view: memoryview, positions: np.ndarray) -> dict[int, RecordIOError]:
+        """:meth:`SidecarChecks.verify_view` of this file's records at ``positions``."""
+        return self.sidecar.verify_view(self, view, positions)
+
+    def view_matches(self, view: memoryview, offsets: np.ndarray, positions: np.ndarray) -> bool:
+        """:meth:`SidecarChecks.view_matches`: whether every record there matches (no count)."""
+        return self.sidecar.view_matches(view, offsets, positions)
 
     def mapped_batch(self, positions: np.ndarray) -> tuple[memoryview, np.ndarray]:
         """A local batch's first read step: the map, and the offsets of ``positions`` in it.
@@ -468,6 +489,26 @@ class RecordFile(VerifiedReads, RecordsBase):
             i = int(positions[j])
             lost[j] = self.bad_record(i, self.source.truncated(int(self.offsets[i]), readable, i))
         return lost
+
+    def head_words(self, positions: np.ndarray, count: int) -> np.ndarray:
+        """The first ``count`` little-endian uint32 words of the records at ``positions``.
+
+        (n, count); words past the end of the file are 0. From the map of a local file,
+        else ``count * 4`` bytes fetched per record.
+        """
+        offsets = self.offsets[positions]
+        view = self.source.mapped_view()
+        if view is not None:
+            words = np.frombuffer(view, dtype="<u4", count=len(view) // 4)
+            at = offsets // 4  # record starts are 4-byte aligned
+            inside = at + count <= len(words)
+            out = np.zeros((len(offsets), count), dtype=np.uint32)
+            out[inside] = words[at[inside, None] + np.arange(count)]
+            return out
+        size = 4 * count
+        datas = self.source.read_ranges([(int(o), size) for o in offsets])
+        joined = b"".join(bytes(d).ljust(size, b"\0")[:size] for d in datas)
+        return np.frombuffer(joined, dtype="<u4").reshape(-1, count)
 
     def bad_record(self, i: int, exc: RecordIOError) -> RecordIOError:
         """``exc``, a problem of record ``i``, as a batch reader reports it: naming the key too.
