@@ -113,7 +113,7 @@ class ImageRecordIter(PositionedIterator):
             memory_budget=config.memory_budget,
             fetch=config.storage.fetch,
         )
-        self._open(_planned(config, self.plan))
+        super().__init__(_planned(config, self.plan))
         log_once(self.plan)
         config = self.config
         self.crop = config.crop
@@ -191,10 +191,10 @@ class ImageRecordIter(PositionedIterator):
     def _start_pipeline(self) -> None:
         inputs = {"imglist": self._imglist, "mean_img": self._mean_img}
         if self.records.is_local:
-            self._pipeline = QueuedPipeline(self, self._epoch, self._step, **inputs)
+            self._pipeline = QueuedPipeline(self, self.epoch, self.step, **inputs)
         else:
             self._pipeline = RemotePipeline(
-                self, self._epoch, self._step, lookahead=self._lookahead, **inputs
+                self, self.epoch, self.step, lookahead=self._lookahead, **inputs
             )
         self._finalizer.detach()
         self._finalizer = weakref.finalize(

@@ -192,7 +192,7 @@ class ErrorPolicy:
 class PositionedIterator:
     """Where an iterator stands in its epochs, and everything that follows from that.
 
-    Subclasses call :meth:`_open` with their config, and implement :meth:`_produce` (the
+    Subclasses call ``super().__init__`` with their config, and implement :meth:`_produce` (the
     batch at the current position), :meth:`_restart` (drop whatever runs ahead of the
     position), :meth:`_start_next_epoch` (the epoch counter has moved on) and
     :meth:`close`.
@@ -210,7 +210,7 @@ class PositionedIterator:
     _fingerprint: str | None = None
     mix: MixPlan | None = None
 
-    def _open(self, config: IterConfig) -> None:
+    def __init__(self, config: IterConfig) -> None:
         """Open the records and plan their order and sharding for ``config``."""
         self.config = config
         world = config.sharding.resolve()
@@ -269,6 +269,11 @@ class PositionedIterator:
     def epoch(self) -> int:
         """The epoch being iterated (or, between epochs, the one just finished)."""
         return self._epoch
+
+    @property
+    def step(self) -> int:
+        """The step of the next batch in :attr:`epoch` (past its last: the epoch is done)."""
+        return self._step
 
     @property
     def batch_shape(self) -> tuple[int, ...]:

@@ -120,12 +120,12 @@ class QueuedPipeline(PipelineRun):
                     if got is not None:
                         return self._decoded(step, out, *got)
                     raw = RawBatch(self.epoch, step, pending.positions, 0, None, None)
-                return self._batch(raw, out, pending.result())
+                return self.consumer_item(raw, out, pending.result())
             except Exception as exc:  # noqa: BLE001 - raised by __next__, as the threads' are
                 return Failure(exc)
 
     def _decoded(self, step: int, out: np.ndarray, labels: np.ndarray, ids: np.ndarray) -> tuple:
-        """:meth:`_batch` of a lean batch whose every image was decoded (status None)."""
+        """:meth:`consumer_item` of a lean batch whose every image was decoded (status None)."""
         if self.imglist is not None:  # MXNet's path_imglist: the list's labels, by header id
             labels = self.imglist.lookup(ids)
         label = labels[:, 0] if self.label_width == 1 else labels
@@ -145,7 +145,7 @@ class QueuedPipeline(PipelineRun):
                     pending = self.reader.submit_local(sliced[0], out, rows)
                     self._queued.append((step, None, out, pending, t0))
                     continue
-                raw = self._raw(self.sampler.plan(self.epoch, step), None)
+                raw = self.raw_batch(self.sampler.plan(self.epoch, step), None)
                 out = self.buffers.take()
                 pending = self.reader.submit(raw.positions, out, epochs=raw.epochs, keys=raw.keys)
             except Exception as exc:  # noqa: BLE001 - delivered in its turn

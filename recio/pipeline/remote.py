@@ -230,7 +230,7 @@ class RemotePipeline(PipelineRun):
         """Queue each plan's batch for the decoders (``fetched``: its payloads)."""
         fetched = self._timed(_traced(self.tracer, "read", fetched))
         for plan, payloads in zip(plans, fetched, strict=False):
-            raw = self._raw(plan, payloads)
+            raw = self.raw_batch(plan, payloads)
             with maybe_span(self.tracer, "queue wait (read queue full)"):
                 self._put(self.read_q, raw)
 
@@ -277,8 +277,8 @@ class RemotePipeline(PipelineRun):
             if got is None:
                 if self.extents:  # the exact way: the payloads parsed from the extents
                     raw = dataclasses.replace(raw, payloads=self._payloads(raw))
-                got = self._submit(raw, out).result()
-        return self._batch(raw, out, got)
+                got = self.submit(raw, out).result()
+        return self.consumer_item(raw, out, got)
 
     def _decode_extents(self, raw: RawBatch, out: np.ndarray) -> DecodedBatch | None:
         """One native call over the batch's extents (NOTE [remote batches on the pool]).

@@ -127,13 +127,15 @@ class PipelineRun:
             label_maps=self.label_maps,
         )
 
-    def _raw(self, plan, payloads) -> RawBatch:
+    def raw_batch(self, plan, payloads) -> RawBatch:
+        """The :class:`RawBatch` of a sampler's ``plan`` (``payloads``: fetched ahead, or None)."""
         epochs = self.sampler.slot_epochs(plan)
         return RawBatch(
             self.epoch, plan.step, plan.positions, plan.pad, payloads, epochs, plan.keys
         )
 
-    def _submit(self, raw: RawBatch, out: np.ndarray) -> PendingBatch:
+    def submit(self, raw: RawBatch, out: np.ndarray) -> PendingBatch:
+        """``raw``'s records read and decoded into ``out``: its native calls queued."""
         return submit_read_and_decode(
             self.records,
             raw.positions,
@@ -149,7 +151,7 @@ class PipelineRun:
             label_maps=self.label_maps,
         )
 
-    def _batch(self, raw: RawBatch, out: np.ndarray, got) -> tuple:
+    def consumer_item(self, raw: RawBatch, out: np.ndarray, got) -> tuple:
         """The consumer's item of a decoded batch: the Batch, and what the stats count."""
         status, labels, ids, reasons = got.status, got.labels, got.ids, got.reasons or ()
         if got.reasons is not None:
