@@ -7,7 +7,7 @@ both build on this module and on :mod:`recio.pipeline.config`, and on nothing of
 * :class:`ErrorPolicy`, the one implementation of ``on_error`` (skip, raise, replace);
 * :class:`PositionedIterator`, the epoch/step bookkeeping, ``len()``, ``reset()`` and the
   ``state_dict()`` / ``load_state_dict()`` protocol, over the records and the sampler that
-  :meth:`PositionedIterator._open` builds from an :class:`~recio.pipeline.config.IterConfig`.
+  its ``__init__`` builds from an :class:`~recio.pipeline.config.IterConfig`.
 
 NOTE [resume state]: a state is the position in the global stream, ``(epoch, consumed)``
 (NOTE [stream position] in :mod:`recio.sampling.sampler`), not a step of one world size, so it loads
