@@ -4,6 +4,7 @@
 #include "bind.h"
 
 #include "crc32c.h"
+#include "records_core.h" /* rc_frames_end: where a record's frames end */
 
 PyDoc_STRVAR(crc32c_doc,
              "crc32c(data, value=0) -> the CRC32C of a bytes-like object, continuing value (as "

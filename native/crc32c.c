@@ -1,4 +1,4 @@
-/* CRC32C of records' frames (see crc32c.h). */
+/* CRC32C of a buffer (see crc32c.h). */
 #include "crc32c.h"
 
 #include <stdlib.h>
@@ -10,8 +10,6 @@
 #endif
 
 #define POLY 0x82F63B78u /* Castagnoli, reflected */
-#define MAGIC 0xCED7230Au
-#define LENGTH_MASK ((1u << 29) - 1)
 
 static uint32_t table[256];
 static int use_hw;
@@ -123,24 +121,4 @@ uint32_t rc_crc32c(uint32_t crc, const uint8_t *p, size_t n) {
   if (use_hw) return crc_hw(crc, p, n);
 #endif
   return crc_table(crc, p, n);
-}
-
-static uint32_t word_at(const uint8_t *p) {
-  uint32_t w;
-  memcpy(&w, p, 4);
-  return w; /* little-endian hosts only, as the rest of recio's native code */
-}
-
-int64_t rc_frames_end(const uint8_t *base, size_t size, size_t offset) {
-  size_t pos = offset;
-  for (int first = 1;; first = 0) {
-    if (pos > size || size - pos < 8 || word_at(base + pos) != MAGIC) return -1;
-    const uint32_t lrec = word_at(base + pos + 4);
-    const uint32_t cflag = lrec >> 29, length = lrec & LENGTH_MASK;
-    if (cflag > 3 || first != (cflag <= 1)) return -1; /* a start is 0 or 1, then 2 or 3 */
-    if (size - pos - 8 < length) return -1;
-    const size_t end = pos + 8 + length;
-    if (cflag == 0 || cflag == 3) return (int64_t)end;
-    pos = end + (-length & 3);
-  }
 }

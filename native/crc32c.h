@@ -1,9 +1,10 @@
-/* recio record checksums: CRC32C (Castagnoli) of a record's frames, in batches.
+/* recio record checksums: CRC32C (Castagnoli) of a buffer.
  *
  * The same value as the PyPI crc32c package's crc32c(data) (checked by a test): SSE4.2's
  * crc32 instruction where the CPU has it (chosen once, at import), else a table. A record's
  * checksum covers its frames as stored: from its first frame header to the end of its last
- * frame's data (NOTE [checksum sidecar] in recio/records/checksum.py).
+ * frame's data (NOTE [checksum sidecar] in recio/records/checksum.py; where they end is
+ * records_core.h's rc_frames_end).
  */
 #ifndef RECIO_CRC32C_H
 #define RECIO_CRC32C_H
@@ -17,9 +18,5 @@ const char *rc_crc32c_init(void);
 
 /* CRC32C of n bytes at p, continuing `crc` (0 for a new one), as crc32c.crc32c(data, crc). */
 uint32_t rc_crc32c(uint32_t crc, const uint8_t *p, size_t n);
-
-/* Where the frames of the record at `offset` of base[0:size) end (its last frame's data),
- * or -1 if they do not chain (bad magic, cflag, or past the end). */
-int64_t rc_frames_end(const uint8_t *base, size_t size, size_t offset);
 
 #endif

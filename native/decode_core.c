@@ -6,7 +6,7 @@
  * the vertical pass, the horizontal pass (flip folded in) and the store (order, layout, dtype).
  * A pass at scale 1 is skipped: no copy vertically, and horizontally the store reads the row
  * (mirrored if flipped) itself, so a whole image at its own size is decode + store alone.
- * rc_decode_planes (im2rec): libjpeg's raw Y/Cb/Cr planes, each cropped and resampled alone.
+ * (im2rec's plane decode, libjpeg's raw Y/Cb/Cr planes, is encode_core.c's.)
  *
  * The resampler (resample.c) reproduces Pillow's Resample.c, so that without DCT scaling the
  * output equals Pillow's crop().resize() to within one level (14-bit weights for SSE2 pmaddwd
@@ -15,7 +15,9 @@
 #include "decode_core.h"
 
 #include "colour.h"
+#include "decode_worker.h"
 #include "entropy.h"
+#include "jpeg_glue.h"
 #include "pool.h"
 #include "resample.h"
 #include "restart.h"
@@ -36,46 +38,7 @@
 
 #define MAX_SCANS 1000 /* progressive JPEGs with more scans are refused (decode-time bombs) */
 
-typedef struct {
-  struct jpeg_error_mgr pub;
-  jmp_buf jb;
-  int warn_status;            /* RC_OK, or what the first damaging warning means */
-  char warn[JMSG_LENGTH_MAX]; /* libjpeg's text for that warning */
-  char msg[JMSG_LENGTH_MAX];
-} rc_errmgr;
-
-struct rc_worker {
-  struct jpeg_decompress_struct cinfo;
-  struct jpeg_progress_mgr progress;
-  rc_errmgr err;
-  uint8_t *row, *tmp, *line, *hline, *image, *cut;
-  size_t row_cap, tmp_cap, line_cap, hline_cap, image_cap; /* image: colour's output pixels */
-  size_t cut_cap;      /* cut: the crop's segments as a JPEG (NOTE [restart cut]) */
-  rc_entropy *entropy; /* recio's Huffman decoder (NOTE [entropy decode]) */
-  int own_entropy;     /* this pass may use it (a pass after it stopped may not) */
-  int entropy_on;      /* it decodes this image's scan */
-  int stock_entropy;   /* RECIO_STOCK_ENTROPY=1: libjpeg's always (for comparing the two) */
-  float *planes;       /* colour's scratch */
-  size_t planes_cap;
-  float lut[3 * 256]; /* this image's (store_norm) */
-  rc_coeffs ch, cv;
-  uint8_t *src_plane[RC_MAX_PLANES], *out_plane[RC_MAX_PLANES]; /* rc_decode_planes */
-  size_t src_cap[RC_MAX_PLANES], out_cap[RC_MAX_PLANES];
-  struct rc_budget *held_from; /* whose share this worker holds (NOTE [decode budget]) */
-  uint64_t held;
-};
-
-/* ---- libjpeg error handling: never exit, never print ---- */
-
-static void rc_error_exit(j_common_ptr ci) {
-  rc_errmgr *e = (rc_errmgr *)ci->err;
-  ci->err->format_message(ci, e->msg);
-  longjmp(e->jb, 1);
-}
-
-static void rc_output_message(j_common_ptr ci) {
-  (void)ci;
-}
+/* ---- libjpeg warnings (jpeg_glue.h: errors never exit, never print) ---- */
 
 /* NOTE [libjpeg warnings]: libjpeg decodes on past damaged data, with a warning (level -1)
  * and zero coefficients where data is missing: grey or smeared rows, status 0 if ignored.
@@ -106,33 +69,19 @@ static int warning_status(j_common_ptr ci) {
   }
 }
 
-static void rc_emit_message(j_common_ptr ci, int level) {
-  if (level >= 0) return; /* trace messages */
-  rc_errmgr *e = (rc_errmgr *)ci->err;
-  e->pub.num_warnings++;
-  if (e->warn_status == RC_OK && (e->warn_status = warning_status(ci)) != RC_OK)
-    e->pub.format_message(ci, e->warn);
-}
-
 /* The status the warnings of the image just decoded give it (NOTE [libjpeg warnings]). */
-static int warned(const rc_errmgr *e, char *err) {
-  if (e->warn_status == RC_TRUNCATED)
-    snprintf(err, RC_ERRLEN, "JPEG: %s (image incomplete)", e->warn);
-  else if (e->warn_status != RC_OK)
-    snprintf(err, RC_ERRLEN, "JPEG: %s", e->warn);
-  return e->warn_status;
-}
-
-static void reset_warnings(rc_errmgr *e) {
-  e->warn_status = RC_OK;
-  e->warn[0] = 0;
-  e->pub.num_warnings = 0;
+int rc_warned(const rc_jpeg_err *e, char *err) {
+  if (e->warning_status == RC_TRUNCATED)
+    snprintf(err, RC_ERRLEN, "JPEG: %s (image incomplete)", e->warning);
+  else if (e->warning_status != RC_OK)
+    snprintf(err, RC_ERRLEN, "JPEG: %s", e->warning);
+  return e->warning_status;
 }
 
 static void rc_progress(j_common_ptr ci) {
   j_decompress_ptr d = (j_decompress_ptr)ci;
   if (d->input_scan_number > MAX_SCANS) {
-    rc_errmgr *e = (rc_errmgr *)ci->err;
+    rc_jpeg_err *e = (rc_jpeg_err *)ci->err;
     snprintf(e->msg, sizeof e->msg, "more than %d progressive scans", MAX_SCANS);
     longjmp(e->jb, 1);
   }
@@ -141,10 +90,7 @@ static void rc_progress(j_common_ptr ci) {
 static void rc_worker_release_share(rc_worker *w);
 
 static int create_decompressor(rc_worker *w) {
-  w->cinfo.err = jpeg_std_error(&w->err.pub);
-  w->err.pub.error_exit = rc_error_exit;
-  w->err.pub.output_message = rc_output_message;
-  w->err.pub.emit_message = rc_emit_message;
+  w->cinfo.err = rc_jpeg_err_init(&w->err, warning_status);
   if (setjmp(w->err.jb)) return -1;
   jpeg_create_decompress(&w->cinfo);
   w->progress.progress_monitor = rc_progress;
@@ -283,7 +229,7 @@ static void cmyk_to_rgb(const uint8_t *in, uint8_t *out, int n, int inverted) {
   } while (0)
 
 #define CONV_U8(c, v) (v)
-#define CONV_LUT(c, v) (lut[(c)*256 + (v)])
+#define CONV_LUT(c, v) (lut[(c) * 256 + (v)])
 
 static void store_row(const rc_opts *o, const uint8_t *line, void *out, int yy, int flip) {
   int W = o->out_w, H = o->out_h;
@@ -355,7 +301,7 @@ static int is_jpeg(const uint8_t *data, size_t len) {
   return len >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
 }
 
-static int check_input(const uint8_t *data, size_t len, const rc_opts *o, char *err) {
+int rc_check_input(const uint8_t *data, size_t len, const rc_opts *o, char *err) {
   err[0] = 0;
   if (len == 0) return snprintf(err, RC_ERRLEN, "empty buffer"), RC_EMPTY;
   if (!is_jpeg(data, len)) return snprintf(err, RC_ERRLEN, "not a JPEG"), RC_UNSUPPORTED;
@@ -364,8 +310,6 @@ static int check_input(const uint8_t *data, size_t len, const rc_opts *o, char *
   return RC_OK;
 }
 
-static int fail(struct jpeg_decompress_struct *ci, char *err, int status, const char *msg);
-
 static uint64_t round_up64(uint64_t v, uint64_t m) {
   return (v + m - 1) / m * m;
 }
@@ -373,7 +317,7 @@ static uint64_t round_up64(uint64_t v, uint64_t m) {
 /* After jpeg_read_header: libjpeg's whole-image coefficient buffer (one 128-byte JBLOCK per
  * 8x8 block of each component, at full resolution whatever the DCT scale or crop), allocated
  * by jpeg_start_decompress for a progressive or multi-scan JPEG; 0 for a single scan. */
-static uint64_t coef_buffer_bytes(j_decompress_ptr ci) {
+uint64_t rc_coef_buffer_bytes(j_decompress_ptr ci) {
   if (!jpeg_has_multiple_scans(ci)) return 0;
   uint64_t n = 0;
   for (int c = 0; c < ci->num_components; c++) {
@@ -386,7 +330,7 @@ static uint64_t coef_buffer_bytes(j_decompress_ptr ci) {
 
 /* After jpeg_calc_output_dimensions: libjpeg's other buffers, a few iMCU rows of every
  * component at full width (main and upsampling buffers), with room to spare. */
-static uint64_t libjpeg_rows_bytes(j_decompress_ptr ci) {
+uint64_t rc_libjpeg_rows_bytes(j_decompress_ptr ci) {
   uint64_t n = 256 << 10;
   for (int c = 0; c < ci->num_components; c++) {
     const jpeg_component_info *cp = &ci->comp_info[c];
@@ -398,7 +342,7 @@ static uint64_t libjpeg_rows_bytes(j_decompress_ptr ci) {
 /* Takes this image's share of the budget before jpeg_start_decompress allocates; tells libjpeg
  * the same limit for its virtual arrays (a backstop: over it, "Backing store not supported",
  * reported as RC_TOO_LARGE). */
-static int reserve_decode(rc_worker *w, const rc_opts *o, uint64_t coef, uint64_t need, char *err) {
+int rc_reserve_decode(rc_worker *w, const rc_opts *o, uint64_t coef, uint64_t need, char *err) {
   struct jpeg_decompress_struct *ci = &w->cinfo;
   if (take_share(w, o, need)) { /* the message only now: one snprintf is 1 % of a 16x16 decode */
     char what[96];
@@ -409,7 +353,7 @@ static int reserve_decode(rc_worker *w, const rc_opts *o, uint64_t coef, uint64_
     jpeg_abort_decompress(ci);
     return over_budget(o, need, what, err);
   }
-  const uint64_t lim = coef + libjpeg_rows_bytes(ci) + (1 << 20);
+  const uint64_t lim = coef + rc_libjpeg_rows_bytes(ci) + (1 << 20);
   ci->mem->max_memory_to_use =
       o->budget && o->budget->limit && lim < (uint64_t)LONG_MAX ? (long)lim : 0;
   return RC_OK;
@@ -426,32 +370,30 @@ static int jpeg_failed(rc_worker *w, char *err) {
   return RC_CORRUPT;
 }
 
-#define DECODE_AGAIN (-1000) /* recio's entropy decoder stopped: libjpeg's decodes the image */
-
-/* The setjmp branch of a pass that may have used recio's entropy decoder: DECODE_AGAIN where
+/* The setjmp branch of a pass that may have used recio's entropy decoder: RC_DECODE_AGAIN where
  * that decoder stopped at damaged data (NOTE [entropy decode]), else jpeg_failed. */
-static int pass_failed(rc_worker *w, char *err) {
+int rc_pass_failed(rc_worker *w, char *err) {
   if (!w->entropy_on || !rc_entropy_failed(w->entropy)) return jpeg_failed(w, err);
   jpeg_abort_decompress(&w->cinfo);
-  return DECODE_AGAIN;
+  return RC_DECODE_AGAIN;
 }
 
 /* jpeg_start_decompress, then recio's Huffman decoder for the scan where it takes it. */
-static void start_decompress(rc_worker *w) {
+void rc_start_decompress(rc_worker *w) {
   jpeg_start_decompress(&w->cinfo);
   if (w->own_entropy) w->entropy_on = rc_entropy_begin(w->entropy, &w->cinfo);
 }
 
 /* After jpeg_read_header: refuses an image over the pixel limit (before anything is allocated
  * for it) and intersects the crop {x, y, w, h} (or the whole image) with the image. */
-static int crop_window(struct jpeg_decompress_struct *ci, const int32_t *crop, const rc_opts *o,
-                       int64_t *x0, int64_t *y0, int64_t *x1, int64_t *y1, char *err) {
+int rc_crop_window(struct jpeg_decompress_struct *ci, const int32_t *crop, const rc_opts *o,
+                   int64_t *x0, int64_t *y0, int64_t *x1, int64_t *y1, char *err) {
   const int W = (int)ci->image_width, H = (int)ci->image_height;
   if ((uint64_t)W * (uint64_t)H > o->max_pixels) {
     char msg[RC_ERRLEN];
     snprintf(msg, sizeof msg, "%dx%d image is over the limit of %llu pixels", W, H,
              (unsigned long long)o->max_pixels);
-    return fail(ci, err, RC_TOO_LARGE, msg);
+    return rc_fail(ci, err, RC_TOO_LARGE, msg);
   }
   *x0 = 0, *y0 = 0, *x1 = W, *y1 = H;
   if (crop) {
@@ -460,7 +402,7 @@ static int crop_window(struct jpeg_decompress_struct *ci, const int32_t *crop, c
     *x1 = (int64_t)crop[0] + crop[2] < W ? (int64_t)crop[0] + crop[2] : W;
     *y1 = (int64_t)crop[1] + crop[3] < H ? (int64_t)crop[1] + crop[3] : H;
     if (*x1 <= *x0 || *y1 <= *y0)
-      return fail(ci, err, RC_BAD_PARAM, "crop window misses the image");
+      return rc_fail(ci, err, RC_BAD_PARAM, "crop window misses the image");
   }
   return RC_OK;
 }
@@ -499,7 +441,7 @@ int rc_own_entropy(rc_worker *w, const uint8_t *data, size_t len) {
   return taken;
 }
 
-static int fail(struct jpeg_decompress_struct *ci, char *err, int status, const char *msg) {
+int rc_fail(struct jpeg_decompress_struct *ci, char *err, int status, const char *msg) {
   jpeg_abort_decompress(ci);
   snprintf(err, RC_ERRLEN, "%s", msg);
   return status;
@@ -555,6 +497,44 @@ static int draw_colour(const rc_draw *draw, int64_t record, const rc_opts *o,
   if (draw && (recolour || rc_colour_affine(&draw->colour))) rc_draw_colour(draw, record, colour);
   *norm = o->itemsize == 4 && o->gain && (o->mean_img || colour[9] != 1 || colour[10] != 0);
   return recolour;
+}
+
+/* One image's colour: its draws and how they reach the output (NOTE [fused colour]). */
+typedef struct {
+  double values[RC_COLOUR_VALUES];
+  int norm;            /* the store needs this image's own table */
+  int recolour;        /* the draws change the 8-bit pixels */
+  int fuse;            /* coloured and stored in one pass per row */
+  rc_colour_plan plan; /* (fuse) */
+} image_colour;
+
+static void begin_colour(const rc_draw *draw, int64_t record, const rc_opts *o, image_colour *c) {
+  c->recolour = draw_colour(draw, record, o, c->values, &c->norm);
+  c->fuse = fuse_colour(o, c->recolour);
+  if (c->fuse) rc_colour_plan_begin(&c->plan, &draw->colour, c->values, o->bgr);
+}
+
+/* Before the rows: this image's table, and the fused plan where it needs no row first. */
+static void start_store(rc_worker *w, const rc_opts *o, image_colour *c, double sums[3]) {
+  if (c->norm) image_lut(o, c->values, w->lut);
+  sums[0] = sums[1] = sums[2] = 0;
+  if (c->fuse && !c->plan.contrast) finish_plan(w, o, c->norm, &c->plan, sums);
+}
+
+/* After the rows: the rows kept in w->image coloured and stored. */
+static void finish_store(rc_worker *w, const rc_opts *o, const rc_draw *draw, image_colour *c,
+                         const double sums[3], void *out, int flip) {
+  const size_t out_stride = (size_t)o->out_w * 3;
+  if (c->fuse && c->plan.contrast) {
+    finish_plan(w, o, c->norm, &c->plan, sums);
+    for (int yy = 0; yy < o->out_h; yy++)
+      fused_store(o, &c->plan, c->values, c->norm, w->image + (size_t)yy * out_stride, out, yy,
+                  flip);
+  } else if (c->recolour && !c->fuse) {
+    rc_colour_apply(&draw->colour, c->values, w->image, (size_t)o->out_w * o->out_h, w->planes);
+    for (int yy = 0; yy < o->out_h; yy++)
+      store(w, o, c->values, c->norm, w->image + (size_t)yy * out_stride, out, yy, flip);
+  }
 }
 
 /* Sets the output colour space for the JPEG's: 3 (RGB) or 4 (CMYK, converted by us) channels
@@ -629,31 +609,28 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
   const size_t out_stride = (size_t)o->out_w * 3;
   const int align = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
   const uint64_t row_w = o->roi && bw + 4 * align < SW ? (uint64_t)bw + 4 * align : (uint64_t)SW;
-  const uint64_t coef = coef_buffer_bytes(ci);
-  double colour[RC_COLOUR_VALUES];
-  int norm;
-  const int recolour = draw_colour(draw, record, o, colour, &norm);
-  const int fuse = fuse_colour(o, recolour);
-  rc_colour_plan plan;
-  if (fuse) rc_colour_plan_begin(&plan, &draw->colour, colour, o->bgr);
+  const uint64_t coef = rc_coef_buffer_bytes(ci);
+  image_colour c;
+  begin_colour(draw, record, o, &c);
   /* the rows kept for the colour (NOTE [fused colour]); the scratch of rc_colour_apply */
-  const int keep = recolour && (!fuse || plan.contrast);
-  const uint64_t scratch = recolour && !fuse ? RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
+  const int keep = c.recolour && (!c.fuse || c.plan.contrast);
+  const uint64_t scratch =
+      c.recolour && !c.fuse ? RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
   const uint64_t colour_bytes = (keep ? out_stride * o->out_h : 0) + scratch;
-  const uint64_t need = coef + libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch +
+  const uint64_t need = coef + rc_libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch +
                         out_stride + rc_warp_scratch_bytes(&wp, o->out_w) + colour_bytes + 4096;
-  const int over = reserve_decode(w, o, coef, need, err);
+  const int over = rc_reserve_decode(w, o, coef, need, err);
   if (over) return over;
   if (rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK) ||
       rc_grow((void **)&w->line, &w->line_cap, rc_warp_scratch_bytes(&wp, o->out_w)) ||
       /* (rc_warp_row writes a byte past a row: the last row's into the slack) */
       (keep && rc_grow((void **)&w->image, &w->image_cap, out_stride * o->out_h + RC_SLACK)) ||
       (scratch && rc_grow((void **)&w->planes, &w->planes_cap, scratch)))
-    return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
+    return rc_fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
   rc_warp_prepare(&wp, o->out_w, SW, mirror, w->line); /* (flipped here: a plain store) */
-  start_decompress(w);
+  rc_start_decompress(w);
   JDIMENSION xoff = 0, xw = ci->output_width;
-  if (o->roi && bw < SW) { /* one iMCU of margin: see decode() */
+  if (o->roi && bw < SW) { /* one iMCU of margin: see crop_columns */
     const int a = box[0] - align > 0 ? box[0] - align : 0;
     const int b = box[2] + align < SW ? box[2] + align : SW;
     if (b - a < SW) {
@@ -665,102 +642,92 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
   const size_t row_stride = (size_t)ci->output_width * 3;
   if (rc_grow((void **)&w->tmp, &w->tmp_cap, row_stride * nrows + RC_SLACK) ||
       rc_grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch + RC_SLACK))
-    return fail(ci, err, RC_NOMEM, "out of memory (row buffers)");
+    return rc_fail(ci, err, RC_NOMEM, "out of memory (row buffers)");
   if (o->roi && R0 > 0) jpeg_skip_scanlines(ci, (JDIMENSION)R0);
   if (read_rows(w, R0, R1, o->roi ? R1 : SH, nch, row_stride))
-    return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
+    return rc_fail(ci, err, RC_CORRUPT, "JPEG: no rows");
   jpeg_abort_decompress(ci);
-  /* As decode(): the colour and store of the (already mirrored) rows. */
-  if (norm) image_lut(o, colour, w->lut);
-  double sums[3] = {0, 0, 0};
-  if (fuse && !plan.contrast) finish_plan(w, o, norm, &plan, sums);
+  /* As the crop way (resample_rows): the colour and store of the (already mirrored) rows. */
+  double sums[3];
+  start_store(w, o, &c, sums);
   for (int yy = 0; yy < o->out_h; yy++) {
     uint8_t *row = keep ? w->image + (size_t)yy * out_stride : w->hline;
     rc_warp_row(&wp, w->tmp, row_stride, (int)xoff, R0, SW, SH, yy, o->out_w, row);
-    if (fuse) {
-      rc_colour_row_prepare(&plan, row, (size_t)o->out_w, sums);
-      if (!plan.contrast) fused_store(o, &plan, colour, norm, row, out, yy, 0);
-    } else if (!recolour) {
-      store(w, o, colour, norm, row, out, yy, 0);
+    if (c.fuse) {
+      rc_colour_row_prepare(&c.plan, row, (size_t)o->out_w, sums);
+      if (!c.plan.contrast) fused_store(o, &c.plan, c.values, c.norm, row, out, yy, 0);
+    } else if (!c.recolour) {
+      store(w, o, c.values, c.norm, row, out, yy, 0);
     }
   }
-  if (fuse && plan.contrast) {
-    finish_plan(w, o, norm, &plan, sums);
-    for (int yy = 0; yy < o->out_h; yy++)
-      fused_store(o, &plan, colour, norm, w->image + (size_t)yy * out_stride, out, yy, 0);
-  } else if (recolour && !fuse) {
-    rc_colour_apply(&draw->colour, colour, w->image, (size_t)o->out_w * o->out_h, w->planes);
-    for (int yy = 0; yy < o->out_h; yy++)
-      store(w, o, colour, norm, w->image + (size_t)yy * out_stride, out, yy, 0);
-  }
-  return warned(&w->err, err);
+  finish_store(w, o, draw, &c, sums, out, 0);
+  return rc_warned(&w->err, err);
 }
 
-/* rc_decode, its window and flip either given (crop, flip) or drawn once the header gives the
- * image's size (draw not NULL: the ones of `record`, written to crop_out and flip_out). */
-static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
-                       const rc_draw *draw, int64_t record, int32_t *crop_out, uint8_t *flip_out,
-                       const rc_opts *o, void *out, char *err) {
-  struct jpeg_decompress_struct *ci = &w->cinfo;
-  const int bad = check_input(data, len, o, err);
-  if (bad) return bad;
-  reset_warnings(&w->err);
-  w->err.msg[0] = 0;
-  w->entropy_on = 0;
-  if (setjmp(w->err.jb)) return pass_failed(w, err); /* w, err: unchanged since setjmp */
-  jpeg_mem_src(ci, data, (unsigned long)len);
-  jpeg_read_header(ci, TRUE);
-  const int W = (int)ci->image_width, H = (int)ci->image_height;
-  /* (new variables: the arguments are not changed after setjmp) */
-  const int32_t *window = crop;
-  int mirror = flip;
-  if (draw && draw->geom.on) {
-    int64_t gx0, gy0, gx1, gy1; /* (only the pixel limit is checked: the warp picks the rows) */
-    const int refused = crop_window(ci, NULL, o, &gx0, &gy0, &gx1, &gy1, err);
-    if (refused) return refused;
-    const int nch = set_out_color(ci);
-    if (!nch) return fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
-    return decode_warped(w, draw, record, nch, crop_out, flip_out, o, out, err);
-  }
+/* The crop way's plan of one image, filled in by decode_pass's steps in order. */
+typedef struct {
+  const int32_t *window; /* the crop {x, y, w, h} in source pixels, or NULL: the whole image */
+  int mirror;
+  image_colour colour;
+  int nch;                   /* channels decoded: 3, or 4 (CMYK, converted here) */
+  int num;                   /* the DCT scale, num/8 */
+  int SW, SH;                /* the scaled image */
+  double bx0, bx1, by0, by1; /* the crop in scaled pixels */
+  int rx0, rx1, ry0, rw, rh; /* the whole scaled pixels that cover it */
+  /* the rows the vertical filter touches, from the crop's first (first) and the image's (R0) */
+  int first, R0, R1, nrows;
+  size_t kept;             /* the rows kept for the colour (NOTE [fused colour]) */
+  uint64_t scratch;        /* rc_colour_apply's */
+  int ox, oy;              /* the decoded JPEG's pixel (0, 0) in the image's (NOTE [restart cut]) */
+  JDIMENSION xoff;         /* the first column decoded */
+  size_t row_stride, skip; /* a decoded row's bytes; the crop's first byte in a row */
+} crop_pass;
+
+/* The window and flip: given (crop, flip) or drawn for `record` from the size in the header
+ * (draw not NULL: written to crop_out and flip_out too). */
+static void choose_window(const rc_draw *draw, int64_t record, int W, int H, const int32_t *crop,
+                          int flip, int32_t *crop_out, uint8_t *flip_out, crop_pass *p) {
+  p->window = crop;
+  p->mirror = flip;
   if (draw) {
     uint8_t drawn_flip;
     rc_draw_window(draw, record, W, H, crop_out, &drawn_flip);
     *flip_out = drawn_flip;
-    window = crop_out;
-    mirror = drawn_flip;
+    p->window = crop_out;
+    p->mirror = drawn_flip;
   }
-  /* Colour: the record's draws, applied to the output pixels before they are stored. */
-  double colour[RC_COLOUR_VALUES];
-  int norm;
-  const int recolour = draw_colour(draw, record, o, colour, &norm);
-  int64_t x0, y0, x1, y1;
-  const int refused = crop_window(ci, window, o, &x0, &y0, &x1, &y1, err);
-  if (refused) return refused;
-  const int nch = set_out_color(ci);
-  if (!nch) return fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
+}
 
-  const int num = rc_dct_scale_num((int)(x1 - x0), (int)(y1 - y0), o->out_w, o->out_h, o->dct_mode);
-  ci->scale_num = (unsigned)num;
+/* The DCT scale for the crop x0..x1, y0..y1, the whole scaled pixels that cover it, the filters
+ * from them to the output, and the rows those filters touch. */
+static int plan_crop(rc_worker *w, const rc_opts *o, int64_t x0, int64_t y0, int64_t x1, int64_t y1,
+                     crop_pass *p, char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  const int W = (int)ci->image_width, H = (int)ci->image_height;
+  p->num = rc_dct_scale_num((int)(x1 - x0), (int)(y1 - y0), o->out_w, o->out_h, o->dct_mode);
+  ci->scale_num = (unsigned)p->num;
   ci->scale_denom = 8;
   jpeg_calc_output_dimensions(ci);
-  const int SW = (int)ci->output_width, SH = (int)ci->output_height;
+  const int SW = p->SW = (int)ci->output_width, SH = p->SH = (int)ci->output_height;
 
   /* The crop in scaled pixels, and the whole pixels that cover it. */
   const double fx = (double)SW / W, fy = (double)SH / H;
-  const double bx0 = x0 * fx, bx1 = x1 * fx, by0 = y0 * fy, by1 = y1 * fy;
-  int rx0 = (int)floor(bx0), rx1 = (int)ceil(bx1), ry0 = (int)floor(by0), ry1 = (int)ceil(by1);
+  p->bx0 = x0 * fx, p->bx1 = x1 * fx, p->by0 = y0 * fy, p->by1 = y1 * fy;
+  int rx0 = (int)floor(p->bx0), rx1 = (int)ceil(p->bx1);
+  int ry0 = (int)floor(p->by0), ry1 = (int)ceil(p->by1);
   if (rx0 > SW - 1) rx0 = SW - 1;
   if (ry0 > SH - 1) ry0 = SH - 1;
   if (rx1 > SW) rx1 = SW;
   if (ry1 > SH) ry1 = SH;
   if (rx1 <= rx0) rx1 = rx0 + 1;
   if (ry1 <= ry0) ry1 = ry0 + 1;
-  const int rw = rx1 - rx0, rh = ry1 - ry0;
-  if (rc_precompute(&w->ch, rw, bx0 - rx0, bx1 - rx0, o->out_w, o->interp) ||
-      rc_precompute(&w->cv, rh, by0 - ry0, by1 - ry0, o->out_h, o->interp))
-    return fail(ci, err, RC_NOMEM, "out of memory (coefficients)");
+  p->rx0 = rx0, p->rx1 = rx1, p->ry0 = ry0;
+  p->rw = rx1 - rx0, p->rh = ry1 - ry0;
+  if (rc_precompute(&w->ch, p->rw, p->bx0 - rx0, p->bx1 - rx0, o->out_w, o->interp) ||
+      rc_precompute(&w->cv, p->rh, p->by0 - ry0, p->by1 - ry0, o->out_h, o->interp))
+    return rc_fail(ci, err, RC_NOMEM, "out of memory (coefficients)");
   /* Only the rows the vertical filter touches are decoded. */
-  int first = rh, last = 0;
+  int first = p->rh, last = 0;
   for (int yy = 0; yy < o->out_h; yy++) {
     int a = w->cv.bounds[2 * yy], b = a + w->cv.bounds[2 * yy + 1];
     if (w->cv.bounds[2 * yy + 1] == 0) continue;
@@ -770,122 +737,182 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
   if (last <= first) first = 0, last = 1;
   /* (cv's bounds count from the crop's first row, tmp's from R0: `first` apart. They are not
    * rebased in place, so that the next image of this size and crop reuses them.) */
-  const int R0 = ry0 + first, R1 = ry0 + last, nrows = last - first;
+  p->first = first;
+  p->R0 = ry0 + first, p->R1 = ry0 + last, p->nrows = last - first;
+  return RC_OK;
+}
+
+/* What this image allocates, taken from the budget (NOTE [decode budget]): the rows the crop
+ * needs, as wide as jpeg_crop_scanline leaves them (whole iMCU columns and a margin), or whole
+ * rows; then the buffers the resample and the colour use. */
+static int reserve_crop(rc_worker *w, const rc_opts *o, size_t len, crop_pass *p, char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  const image_colour *c = &p->colour;
   const size_t out_stride = (size_t)o->out_w * 3;
-  /* What this image allocates (NOTE [decode budget]): the rows the crop needs, as wide as
-   * jpeg_crop_scanline leaves them (whole iMCU columns and a margin), or whole rows. */
   const int align = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
-  const uint64_t row_w = o->roi && rw + 4 * align < SW ? (uint64_t)rw + 4 * align : (uint64_t)SW;
-  const uint64_t coef = coef_buffer_bytes(ci);
-  const int fuse = fuse_colour(o, recolour);
-  rc_colour_plan plan;
-  if (fuse) rc_colour_plan_begin(&plan, &draw->colour, colour, o->bgr);
+  const uint64_t row_w =
+      o->roi && p->rw + 4 * align < p->SW ? (uint64_t)p->rw + 4 * align : (uint64_t)p->SW;
+  const uint64_t coef = rc_coef_buffer_bytes(ci);
   /* the rows kept for the colour (NOTE [fused colour]): all, or one for the HLS jitter */
-  const size_t kept = !recolour                ? 0
-                      : !fuse || plan.contrast ? out_stride * o->out_h
-                      : plan.hls               ? out_stride
-                                               : 0;
-  const uint64_t scratch = recolour && !fuse ? RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
-  const uint64_t need = coef + libjpeg_rows_bytes(ci) + row_w * 3 * nrows + row_w * nch +
-                        (uint64_t)rw * 3 + out_stride + kept + scratch + 4096 +
+  p->kept = !c->recolour                   ? 0
+            : !c->fuse || c->plan.contrast ? out_stride * o->out_h
+            : c->plan.hls                  ? out_stride
+                                           : 0;
+  p->scratch = c->recolour && !c->fuse ? RC_COLOUR_SCRATCH((size_t)o->out_w * o->out_h) : 0;
+  const uint64_t need = coef + rc_libjpeg_rows_bytes(ci) + row_w * 3 * p->nrows + row_w * p->nch +
+                        (uint64_t)p->rw * 3 + out_stride + p->kept + p->scratch + 4096 +
                         /* the unstuffed copy (NOTE [entropy decode]), and the cut */
                         (uint64_t)len + (ci->restart_interval ? (uint64_t)len : 0);
-  const int over = reserve_decode(w, o, coef, need, err);
+  const int over = rc_reserve_decode(w, o, coef, need, err);
   if (over) return over;
-  if (rc_grow((void **)&w->line, &w->line_cap, (size_t)rw * 3 + rc_hpass_slack(&w->ch)) ||
+  if (rc_grow((void **)&w->line, &w->line_cap, (size_t)p->rw * 3 + rc_hpass_slack(&w->ch)) ||
       rc_grow((void **)&w->hline, &w->hline_cap, out_stride + RC_SLACK) ||
-      (kept && rc_grow((void **)&w->image, &w->image_cap, kept)) ||
-      (scratch && rc_grow((void **)&w->planes, &w->planes_cap, scratch)))
-    return fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
+      (p->kept && rc_grow((void **)&w->image, &w->image_cap, p->kept)) ||
+      (p->scratch && rc_grow((void **)&w->planes, &w->planes_cap, p->scratch)))
+    return rc_fail(ci, err, RC_NOMEM, "out of memory (resample buffers)");
+  return RC_OK;
+}
 
-  /* With restart markers only the segments that cover the crop are decoded: the decode
-   * reads a JPEG of them, whose pixel (0, 0) is the image's (ox, oy) (NOTE [restart cut]). */
-  int ox = 0, oy = 0;
+/* With restart markers only the segments that cover the crop are decoded: the decode then
+ * reads a JPEG of them, whose pixel (0, 0) is the image's (ox, oy) (NOTE [restart cut]). */
+static void cut_segments(rc_worker *w, const uint8_t *data, size_t len, const rc_opts *o,
+                         crop_pass *p) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  p->ox = p->oy = 0;
   rc_cut cut;
-  if (o->roi && ci->restart_interval && rc_restart_plan(ci, rx0, rx1, R0, R1, &cut)) {
-    const size_t n = rc_restart_cut(ci, data, len, &cut, &w->cut, &w->cut_cap);
-    if (n) {
-      jpeg_abort_decompress(ci);
-      jpeg_mem_src(ci, w->cut, (unsigned long)n);
-      jpeg_read_header(ci, TRUE);
-      set_out_color(ci); /* (the same colour space: the same frame and colour segments) */
-      ci->scale_num = (unsigned)num;
-      ci->scale_denom = 8;
-      ox = cut.c0 * ci->max_h_samp_factor * num;
-      oy = cut.r0 * ci->max_v_samp_factor * num;
-    }
-  }
-  start_decompress(w);
+  if (!o->roi || !ci->restart_interval || !rc_restart_plan(ci, p->rx0, p->rx1, p->R0, p->R1, &cut))
+    return;
+  const size_t n = rc_restart_cut(ci, data, len, &cut, &w->cut, &w->cut_cap);
+  if (!n) return;
+  jpeg_abort_decompress(ci);
+  jpeg_mem_src(ci, w->cut, (unsigned long)n);
+  jpeg_read_header(ci, TRUE);
+  set_out_color(ci); /* (the same colour space: the same frame and colour segments) */
+  ci->scale_num = (unsigned)p->num;
+  ci->scale_denom = 8;
+  p->ox = cut.c0 * ci->max_h_samp_factor * p->num;
+  p->oy = cut.r0 * ci->max_v_samp_factor * p->num;
+}
+
+/* After jpeg_start_decompress: only the iMCU columns the crop needs are decoded. */
+static void crop_columns(rc_worker *w, const rc_opts *o, crop_pass *p) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
   const int CW = (int)ci->output_width; /* the decoded image's width: SW, or the cut's */
   JDIMENSION xoff = 0, xw = ci->output_width;
-  if (o->roi && rw < CW) {
+  if (o->roi && p->rw < CW) {
     /* Chroma upsampling treats the cropped row's ends as image edges: keep one iMCU of margin
      * on both sides so the columns we use are the same as in a full decode. */
     int margin = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
-    int a = rx0 - ox - margin > 0 ? rx0 - ox - margin : 0;
-    int b = rx1 - ox + margin < CW ? rx1 - ox + margin : CW;
+    int a = p->rx0 - p->ox - margin > 0 ? p->rx0 - p->ox - margin : 0;
+    int b = p->rx1 - p->ox + margin < CW ? p->rx1 - p->ox + margin : CW;
     if (b - a < CW) {
       xoff = (JDIMENSION)a;
       xw = (JDIMENSION)(b - a);
       jpeg_crop_scanline(ci, &xoff, &xw); /* widens to whole iMCU columns */
     }
   }
-  /* The rows the vertical filter needs are decoded straight into tmp (no copy), a few per
-   * call; the vertical pass then runs first, over whole rows (SIMD-friendly), so the costlier
-   * per-pixel horizontal pass sees only out_h rows. */
-  const size_t row_stride = (size_t)ci->output_width * 3;
-  const size_t skip = (size_t)(rx0 - ox - (int)xoff) * 3; /* the crop's first byte in a row */
-  if (rc_grow((void **)&w->tmp, &w->tmp_cap, row_stride * nrows + rc_hpass_slack(&w->ch)) ||
-      rc_grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch + RC_SLACK))
-    return fail(ci, err, RC_NOMEM, "out of memory (row buffers)");
-  if (o->roi && R0 - oy > 0) jpeg_skip_scanlines(ci, (JDIMENSION)(R0 - oy));
-  /* without roi the whole image is decoded (for measuring) */
-  if (read_rows(w, R0 - oy, R1 - oy, o->roi ? R1 - oy : SH, nch, row_stride))
-    return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
-  jpeg_abort_decompress(ci); /* the rows below the crop are never decoded */
+  p->xoff = xoff;
+}
 
-  /* (at scale 1 the store flips the row; else the horizontal pass has) */
-  const int store_flip = w->ch.identity ? mirror : 0;
-  if (norm) image_lut(o, colour, w->lut);
-  double sums[3] = {0, 0, 0};
-  if (fuse && !plan.contrast) finish_plan(w, o, norm, &plan, sums);
+/* The rows the vertical filter needs, decoded straight into tmp (no copy), a few per call;
+ * the vertical pass then runs first, over whole rows (SIMD-friendly), so the costlier
+ * per-pixel horizontal pass sees only out_h rows. The rows below the crop are never decoded. */
+static int read_crop_rows(rc_worker *w, const rc_opts *o, crop_pass *p, char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  p->row_stride = (size_t)ci->output_width * 3;
+  p->skip = (size_t)(p->rx0 - p->ox - (int)p->xoff) * 3;
+  if (rc_grow((void **)&w->tmp, &w->tmp_cap, p->row_stride * p->nrows + rc_hpass_slack(&w->ch)) ||
+      rc_grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * p->nch + RC_SLACK))
+    return rc_fail(ci, err, RC_NOMEM, "out of memory (row buffers)");
+  const int r0 = p->R0 - p->oy, r1 = p->R1 - p->oy;
+  if (o->roi && r0 > 0) jpeg_skip_scanlines(ci, (JDIMENSION)r0);
+  /* without roi the whole image is decoded (for measuring) */
+  if (read_rows(w, r0, r1, o->roi ? r1 : p->SH, p->nch, p->row_stride))
+    return rc_fail(ci, err, RC_CORRUPT, "JPEG: no rows");
+  jpeg_abort_decompress(ci);
+  return RC_OK;
+}
+
+/* Per output row: the vertical pass, the horizontal pass (flip folded in), then the colour and
+ * the store (NOTE [fused colour]); at scale 1 a pass is skipped and the store flips the row. */
+static void resample_rows(rc_worker *w, const rc_opts *o, const rc_draw *draw, crop_pass *p,
+                          void *out) {
+  image_colour *c = &p->colour;
+  const size_t out_stride = (size_t)o->out_w * 3;
+  const int store_flip = w->ch.identity ? p->mirror : 0;
+  double sums[3];
+  start_store(w, o, c, sums);
   for (int yy = 0; yy < o->out_h; yy++) {
-    const int ymin = w->cv.bounds[2 * yy] - first, ytaps = w->cv.bounds[2 * yy + 1];
+    const int ymin = w->cv.bounds[2 * yy] - p->first, ytaps = w->cv.bounds[2 * yy + 1];
     const uint8_t *vrow = w->line;
     if (w->cv.identity)
-      vrow = w->tmp + (size_t)ymin * row_stride + skip;
+      vrow = w->tmp + (size_t)ymin * p->row_stride + p->skip;
     else
-      rc_vpass(w->tmp + skip, row_stride, (size_t)rw * 3, ymin, ytaps,
+      rc_vpass(w->tmp + p->skip, p->row_stride, (size_t)p->rw * 3, ymin, ytaps,
                w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
     const uint8_t *done = vrow + (size_t)w->ch.bounds[0] * 3;
     if (!w->ch.identity) {
-      rc_hpass(vrow, w->hline, o->out_w, &w->ch, mirror);
+      rc_hpass(vrow, w->hline, o->out_w, &w->ch, p->mirror);
       done = w->hline;
     }
-    if (fuse) { /* (the rows read may be the decoder's: the jitter changes a copy) */
-      if (kept) {
-        uint8_t *row = w->image + (plan.contrast ? (size_t)yy * out_stride : 0);
+    if (c->fuse) { /* (the rows read may be the decoder's: the jitter changes a copy) */
+      if (p->kept) {
+        uint8_t *row = w->image + (c->plan.contrast ? (size_t)yy * out_stride : 0);
         memcpy(row, done, out_stride);
-        rc_colour_row_prepare(&plan, row, (size_t)o->out_w, sums);
+        rc_colour_row_prepare(&c->plan, row, (size_t)o->out_w, sums);
         done = row;
       }
-      if (!plan.contrast) fused_store(o, &plan, colour, norm, done, out, yy, store_flip);
-    } else if (recolour) { /* kept for the colour pass over the whole image */
+      if (!c->plan.contrast)
+        fused_store(o, &c->plan, c->values, c->norm, done, out, yy, store_flip);
+    } else if (c->recolour) { /* kept for the colour pass over the whole image */
       memcpy(w->image + (size_t)yy * out_stride, done, out_stride);
     } else {
-      store(w, o, colour, norm, done, out, yy, store_flip);
+      store(w, o, c->values, c->norm, done, out, yy, store_flip);
     }
   }
-  if (fuse && plan.contrast) {
-    finish_plan(w, o, norm, &plan, sums);
-    for (int yy = 0; yy < o->out_h; yy++)
-      fused_store(o, &plan, colour, norm, w->image + (size_t)yy * out_stride, out, yy, store_flip);
-  } else if (recolour && !fuse) {
-    rc_colour_apply(&draw->colour, colour, w->image, (size_t)o->out_w * o->out_h, w->planes);
-    for (int yy = 0; yy < o->out_h; yy++)
-      store(w, o, colour, norm, w->image + (size_t)yy * out_stride, out, yy, store_flip);
+  finish_store(w, o, draw, c, sums, out, store_flip);
+}
+
+/* rc_decode, its window and flip either given (crop, flip) or drawn once the header gives the
+ * image's size (draw not NULL: the ones of `record`, written to crop_out and flip_out): the
+ * steps above, in order, after the header. */
+static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
+                       const rc_draw *draw, int64_t record, int32_t *crop_out, uint8_t *flip_out,
+                       const rc_opts *o, void *out, char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  const int bad = rc_check_input(data, len, o, err);
+  if (bad) return bad;
+  rc_jpeg_err_reset(&w->err);
+  w->entropy_on = 0;
+  if (setjmp(w->err.jb)) return rc_pass_failed(w, err); /* w, err: unchanged since setjmp */
+  jpeg_mem_src(ci, data, (unsigned long)len);
+  jpeg_read_header(ci, TRUE);
+  if (draw && draw->geom.on) {
+    int64_t gx0, gy0, gx1, gy1; /* (only the pixel limit is checked: the warp picks the rows) */
+    const int refused = rc_crop_window(ci, NULL, o, &gx0, &gy0, &gx1, &gy1, err);
+    if (refused) return refused;
+    const int nch = set_out_color(ci);
+    if (!nch) return rc_fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
+    return decode_warped(w, draw, record, nch, crop_out, flip_out, o, out, err);
   }
-  return warned(&w->err, err);
+  crop_pass p; /* (the arguments are not changed after setjmp) */
+  choose_window(draw, record, (int)ci->image_width, (int)ci->image_height, crop, flip, crop_out,
+                flip_out, &p);
+  /* Colour: the record's draws, applied to the output pixels before they are stored. */
+  begin_colour(draw, record, o, &p.colour);
+  int64_t x0, y0, x1, y1;
+  int st = rc_crop_window(ci, p.window, o, &x0, &y0, &x1, &y1, err);
+  if (st) return st;
+  if (!(p.nch = set_out_color(ci)))
+    return rc_fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
+  if ((st = plan_crop(w, o, x0, y0, x1, y1, &p, err))) return st;
+  if ((st = reserve_crop(w, o, len, &p, err))) return st;
+  cut_segments(w, data, len, o, &p);
+  rc_start_decompress(w);
+  crop_columns(w, o, &p);
+  if ((st = read_crop_rows(w, o, &p, err))) return st;
+  resample_rows(w, o, draw, &p, out);
+  return rc_warned(&w->err, err);
 }
 
 static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
@@ -894,7 +921,7 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
   w->own_entropy = !w->stock_entropy;
   const int status =
       decode_pass(w, data, len, crop, flip, draw, record, crop_out, flip_out, o, out, err);
-  if (status != DECODE_AGAIN) return status;
+  if (status != RC_DECODE_AGAIN) return status;
   w->own_entropy = 0;
   return decode_pass(w, data, len, crop, flip, draw, record, crop_out, flip_out, o, out, err);
 }
@@ -944,151 +971,4 @@ int rc_resize_rgb(rc_worker *w, const uint8_t *rgb, int width, int height, size_
     }
   }
   return RC_OK;
-}
-
-/* ---- YCbCr planes: decode without colour conversion or upsampling, resample each plane ---- */
-
-static int round_up(int v, int m) {
-  return (v + m - 1) / m * m;
-}
-
-/* Copies the last valid column and row into the padding, as libjpeg pads its own input. */
-static void pad_plane(uint8_t *p, size_t stride, int w, int h, int pw, int ph) {
-  for (int y = 0; y < h; y++)
-    memset(p + (size_t)y * stride + w, p[(size_t)y * stride + w - 1], pw - w);
-  for (int y = h; y < ph; y++) memcpy(p + (size_t)y * stride, p + (size_t)(h - 1) * stride, pw);
-}
-
-static int planes_pass(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop,
-                       const rc_opts *o, int gray, rc_planes *out, char *err) {
-  struct jpeg_decompress_struct *ci = &w->cinfo;
-  const int bad = check_input(data, len, o, err);
-  if (bad) return bad;
-  reset_warnings(&w->err);
-  w->err.msg[0] = 0;
-  w->entropy_on = 0;
-  if (setjmp(w->err.jb)) return pass_failed(w, err);
-  jpeg_mem_src(ci, data, (unsigned long)len);
-  jpeg_read_header(ci, TRUE);
-  int64_t x0, y0, x1, y1;
-  const int refused = crop_window(ci, crop, o, &x0, &y0, &x1, &y1, err);
-  if (refused) return refused;
-  const int ncomp = ci->num_components;
-  const int ycc = ci->jpeg_color_space == JCS_YCbCr && ncomp == 3;
-  if (!ycc && !(ci->jpeg_color_space == JCS_GRAYSCALE && ncomp == 1))
-    return fail(ci, err, RC_UNSUPPORTED, "not a YCbCr or greyscale JPEG");
-  ci->scale_num =
-      (unsigned)rc_dct_scale_num((int)(x1 - x0), (int)(y1 - y0), o->out_w, o->out_h, o->dct_mode);
-  ci->scale_denom = 8;
-  ci->raw_data_out = TRUE;
-  jpeg_calc_output_dimensions(ci); /* what jpeg_start_decompress will compute */
-
-  /* Output planes: 4:2:0 for colour (OpenCV's default, hence MXNet's), padded to whole MCUs. */
-  const int nout = gray ? 1 : 3, mcu = gray ? 8 : 16;
-  const int pw = round_up(o->out_w, mcu), ph = round_up(o->out_h, mcu);
-  out->nplanes = nout;
-  uint64_t out_bytes = 0;
-  for (int c = 0; c < nout; c++) {
-    const int sub = c ? 2 : 1;
-    out->width[c] = (o->out_w + sub - 1) / sub;
-    out->height[c] = (o->out_h + sub - 1) / sub;
-    out->stride[c] = (size_t)(pw / sub);
-    out_bytes += (uint64_t)out->stride[c] * (ph / sub);
-  }
-  const int nsrc = ycc && !gray ? 3 : 1; /* the source planes that are resampled */
-
-  /* Per source plane: its size, its scale against the image, the rows the filter needs.
-   * (Copied: jpeg_abort_decompress frees comp_info before the planes are resampled.) */
-  int last_row[RC_MAX_PLANES], imcu_rows[RC_MAX_PLANES], need_imcu = 0;
-  int sw[RC_MAX_PLANES], sh[RC_MAX_PLANES];
-  double sx[RC_MAX_PLANES], sy[RC_MAX_PLANES];
-  size_t sstride[RC_MAX_PLANES];
-  for (int c = 0; c < ncomp; c++) {
-    jpeg_component_info *cp = &ci->comp_info[c];
-    imcu_rows[c] = cp->v_samp_factor * cp->DCT_scaled_size;
-    sstride[c] = (size_t)cp->width_in_blocks * cp->DCT_scaled_size;
-    sw[c] = (int)cp->downsampled_width;
-    sh[c] = (int)cp->downsampled_height;
-    sx[c] = (double)cp->h_samp_factor * cp->DCT_scaled_size / (ci->max_h_samp_factor * DCTSIZE);
-    sy[c] = (double)cp->v_samp_factor * cp->DCT_scaled_size / (ci->max_v_samp_factor * DCTSIZE);
-    last_row[c] = 0;
-  }
-  for (int c = 0; c < nsrc; c++) {
-    const double oy = c ? 0.5 : 1.0, in0 = y0 * sy[c];
-    const double in1 = in0 + (y1 - y0) * sy[c] * out->height[c] / (o->out_h * oy);
-    last_row[c] = rc_end_row(in0, in1, out->height[c], sh[c], o->interp);
-    int n = (last_row[c] + imcu_rows[c] - 1) / imcu_rows[c];
-    if (n > need_imcu) need_imcu = n;
-  }
-  if (need_imcu > (int)ci->total_iMCU_rows) need_imcu = (int)ci->total_iMCU_rows;
-
-  /* The source planes hold the iMCU rows down to the last one the filters use, no more. */
-  uint64_t src_bytes = 0;
-  for (int c = 0; c < ncomp; c++)
-    src_bytes += (uint64_t)sstride[c] * need_imcu * imcu_rows[c] + RC_SLACK;
-  const uint64_t coef = coef_buffer_bytes(ci);
-  const int over = reserve_decode(w, o, coef,
-                                  coef + libjpeg_rows_bytes(ci) + src_bytes + out_bytes + len +
-                                      rc_resample_plane_bytes(sw[0], o->out_w, o->out_h),
-                                  err);
-  if (over) return over;
-  start_decompress(w);
-  for (int c = 0; c < nout; c++) {
-    if (rc_grow((void **)&w->out_plane[c], &w->out_cap[c], out->stride[c] * (ph / (c ? 2 : 1))))
-      return fail(ci, err, RC_NOMEM, "out of memory (planes)");
-    out->data[c] = w->out_plane[c];
-  }
-  for (int c = 0; c < ncomp; c++) {
-    const size_t rows = (size_t)need_imcu * imcu_rows[c];
-    if (rc_grow((void **)&w->src_plane[c], &w->src_cap[c], sstride[c] * rows + RC_SLACK))
-      return fail(ci, err, RC_NOMEM, "out of memory (source planes)");
-  }
-
-  /* Decode the iMCU rows down to the last one the filters use. */
-  const JDIMENSION step = (JDIMENSION)(ci->max_v_samp_factor * ci->min_DCT_scaled_size);
-  for (int r = 0; r < need_imcu; r++) {
-    JSAMPROW rows[RC_MAX_PLANES][4 * DCTSIZE];
-    JSAMPARRAY planes[RC_MAX_PLANES];
-    for (int c = 0; c < ncomp; c++) {
-      for (int i = 0; i < imcu_rows[c]; i++)
-        rows[c][i] = w->src_plane[c] + ((size_t)r * imcu_rows[c] + i) * sstride[c];
-      planes[c] = rows[c];
-    }
-    if (jpeg_read_raw_data(ci, planes, step) < 1) return fail(ci, err, RC_CORRUPT, "JPEG: no rows");
-  }
-  jpeg_abort_decompress(ci);
-  const int damaged = warned(&w->err, err);
-  if (damaged) return damaged; /* an error here (im2rec): not worth resampling */
-
-  /* Resample: vertical pass over the columns in use, then the horizontal pass. */
-  for (int c = 0; c < nsrc; c++) {
-    const double of = c ? 0.5 : 1.0;
-    const int ow = out->width[c], oh = out->height[c];
-    const double ix0 = x0 * sx[c], ix1 = ix0 + (x1 - x0) * sx[c] * ow / (o->out_w * of);
-    const double iy0 = y0 * sy[c], iy1 = iy0 + (y1 - y0) * sy[c] * oh / (o->out_h * of);
-    if (rc_precompute(&w->ch, sw[c], ix0, ix1, ow, o->interp) ||
-        rc_precompute(&w->cv, sh[c], iy0, iy1, oh, o->interp))
-      return snprintf(err, RC_ERRLEN, "out of memory (coefficients)"), RC_NOMEM;
-    const rc_buf mid = {&w->tmp, &w->tmp_cap}, midt = {&w->line, &w->line_cap};
-    const rc_buf outt = {&w->hline, &w->hline_cap};
-    if (rc_resample_plane(w->src_plane[c], sstride[c], &w->ch, &w->cv, out->data[c], out->stride[c],
-                          ow, oh, mid, midt, outt))
-      return snprintf(err, RC_ERRLEN, "out of memory (resample buffers)"), RC_NOMEM;
-  }
-  for (int c = nsrc; c < nout; c++) /* colour from a greyscale JPEG: neutral chroma */
-    memset(out->data[c], 128, out->stride[c] * (ph / 2));
-  for (int c = 0; c < nsrc; c++) {
-    const int sub = c ? 2 : 1;
-    pad_plane(out->data[c], out->stride[c], out->width[c], out->height[c], pw / sub, ph / sub);
-  }
-  return RC_OK;
-}
-
-int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop,
-                     const rc_opts *o, int gray, rc_planes *out, char *err) {
-  w->own_entropy = !w->stock_entropy;
-  const int status = planes_pass(w, data, len, crop, o, gray, out, err);
-  if (status != DECODE_AGAIN) return status;
-  w->own_entropy = 0;
-  return planes_pass(w, data, len, crop, o, gray, out, err);
 }

@@ -74,8 +74,8 @@ void rc_worker_free(rc_worker *w);
 
 /* Takes need + o->extra_bytes from o->budget for the image w is about to work on (giving back
  * first what w still holds, so that it never waits holding a share). RC_OK, or RC_TOO_LARGE
- * with a message when that alone is over the limit. rc_decode and rc_decode_planes call it
- * with their own estimate once the header is read. */
+ * with a message when that alone is over the limit. rc_decode and rc_decode_planes (encode_core.h)
+ * call it with their own estimate once the header is read. */
 int rc_worker_reserve(rc_worker *w, const rc_opts *o, uint64_t need, const char *what, char *err);
 /* Gives back w's budget share and frees scratch buffers over RC_KEEP_BYTES: call after each
  * image, once its output is no longer needed (rc_planes live in the worker until then). */
@@ -109,24 +109,8 @@ int rc_image_size(rc_worker *w, const uint8_t *data, size_t len, int *width, int
  * baseline scan, its framing intact. */
 int rc_own_entropy(rc_worker *w, const uint8_t *data, size_t len);
 
+/* The planes a worker keeps for encode_core.c's plane decode (rc_decode_planes): Y, Cb, Cr. */
 #define RC_MAX_PLANES 3
-
-/* A JPEG's planes after crop and resample, as a raw-data JPEG encoder takes them: one luma
- * plane for grey output, else Y, Cb, Cr with chroma at half width and height (4:2:0). Rows
- * and columns are edge-padded to whole MCUs (16x16 luma for colour, 8x8 for grey). */
-typedef struct {
-  int nplanes;
-  int width[RC_MAX_PLANES], height[RC_MAX_PLANES]; /* valid samples */
-  size_t stride[RC_MAX_PLANES];                    /* bytes per row */
-  uint8_t *data[RC_MAX_PLANES]; /* owned by the worker: valid until its next call */
-} rc_planes;
-
-/* Decodes a YCbCr or greyscale JPEG without colour conversion or chroma upsampling, then crops
- * and resamples each plane to o->out_w x o->out_h luma samples (o's interp, dct_mode and
- * max_pixels are used; flip and layout are not). Other colour spaces (CMYK, YCCK, RGB-coded)
- * get RC_UNSUPPORTED: take the RGB way (rc_decode) for them. */
-int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop,
-                     const rc_opts *o, int gray, rc_planes *out, char *err);
 
 /* The DCT scale numerator (over 8) chosen for a crop of cw x ch going to ow x oh. */
 int rc_dct_scale_num(int cw, int ch, int ow, int oh, int dct_mode);

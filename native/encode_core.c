@@ -1,8 +1,7 @@
-/* recio encode core: libjpeg compression into a growing malloc'd buffer, never exiting.
- *
- * A custom destination manager grows the output with realloc, so an error at any point leaves
- * one buffer to free (libjpeg's jpeg_mem_dest frees and replaces its buffer as it grows, which
- * leaves the caller a dangling pointer when compression fails midway).
+/* recio encode core: libjpeg compression into a growing malloc'd buffer (jpeg_glue.h's
+ * destination), never exiting (its error manager); im2rec's plane decode (a decode pass of the
+ * worker's, decode_worker.h: libjpeg's raw Y/Cb/Cr planes, each cropped and resampled alone)
+ * feeding the raw-data encode.
  */
 #include "encode_core.h"
 
@@ -14,69 +13,23 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
-typedef struct {
-  struct jpeg_error_mgr pub;
-  jmp_buf jb;
-  char msg[JMSG_LENGTH_MAX];
-} enc_errmgr;
-
-typedef struct {
-  struct jpeg_destination_mgr pub;
-  uint8_t *buf;
-  size_t cap;
-} grow_dest;
+#include "decode_worker.h"
+#include "jpeg_glue.h"
 
 struct rc_encoder {
   struct jpeg_compress_struct cinfo;
-  enc_errmgr err;
-  grow_dest dest;
+  rc_jpeg_err err;
+  rc_jpeg_dest dest;
   uint8_t *rgb; /* transcode scratch: the decoded, resized image */
   size_t rgb_cap;
   int restart; /* rc_encoder_set_restart */
 };
 
-static void enc_error_exit(j_common_ptr ci) {
-  enc_errmgr *e = (enc_errmgr *)ci->err;
-  ci->err->format_message(ci, e->msg);
-  longjmp(e->jb, 1);
-}
-
-static void enc_output_message(j_common_ptr ci) {
-  (void)ci;
-}
-
-static void dest_init(j_compress_ptr ci) {
-  grow_dest *d = (grow_dest *)ci->dest;
-  d->pub.next_output_byte = d->buf;
-  d->pub.free_in_buffer = d->cap;
-}
-
-static boolean dest_empty(j_compress_ptr ci) {
-  grow_dest *d = (grow_dest *)ci->dest;
-  size_t cap = d->cap * 2;
-  uint8_t *p = realloc(d->buf, cap);
-  if (!p) ERREXIT1(ci, JERR_OUT_OF_MEMORY, 0);
-  d->pub.next_output_byte = p + d->cap;
-  d->pub.free_in_buffer = cap - d->cap;
-  d->buf = p;
-  d->cap = cap;
-  return TRUE;
-}
-
-static void dest_term(j_compress_ptr ci) {
-  (void)ci; /* the length is read from free_in_buffer by the caller */
-}
-
 static int create_compressor(rc_encoder *e) {
-  e->cinfo.err = jpeg_std_error(&e->err.pub);
-  e->err.pub.error_exit = enc_error_exit;
-  e->err.pub.output_message = enc_output_message;
+  e->cinfo.err = rc_jpeg_err_init(&e->err, NULL);
   if (setjmp(e->err.jb)) return -1;
   jpeg_create_compress(&e->cinfo);
-  e->dest.pub.init_destination = dest_init;
-  e->dest.pub.empty_output_buffer = dest_empty;
-  e->dest.pub.term_destination = dest_term;
-  e->cinfo.dest = &e->dest.pub;
+  rc_jpeg_dest_attach(&e->dest, &e->cinfo);
   return 0;
 }
 
@@ -120,14 +73,12 @@ static int encode(rc_encoder *e, int w, int h, int quality, const uint8_t *rgb, 
     return snprintf(err, RC_ERRLEN, "bad encode parameters"), RC_BAD_PARAM;
   /* A first guess of the size (about a third of the pixels' bytes at high quality); the
    * destination doubles it when needed. */
-  e->dest.cap = (size_t)w * h * (gray || ncomp == 1 ? 1 : 3) / 3 + 1024;
-  e->dest.buf = malloc(e->dest.cap);
-  if (!e->dest.buf) return snprintf(err, RC_ERRLEN, "out of memory (JPEG output)"), RC_NOMEM;
-  e->err.msg[0] = 0;
+  if (rc_jpeg_dest_open(&e->dest, (size_t)w * h * (gray || ncomp == 1 ? 1 : 3) / 3 + 1024))
+    return snprintf(err, RC_ERRLEN, "out of memory (JPEG output)"), RC_NOMEM;
+  rc_jpeg_err_reset(&e->err);
   if (setjmp(e->err.jb)) {
     jpeg_abort_compress(ci);
-    free(e->dest.buf);
-    e->dest.buf = NULL;
+    rc_jpeg_dest_drop(&e->dest);
     snprintf(err, RC_ERRLEN, "JPEG encode: %s", e->err.msg);
     return e->err.pub.msg_code == JERR_OUT_OF_MEMORY ? RC_NOMEM : RC_CORRUPT;
   }
@@ -167,9 +118,7 @@ static int encode(rc_encoder *e, int w, int h, int quality, const uint8_t *rgb, 
     }
   }
   jpeg_finish_compress(ci);
-  *out = e->dest.buf;
-  *outlen = e->dest.cap - e->dest.pub.free_in_buffer;
-  e->dest.buf = NULL;
+  *out = rc_jpeg_dest_take(&e->dest, outlen);
   return RC_OK;
 }
 
@@ -181,6 +130,189 @@ int rc_encode_jpeg(rc_encoder *e, const uint8_t *rgb, int w, int h, int quality,
 int rc_encode_planes(rc_encoder *e, const rc_planes *p, int w, int h, int quality, uint8_t **out,
                      size_t *outlen, char *err) {
   return encode(e, w, h, quality, NULL, 0, p, out, outlen, err);
+}
+
+/* ---- YCbCr planes: decode without colour conversion or upsampling, resample each plane ---- */
+
+static int round_up(int v, int m) {
+  return (v + m - 1) / m * m;
+}
+
+/* Copies the last valid column and row into the padding, as libjpeg pads its own input. */
+static void pad_plane(uint8_t *p, size_t stride, int w, int h, int pw, int ph) {
+  for (int y = 0; y < h; y++)
+    memset(p + (size_t)y * stride + w, p[(size_t)y * stride + w - 1], pw - w);
+  for (int y = h; y < ph; y++) memcpy(p + (size_t)y * stride, p + (size_t)(h - 1) * stride, pw);
+}
+
+/* The plane way's plan of one image, filled in by planes_pass's steps in order. */
+typedef struct {
+  int64_t x0, y0, x1, y1; /* the crop in source pixels */
+  int ncomp;              /* the JPEG's components */
+  int nsrc;               /* the source planes that are resampled */
+  int pw, ph;             /* the output's luma size padded to whole MCUs */
+  uint64_t out_bytes;     /* the output planes' */
+  /* Per source plane: its size, its scale against the image, its rows per iMCU row. (Copied:
+   * jpeg_abort_decompress frees comp_info before the planes are resampled.) */
+  int sw[RC_MAX_PLANES], sh[RC_MAX_PLANES], imcu_rows[RC_MAX_PLANES];
+  double sx[RC_MAX_PLANES], sy[RC_MAX_PLANES];
+  size_t sstride[RC_MAX_PLANES];
+  int need_imcu; /* the iMCU rows decoded: down to the last one the filters use */
+} plane_pass;
+
+/* Output planes: 4:2:0 for colour (OpenCV's default, hence MXNet's), padded to whole MCUs. */
+static void layout_output(const rc_opts *o, int gray, rc_planes *out, plane_pass *p) {
+  const int nout = gray ? 1 : 3, mcu = gray ? 8 : 16;
+  p->pw = round_up(o->out_w, mcu), p->ph = round_up(o->out_h, mcu);
+  out->nplanes = nout;
+  p->out_bytes = 0;
+  for (int c = 0; c < nout; c++) {
+    const int sub = c ? 2 : 1;
+    out->width[c] = (o->out_w + sub - 1) / sub;
+    out->height[c] = (o->out_h + sub - 1) / sub;
+    out->stride[c] = (size_t)(p->pw / sub);
+    p->out_bytes += (uint64_t)out->stride[c] * (p->ph / sub);
+  }
+}
+
+/* After jpeg_calc_output_dimensions: each source plane's geometry, and the iMCU rows the
+ * filters need. */
+static void plan_source(struct jpeg_decompress_struct *ci, const rc_opts *o, const rc_planes *out,
+                        plane_pass *p) {
+  for (int c = 0; c < p->ncomp; c++) {
+    jpeg_component_info *cp = &ci->comp_info[c];
+    p->imcu_rows[c] = cp->v_samp_factor * cp->DCT_scaled_size;
+    p->sstride[c] = (size_t)cp->width_in_blocks * cp->DCT_scaled_size;
+    p->sw[c] = (int)cp->downsampled_width;
+    p->sh[c] = (int)cp->downsampled_height;
+    p->sx[c] = (double)cp->h_samp_factor * cp->DCT_scaled_size / (ci->max_h_samp_factor * DCTSIZE);
+    p->sy[c] = (double)cp->v_samp_factor * cp->DCT_scaled_size / (ci->max_v_samp_factor * DCTSIZE);
+  }
+  p->need_imcu = 0;
+  for (int c = 0; c < p->nsrc; c++) {
+    const double oy = c ? 0.5 : 1.0, in0 = p->y0 * p->sy[c];
+    const double in1 = in0 + (p->y1 - p->y0) * p->sy[c] * out->height[c] / (o->out_h * oy);
+    const int last_row = rc_end_row(in0, in1, out->height[c], p->sh[c], o->interp);
+    int n = (last_row + p->imcu_rows[c] - 1) / p->imcu_rows[c];
+    if (n > p->need_imcu) p->need_imcu = n;
+  }
+  if (p->need_imcu > (int)ci->total_iMCU_rows) p->need_imcu = (int)ci->total_iMCU_rows;
+}
+
+/* What this image allocates, taken from the budget (NOTE [decode budget]): the source planes
+ * hold the iMCU rows down to the last one the filters use, no more. */
+static int reserve_planes(rc_worker *w, const rc_opts *o, size_t len, const plane_pass *p,
+                          char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  uint64_t src_bytes = 0;
+  for (int c = 0; c < p->ncomp; c++)
+    src_bytes += (uint64_t)p->sstride[c] * p->need_imcu * p->imcu_rows[c] + RC_SLACK;
+  const uint64_t coef = rc_coef_buffer_bytes(ci);
+  return rc_reserve_decode(w, o, coef,
+                           coef + rc_libjpeg_rows_bytes(ci) + src_bytes + p->out_bytes + len +
+                               rc_resample_plane_bytes(p->sw[0], o->out_w, o->out_h),
+                           err);
+}
+
+/* After jpeg_start_decompress: the planes' buffers, then the iMCU rows decoded into them. */
+static int read_planes(rc_worker *w, rc_planes *out, const plane_pass *p, char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  for (int c = 0; c < out->nplanes; c++) {
+    if (rc_grow((void **)&w->out_plane[c], &w->out_cap[c], out->stride[c] * (p->ph / (c ? 2 : 1))))
+      return rc_fail(ci, err, RC_NOMEM, "out of memory (planes)");
+    out->data[c] = w->out_plane[c];
+  }
+  for (int c = 0; c < p->ncomp; c++) {
+    const size_t rows = (size_t)p->need_imcu * p->imcu_rows[c];
+    if (rc_grow((void **)&w->src_plane[c], &w->src_cap[c], p->sstride[c] * rows + RC_SLACK))
+      return rc_fail(ci, err, RC_NOMEM, "out of memory (source planes)");
+  }
+  const JDIMENSION step = (JDIMENSION)(ci->max_v_samp_factor * ci->min_DCT_scaled_size);
+  for (int r = 0; r < p->need_imcu; r++) {
+    JSAMPROW rows[RC_MAX_PLANES][4 * DCTSIZE];
+    JSAMPARRAY planes[RC_MAX_PLANES];
+    for (int c = 0; c < p->ncomp; c++) {
+      for (int i = 0; i < p->imcu_rows[c]; i++)
+        rows[c][i] = w->src_plane[c] + ((size_t)r * p->imcu_rows[c] + i) * p->sstride[c];
+      planes[c] = rows[c];
+    }
+    if (jpeg_read_raw_data(ci, planes, step) < 1)
+      return rc_fail(ci, err, RC_CORRUPT, "JPEG: no rows");
+  }
+  jpeg_abort_decompress(ci);
+  return RC_OK;
+}
+
+/* Each source plane resampled to its output plane (the vertical pass over the columns in use,
+ * then the horizontal pass), neutral chroma for colour from grey, the padding filled. */
+static int resample_planes(rc_worker *w, const rc_opts *o, rc_planes *out, const plane_pass *p,
+                           char *err) {
+  for (int c = 0; c < p->nsrc; c++) {
+    const double of = c ? 0.5 : 1.0;
+    const int ow = out->width[c], oh = out->height[c];
+    const double ix0 = p->x0 * p->sx[c];
+    const double ix1 = ix0 + (p->x1 - p->x0) * p->sx[c] * ow / (o->out_w * of);
+    const double iy0 = p->y0 * p->sy[c];
+    const double iy1 = iy0 + (p->y1 - p->y0) * p->sy[c] * oh / (o->out_h * of);
+    if (rc_precompute(&w->ch, p->sw[c], ix0, ix1, ow, o->interp) ||
+        rc_precompute(&w->cv, p->sh[c], iy0, iy1, oh, o->interp))
+      return snprintf(err, RC_ERRLEN, "out of memory (coefficients)"), RC_NOMEM;
+    const rc_buf mid = {&w->tmp, &w->tmp_cap}, midt = {&w->line, &w->line_cap};
+    const rc_buf outt = {&w->hline, &w->hline_cap};
+    if (rc_resample_plane(w->src_plane[c], p->sstride[c], &w->ch, &w->cv, out->data[c],
+                          out->stride[c], ow, oh, mid, midt, outt))
+      return snprintf(err, RC_ERRLEN, "out of memory (resample buffers)"), RC_NOMEM;
+  }
+  for (int c = p->nsrc; c < out->nplanes; c++) /* colour from a greyscale JPEG: neutral chroma */
+    memset(out->data[c], 128, out->stride[c] * (p->ph / 2));
+  for (int c = 0; c < p->nsrc; c++) {
+    const int sub = c ? 2 : 1;
+    pad_plane(out->data[c], out->stride[c], out->width[c], out->height[c], p->pw / sub,
+              p->ph / sub);
+  }
+  return RC_OK;
+}
+
+/* One decode pass of the plane way: the steps above, in order, after the header. */
+static int planes_pass(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop,
+                       const rc_opts *o, int gray, rc_planes *out, char *err) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  const int bad = rc_check_input(data, len, o, err);
+  if (bad) return bad;
+  rc_jpeg_err_reset(&w->err);
+  w->entropy_on = 0;
+  if (setjmp(w->err.jb)) return rc_pass_failed(w, err);
+  jpeg_mem_src(ci, data, (unsigned long)len);
+  jpeg_read_header(ci, TRUE);
+  plane_pass p;
+  int st = rc_crop_window(ci, crop, o, &p.x0, &p.y0, &p.x1, &p.y1, err);
+  if (st) return st;
+  p.ncomp = ci->num_components;
+  const int ycc = ci->jpeg_color_space == JCS_YCbCr && p.ncomp == 3;
+  if (!ycc && !(ci->jpeg_color_space == JCS_GRAYSCALE && p.ncomp == 1))
+    return rc_fail(ci, err, RC_UNSUPPORTED, "not a YCbCr or greyscale JPEG");
+  ci->scale_num = (unsigned)rc_dct_scale_num((int)(p.x1 - p.x0), (int)(p.y1 - p.y0), o->out_w,
+                                             o->out_h, o->dct_mode);
+  ci->scale_denom = 8;
+  ci->raw_data_out = TRUE;
+  jpeg_calc_output_dimensions(ci); /* what jpeg_start_decompress will compute */
+  layout_output(o, gray, out, &p);
+  p.nsrc = ycc && !gray ? 3 : 1;
+  plan_source(ci, o, out, &p);
+  if ((st = reserve_planes(w, o, len, &p, err))) return st;
+  rc_start_decompress(w);
+  if ((st = read_planes(w, out, &p, err))) return st;
+  if ((st = rc_warned(&w->err, err))) return st; /* an error here (im2rec): not worth resampling */
+  return resample_planes(w, o, out, &p, err);
+}
+
+int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop,
+                     const rc_opts *o, int gray, rc_planes *out, char *err) {
+  w->own_entropy = !w->stock_entropy;
+  const int status = planes_pass(w, data, len, crop, o, gray, out, err);
+  if (status != RC_DECODE_AGAIN) return status;
+  w->own_entropy = 0;
+  return planes_pass(w, data, len, crop, o, gray, out, err);
 }
 
 /* e->rgb holds at least `need` bytes; RC_NOMEM otherwise. */

@@ -1,4 +1,5 @@
-/* recio encode core: RGB pixels -> baseline JPEG, and JPEG -> decode core -> JPEG (im2rec).
+/* recio encode core: RGB pixels -> baseline JPEG, and JPEG -> planes -> JPEG (im2rec's
+ * re-encode: the plane decode, rc_decode_planes, beside the plane encode).
  *
  * No Python here. An rc_encoder holds a reusable libjpeg compressor and the RGB scratch image
  * a transcode decodes into; one per thread, like rc_worker.
@@ -10,6 +11,23 @@
 #include <stdint.h>
 
 #include "decode_core.h"
+
+/* A JPEG's planes after crop and resample, as a raw-data JPEG encoder takes them: one luma
+ * plane for grey output, else Y, Cb, Cr with chroma at half width and height (4:2:0). Rows
+ * and columns are edge-padded to whole MCUs (16x16 luma for colour, 8x8 for grey). */
+typedef struct {
+  int nplanes;
+  int width[RC_MAX_PLANES], height[RC_MAX_PLANES]; /* valid samples */
+  size_t stride[RC_MAX_PLANES];                    /* bytes per row */
+  uint8_t *data[RC_MAX_PLANES]; /* owned by the worker: valid until its next call */
+} rc_planes;
+
+/* Decodes a YCbCr or greyscale JPEG without colour conversion or chroma upsampling, then crops
+ * and resamples each plane to o->out_w x o->out_h luma samples (o's interp, dct_mode and
+ * max_pixels are used; flip and layout are not). Other colour spaces (CMYK, YCCK, RGB-coded)
+ * get RC_UNSUPPORTED: take the RGB way (rc_decode) for them. */
+int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop,
+                     const rc_opts *o, int gray, rc_planes *out, char *err);
 
 typedef struct rc_encoder rc_encoder;
 

@@ -15,20 +15,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "crc32c.h"
-
-#define MAGIC 0xCED7230Au
-#define MAX_PAYLOAD ((1u << 29) - 1)
+#include "records_core.h"
 #define EOI_WINDOW 65536 /* jpeg_header's tail window for the end-of-image marker */
 
 static unsigned be16(const uint8_t *p) {
   return (unsigned)p[0] << 8 | p[1];
-}
-
-static uint32_t word_le(const uint8_t *p) {
-  uint32_t v;
-  memcpy(&v, p, 4);
-  return v; /* little-endian hosts only, as the rest of recio's native code */
 }
 
 /* _exif_orientation(tiff): the first orientation tag of type SHORT in IFD0, 1 if none, out
@@ -135,40 +126,6 @@ int rc_im2rec_plan(const rc_jpeg_info *info, const rc_im2rec_opts *o, int32_t cr
   return 1;
 }
 
-/* dmlc's RecordIOWriter splits a payload at every magic word at an aligned offset, scanning
- * the whole words only (encode_record). */
-size_t rc_frames_size(const uint8_t *p, size_t len) {
-  size_t frames = 1;
-  for (size_t i = 0; i + 4 <= len; i += 4) frames += word_le(p + i) == MAGIC;
-  const size_t data = len - 4 * (frames - 1);
-  return 8 * frames + data + (-data & 3);
-}
-
-static uint8_t *put_header(uint8_t *out, uint32_t cflag, size_t length) {
-  const uint32_t h[2] = {MAGIC, cflag << 29 | (uint32_t)length};
-  memcpy(out, h, 8);
-  return out + 8;
-}
-
-size_t rc_write_frames(const uint8_t *p, size_t len, uint8_t *out, uint32_t *crc) {
-  uint8_t *o = out;
-  size_t start = 0;
-  for (size_t i = 0; i + 4 <= len; i += 4) {
-    if (word_le(p + i) != MAGIC) continue;
-    o = put_header(o, start == 0 ? 1 : 2, i - start);
-    memcpy(o, p + start, i - start);
-    o += i - start;
-    start = i + 4;
-  }
-  o = put_header(o, start ? 3 : 0, len - start);
-  memcpy(o, p + start, len - start);
-  o += len - start;
-  *crc = rc_crc32c(0, out, (size_t)(o - out));
-  const size_t pad = -(len - start) & 3;
-  memset(o, 0, pad);
-  return (size_t)(o - out) + pad;
-}
-
 int rc_read_path(const char *path, uint8_t **data, size_t *len) {
   *data = NULL;
   *len = 0;
@@ -227,7 +184,7 @@ int rc_im2rec_record(rc_worker *w, rc_encoder *e, const char *path, const uint8_
     rc_worker_release(w);
   }
   free(data);
-  if (st == RC_OK && prefix_len + jpeg_len > MAX_PAYLOAD) st = RC_UNSUPPORTED;
+  if (st == RC_OK && prefix_len + jpeg_len > RC_MAX_PAYLOAD) st = RC_UNSUPPORTED;
   if (st == RC_OK && !(payload = malloc(prefix_len + jpeg_len))) st = RC_UNSUPPORTED;
   if (st == RC_OK) {
     memcpy(payload, prefix, prefix_len);

@@ -44,23 +44,15 @@ int rc_jpeg_probe(const uint8_t *data, size_t len, rc_jpeg_info *info);
 int rc_im2rec_plan(const rc_jpeg_info *info, const rc_im2rec_opts *o, int32_t crop[4], int *out_w,
                    int *out_h, int *gray);
 
-/* Bytes encode_record() makes of a payload of len bytes: frame headers (one more for every
- * RecordIO magic at a 4-byte-aligned offset), the data, padding to 4. */
-size_t rc_frames_size(const uint8_t *payload, size_t len);
-
-/* encode_record(payload) into out (rc_frames_size bytes); returns the bytes written and sets
- * *crc to the sidecar's checksum of the record (its frames without the final padding). */
-size_t rc_write_frames(const uint8_t *payload, size_t len, uint8_t *out, uint32_t *crc);
-
 /* The whole file at path, malloc'd into *data (the caller frees; NULL for an empty file).
  * 0, or -1 with nothing allocated when it cannot be opened or read. */
 int rc_read_path(const char *path, uint8_t **data, size_t *len);
 
 /* One entry: rc_read_path, rc_jpeg_probe, rc_im2rec_plan, rc_transcode with base's options
  * (budget, DCT scaling, pixel limit; its size and crop are set here), then the record
- * prefix (IRHeader and labels) + JPEG framed by rc_write_frames into a malloc'd *frames of
- * *nframes bytes. RC_OK, or RC_UNSUPPORTED (nothing allocated) where the Python path must
- * decide: any failure on the way, whatever its reason. */
+ * prefix (IRHeader and labels) + JPEG framed by rc_write_frames (records_core.h) into a malloc'd
+ * *frames of *nframes bytes. RC_OK, or RC_UNSUPPORTED (nothing allocated) where the Python path
+ * must decide: any failure on the way, whatever its reason. */
 int rc_im2rec_record(rc_worker *w, rc_encoder *e, const char *path, const uint8_t *prefix,
                      size_t prefix_len, const rc_im2rec_opts *o, const rc_opts *base,
                      uint8_t **frames, size_t *nframes, uint32_t *crc);

@@ -1,10 +1,10 @@
 /* recio lossless transcode (lossless.h): a decompressor and a compressor sharing one error
- * manager, and a growing malloc'd destination (as encode_core.c's, for the same reason: an
- * error midway leaves one buffer to free).
+ * manager, and a growing malloc'd destination (both jpeg_glue.h's).
  */
 #include "lossless.h"
 
 #include "huffstats.h"
+#include "jpeg_glue.h"
 #include "recode.h"
 
 #include <setjmp.h>
@@ -15,80 +15,28 @@
 #include <jerror.h>
 #include <jpeglib.h>
 
-typedef struct {
-  struct jpeg_error_mgr pub;
-  jmp_buf jb;
-  char msg[JMSG_LENGTH_MAX];
-  char warning[JMSG_LENGTH_MAX]; /* the first warning of this image */
-  int warning_code;
-} ll_errmgr;
-
-typedef struct {
-  struct jpeg_destination_mgr pub;
-  uint8_t *buf;
-  size_t cap;
-} ll_dest;
-
 struct rc_lossless {
   struct jpeg_decompress_struct src;
   struct jpeg_compress_struct dst;
-  ll_errmgr err;
-  ll_dest dest;
+  rc_jpeg_err err;
+  rc_jpeg_dest dest;
   rc_recoder recoder; /* NOTE [re-code]: the common source's path */
-  int created; /* 1: src made, 2: both */
+  int created;        /* 1: src made, 2: both */
 };
 
-static void ll_error_exit(j_common_ptr ci) {
-  ll_errmgr *e = (ll_errmgr *)ci->err;
-  ci->err->format_message(ci, e->msg);
-  longjmp(e->jb, 1);
-}
-
-static void ll_emit_message(j_common_ptr ci, int level) {
-  ll_errmgr *e = (ll_errmgr *)ci->err;
-  if (level >= 0) return; /* trace messages */
-  if (!e->pub.num_warnings++) {
-    ci->err->format_message(ci, e->warning);
-    e->warning_code = e->pub.msg_code;
-  }
-}
-
-static void dest_init(j_compress_ptr ci) {
-  ll_dest *d = (ll_dest *)ci->dest;
-  d->pub.next_output_byte = d->buf;
-  d->pub.free_in_buffer = d->cap;
-}
-
-static boolean dest_empty(j_compress_ptr ci) {
-  ll_dest *d = (ll_dest *)ci->dest;
-  const size_t cap = d->cap * 2;
-  uint8_t *p = realloc(d->buf, cap);
-  if (!p) ERREXIT1(ci, JERR_OUT_OF_MEMORY, 0);
-  d->pub.next_output_byte = p + d->cap;
-  d->pub.free_in_buffer = cap - d->cap;
-  d->buf = p;
-  d->cap = cap;
-  return TRUE;
-}
-
-static void dest_term(j_compress_ptr ci) {
-  (void)ci; /* the length is read from free_in_buffer */
+/* Every warning is kept (the first): any of them refuses the source. */
+static int source_warning(j_common_ptr ci) {
+  return ci->err->msg_code == JWRN_JPEG_EOF ? RC_TRUNCATED : RC_CORRUPT;
 }
 
 static int create(rc_lossless *t) {
-  t->src.err = jpeg_std_error(&t->err.pub);
-  t->dst.err = &t->err.pub;
-  t->err.pub.error_exit = ll_error_exit;
-  t->err.pub.emit_message = ll_emit_message;
+  t->src.err = t->dst.err = rc_jpeg_err_init(&t->err, source_warning);
   if (setjmp(t->err.jb)) return -1;
   jpeg_create_decompress(&t->src);
   t->created = 1;
   jpeg_create_compress(&t->dst);
   t->created = 2;
-  t->dest.pub.init_destination = dest_init;
-  t->dest.pub.empty_output_buffer = dest_empty;
-  t->dest.pub.term_destination = dest_term;
-  t->dst.dest = &t->dest.pub;
+  rc_jpeg_dest_attach(&t->dest, &t->dst);
   /* every APPn (EXIF, ICC profile, ...) and COM segment is kept */
   jpeg_save_markers(&t->src, JPEG_COM, 0xFFFF);
   for (int m = 0; m < 16; m++) jpeg_save_markers(&t->src, JPEG_APP0 + m, 0xFFFF);
@@ -108,14 +56,15 @@ void rc_lossless_free(rc_lossless *t) {
   if (!t) return;
   if (t->created >= 2) jpeg_destroy_compress(&t->dst);
   if (t->created >= 1) jpeg_destroy_decompress(&t->src);
-  free(t->dest.buf);
+  rc_jpeg_dest_drop(&t->dest);
   rc_recoder_free(&t->recoder);
   free(t);
 }
 
 /* A saved segment libjpeg writes itself from the parameters (jpegtran's rule): the JFIF
  * APP0 and the Adobe APP14. Copying them too would repeat them. */
-static int written_by_libjpeg(const struct jpeg_compress_struct *dst, const jpeg_saved_marker_ptr m) {
+static int written_by_libjpeg(const struct jpeg_compress_struct *dst,
+                              const jpeg_saved_marker_ptr m) {
   if (dst->write_JFIF_header && m->marker == JPEG_APP0 && m->data_length >= 5 &&
       memcmp(m->data, "JFIF", 5) == 0)
     return 1;
@@ -124,11 +73,10 @@ static int written_by_libjpeg(const struct jpeg_compress_struct *dst, const jpeg
 }
 
 /* The status of a source libjpeg warned about: cut short, or damaged. */
-static int warned(const ll_errmgr *e, char *err) {
-  const int cut = e->warning_code == JWRN_JPEG_EOF;
-  snprintf(err, RC_ERRLEN, "%s JPEG, left as it is: %s", cut ? "truncated" : "damaged",
-           e->warning);
-  return cut ? RC_TRUNCATED : RC_CORRUPT;
+static int warned(const rc_jpeg_err *e, char *err) {
+  const int cut = e->warning_status == RC_TRUNCATED;
+  snprintf(err, RC_ERRLEN, "%s JPEG, left as it is: %s", cut ? "truncated" : "damaged", e->warning);
+  return e->warning_status;
 }
 
 /* One try; `fast`: Huffman tables from rc_huff_optimise, else libjpeg's optimize_coding.
@@ -142,15 +90,12 @@ static int transcode(rc_lossless *t, rc_worker *w, const rc_opts *o, const uint8
   *outlen = 0;
   if (len < 4 || data[0] != 0xFF || data[1] != 0xD8)
     return snprintf(err, RC_ERRLEN, "not a JPEG"), RC_UNSUPPORTED;
-  t->err.msg[0] = t->err.warning[0] = 0;
-  t->err.pub.num_warnings = 0;
-  t->err.warning_code = 0;
+  rc_jpeg_err_reset(&t->err);
   volatile int reading = 1; /* a compressor error is an output problem, not the source's */
   if (setjmp(t->err.jb)) {
     jpeg_abort_compress(dst);
     jpeg_abort_decompress(src);
-    free(t->dest.buf);
-    t->dest.buf = NULL;
+    rc_jpeg_dest_drop(&t->dest);
     snprintf(err, RC_ERRLEN, "%s: %s", reading ? "JPEG read" : "JPEG write", t->err.msg);
     *wrote = !reading;
     return t->err.pub.msg_code == JERR_OUT_OF_MEMORY ? RC_NOMEM : RC_CORRUPT;
@@ -188,16 +133,13 @@ static int transcode(rc_lossless *t, rc_worker *w, const rc_opts *o, const uint8
   dst->restart_interval = restart > 0 ? (unsigned)restart : 0;
   dst->restart_in_rows = restart < 0 ? -restart : 0;
   dst->optimize_coding = !fast || rc_huff_optimise(src, dst, coefs) != 0;
-  t->dest.cap = len + len / 8 + 4096;
-  if (!(t->dest.buf = malloc(t->dest.cap))) ERREXIT1(dst, JERR_OUT_OF_MEMORY, 0);
+  if (rc_jpeg_dest_open(&t->dest, len + len / 8 + 4096)) ERREXIT1(dst, JERR_OUT_OF_MEMORY, 0);
   jpeg_write_coefficients(dst, coefs);
   for (jpeg_saved_marker_ptr m = src->marker_list; m; m = m->next)
     if (!written_by_libjpeg(dst, m)) jpeg_write_marker(dst, m->marker, m->data, m->data_length);
   jpeg_finish_compress(dst);
   jpeg_finish_decompress(src);
-  *out = t->dest.buf;
-  *outlen = t->dest.cap - t->dest.pub.free_in_buffer;
-  t->dest.buf = NULL;
+  *out = rc_jpeg_dest_take(&t->dest, outlen);
   return RC_OK;
 }
 

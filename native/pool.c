@@ -37,9 +37,9 @@ struct rc_pool {
   int stopping, stopped;
   atomic_int cancel;
   int nthreads;
-  int active; /* NOTE [parked threads] (mu) */
-  atomic_uint_fast64_t busy_ns; /* time the threads spent in jobs, all together */
-  atomic_uint_fast64_t cpu_ns;  /* the CPU time of it (less what others' threads took) */
+  int active;                   /* NOTE [parked threads] (mu) */
+  atomic_uint_fast64_t busy_ns; /* time the threads spent in jobs, all together (wall) */
+  atomic_uint_fast64_t cpu_ns;  /* their CPU time in them (NOTE [pool clocks]) */
   rc_thread *threads;
   /* the state of one-item runs, made in the caller's thread (inline_mu) */
   pthread_mutex_t inline_mu;
@@ -60,6 +60,31 @@ static uint64_t clock_ns(clockid_t clock) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* NOTE [pool clocks]: what the threads' work cost is counted on two clocks, read once a job a
+ * thread (not an item: a small image decodes in microseconds). cpu_ns, the thread's own CPU
+ * time (CLOCK_THREAD_CPUTIME_ID), is the work: what a decode costs, wherever and beside
+ * whatever it runs (stats.stages' decode_cpu_s, bench's CPU per image). busy_ns is the
+ * monotonic wall clock on purpose: it is the stage's occupancy, set against its capacity
+ * (threads x wall seconds, stats.stages' thread_s) for the decode stage's utilisation, and it
+ * must count the time a thread holds an item without running it (preempted by other
+ * processes, waiting on the decode budget), which the CPU clock leaves out; cpu / busy below
+ * 1 is how bench tells contended cores (recio/bench/bottleneck.py). The autotuner decides
+ * from the consumer's waits alone (NOTE [thread tuner]). */
+typedef struct {
+  uint64_t wall, cpu;
+} work_clocks;
+
+static work_clocks work_start(void) {
+  return (work_clocks){clock_ns(CLOCK_MONOTONIC), clock_ns(CLOCK_THREAD_CPUTIME_ID)};
+}
+
+static void work_done(rc_pool *p, work_clocks start) {
+  atomic_fetch_add_explicit(&p->cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - start.cpu,
+                            memory_order_relaxed);
+  atomic_fetch_add_explicit(&p->busy_ns, clock_ns(CLOCK_MONOTONIC) - start.wall,
+                            memory_order_relaxed);
+}
+
 /* NOTE [parked threads]: rc_pool_set_active(p, k) leaves threads 0..k-1 working; the others
  * finish the job they are in and then wait on `wake` like an idle thread, joining no job until
  * `active` grows again (or the pool stops: then every thread drains the queue). Parking, not
@@ -71,14 +96,12 @@ static void *thread_main(void *arg) {
   rc_pool *p = t->pool;
   pthread_mutex_lock(&p->mu);
   for (;;) {
-    while (!p->stopping && (!p->head || t->index >= p->active))
-      pthread_cond_wait(&p->wake, &p->mu);
+    while (!p->stopping && (!p->head || t->index >= p->active)) pthread_cond_wait(&p->wake, &p->mu);
     rc_job *j = p->head;
     if (!j) break; /* stopping, and nothing queued */
     j->workers++;
     pthread_mutex_unlock(&p->mu);
-    /* the clocks once a job a thread (not an item: a small image decodes in microseconds) */
-    const uint64_t t0 = clock_ns(CLOCK_MONOTONIC), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    const work_clocks start = work_start(); /* NOTE [pool clocks] */
     for (;;) {
       size_t i = atomic_fetch_add(&j->next, 1);
       if (i >= j->n) break;
@@ -87,9 +110,7 @@ static void *thread_main(void *arg) {
       else
         j->fn(j->ctx, t->state, i);
     }
-    atomic_fetch_add_explicit(&p->cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0,
-                              memory_order_relaxed);
-    atomic_fetch_add_explicit(&p->busy_ns, clock_ns(CLOCK_MONOTONIC) - t0, memory_order_relaxed);
+    work_done(p, start);
     pthread_mutex_lock(&p->mu);
     if (p->head == j) {
       p->head = j->queued;
@@ -206,7 +227,13 @@ void rc_job_init(rc_job *j, rc_task_fn fn, void *ctx, size_t n) {
   j->queued = NULL;
   j->finished = 0;
   pthread_mutex_init(&j->mu, NULL);
-  pthread_cond_init(&j->cv, NULL);
+  /* rc_job_wait's timeout on the monotonic clock: a step of the system's clock does not
+   * shorten or stretch it */
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&j->cv, &attr);
+  pthread_condattr_destroy(&attr);
 }
 
 void rc_job_destroy(rc_job *j) {
@@ -241,7 +268,7 @@ int rc_job_wait(rc_job *j, double timeout) {
     while (!j->finished) pthread_cond_wait(&j->cv, &j->mu);
   } else if (!j->finished) {
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
+    clock_gettime(CLOCK_MONOTONIC, &until); /* the clock of j->cv (rc_job_init) */
     const time_t whole = (time_t)timeout;
     until.tv_sec += whole;
     until.tv_nsec += (long)((timeout - (double)whole) * 1e9);
@@ -267,7 +294,11 @@ int rc_pool_run(rc_pool *p, rc_task_fn fn, void *ctx, size_t n) {
      * one-image call (im2rec, image_sizes of one) would cost. */
     pthread_mutex_lock(&p->inline_mu);
     void *state = p->inline_state;
-    if (state) fn(ctx, state, 0);
+    if (state) {
+      const work_clocks start = work_start(); /* the pool's work too (NOTE [pool clocks]) */
+      fn(ctx, state, 0);
+      work_done(p, start);
+    }
     pthread_mutex_unlock(&p->inline_mu);
     return state ? 0 : -1;
   }

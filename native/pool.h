@@ -38,10 +38,11 @@ int rc_pool_size(const rc_pool *p);
  * the count set. */
 int rc_pool_set_active(rc_pool *p, int k);
 int rc_pool_active(rc_pool *p);
-/* Nanoseconds the threads have spent in jobs (running their items) since the pool started,
- * all together, counted as each thread leaves a job. */
+/* Nanoseconds the threads have spent in jobs (running their items; a one-item run in the
+ * caller's thread too) since the pool started, all together, on the wall clock, counted as
+ * each thread leaves a job: the stage's occupancy (NOTE [pool clocks] in pool.c). */
 uint64_t rc_pool_busy_ns(rc_pool *p);
-/* The threads' CPU time in those jobs (busy less the time the OS ran other threads). */
+/* The threads' CPU time in those jobs (busy less the time the OS ran other threads): the work. */
 uint64_t rc_pool_cpu_ns(rc_pool *p);
 /* Runs fn(ctx, state, i) for i in [0, n) on the pool's threads and waits for all of them
  * (a job queued behind those submitted before it). Returns -1 if the pool is shut down, or

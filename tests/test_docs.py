@@ -1,9 +1,10 @@
 """The code in README.md and docs/*.md runs as written (tests/docs_pages.py says how).
 
-Each page runs in a directory of its own holding the sample data the pages name: ``images/``
-(an image folder of three classes), ``faces/`` (a folder per identity) and, for the pages
-after the README, ``data/train`` and ``data/val`` made from ``images/`` with the README's own
-im2rec commands. The README makes its ``data/train`` itself.
+Each page runs in a directory of its own holding the sample data the pages name, made as
+the pages tell a reader to make it: ``images/`` (an image folder of three classes) and
+``faces/`` (a folder per identity) by ``recio sample``, and ``data/train`` and ``data/val``
+made from ``images/`` with the README's own im2rec commands. The README makes all of its
+data itself.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ import pytest
 
 from . import docs_pages
 from ._paths import REPO
-from .images import encode
 
 PAGES = ["README.md", *sorted(p.relative_to(REPO).as_posix() for p in REPO.glob("docs/*.md"))]
-MADE_BY_THE_PAGE = {"README.md": ("images", "faces")}  # the rest get data/train and data/val too
+MADE_BY_THE_PAGE = {"README.md": ()}  # the rest get images/, faces/, data/train and data/val
 
 
 def _im2rec(*args: str) -> None:
@@ -33,15 +33,9 @@ def _im2rec(*args: str) -> None:
 def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sample data every page may name, made once: copied into each page's directory."""
     root = tmp_path_factory.mktemp("docs-sample")
-    for c, name in enumerate(("cat", "dog", "fish")):
-        (root / "images" / name).mkdir(parents=True)
-        for i in range(4):
-            (root / "images" / name / f"{i}.jpg").write_bytes(encode(64, 48, seed=10 * c + i))
-    for person in range(3):
-        folder = root / "faces" / f"id{person}"
-        folder.mkdir(parents=True)
-        for i in range(2 + person):
-            (folder / f"{i}.jpg").write_bytes(encode(112, 112, seed=100 + 10 * person + i))
+    from recio.cli.main import main
+
+    assert main(["sample", str(root)]) == 0  # what the pages tell a reader to run
     (root / "data").mkdir()
     for stem in ("train", "val"):  # README's commands
         _im2rec("--list", "--recursive", "--quiet", f"{root}/data/{stem}", f"{root}/images")
@@ -130,6 +124,22 @@ def test_readme_commands_are_what_make_and_ci_run():
     assert "demo:\n\tbash tools/run_demo.sh" in make and "test:\n\tbash tools/run_tests.sh" in make
     ci = [ln for ln in (REPO / ".ci" / "run").read_text().splitlines() if not ln.startswith("#")]
     assert "bash tools/run_tests.sh" in ci
+
+
+# what a page's code reads of the sample data
+SAMPLE_PATHS = re.compile(r"\b(images/|faces/|data/(train|val)\b)")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_page_says_how_to_make_the_data_it_reads(page):
+    """A page that reads the sample data runs `recio sample` or says so in its first lines."""
+    text = (REPO / page).read_text()
+    code = "\n".join(b.text for b in docs_pages.blocks(page, text))
+    if not SAMPLE_PATHS.search(code):
+        return
+    ran = any(w[:2] == ["recio", "sample"] for s in docs_pages.plan(page, text)
+              for w in s.commands or [])  # fmt: skip
+    assert ran or "recio sample" in "\n".join(text.splitlines()[:12]), page
 
 
 def test_every_listed_block_exists():

@@ -928,3 +928,40 @@ def test_job_options_are_named_and_checked_once() -> None:
         assert status.tolist() == [0] and out.any()
     finally:
         pool.close()
+
+
+def _cut_and_broken() -> tuple[bytes, bytes, bytes]:
+    """A good JPEG, the same cut short (a libjpeg warning), and one whose frame header says
+    0 x 0 (a libjpeg error)."""
+    good = encode(320, 240)
+    sof = good.index(b"\xff\xc0")
+    broken = good[: sof + 5] + b"\0\0\0\0" + good[sof + 9 :]
+    return good, good[: len(good) * 2 // 3], broken
+
+
+def test_each_libjpeg_caller_reports_a_warning_and_an_error_in_its_own_words() -> None:
+    """native/jpeg_glue.c is the one error manager of the decoder, the transcode and the
+    lossless transcode: a cut-short JPEG is a kept warning (truncated) and a broken header a
+    longjmp'd error, each with libjpeg's own text in the caller's message."""
+    from recio.im2rec.encoder import JpegEncoder
+
+    images = list(_cut_and_broken())
+    want = [0, decode.STATUS_TRUNCATED, decode.STATUS_CORRUPT]
+    eof, empty = "Premature end of JPEG file", "Empty JPEG image (DNL not supported)"
+    with decode.DecodePool(1, backend="native") as pool:
+        out = np.zeros((3, 60, 80, 3), np.uint8)
+        assert pool.decode_batch(images, out).tolist() == want
+        assert pool.last_errors() == [None, f"JPEG: {eof} (image incomplete)", f"JPEG: {empty}"]
+        encoder = JpegEncoder(pool)
+        status, jpegs = encoder.transcode_jpeg(images, np.array([[80, 60]] * 3))
+        assert status.tolist() == want and jpegs[0] and jpegs[1:] == [None, None]
+        assert encoder.last_errors()[1:] == [f"JPEG: {eof} (image incomplete)", f"JPEG: {empty}"]
+        status, jpegs = encoder.optimize_jpeg(images)
+        assert status.tolist() == want and jpegs[0] and jpegs[1:] == [None, None]
+        assert encoder.last_errors()[1:] == [
+            f"truncated JPEG, left as it is: {eof}",
+            f"JPEG read: {empty}",
+        ]
+        # the state of a failed image does not leak into the next call: the good one again
+        assert pool.decode_batch(images[:1], out[:1]).tolist() == [0]
+        assert encoder.optimize_jpeg(images[:1])[0].tolist() == [0]

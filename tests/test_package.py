@@ -153,7 +153,8 @@ LAYERS = [
     ["recio.sampling", "recio.augment"],
     ["recio.decode"],
     ["recio.pipeline"],
-    ["recio.frameworks", "recio.dali", "recio.im2rec", "recio.bench", "recio.train", "recio.cli"],
+    ["recio.frameworks", "recio.dali", "recio.im2rec", "recio.bench", "recio.train", "recio.cli",
+     "recio.mx"],
 ]  # fmt: skip
 
 

@@ -48,7 +48,9 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from recio.augment import CropSpec, KeyedDraw  # noqa: E402
+from recio.augment import draws as draws_module  # noqa: E402
 from recio.decode import DecodePool  # noqa: E402
+from recio.decode import pool as pool_module  # noqa: E402
 from recio.pipeline.iterator import ImageRecordIter  # noqa: E402
 from recio.records.file import RecordFile  # noqa: E402
 from recio.records.format import unpack_labels  # noqa: E402
@@ -102,12 +104,29 @@ def load_extension(checkout: Path):
     return module
 
 
+def use_extension(pool: DecodePool, extension) -> None:
+    """Runs ``pool``'s native calls on ``extension``'s Pool; their ``JobOptions`` and ``Draw``
+    are made by ``extension`` too (a pool takes only its own module's)."""
+    pool._native.close()
+    pool._native = extension.Pool(pool.num_threads, pool.max_decode_bytes or 0)
+    own = pool._job_options
+
+    def job_options(job):
+        saved = pool_module._native, draws_module._native
+        pool_module._native = draws_module._native = extension
+        try:
+            return own(job)
+        finally:
+            pool_module._native, draws_module._native = saved
+
+    pool._job_options = job_options
+
+
 def recio_pool(threads: int, extension) -> DecodePool:
     """A DecodePool whose native pool comes from ``extension`` (None: this checkout's)."""
     pool = DecodePool(threads, backend="native")
     if extension is not None:
-        pool._native.close()
-        pool._native = extension.Pool(threads, pool.max_decode_bytes or 0)
+        use_extension(pool, extension)
     return pool
 
 
@@ -225,8 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         iterators.append(it)
         if extension is not None:
-            it.pool._native.close()
-            it.pool._native = extension.Pool(2, it.pool.max_decode_bytes or 0)
+            use_extension(it.pool, extension)
 
         def run() -> int:
             return sum(bs - batch.pad for batch in it)

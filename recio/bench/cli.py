@@ -177,8 +177,11 @@ def _shape(text: str) -> tuple[int, int, int]:
     if len(shape) != 3 or min(shape) < 1:
         raise argparse.ArgumentTypeError(f"expected C,H,W (three positive integers), not {text!r}")
     if shape[0] != 3:
+        # channels last (H,W,3) is the likely slip: the same image, channels first
+        height, width = shape[:2] if shape[2] == 3 else shape[1:]
         raise argparse.ArgumentTypeError(
-            f"{text}: the batches are RGB, so C must be 3 (give 3,{shape[1]},{shape[2]})"
+            f"{text}: the shape is C,H,W and the batches are RGB, so C must be 3 "
+            f"(give 3,{height},{width})"
         )
     return shape  # type: ignore[return-value]
 

@@ -26,6 +26,14 @@ STAGE_COMMANDS = {
         "recio.cli.optimize",
         "rewrite a .rec with its JPEGs losslessly restart-marked (faster crop decodes)",
     ),
+    "facebin": (
+        "recio.im2rec.facebin",
+        "read or write a face verification .bin (LFW, CFP-FP, AgeDB-30) from image pairs",
+    ),
+    "sample": (
+        "recio.cli.sample",
+        "write the small sample image folders the docs read (images/, faces/)",
+    ),
     "bench": ("recio.bench", "measure the throughput of every pipeline stage"),
     "train": ("recio.train", "train the compact model on a .rec (needs the train extra: PyTorch)"),
 }
@@ -37,6 +45,7 @@ them, convert image folders, measure the input pipeline, train a small model."""
 
 RECIO_EPILOG = """\
 examples:
+  recio sample .                                        # images/ and faces/, the docs' data
   recio info data/train.rec
   recio verify data/train.rec
   recio index data/train.rec
@@ -44,6 +53,7 @@ examples:
   recio im2rec --list --recursive data/train images/    # folder -> data/train.lst
   recio im2rec data/train images/                       # .lst -> data/train.rec/.idx
   recio optimize data/train.rec data/opt/train.rec       # lossless, restart markers
+  recio facebin write data/lfw.bin pairs.txt            # verification pairs -> .bin
   recio bench                                           # on the built-in sample
   recio train data/train.rec --val data/val.rec
 

@@ -29,10 +29,11 @@ from ..records.index_check import (
     index_keys,
     records_left_out,
 )
-from ..records.samples import detect_layout
+from ..records.samples import detect_layout, sample_classes
 from ..records.scan import walk_records
 from ..records.shard_names import expand_shards, is_shard_spec
 from ..records.shards import open_records
+from ..sampling.identity_mix import mix_table
 from .args import Refused, add_debug_option, add_storage_option
 
 __all__ = [
@@ -76,6 +77,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     if shards is None:
         info = _info(args.rec[0], args.idx, options)
         _print_summary(info.summary)
+        if args.shuffle:
+            _print_mixing(args.rec[0], args)
         return 0 if info.ok else 1
     infos = []
     for k, url in enumerate(shards):
@@ -104,6 +107,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         total.update(_layout_summary(shards, None, options))
     print(f"== total: {' '.join(args.rec)}")
     _print_summary(total, indent="  ")
+    if args.shuffle:
+        _print_mixing(shards, args)
     return 1 if bad else 0
 
 
@@ -228,6 +233,25 @@ def _layout_summary(rec: str | list[str], idx_url: str | None, options: dict | N
             return found
     except RecordIOError as exc:
         return {"layout": f"unreadable: {exc}"}
+
+
+def _print_mixing(rec: str | list[str], args: argparse.Namespace) -> None:
+    """``--shuffle``: how mixed each order's batches are (:mod:`recio.sampling.identity_mix`)."""
+    orders = [o.strip() for o in args.shuffle.split(",") if o.strip()]
+    with open_records(rec, args.idx, storage_options=args.storage_options) as records:
+        layout = detect_layout(records)
+        classes = sample_classes(records, layout)
+    rows = mix_table(classes, orders, args.batch_size, args.seed)
+    print(
+        f"identity mixing, batches of {args.batch_size} over {len(classes)} samples of "
+        f"{len(np.unique(classes))} identities:"
+    )
+    print(f"  {'order':<14} {'identities/batch':>17} {'fewest':>7} {'top share':>10} {'worst':>7}")
+    for row in rows:
+        print(
+            f"  {row.order:<14} {row.distinct_mean:>17.1f} {row.distinct_min:>7} "
+            f"{row.top_share_mean:>10.1%} {row.top_share_max:>7.1%}"
+        )
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -440,12 +464,17 @@ which byte of the .rec, and how many complete records come before it.
 Several shards (a list, a shard pattern, a quoted glob, or STEM for STEM-*-of-*.rec)
 are summarised one by one, then in total (records, bytes, classes, layout).
 
+--shuffle ORDERS adds, for each order, the distinct identities (classes: a face file's
+identity records, else each sample's first label) in a batch (mean, fewest) and the
+largest share of a batch one identity takes (mean, worst).
+
 exit status: 0 all is well, 1 the .rec (a shard) is damaged or the .idx disagrees, 2 an
 error.
 
 examples:
   recio info data/train.rec
   recio info data/train                  # data/train-00000-of-00008.rec ... as one
+  recio info data/faces.rec --shuffle global,block,buffer-32768  # identities per batch
   recio info s3://bucket/train.rec --storage-options '{"anon": true}'"""
 
 VERIFY_HELP = """\
@@ -546,6 +575,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         add_storage_option(sub)
         add_debug_option(sub)
         sub.set_defaults(func=func)
+    info.add_argument(
+        "--shuffle",
+        metavar="ORDERS",
+        help="also say how mixed the identities of each order's batches are: a comma list of "
+        "global, block, block-N (N records a block), buffer-N (a streaming shuffle buffer of N, "
+        "as DALI's readers), none; e.g. global,block,buffer-32768",
+    )
+    info.add_argument("--batch-size", type=int, default=128, help="for --shuffle (default 128)")
+    info.add_argument("--seed", type=int, default=0, help="for --shuffle (default 0)")
     index.add_argument(
         "--renumber",
         action="store_true",

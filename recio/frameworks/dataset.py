@@ -38,7 +38,7 @@ from .._checks import check_choice, check_data_shape, check_int
 from ..augment import ColourSpec, CropSpec, GeometrySpec, KeyedDraw
 from ..decode import DecodeOptions, DecodePool
 from ..errors import DecodeError
-from ..pipeline.config import Normalize, Storage, check_rec_spec
+from ..pipeline.config import Normalize, Storage, augment_from_mxnet, check_rec_spec
 from ..pipeline.read_decode import read_and_decode
 from ..records.file import RecordFile
 from ..records.samples import RecordLayout, detect_layout
@@ -47,6 +47,21 @@ from ..records.shards import ShardedRecords, open_records
 __all__ = ["RecordDataset", "SampleBatch"]
 
 _LABEL_DTYPES = ("float32", "int64")
+# ImageRecordIter keywords that are not augmentation -> what a DataLoader user gives instead
+_ITERATOR_ONLY = {
+    "batch_size": "DataLoader(batch_size=...)",
+    "shuffle": "DataLoader(shuffle=True) or a DistributedSampler",
+    "part_index": "a DistributedSampler (its rank)",
+    "num_parts": "a DistributedSampler (its num_replicas)",
+    "kv": "a DistributedSampler",
+    "round_batch": "DataLoader(drop_last=...)",
+    "last_batch": "DataLoader(drop_last=...)",
+    "preprocess_threads": "decode_threads=",
+    "prefetch_buffer": "DataLoader(prefetch_factor=...)",
+    **{
+        f"{k}_{c}": "normalize=Normalize(mean=..., std=...)" for k in ("mean", "std") for c in "rgb"
+    },
+}
 _INHERITED: list = []  # remote files opened before a fork (see RecordDataset._open)
 
 
@@ -60,6 +75,33 @@ class SampleBatch(list):
     def __init__(self, images: np.ndarray, labels: np.ndarray) -> None:
         super().__init__(zip(images, labels, strict=True))
         self.images, self.labels = images, labels
+
+
+def _on_error(value: Any) -> str:
+    if value == "skip":
+        raise ValueError(
+            "on_error='skip': ds[i] must be sample i, so a map-style dataset cannot skip one; "
+            "give 'replace' (a blank image, counted in bad_records) or 'raise'"
+        )
+    return check_choice("on_error", value, ("raise", "replace"))
+
+
+def _augment(shape, crop, colour, geometry, rand_mirror, keywords: dict[str, Any]):
+    """The groups ImageRecordIter's augmentation keywords describe, or why not."""
+    instead = {k: _ITERATOR_ONLY[k] for k in sorted(keywords) if k in _ITERATOR_ONLY}
+    if instead:
+        said = "; ".join(f"{k}: {v}" for k, v in instead.items())
+        raise TypeError(f"RecordDataset takes no {sorted(instead)} (a DataLoader's part): {said}")
+    if rand_mirror:
+        keywords = {**keywords, "rand_mirror": True}
+    try:
+        return augment_from_mxnet(shape, crop=crop, colour=colour, geometry=geometry, **keywords)
+    except TypeError as e:
+        raise TypeError(
+            f"RecordDataset: {e} (it takes ImageRecordIter's augmentation keywords: rand_crop, "
+            "random_resized_crop, min_random_area, max_aspect_ratio, rand_mirror, brightness, "
+            "max_rotate_angle, ...; docs/iterator.md lists them)"
+        ) from e
 
 
 class RecordDataset:
@@ -95,7 +137,9 @@ class RecordDataset:
             with workers; more when the DataLoader runs in the main process).
         on_error: "raise" (a :class:`~recio.errors.DecodeError` naming the record and byte
             offset) or "replace" (a blank image with its label, counted in
-            ``bad_records``).
+            ``bad_records``). Not ``ImageRecordIter``'s default "skip": ``ds[i]`` must
+            be sample ``i`` (samplers and a DataLoader count on one sample per index), so
+            a map-style dataset cannot skip one.
         storage_options: fsspec options for remote storage.
         cache_dir: keep remote data on local disk here: blocks up to ``cache_limit`` bytes
             (shared by the DataLoader's workers and other processes; least recently used
@@ -105,6 +149,13 @@ class RecordDataset:
         verify_checksums: check each record read against its checksum sidecar
             (:class:`~recio.records.file.RecordFile`; "auto": wherever a sidecar exists).
             A record that does not match is a bad image for ``on_error``.
+        **mxnet_augment: ``ImageRecordIter``'s augmentation keywords (``rand_crop``,
+            ``random_resized_crop``, ``min_random_area``, ``max_aspect_ratio``,
+            ``brightness``, ``max_rotate_angle``, ...:
+            :data:`~recio.pipeline.config.AUGMENT_KEYWORDS`), read as the iterator reads
+            them, in place of ``crop=``, ``colour=`` and ``geometry=``. Its other keywords
+            (``batch_size``, ``shuffle``, ``part_index``, ...) raise a ``TypeError`` naming
+            the DataLoader's or sampler's equivalent.
     """
 
     def __init__(
@@ -128,8 +179,14 @@ class RecordDataset:
         cache_dir: str | None = None,
         cache_limit: int | None = None,
         verify_checksums: bool | str = "auto",
+        **mxnet_augment: Any,
     ) -> None:
         shape = check_data_shape(data_shape)
+        if mxnet_augment:
+            crop, colour, geometry = _augment(
+                shape, crop, colour, geometry, rand_mirror, mxnet_augment
+            )
+            rand_mirror = False  # (in the crop now)
         if crop is None:
             crop = CropSpec(shape[1], shape[2], rand_mirror=rand_mirror)
         elif (crop.out_height, crop.out_width) != shape[1:]:
@@ -152,7 +209,7 @@ class RecordDataset:
             "label_dtype": check_choice("label_dtype", label_dtype, _LABEL_DTYPES),
             "seed": check_int("seed", seed),
             "decode_threads": check_int("decode_threads", decode_threads, 1),
-            "on_error": check_choice("on_error", on_error, ("raise", "replace")),
+            "on_error": _on_error(on_error),
             "storage_options": storage_options,
             "cache": Storage(cache_dir=cache_dir, cache_limit=cache_limit),
             "verify_checksums": check_choice(

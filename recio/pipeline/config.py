@@ -29,6 +29,7 @@ from ..sampling.mixing import Mixture, Source
 from ..sampling.sampler import LastBatch, Shuffle
 
 __all__ = [
+    "AUGMENT_KEYWORDS",
     "ColourSpec",
     "CropSpec",
     "GeometrySpec",
@@ -36,6 +37,7 @@ __all__ = [
     "Normalize",
     "Sharding",
     "Storage",
+    "augment_from_mxnet",
 ]
 
 ON_ERROR = ("skip", "raise", "replace")
@@ -455,6 +457,36 @@ class IterConfig:
         return cls(path_imgrec, shape, batch_size, **top, **groups)
 
 
+# The augmentation keywords of ImageRecordIter: what RecordDataset takes too.
+AUGMENT_KEYWORDS = frozenset(
+    [k for k, (group, _) in _GROUP_KEYWORDS.items() if group in ("crop", "colour", "geometry")]
+    + ["max_aspect_ratio", "min_aspect_ratio"]
+)
+
+
+def augment_from_mxnet(
+    data_shape: Sequence[int],
+    *,
+    crop: CropSpec | None = None,
+    colour: ColourSpec | None = None,
+    geometry: GeometrySpec | None = None,
+    **keywords: Any,
+) -> tuple[CropSpec, ColourSpec, GeometrySpec]:
+    """The crop, colour and geometry that ImageRecordIter's augmentation keywords describe.
+
+    ``keywords`` are among :data:`AUGMENT_KEYWORDS` (``rand_crop``, ``random_resized_crop``,
+    ``min_random_area``, ``max_aspect_ratio``, ``rand_mirror``, ``brightness``,
+    ``max_rotate_angle``, ...), read exactly as :meth:`IterConfig.from_mxnet` reads them.
+    """
+    other = sorted(set(keywords) - AUGMENT_KEYWORDS)
+    if other:
+        raise TypeError(f"not augmentation keywords of ImageRecordIter: {other}")
+    config = IterConfig.from_mxnet(
+        "augment.rec", data_shape, 1, crop=crop, colour=colour, geometry=geometry, **keywords
+    )
+    return config.crop, config.colour, config.geometry
+
+
 def _mxnet_only(keywords: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     """``keywords`` less MXNet's own that are noted or mapped here (``top`` gets those)."""
     rest = {}
@@ -525,6 +557,29 @@ def _check_path_imgrec(value: Any) -> str | tuple[str, ...] | Mixture:
     return check_rec_spec("path_imgrec", value)
 
 
+def _not_a_folder(name: str, path: str) -> None:
+    """Refuse a local folder given as a ``.rec``, naming the files it may have meant.
+
+    (arcface_torch's dataset takes the folder holding ``train.rec``; recio takes the file.)
+    """
+    local = path[len("file://") :] if path.startswith("file://") else path
+    if "://" in local or not os.path.isdir(local):
+        return
+    folder = local.rstrip("/\\") or local
+    inside = sorted(f for f in os.listdir(folder) if f.endswith((".rec", ".idx")))
+    recs = [os.path.join(folder, f) for f in inside if f.endswith(".rec")]
+    if name == "path_imgidx":
+        guesses = [os.path.join(folder, f) for f in inside if f.endswith(".idx")]
+    else:
+        guesses = recs or ([folder + ".rec"] if os.path.isfile(folder + ".rec") else [])
+    if guesses:
+        meant = " or ".join(guesses[:3])
+        hint = f"did you mean {meant}?"
+    else:
+        hint = "did you mean a .rec made from its images (recio im2rec, docs/im2rec.md)?"
+    raise IsADirectoryError(f"{name}={path!r} is a folder, not a .rec: {hint}")
+
+
 def check_rec_spec(
     name: str, value: Any, *, optional: bool = False
 ) -> str | tuple[str, ...] | None:
@@ -538,10 +593,13 @@ def check_rec_spec(
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if isinstance(value, str) and value:
+        _not_a_folder(name, value)
         return value
     if isinstance(value, list | tuple) and value:
         items = tuple(os.fspath(v) if isinstance(v, os.PathLike) else v for v in value)
         if all(isinstance(v, str) and v for v in items):
+            for item in items:
+                _not_a_folder(name, item)
             return items
     raise TypeError(
         f"{name} must be a path or URL string (a shard pattern or glob too), or a list of "

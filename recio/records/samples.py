@@ -30,7 +30,14 @@ if TYPE_CHECKING:
     from .file import RecordFile
     from .protocol import Records
 
-__all__ = ["INSIGHTFACE", "PLAIN", "RecordLayout", "detect_layout", "layout_of_file"]
+__all__ = [
+    "INSIGHTFACE",
+    "PLAIN",
+    "RecordLayout",
+    "detect_layout",
+    "layout_of_file",
+    "sample_classes",
+]
 
 PLAIN = "plain"
 INSIGHTFACE = "insightface"
@@ -105,6 +112,23 @@ class RecordLayout:
         if len(self.metadata):
             return f"plain: {self.num_samples} images" + _others(len(self.metadata), "label-only")
         return f"plain: {self.num_samples} images"
+
+
+def sample_classes(records: Records, layout: RecordLayout, chunk: int = 4096) -> np.ndarray:
+    """Each sample's class (identity), int64, in the order of ``layout.samples``.
+
+    The InsightFace layout's from its identity records (no image record is read); any
+    other file's from each sample's first label, read a batch of headers at a time.
+    """
+    if layout.kind == INSIGHTFACE and layout.num_classes:
+        ends = layout.identities[:, 1]
+        keys = np.arange(1, layout.num_samples + 1)  # sample i is key i + 1
+        return np.searchsorted(ends, keys, side="right").astype(np.int64)
+    out = np.empty(layout.num_samples, dtype=np.int64)
+    for lo in range(0, layout.num_samples, chunk):
+        batch = records.read_batch(layout.samples[lo : lo + chunk], 1)
+        out[lo : lo + len(batch.labels)] = batch.labels[:, 0].astype(np.int64)
+    return out
 
 
 def _others(n: int, what: str) -> str:

@@ -59,6 +59,8 @@ def test_bad_arguments_are_refused_before_any_work(tmp_path, capsys, monkeypatch
     monkeypatch.setattr(bench_cli, "run_bench", no_work)
     for bad, words in [
         (["--shape", "1,224,224"], "C must be 3 (give 3,224,224)"),
+        (["--shape", "224,224,3"], "C must be 3 (give 3,224,224)"),  # channels last
+        (["--shape", "112,96,3"], "C must be 3 (give 3,112,96)"),
         (["--json", str(tmp_path / "no" / "b.json")], f"no directory {tmp_path / 'no'}"),
         (["--trace", str(tmp_path)], "is a directory; give a file name"),
         (["--mxnet-python", str(tmp_path / "python")], "no such executable"),

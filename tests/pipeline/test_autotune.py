@@ -95,6 +95,19 @@ def test_parked_threads_do_not_work_and_change_no_pixel():
     assert ratios[0] > 1.2  # four: more than one was at work
 
 
+def test_one_image_calls_count_in_the_pools_busy_and_cpu_time():
+    """A one-image call runs in the caller's thread (native/pool.c): its time counts in
+    activity() as the threads' does, busy on the wall clock, CPU on the thread's own."""
+    image = _batch_images(1)[0]
+    out = np.empty((1, 64, 64, 3), np.uint8)
+    with DecodePool(2) as pool:
+        _, busy0, cpu0 = pool.activity()
+        for _ in range(5):
+            assert not pool.decode_batch([image], out, layout="NHWC").any()
+        _, busy, cpu = pool.activity()
+    assert busy > busy0 and cpu > cpu0
+
+
 @pytest.fixture(scope="module")
 def rec(tmp_path_factory):
     return make_rec(tmp_path_factory.mktemp("autotune"), n=200)
