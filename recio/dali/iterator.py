@@ -69,7 +69,7 @@ class DALIImageRecordIter(PositionedIterator):
             keywords.setdefault("part_index", shard_id)
         if num_shards is not None:
             keywords.setdefault("num_parts", num_shards)
-        self._open(IterConfig.given(config, path_imgrec, data_shape, batch_size, **keywords))
+        super().__init__(IterConfig.given(config, path_imgrec, data_shape, batch_size, **keywords))
         config = self.config
         unsupported = config.dali_unsupported()
         if unsupported:
@@ -126,9 +126,9 @@ class DALIImageRecordIter(PositionedIterator):
         images, labels, meta = self._run()
         labels = labels.as_array().reshape(len(meta), self.label_width)
         epoch, step, pad = (int(v) for v in meta[0, 1:4])
-        if (epoch, step) != (self._epoch, self._step):
+        if (epoch, step) != (self.epoch, self.step):
             raise RuntimeError(
-                f"recio.dali: got batch {epoch}/{step}, expected {self._epoch}/{self._step}"
+                f"recio.dali: got batch {epoch}/{step}, expected {self.epoch}/{self.step}"
             )
         # The source (maybe in a worker process) sends each bad slot's record id and status,
         # and whether its checksum did not match.
@@ -158,7 +158,7 @@ class DALIImageRecordIter(PositionedIterator):
             if self._pipe is None:
                 # The pipeline starts where the iterator stands: a resume is a new source start.
                 self._built_readable = readable_bytes(self.records)
-                self._pipe = build_pipeline(self.source(self._epoch, self._step), **self._pipe_args)
+                self._pipe = build_pipeline(self.source(self.epoch, self.step), **self._pipe_args)
             try:
                 images, labels, meta = self._pipe.run()
             except StopIteration:  # cannot happen while step < len; keep the pipeline honest

@@ -72,7 +72,7 @@ class ImageRecordIter(PositionedIterator):
                 "or recio.ImageRecordIter (recio's CPU decoder) on this machine"
             )
         self.jpeg = JpegDecoder(self.device, decoder)  # a missing torchvision fails first
-        self._open(IterConfig.given(config, path_imgrec, data_shape, batch_size, **keywords))
+        super().__init__(IterConfig.given(config, path_imgrec, data_shape, batch_size, **keywords))
         self.cut = cut
         self.validate = validate
         self._source: RecioSource | None = None

@@ -40,7 +40,7 @@ from .report import PackReport, TooManyErrors, nothing_written, reported_run
 from .transcode import (
     EncodeOptions,
     RecordBatch,
-    _exif_orientation,
+    exif_orientation,
     make_batch,
     make_records,
 )
@@ -258,6 +258,6 @@ def _jpeg_orientation(payload: bytes) -> int:
             return 1
         length = int.from_bytes(img[pos + 2 : pos + 4], "big")
         if marker == 0xE1 and img[pos + 4 : pos + 10] == b"Exif\0\0":
-            return _exif_orientation(bytes(img[pos + 10 : pos + 2 + length]))
+            return exif_orientation(bytes(img[pos + 10 : pos + 2 + length]))
         pos += 2 + length
     return 1
