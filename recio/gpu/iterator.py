@@ -124,7 +124,7 @@ class ImageRecordIter(PositionedIterator):
 
     def _produce(self) -> Batch:
         while True:
-            out = self.source().batch(self._epoch, self._step)
+            out = self.source().batch(self.epoch, self.step)
             images, labels, meta, windows, flips = out[:5]
             data, status, reasons = self._decode(images, windows, flips)
             # the maps lost bytes under the decode: the batch again (NOTE [dali map check])

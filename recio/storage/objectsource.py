@@ -43,7 +43,7 @@ class ObjectStoreSource(FsspecSource):
         *,
         fetch: FetchOptions | None = None,
     ) -> None:
-        self._init_counts(url, storage_options, fetch)
+        self.init_counts(url, storage_options, fetch)
         self.location = _location(url, storage_options)
         self.path = self.location.key
         self.meta = self._head()
@@ -65,7 +65,7 @@ class ObjectStoreSource(FsspecSource):
         loc = self.location
         t0 = time.perf_counter()
         data = _call(obstore.get_range, loc, self.url, start=start, end=end)
-        data = self._checked(memoryview(data), start, end, end - start)
+        data = self.checked_range(memoryview(data), start, end, end - start)
         self.link.add(end - start, time.perf_counter() - t0)
         return data if keep is None else compact(data, start, keep)
 

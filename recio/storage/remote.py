@@ -120,7 +120,7 @@ class FsspecSource(ByteSource):
         *,
         fetch: FetchOptions | None = None,
     ) -> None:
-        self._init_counts(url, storage_options, fetch)
+        self.init_counts(url, storage_options, fetch)
         self.fs, self.path = filesystem(url, with_client_defaults(url, storage_options))
         self._async = bool(getattr(self.fs, "async_impl", False))
         self.size = int(retrying(lambda: self.fs.size(self.path), url, 0, 0, self.fetch))
@@ -149,7 +149,7 @@ class FsspecSource(ByteSource):
                 )
                 self._async = False
 
-    def _init_counts(
+    def init_counts(
         self, url: str, storage_options: dict[str, Any] | None, fetch: FetchOptions | None
     ) -> None:
         """What every remote source has, whatever moves its bytes: options, counts, threads."""
@@ -215,11 +215,11 @@ class FsspecSource(ByteSource):
             t0 = time.perf_counter()
             data = fs.cat_file(path, start=start, end=end, **spans)
         size = sum(e - s for s, e in keep) if sparse else end - start
-        data = self._checked(data, start, end, size)
+        data = self.checked_range(data, start, end, size)
         self.link.add(end - start, time.perf_counter() - t0)
         return data if sparse or keep is None else compact(data, start, keep)
 
-    def _checked(self, data: Any, start: int, end: int, size: int) -> Any:
+    def checked_range(self, data: Any, start: int, end: int, size: int) -> Any:
         """``data`` if it is ``size`` bytes, as asked; else the error to raise for it."""
         if len(data) == size:
             return data
