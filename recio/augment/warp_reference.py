@@ -13,7 +13,7 @@ import numpy as np
 
 from .geometry_spec import AREA, CUBIC, LANCZOS4, LINEAR, NEAREST, REPLICATE, Warp
 
-__all__ = ["warp_image"]
+__all__ = ["taps_cubic", "taps_lanczos", "taps_linear", "warp_image"]
 
 _f32 = np.float32
 
@@ -22,11 +22,13 @@ _AB_BITS, _INTER_BITS, _TAB = 10, 5, 32
 _COEF_BITS = 15
 
 
-def _taps_linear(x: np.float32) -> list[np.float32]:
+def taps_linear(x: np.float32) -> list[np.float32]:
+    """OpenCV's two linear taps at fraction ``x`` (float32, as its C++)."""
     return [_f32(1) - x, x]
 
 
-def _taps_cubic(x: np.float32) -> list[np.float32]:
+def taps_cubic(x: np.float32) -> list[np.float32]:
+    """OpenCV's four cubic taps (A = -0.75) at fraction ``x`` (float32, as its C++)."""
     A, one = _f32(-0.75), _f32(1)
     c0 = ((A * (x + one) - _f32(5) * A) * (x + one) + _f32(8) * A) * (x + one) - _f32(4) * A
     c1 = ((A + _f32(2)) * x - (A + _f32(3))) * x * x + one
@@ -34,7 +36,8 @@ def _taps_cubic(x: np.float32) -> list[np.float32]:
     return [c0, c1, c2, one - c0 - c1 - c2]
 
 
-def _taps_lanczos(x: np.float32) -> list[np.float32]:
+def taps_lanczos(x: np.float32) -> list[np.float32]:
+    """OpenCV's eight Lanczos-4 taps at fraction ``x``, normalised to sum 1 (float32)."""
     s45 = 0.70710678118654752440084436210485
     cs = [(1, 0), (-s45, -s45), (0, 1), (s45, -s45), (-1, 0), (s45, s45), (0, -1), (-s45, s45)]
     if x < _f32(1.1920929e-07):
@@ -57,7 +60,7 @@ def _table(k: int) -> np.ndarray:
     """OpenCV's 2-D tap table for k x k taps: int32 [32 * 32, k, k] (native/warp.c)."""
     if k in _TABLES:
         return _TABLES[k]
-    taps = {2: _taps_linear, 4: _taps_cubic, 8: _taps_lanczos}[k]
+    taps = {2: taps_linear, 4: taps_cubic, 8: taps_lanczos}[k]
     one_d = [taps(_f32(i) / _f32(_TAB)) for i in range(_TAB)]
     tab = np.zeros((_TAB * _TAB, k, k), dtype=np.int32)
     c = k // 2
@@ -110,15 +113,15 @@ def _axis_taps(interp: int, box: bool, s: float, scale: float, n: int) -> list[t
         sx = math.floor(fx)
         fx = fx - _f32(sx)
     if interp == CUBIC:
-        first, c = sx - 1, _taps_cubic(fx)
+        first, c = sx - 1, taps_cubic(fx)
     elif interp == LANCZOS4:
-        first, c = sx - 3, _taps_lanczos(fx)
+        first, c = sx - 3, taps_lanczos(fx)
     else:  # linear, and area's linear form
         if sx < 0:
             fx, sx = _f32(0), 0
         if sx >= n - 1:
             fx, sx = _f32(0), n - 1
-        first, c = sx, _taps_linear(fx)
+        first, c = sx, taps_linear(fx)
     return [(clamp(first + i), int(np.rint(w * _f32(one)))) for i, w in enumerate(c)]
 
 

@@ -16,34 +16,11 @@ import math
 import numpy as np
 
 from ..augment.geometry import AREA, CUBIC, LANCZOS4, LINEAR, NEAREST, REPLICATE, Warp, warp_image
+from ..augment.warp_reference import taps_cubic, taps_lanczos, taps_linear
 
 _BITS = 11
 _ONE = 1 << _BITS
 _f32 = np.float32
-
-
-def _cubic(x: np.float32) -> list[np.float32]:
-    A, one = _f32(-0.75), _f32(1)
-    c0 = ((A * (x + one) - _f32(5) * A) * (x + one) + _f32(8) * A) * (x + one) - _f32(4) * A
-    c1 = ((A + _f32(2)) * x - (A + _f32(3))) * x * x + one
-    c2 = ((A + _f32(2)) * (one - x) - (A + _f32(3))) * (one - x) * (one - x) + one
-    return [c0, c1, c2, one - c0 - c1 - c2]
-
-
-def _lanczos(x: np.float32) -> list[np.float32]:
-    s45 = 0.70710678118654752440084436210485
-    cs = [(1, 0), (-s45, -s45), (0, 1), (s45, -s45), (-1, 0), (s45, s45), (0, -1), (-s45, s45)]
-    if x < _f32(1.1920929e-07):
-        return [_f32(1) if i == 3 else _f32(0) for i in range(8)]
-    y0 = -float(x + _f32(3)) * math.pi * 0.25
-    s0, c0 = math.sin(y0), math.cos(y0)
-    coeffs, total = [], _f32(0)
-    for i in range(8):
-        y = -float(x + _f32(3) - _f32(i)) * math.pi * 0.25
-        coeffs.append(_f32((cs[i][0] * s0 + cs[i][1] * c0) / (y * y)))
-        total = total + coeffs[-1]
-    total = _f32(1) / total
-    return [c * total for c in coeffs]
 
 
 @functools.lru_cache(maxsize=64)  # a dataset's images mostly share a few sizes
@@ -72,7 +49,7 @@ def _taps(interp: int, src: int, dst: int, rows: bool) -> tuple[np.ndarray, np.n
             f, s = _f32(0), 0
         if k == 2 and not rows and s >= src - 1:
             f, s = _f32(0), src - 1
-        c = _cubic(f) if k == 4 else _lanczos(f) if k == 8 else [_f32(1) - f, f]
+        c = taps_cubic(f) if k == 4 else taps_lanczos(f) if k == 8 else taps_linear(f)
         for j in range(k):
             index[d, j] = min(max(s - half + 1 + j, 0), src - 1)
             weight[d, j] = int(np.rint(c[j] * _f32(_ONE)))
