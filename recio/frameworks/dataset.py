@@ -187,7 +187,7 @@ class RecordDataset:
             crop, colour, geometry = _augment(
                 shape, crop, colour, geometry, rand_mirror, mxnet_augment
             )
-            rand_mirror = False  # (in the crop now)
+            rand_mirror = False  # the crop _augment made carries the flip
         if crop is None:
             crop = CropSpec(shape[1], shape[2], rand_mirror=rand_mirror)
         elif (crop.out_height, crop.out_width) != shape[1:]:
