@@ -13,7 +13,7 @@
 
 /* Per-image status codes: X(suffix, value, name) gives RC_<suffix> = value here, and the
  * extension exports recio._native.STATUS_<suffix> = value and STATUS_NAMES {value: name}
- * from this list (the one definition; recio/decode.py's copies are checked against it). */
+ * from this list (the one definition; recio/decode/status.py's names are checked against it). */
 #define RC_STATUS_LIST(X)                                                                       \
   X(OK, 0, "ok")                                                                                \
   X(EMPTY, 1, "empty")             /* zero-length buffer */                                     \

@@ -7,7 +7,7 @@ it), each stage resampling the last one's pixels. recio composes the stages into
 output pixels to source pixels (:func:`plan`) and samples the source once through it, as
 warpAffine samples (native/warp.c; :func:`warp_image` is its numpy reference, the Pillow
 path's): where MXNet runs a lone warpAffine and a crop, the pixels are OpenCV's; where it
-resamples two or three times, they are within a few levels of it (tests/data/README.md).
+resamples two or three times, they are within a few levels of it (tests/data/warp/README.md).
 
 Every draw is keyed by ``(seed, epoch, record)`` (:class:`.draws.KeyedDraw`, :mod:`.keys`), from
 uniforms after the crop's, flip's and colour's, so turning the geometry on changes none of

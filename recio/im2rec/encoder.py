@@ -140,8 +140,9 @@ class JpegEncoder:
         Returns:
             The frames of the records made, one after another, and per file its int32
             status (0: made; ``Status.UNSUPPORTED``: left to the caller's Python path),
-            int64 length in the frames and uint32 checksum (:func:`recio.im2rec.make_batch`
-            is the caller, NOTE [im2rec in C] in native/im2rec_core.h).
+            int64 length in the frames and uint32 checksum
+            (:func:`recio.im2rec.transcode.make_batch` is the caller, NOTE [im2rec in C] in
+            native/im2rec_core.h).
         """
         native = self.pool.native_pool()
         n = len(paths)
