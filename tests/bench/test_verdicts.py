@@ -30,7 +30,7 @@ def test_a_clear_effect_is_decided():
 
 
 def test_one_busy_round_leaves_the_effect_undecided():
-    # The loaded run of the issue: one round at 0.89x, two at about 1.3x.
+    # A run on a loaded machine: one round at 0.89x, two at about 1.3x.
     got = compare([890.0, 1300.0, 1400.0], [1000.0, 1000.0, 1000.0])
     assert got.ratio == pytest.approx(1.3) and got.noise > got.effect
     assert not got.decided and not got.same
@@ -80,7 +80,7 @@ def test_end_to_end_share_never_above_100_percent():
         **{
             READ: [50_000.0, 52_000.0, 51_000.0],
             DECODE: [1_000.0, 1_010.0, 990.0],
-            END: [1_270.0, 1_280.0, 1_260.0],  # the issue's "127 %"
+            END: [1_270.0, 1_280.0, 1_260.0],  # 127 % of decode alone, unclamped
             BASELINE: [500.0, 500.0, 500.0],
         }
     )
