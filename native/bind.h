@@ -41,8 +41,8 @@ typedef struct {
    * release(), by recio.decode's Pillow path; it outlives the rc_pool (a Pillow decode may
    * still hold a share when close() frees the threads). Its limit is set once, by init. */
   rc_budget budget;
-  /* NOTE [whole-stream check] (streamcheck.h): the JPEGs this pool's decodes read whole. */
-  rc_checked checked;
+  /* NOTE [whole-stream check] (streamcheck.h): the JPEGs the process's decodes read whole. */
+  rc_checked *checked;
 } PoolObject;
 
 /* One decode batch as its tasks (decode_task) read it: the images or records, the windows

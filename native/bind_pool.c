@@ -69,7 +69,7 @@ static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   pthread_mutex_init(&self->mu, NULL);
   pthread_cond_init(&self->idle, NULL);
   rc_budget_init(&self->budget, 0);
-  rc_checked_init(&self->checked);
+  self->checked = rc_checked_process();
   return (PyObject *)self;
 }
 
@@ -176,8 +176,7 @@ static void pool_close(PoolObject *self) {
     pthread_cond_init(&self->idle, NULL);
     const uint64_t limit = self->budget.limit; /* its mutex too may be a locked copy */
     rc_budget_init(&self->budget, limit);
-    free(self->checked.slots); /* (and its mutex, which may be a locked copy) */
-    rc_checked_init(&self->checked);
+    self->checked = rc_checked_process(); /* the parent's may be a locked copy */
     if (p) {
       rc_pool_forget(p);
       rc_pool_free(p);
@@ -219,7 +218,6 @@ static void Pool_dealloc(PoolObject *self) {
   pthread_cond_destroy(&self->idle);
   pthread_mutex_destroy(&self->mu);
   rc_budget_destroy(&self->budget);
-  rc_checked_destroy(&self->checked);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -298,7 +296,7 @@ static int job_open(PoolObject *self, const job_args *a, Py_ssize_t n, job_views
       .opts = o->opts,
   };
   ctx->opts.budget = &self->budget;
-  ctx->opts.checked = &self->checked;
+  ctx->opts.checked = self->checked;
   return 0;
 fail:
   job_release(v);

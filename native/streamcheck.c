@@ -2,6 +2,7 @@
 #include "streamcheck.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "crc32c.h"
 
@@ -69,4 +70,18 @@ void rc_checked_add(rc_checked *s, uint64_t key) {
     s->n++;
   }
   pthread_mutex_unlock(&s->mu);
+}
+
+static rc_checked process_set;
+static pid_t process_pid; /* 0: not made yet */
+
+rc_checked *rc_checked_process(void) {
+  const pid_t pid = getpid();
+  if (process_pid != pid) {
+    /* first use, or the first in a forked child: the parent's table is left as it is (it may
+     * have been mid-resize), a new one starts empty */
+    rc_checked_init(&process_set);
+    process_pid = pid;
+  }
+  return &process_set;
 }
