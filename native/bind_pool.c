@@ -623,7 +623,21 @@ static PyObject *own_entropy(PyObject *module, PyObject *arg) {
   return PyBool_FromLong(taken);
 }
 
+PyDoc_STRVAR(stream_checked_doc,
+             "stream_checked(jpeg) -> bool: whether this process has read these bytes' whole\n"
+             "stream without damage, so that crop decodes of them may leave data unread\n"
+             "(NOTE [whole-stream check] in native/streamcheck.h).");
+
+static PyObject *stream_checked(PyObject *module, PyObject *arg) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+  const uint64_t key = rc_checked_key(view.buf, (size_t)view.len);
+  PyBuffer_Release(&view);
+  return PyBool_FromLong(rc_checked_has(rc_checked_process(), key));
+}
+
 PyMethodDef rc_decode_functions[] = {
     {"own_entropy", own_entropy, METH_O, own_entropy_doc},
+    {"stream_checked", stream_checked, METH_O, stream_checked_doc},
     {NULL},
 };

@@ -5,6 +5,7 @@ scales), crops of an incomplete progressive JPEG (NOTE [incomplete progressive])
 from __future__ import annotations
 
 import io
+import os
 
 import numpy as np
 import pytest
@@ -128,3 +129,40 @@ def test_a_jpeg_cut_short_is_truncated_under_every_drawn_warp(pool) -> None:
         assert pool.decode_batch([good], out, draw=draw, records=records)[0] == 0
         status = pool.decode_batch([cut], out, draw=draw, records=records)[0]
         assert status == decode.Status.TRUNCATED, (epoch, pool.last_errors())
+
+
+def test_the_whole_stream_check_is_the_processs_and_a_forked_childs_own(pixels) -> None:
+    """NOTE [whole-stream check]: a JPEG one pool read whole is known to every pool of the
+    process; damaged bytes never are; a forked child starts a set of its own."""
+    require_native()
+    from recio import _native
+    from recio.im2rec import JpegEncoder
+
+    big = np.asarray(Image.fromarray(pixels).resize((320, 240)))
+    with decode.DecodePool(1, backend="native") as first:
+        status, (marked,) = JpegEncoder(first).optimize_jpeg([encode(big, quality=90)], restart=1)
+        assert status[0] == 0
+        # a byte of the last segment's data set to 0xFF: damage below any small crop
+        damaged = bytearray(marked)
+        damaged[len(damaged) - 40] = 0xFF
+        damaged = bytes(damaged)
+        assert not _native.stream_checked(marked)
+        spec = CropSpec(64, 64, random_resized_crop=True, min_area=0.05, max_area=0.1)
+        out = np.zeros((2, 64, 64, 3), np.uint8)
+        statuses = first.decode_batch(
+            [marked, damaged], out, draw=KeyedDraw(spec, 0, 0), records=np.arange(2)
+        )
+    assert statuses[0] == 0 and statuses[1] != 0
+    assert _native.stream_checked(marked)  # the pool is closed; the process's set remains
+    assert not _native.stream_checked(damaged)
+    with decode.DecodePool(1, backend="native"):
+        assert _native.stream_checked(marked)
+    pid = os.fork()
+    if pid == 0:  # the child: a new pool, a set of its own
+        try:
+            with decode.DecodePool(1, backend="native"):
+                os._exit(0 if not _native.stream_checked(marked) else 3)
+        except BaseException:
+            os._exit(4)
+    _, code = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(code) == 0
