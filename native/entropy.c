@@ -35,12 +35,24 @@ struct jpeg_entropy_decoder {
 #define P_SIZE(f) ((int)((f) >> 21 & 15))
 #define P_RUN(f) ((int)((f) >> 25 & 15))
 #define END_OF_BLOCK 63
+/* A table entry is 64 bits: a whole or part entry in the low 32; in a whole one, bits 32-39
+ * the bits of its first symbol alone. An AC table's whole entry may hold a second symbol
+ * whose code and value fit in the looked-up bits after the first's (a pair, two
+ * coefficients for one lookup): then bits 0-7 count both symbols' bits, 40-46 say how far
+ * the second moves on from the first (its run + 1) and 48-63 hold its value. A single's
+ * 40-46 are 0 and 48-63 the first's value again, so that writing the second changes nothing
+ * and the decode needs no branch to tell the two apart. */
+#define E_FIRST(f) ((int)((f) >> 32 & 0xFF))
+#define E_ADVANCE(f) ((int)((f) >> 40 & 127))
+#define E_VALUE2(f) ((int)(int16_t)(uint16_t)((f) >> 48))
 
 typedef struct {
-  uint32_t fast[FAST_SIZE]; /* by the next RC_FAST_BITS bits */
+  uint64_t fast[FAST_SIZE]; /* by the next RC_FAST_BITS bits */
   int32_t maxcode[18];      /* canonical decode of the longer codes, as libjpeg's */
   int32_t valoffset[18];
   uint8_t huffval[256];
+  uint8_t bits[17]; /* the JHUFF_TBL it was built from, with huffval */
+  int built;        /* from bits and huffval: an image with the same table skips the build */
 } htable;
 
 /* The bit reader: buf holds cnt unread bits, first in the top one; p is the next byte to
@@ -114,10 +126,34 @@ static inline uint32_t whole(uint64_t b, int l, int sym, int is_dc) {
   return WHOLE(l, is_dc ? 0 : sym == 0xF0 ? 15 : END_OF_BLOCK, 0);
 }
 
+/* The 64-bit entry of a whole entry w alone (no second symbol). */
+static inline uint64_t single(uint32_t w) {
+  return w | (uint64_t)E_TOTAL(w) << 32 | (uint64_t)(w >> 16) << 48;
+}
+
+/* Pairs in an AC table (see E_FIRST): each whole entry, the end of the block aside, with the
+ * entry of the bits after it where that one is whole within them. */
+static void make_pairs(htable *t) {
+  for (int x = 0; x < FAST_SIZE; x++) {
+    const uint64_t f = t->fast[x];
+    if (!(f & E_WHOLE) || E_RUN(f) == END_OF_BLOCK) continue;
+    const int used = E_TOTAL(f);
+    /* (entries made pairs before this one keep their first symbol as it was: E_FIRST) */
+    const uint64_t g = t->fast[(x << used) & (FAST_SIZE - 1)];
+    if (!(g & E_WHOLE) || E_FIRST(g) > RC_FAST_BITS - used) continue;
+    t->fast[x] = ((f & 0xFFFFFF00u) | (uint32_t)(used + E_FIRST(g))) | (uint64_t)used << 32 |
+                 (uint64_t)(E_RUN(g) + 1) << 40 | (uint64_t)(uint16_t)E_VALUE(g) << 48;
+  }
+}
+
 /* libjpeg's derived table (jpeg_make_d_derived_tbl) and the fast entries; 0 where the
  * table is not one libjpeg would have accepted. */
 static int build_table(htable *t, const JHUFF_TBL *h, int is_dc) {
   if (!h) return 0;
+  if (t->built && !memcmp(t->bits, h->bits, sizeof t->bits) &&
+      !memcmp(t->huffval, h->huffval, sizeof t->huffval))
+    return 1;
+  t->built = 0;
   int count = 0, code = 0, p = 0;
   for (int l = 1; l <= 16; l++) count += h->bits[l];
   if (count > 256) return 0;
@@ -134,7 +170,7 @@ static int build_table(htable *t, const JHUFF_TBL *h, int is_dc) {
         const int spare = RC_FAST_BITS - l, fits = l + (sym & 15) <= RC_FAST_BITS;
         for (int x = 0; x < 1 << spare; x++) {
           const int bits = (code << spare) + x;
-          t->fast[bits] = fits ? whole((uint64_t)bits << (64 - RC_FAST_BITS), l, sym, is_dc)
+          t->fast[bits] = fits ? single(whole((uint64_t)bits << (64 - RC_FAST_BITS), l, sym, is_dc))
                                : PART(l, sym & 15, sym >> 4);
         }
       }
@@ -146,6 +182,9 @@ static int build_table(htable *t, const JHUFF_TBL *h, int is_dc) {
   }
   t->maxcode[17] = 0x7FFFFFFF; /* (never reached: l > 16 fails first) */
   memcpy(t->huffval, h->huffval, sizeof t->huffval);
+  if (!is_dc) make_pairs(t);
+  memcpy(t->bits, h->bits, sizeof t->bits);
+  t->built = 1;
   return 1;
 }
 
@@ -165,13 +204,13 @@ static inline void consume(bitreader *r, int n) {
 /* The whole entry of the code at b's top where the fast table's entry f is not one: a part
  * entry's value read, or a code longer than the table decoded as libjpeg does. 0 for a code
  * no table has. */
-static uint32_t complete(const htable *t, uint64_t b, uint32_t f, int is_dc) {
-  if (f) return whole(b, P_CODE(f), P_RUN(f) << 4 | P_SIZE(f), is_dc);
+static uint64_t complete(const htable *t, uint64_t b, uint64_t f, int is_dc) {
+  if (f) return single(whole(b, P_CODE(f), P_RUN(f) << 4 | P_SIZE(f), is_dc));
   for (int l = RC_FAST_BITS + 1; l <= 16; l++) {
     const int32_t code = (int32_t)(b >> (64 - l));
     if (code <= t->maxcode[l]) {
       const int sym = t->huffval[(code + t->valoffset[l]) & 0xFF];
-      return is_dc && sym > 15 ? 0 : whole(b, l, sym, is_dc);
+      return is_dc && sym > 15 ? 0 : single(whole(b, l, sym, is_dc));
     }
   }
   return 0;
@@ -193,7 +232,7 @@ static void start_pass(j_decompress_ptr ci) {
 static inline int decode_block(rc_entropy *e, bitreader *r, int b_n, JCOEF *blk, JCOEF *dc_out) {
   if (r->cnt < 32) refill(r);
   const htable *t = e->dct[b_n];
-  uint32_t f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
+  uint64_t f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
   if (!(f & E_WHOLE) && !(f = complete(t, r->buf, f, 1))) return 0;
   consume(r, E_TOTAL(f));
   if (e->dc_needed[b_n]) {
@@ -207,9 +246,15 @@ static inline int decode_block(rc_entropy *e, bitreader *r, int b_n, JCOEF *blk,
     if (r->cnt < 32) refill(r);
     f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
     if (!(f & E_WHOLE) && !(f = complete(t, r->buf, f, 0))) return 0;
-    consume(r, E_TOTAL(f));
     k += E_RUN(f);
     blk[natural[k]] = (JCOEF)E_VALUE(f);
+    if (k >= DCTSIZE2 - 1) { /* the block ends at the first symbol: the second is the next's */
+      consume(r, E_FIRST(f));
+      break;
+    }
+    consume(r, E_TOTAL(f));
+    k += E_ADVANCE(f);
+    blk[natural[k]] = (JCOEF)E_VALUE2(f);
   }
   return 1;
 }
