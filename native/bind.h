@@ -2,7 +2,8 @@
  * helpers (_native.c), and what each binding file gives the others. One file per object:
  * bind_pool.c (Pool: decode_batch, decode_records, image_sizes, the budget), bind_pending.c
  * (Pending: a queued decode_records job), bind_options.c (Draw, JobOptions and the draw
- * functions), bind_im2rec.c (the encoder methods im2rec uses), bind_crc.c (CRC32C).
+ * functions), bind_im2rec.c (the encoder methods im2rec uses), bind_crc.c (CRC32C),
+ * bind_restart.c (the restart cut).
  */
 #ifndef RECIO_BIND_H
 #define RECIO_BIND_H
@@ -19,6 +20,7 @@
 #include "lossless.h"
 #include "pool.h"
 #include "records_core.h"
+#include "streamcheck.h"
 
 /* A doc string another binding file's table refers to. */
 #define RC_DOC(name, str) const char name[] = PyDoc_STR(str)
@@ -39,6 +41,8 @@ typedef struct {
    * release(), by recio.decode's Pillow path; it outlives the rc_pool (a Pillow decode may
    * still hold a share when close() frees the threads). Its limit is set once, by init. */
   rc_budget budget;
+  /* NOTE [whole-stream check] (streamcheck.h): the JPEGs this pool's decodes read whole. */
+  rc_checked checked;
 } PoolObject;
 
 /* One decode batch as its tasks (decode_task) read it: the images or records, the windows
@@ -143,5 +147,6 @@ extern const char transcode_batch_doc[], resize_encode_doc[], im2rec_batch_doc[]
 extern PyMethodDef rc_crc_functions[];
 extern PyMethodDef rc_decode_functions[]; /* bind_pool.c */
 extern PyMethodDef rc_guard_functions[]; /* mapguard.c */
+extern PyMethodDef rc_restart_functions[]; /* bind_restart.c */
 
 #endif

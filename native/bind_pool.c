@@ -69,6 +69,7 @@ static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   pthread_mutex_init(&self->mu, NULL);
   pthread_cond_init(&self->idle, NULL);
   rc_budget_init(&self->budget, 0);
+  rc_checked_init(&self->checked);
   return (PyObject *)self;
 }
 
@@ -175,6 +176,8 @@ static void pool_close(PoolObject *self) {
     pthread_cond_init(&self->idle, NULL);
     const uint64_t limit = self->budget.limit; /* its mutex too may be a locked copy */
     rc_budget_init(&self->budget, limit);
+    free(self->checked.slots); /* (and its mutex, which may be a locked copy) */
+    rc_checked_init(&self->checked);
     if (p) {
       rc_pool_forget(p);
       rc_pool_free(p);
@@ -216,6 +219,7 @@ static void Pool_dealloc(PoolObject *self) {
   pthread_cond_destroy(&self->idle);
   pthread_mutex_destroy(&self->mu);
   rc_budget_destroy(&self->budget);
+  rc_checked_destroy(&self->checked);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -294,6 +298,7 @@ static int job_open(PoolObject *self, const job_args *a, Py_ssize_t n, job_views
       .opts = o->opts,
   };
   ctx->opts.budget = &self->budget;
+  ctx->opts.checked = &self->checked;
   return 0;
 fail:
   job_release(v);

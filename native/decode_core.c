@@ -21,6 +21,7 @@
 #include "pool.h"
 #include "resample.h"
 #include "restart.h"
+#include "streamcheck.h"
 #include "warp.h"
 
 #include <limits.h>
@@ -96,6 +97,20 @@ static int create_decompressor(rc_worker *w) {
   w->progress.progress_monitor = rc_progress;
   w->cinfo.progress = &w->progress;
   return 0;
+}
+
+/* NOTE [fresh tables]: libjpeg keeps a decompressor's quantisation and Huffman tables from
+ * one image to the next (they live in its permanent pool), so a JPEG that lacks a DQT or DHT
+ * of its own would decode with the previous image's: pixels that depend on what the thread
+ * decoded before. Each image gets a new decompressor instead (a few small allocations, a
+ * third of a microsecond): a missing quantisation table is the error it is on a fresh
+ * decompressor ("Quantization table 0x00 was not defined"), a missing Huffman table gets
+ * libjpeg's standard one, as PyTurboJPEG and Pillow decode that file alone. */
+int rc_fresh_decompressor(rc_worker *w, char *err) {
+  jpeg_destroy_decompress(&w->cinfo);
+  if (create_decompressor(w) == 0) return RC_OK;
+  if (err) snprintf(err, RC_ERRLEN, "out of memory (JPEG decompressor)");
+  return RC_NOMEM;
 }
 
 rc_worker *rc_worker_new(void) {
@@ -428,7 +443,7 @@ int rc_image_size(rc_worker *w, const uint8_t *data, size_t len, int *width, int
 
 int rc_own_entropy(rc_worker *w, const uint8_t *data, size_t len) {
   struct jpeg_decompress_struct *ci = &w->cinfo;
-  if (!is_jpeg(data, len)) return 0;
+  if (!is_jpeg(data, len) || rc_fresh_decompressor(w, NULL)) return 0;
   if (setjmp(w->err.jb)) {
     jpeg_abort_decompress(ci);
     return 0;
@@ -579,12 +594,72 @@ static int read_rows(rc_worker *w, int r0, int r1, int end, int nch, size_t row_
   return 0;
 }
 
+/* jpeg_crop_scanline, and each component's downsampled_width as the upsampler needs it.
+ * libjpeg-turbo before 3.0 sets it to the cropped width times h_samp/max_h alone, leaving out
+ * the component's own IDCT scale: where libjpeg gives chroma a larger IDCT than luma to spare
+ * upsampling (4x2 luma sampling at scale 1/2 or 1/4: chroma 8-point, luma 4 or 2), the
+ * upsampler then fills only part of each cropped row, and the rest of its output buffer is
+ * read uninitialised. The width set here is 3.0's (the same value where it is right). */
+static void crop_scanline(j_decompress_ptr ci, JDIMENSION *xoff, JDIMENSION *xw) {
+  jpeg_crop_scanline(ci, xoff, xw);
+  for (int c = 0; c < ci->num_components; c++) {
+    jpeg_component_info *cp = &ci->comp_info[c];
+    const uint64_t num = (uint64_t)ci->output_width * cp->h_samp_factor * cp->DCT_scaled_size;
+    const uint64_t den = (uint64_t)ci->max_h_samp_factor * ci->min_DCT_scaled_size;
+    cp->downsampled_width = (JDIMENSION)((num + den - 1) / den);
+  }
+}
+
+/* NOTE [incomplete progressive]: a progressive JPEG that ends before its last scan (a partial
+ * download, cut at a scan boundary: no warning) has coefficients still unknown, and libjpeg
+ * smooths its blocks from their neighbours' DC values (do_block_smoothing). With
+ * jpeg_crop_scanline libjpeg-turbo 2.1 smooths the kept columns from other neighbours than a
+ * whole decode does, so a crop differed from the whole image's pixels by up to 22 levels.
+ * Such an image is decoded at full width (its rows are still skipped: those agree), so that
+ * every crop is the whole decode's, and the whole decode stays the one libjpeg gives. Called
+ * after jpeg_start_decompress, which has read every scan of a multi-scan JPEG. */
+static int incomplete_progressive(j_decompress_ptr ci) {
+  if (!ci->progressive_mode || !ci->coef_bits) return 0;
+  for (int c = 0; c < ci->num_components; c++)
+    for (int k = 0; k < DCTSIZE2; k++)
+      if (ci->coef_bits[c][k] != 0) return 1;
+  return 0;
+}
+
+/* Entropy-decodes the rows left below the last one read, so that the warnings cover the whole
+ * stream (NOTE [whole-stream check]): whole iMCU rows skipped (no IDCT), the last one read.
+ * (Not skipped to the end: libjpeg-turbo 2.1 then returns at once, reading nothing; a skip
+ * ending inside the last iMCU row warned of a premature end on a valid 2x4-sampled JPEG.) */
+static int read_to_end(rc_worker *w) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  const JDIMENSION end = ci->output_height;
+  const JDIMENSION imcu = (JDIMENSION)(ci->max_v_samp_factor * ci->min_DCT_scaled_size);
+  const JDIMENSION last = (end - 1) / imcu * imcu; /* the last iMCU row's first */
+  if (ci->output_scanline < last) jpeg_skip_scanlines(ci, last - ci->output_scanline);
+  JSAMPROW row = w->row;
+  while (ci->output_scanline < end)
+    if (jpeg_read_scanlines(ci, &row, 1) < 1) return -1;
+  return 0;
+}
+
+/* A crop decode that would leave entropy data unread (the rows below `R1`, restart segments
+ * outside the crop) of a JPEG not yet known whole reads it whole (NOTE [whole-stream check]):
+ * 1 and its key in *key, else 0. After jpeg_read_header. */
+static int whole_stream(const rc_opts *o, j_decompress_ptr ci, const uint8_t *data, size_t len,
+                        int R1, int SH, uint64_t *key) {
+  *key = 0;
+  if (!o->roi || !o->checked || jpeg_has_multiple_scans(ci) || (R1 >= SH && !ci->restart_interval))
+    return 0;
+  *key = rc_checked_key(data, len);
+  return !rc_checked_has(o->checked, *key);
+}
+
 /* The geometry's way (draw->geom.on): after the header, the image's warp drawn (draw.c), the
  * DCT scale picked from the source pixels per output pixel, only the rows and iMCU columns
  * its taps read decoded, then each output row sampled once (warp.c) and stored. */
-static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int nch,
-                         int32_t *crop_out, uint8_t *flip_out, const rc_opts *o, void *out,
-                         char *err) {
+static int decode_warped(rc_worker *w, const uint8_t *data, size_t len, const rc_draw *draw,
+                         int64_t record, int nch, int32_t *crop_out, uint8_t *flip_out,
+                         const rc_opts *o, void *out, char *err) {
   struct jpeg_decompress_struct *ci = &w->cinfo;
   const int W = (int)ci->image_width, H = (int)ci->image_height;
   rc_warp wp;
@@ -630,21 +705,23 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
   rc_warp_prepare(&wp, o->out_w, SW, mirror, w->line); /* (flipped here: a plain store) */
   rc_start_decompress(w);
   JDIMENSION xoff = 0, xw = ci->output_width;
-  if (o->roi && bw < SW) { /* one iMCU of margin: see crop_columns */
+  if (o->roi && bw < SW && !incomplete_progressive(ci)) { /* margin: see crop_columns */
     const int a = box[0] - align > 0 ? box[0] - align : 0;
     const int b = box[2] + align < SW ? box[2] + align : SW;
     if (b - a < SW) {
       xoff = (JDIMENSION)a;
       xw = (JDIMENSION)(b - a);
-      jpeg_crop_scanline(ci, &xoff, &xw);
+      crop_scanline(ci, &xoff, &xw);
     }
   }
   const size_t row_stride = (size_t)ci->output_width * 3;
   if (rc_grow((void **)&w->tmp, &w->tmp_cap, row_stride * nrows + RC_SLACK) ||
       rc_grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch + RC_SLACK))
     return rc_fail(ci, err, RC_NOMEM, "out of memory (row buffers)");
+  uint64_t key; /* (the rows below the box: read once, NOTE [whole-stream check]) */
+  const int whole = whole_stream(o, ci, data, len, R1, SH, &key);
   if (o->roi && R0 > 0) jpeg_skip_scanlines(ci, (JDIMENSION)R0);
-  if (read_rows(w, R0, R1, o->roi ? R1 : SH, nch, row_stride))
+  if (read_rows(w, R0, R1, o->roi ? R1 : SH, nch, row_stride) || (whole && read_to_end(w)))
     return rc_fail(ci, err, RC_CORRUPT, "JPEG: no rows");
   jpeg_abort_decompress(ci);
   /* As the crop way (resample_rows): the colour and store of the (already mirrored) rows. */
@@ -661,7 +738,9 @@ static int decode_warped(rc_worker *w, const rc_draw *draw, int64_t record, int 
     }
   }
   finish_store(w, o, draw, &c, sums, out, 0);
-  return rc_warned(&w->err, err);
+  const int status = rc_warned(&w->err, err);
+  if (whole && status == RC_OK) rc_checked_add(o->checked, key);
+  return status;
 }
 
 /* The crop way's plan of one image, filled in by decode_pass's steps in order. */
@@ -676,8 +755,10 @@ typedef struct {
   int rx0, rx1, ry0, rw, rh; /* the whole scaled pixels that cover it */
   /* the rows the vertical filter touches, from the crop's first (first) and the image's (R0) */
   int first, R0, R1, nrows;
-  size_t kept;             /* the rows kept for the colour (NOTE [fused colour]) */
-  uint64_t scratch;        /* rc_colour_apply's */
+  size_t kept;      /* the rows kept for the colour (NOTE [fused colour]) */
+  uint64_t scratch; /* rc_colour_apply's */
+  int whole;        /* the whole stream read (NOTE [whole-stream check]); the JPEG's key */
+  uint64_t key;
   int ox, oy;              /* the decoded JPEG's pixel (0, 0) in the image's (NOTE [restart cut]) */
   JDIMENSION xoff;         /* the first column decoded */
   size_t row_stride, skip; /* a decoded row's bytes; the crop's first byte in a row */
@@ -780,7 +861,8 @@ static void cut_segments(rc_worker *w, const uint8_t *data, size_t len, const rc
   struct jpeg_decompress_struct *ci = &w->cinfo;
   p->ox = p->oy = 0;
   rc_cut cut;
-  if (!o->roi || !ci->restart_interval || !rc_restart_plan(ci, p->rx0, p->rx1, p->R0, p->R1, &cut))
+  if (!o->roi || p->whole || !ci->restart_interval ||
+      !rc_restart_plan(ci, p->rx0, p->rx1, p->R0, p->R1, &cut))
     return;
   const size_t n = rc_restart_cut(ci, data, len, &cut, &w->cut, &w->cut_cap);
   if (!n) return;
@@ -799,7 +881,7 @@ static void crop_columns(rc_worker *w, const rc_opts *o, crop_pass *p) {
   struct jpeg_decompress_struct *ci = &w->cinfo;
   const int CW = (int)ci->output_width; /* the decoded image's width: SW, or the cut's */
   JDIMENSION xoff = 0, xw = ci->output_width;
-  if (o->roi && p->rw < CW) {
+  if (o->roi && p->rw < CW && !incomplete_progressive(ci)) {
     /* Chroma upsampling treats the cropped row's ends as image edges: keep one iMCU of margin
      * on both sides so the columns we use are the same as in a full decode. */
     int margin = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
@@ -808,7 +890,7 @@ static void crop_columns(rc_worker *w, const rc_opts *o, crop_pass *p) {
     if (b - a < CW) {
       xoff = (JDIMENSION)a;
       xw = (JDIMENSION)(b - a);
-      jpeg_crop_scanline(ci, &xoff, &xw); /* widens to whole iMCU columns */
+      crop_scanline(ci, &xoff, &xw); /* widens to whole iMCU columns */
     }
   }
   p->xoff = xoff;
@@ -816,7 +898,8 @@ static void crop_columns(rc_worker *w, const rc_opts *o, crop_pass *p) {
 
 /* The rows the vertical filter needs, decoded straight into tmp (no copy), a few per call;
  * the vertical pass then runs first, over whole rows (SIMD-friendly), so the costlier
- * per-pixel horizontal pass sees only out_h rows. The rows below the crop are never decoded. */
+ * per-pixel horizontal pass sees only out_h rows. The rows below the crop are decoded only
+ * while the JPEG is not yet known whole (NOTE [whole-stream check]). */
 static int read_crop_rows(rc_worker *w, const rc_opts *o, crop_pass *p, char *err) {
   struct jpeg_decompress_struct *ci = &w->cinfo;
   p->row_stride = (size_t)ci->output_width * 3;
@@ -824,10 +907,15 @@ static int read_crop_rows(rc_worker *w, const rc_opts *o, crop_pass *p, char *er
   if (rc_grow((void **)&w->tmp, &w->tmp_cap, p->row_stride * p->nrows + rc_hpass_slack(&w->ch)) ||
       rc_grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * p->nch + RC_SLACK))
     return rc_fail(ci, err, RC_NOMEM, "out of memory (row buffers)");
+  /* The horizontal pass's zero taps read past a row's end (the last row's, in tmp or line):
+   * keep those bytes defined, so that no output depends on memory never written. */
+  memset(w->tmp + p->row_stride * p->nrows, 0, rc_hpass_slack(&w->ch));
+  memset(w->line + (size_t)p->rw * 3, 0, rc_hpass_slack(&w->ch));
   const int r0 = p->R0 - p->oy, r1 = p->R1 - p->oy;
   if (o->roi && r0 > 0) jpeg_skip_scanlines(ci, (JDIMENSION)r0);
   /* without roi the whole image is decoded (for measuring) */
-  if (read_rows(w, r0, r1, o->roi ? r1 : p->SH, p->nch, p->row_stride))
+  if (read_rows(w, r0, r1, o->roi ? r1 : p->SH, p->nch, p->row_stride) ||
+      (p->whole && read_to_end(w)))
     return rc_fail(ci, err, RC_CORRUPT, "JPEG: no rows");
   jpeg_abort_decompress(ci);
   return RC_OK;
@@ -882,6 +970,8 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
   struct jpeg_decompress_struct *ci = &w->cinfo;
   const int bad = rc_check_input(data, len, o, err);
   if (bad) return bad;
+  const int fresh = rc_fresh_decompressor(w, err);
+  if (fresh) return fresh;
   rc_jpeg_err_reset(&w->err);
   w->entropy_on = 0;
   if (setjmp(w->err.jb)) return rc_pass_failed(w, err); /* w, err: unchanged since setjmp */
@@ -893,7 +983,7 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
     if (refused) return refused;
     const int nch = set_out_color(ci);
     if (!nch) return rc_fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
-    return decode_warped(w, draw, record, nch, crop_out, flip_out, o, out, err);
+    return decode_warped(w, data, len, draw, record, nch, crop_out, flip_out, o, out, err);
   }
   crop_pass p; /* (the arguments are not changed after setjmp) */
   choose_window(draw, record, (int)ci->image_width, (int)ci->image_height, crop, flip, crop_out,
@@ -907,12 +997,15 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
     return rc_fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
   if ((st = plan_crop(w, o, x0, y0, x1, y1, &p, err))) return st;
   if ((st = reserve_crop(w, o, len, &p, err))) return st;
+  p.whole = whole_stream(o, ci, data, len, p.R1, p.SH, &p.key);
   cut_segments(w, data, len, o, &p);
   rc_start_decompress(w);
   crop_columns(w, o, &p);
   if ((st = read_crop_rows(w, o, &p, err))) return st;
   resample_rows(w, o, draw, &p, out);
-  return rc_warned(&w->err, err);
+  st = rc_warned(&w->err, err);
+  if (p.whole && st == RC_OK) rc_checked_add(o->checked, p.key);
+  return st;
 }
 
 static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,

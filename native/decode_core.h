@@ -40,7 +40,8 @@ enum { RC_DCT_OFF = 0, RC_DCT_POW2 = 1, RC_DCT_ALL = 2 };
  * the rare huge image, are freed when the worker releases its budget share). */
 #define RC_KEEP_BYTES ((size_t)16 << 20)
 
-struct rc_budget; /* pool.h */
+struct rc_budget;  /* pool.h */
+struct rc_checked; /* streamcheck.h */
 
 /* Options shared by every image of a batch. */
 typedef struct {
@@ -64,6 +65,9 @@ typedef struct {
    * before they are allocated: a decode waits while others hold too much, and an image
    * that alone needs more than the limit is refused (RC_TOO_LARGE). NULL: no budget. */
   struct rc_budget *budget;
+  /* NOTE [whole-stream check] (streamcheck.h): the JPEGs known whole; a crop decode of any
+   * other reads its whole stream first. NULL: crops read only what they need. */
+  struct rc_checked *checked;
   uint64_t extra_bytes; /* the caller's own memory for this image's output, taken with it */
 } rc_opts;
 

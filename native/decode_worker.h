@@ -2,10 +2,10 @@
  * encode_core.c's plane decode (im2rec's re-encode). Private to those two files: the bindings
  * and the rest of native/ use decode_core.h.
  *
- * A pass: rc_check_input, rc_jpeg_err_reset, setjmp(w->err.jb) (its branch: rc_pass_failed),
- * jpeg_read_header, rc_crop_window, the scale, rc_reserve_decode, rc_start_decompress, the
- * rows, jpeg_abort_decompress, rc_warned. A pass that returns RC_DECODE_AGAIN is run once
- * more with w->own_entropy 0 (NOTE [entropy decode]).
+ * A pass: rc_check_input, rc_fresh_decompressor, rc_jpeg_err_reset, setjmp(w->err.jb) (its
+ * branch: rc_pass_failed), jpeg_read_header, rc_crop_window, the scale, rc_reserve_decode,
+ * rc_start_decompress, the rows, jpeg_abort_decompress, rc_warned. A pass that returns
+ * RC_DECODE_AGAIN is run once more with w->own_entropy 0 (NOTE [entropy decode]).
  */
 #ifndef RECIO_DECODE_WORKER_H
 #define RECIO_DECODE_WORKER_H
@@ -44,6 +44,10 @@ struct rc_worker {
 
 /* recio's entropy decoder stopped at damaged data: libjpeg's decodes the image again. */
 #define RC_DECODE_AGAIN (-1000)
+
+/* w's decompressor replaced by a new one, no table of the image before left (NOTE [fresh
+ * tables] in decode_core.c): RC_OK, or RC_NOMEM (its message in err unless NULL). */
+int rc_fresh_decompressor(rc_worker *w, char *err);
 
 /* RC_OK, or the status (and message) of an empty, non-JPEG input or a bad output size. */
 int rc_check_input(const uint8_t *data, size_t len, const rc_opts *o, char *err);

@@ -279,6 +279,8 @@ static int planes_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
   struct jpeg_decompress_struct *ci = &w->cinfo;
   const int bad = rc_check_input(data, len, o, err);
   if (bad) return bad;
+  const int fresh = rc_fresh_decompressor(w, err); /* NOTE [fresh tables] */
+  if (fresh) return fresh;
   rc_jpeg_err_reset(&w->err);
   w->entropy_on = 0;
   if (setjmp(w->err.jb)) return rc_pass_failed(w, err);

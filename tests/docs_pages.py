@@ -53,7 +53,10 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/development.md", "RECIO_SERVERS_PORTS=auto RECIO_SERVERS_OWNER=me \\"): (
         "starts the test servers (tests/test_servers.py)"
     ),
-    ("docs/dali.md", "tools/gpu_check.sh CORPUS_DIR"): "needs a GPU machine and DALI wheels",
+    ("docs/dali.md", "tools/dali_gpu_check.sh CORPUS_DIR"): "needs a GPU machine and DALI wheels",
+    ("docs/gpu.md", "tools/gpu_check.sh --build"): "builds a wheel (tests/tools/test_gpu_check.py)",
+    ("docs/gpu.md", "OUT=/tmp/out tools/gpu_check.sh"): "needs a GPU machine",
+    ("docs/gpu.md", "tools/gpu_check.sh --dry-run"): "about 3 minutes: CI runs it (.ci/run)",
     ("docs/optimize.md", "recio optimize 'data/train-*-of-00008.rec' data/optimized/"): (
         "shards and a bucket the page does not make (tests/im2rec/test_optimize.py optimizes "
         "shards into a folder and memory:// URLs)"

@@ -2,7 +2,8 @@
 
 ``RangeServer({"/d.rec": data, ...})`` answers HEAD (length and an ETag) and GET with one
 ``Range: bytes=a-b`` (206) or without (200), and records every ranged GET as
-``(path, start, end)`` in ``ranges``: what the tests count fetches with.
+``(path, start, end)`` in ``ranges``: what the tests count fetches with. With ``tls``
+(a certificate file and its key), it serves HTTPS.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import http.server
 import re
+import ssl
 import threading
 
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
@@ -18,7 +20,7 @@ _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
 class RangeServer:
     """Serve ``files`` (path -> bytes) at ``url``; ``ranges`` logs the ranged GETs."""
 
-    def __init__(self, files: dict[str, bytes]) -> None:
+    def __init__(self, files: dict[str, bytes], tls: tuple[str, str] | None = None) -> None:
         self.files = dict(files)
         self.ranges: list[tuple[str, int, int]] = []
         self._lock = threading.Lock()
@@ -76,6 +78,11 @@ class RangeServer:
         self._httpd.daemon_threads = True
         self.port = self._httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True)
+            self.url = f"https://127.0.0.1:{self.port}"
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )

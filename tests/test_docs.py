@@ -55,6 +55,7 @@ EXTRAS = {
     "lightning": ("lightning", "frameworks"),
     "torchdata": ("torchdata", "frameworks"),
     "recio.dali": ("nvidia.dali", "dali"),
+    "recio.gpu": ("torch", "gpu"),
 }
 
 

@@ -756,7 +756,7 @@ def test_submitted_batches_queue_and_decode_as_decode_records() -> None:
 
 
 def test_records_in_a_list_of_extents_decode_as_in_one_base() -> None:
-    """A list of buffers, one per record (NOTE [unjoined extents] in recio/pipeline/iterator.py),
+    """A list of buffers, one per record (NOTE [unjoined extents] in recio/pipeline/remote.py),
     decodes as the same records joined into one base: labels, ids, pixels; the spans are
     inside each record's own buffer; a record not plainly one frame within its own buffer
     (cut short, bad magic) is left to the exact parse; the buffers are held until result();

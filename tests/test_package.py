@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -146,15 +147,16 @@ def test_a_cycle_through_a_function_level_import_is_found(tmp_path):
 # The data flow, bottom up: a module imports from its own layer and the layers below it,
 # never from one above (DESIGN.md, "Layers").
 LAYERS = [
-    ["recio", "recio._install", "recio._checks", "recio._crc32c", "recio._moved", "recio._native",
-     "recio._text", "recio.errors", "recio.dist"],
+    ["recio", "recio._args", "recio._install", "recio._checks", "recio._crc32c", "recio._moved",
+     "recio._native", "recio._text", "recio.errors", "recio.dist"],
     ["recio.storage"],
     ["recio.records"],
     ["recio.sampling", "recio.augment"],
     ["recio.decode"],
     ["recio.pipeline"],
     ["recio.frameworks", "recio.dali", "recio.im2rec", "recio.bench", "recio.train", "recio.cli",
-     "recio.mx"],
+     "recio.mx", "recio._command"],
+    ["recio.gpu"],
 ]  # fmt: skip
 
 
@@ -210,6 +212,57 @@ def test_every_public_name_imports_from_its_old_path(old):
     home = out.stdout.strip()
     if home != old:  # moved: the old path is the new module itself
         assert _moved.MOVED.get(old) == home
+        # and type checkers see the names, in the old path's stub
+        stub = ast.parse((PACKAGE / f"{old.rpartition('.')[2]}.pyi").read_text())
+        imports = [node for node in stub.body if isinstance(node, ast.ImportFrom)]
+        found = {a.asname for node in imports if node.module == home for a in node.names}
+        assert set(names) <= found, sorted(set(names) - found)
+
+
+_WARNINGS_OF_AN_IMPORT = """
+import sys, warnings
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    exec(sys.argv[1])
+for w in caught:
+    print(w.category.__name__, w.filename, w.lineno, w.message, sep="|")
+"""
+
+
+@pytest.mark.parametrize("old", sorted(_moved.MOVED))
+@pytest.mark.parametrize("form", ["import {old}", "from {parent} import {leaf}"])
+def test_importing_an_old_path_warns_naming_its_new_home_and_the_release(old, form):
+    parent, _, leaf = old.rpartition(".")
+    statement = form.format(old=old, parent=parent, leaf=leaf)
+    out = subprocess.run(
+        [sys.executable, "-c", _WARNINGS_OF_AN_IMPORT, statement], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    caught = [line.split("|") for line in out.stdout.splitlines()]
+    if old in _moved.KEPT:  # a documented path, not an old one
+        assert caught == []
+        return
+    assert len(caught) == 1, caught
+    category, filename, lineno, message = caught[0]
+    assert category == "DeprecationWarning"
+    assert message == (
+        f"{old} is an old import path, removed in recio {_moved.REMOVED_IN}: "
+        f"import {_moved.MOVED[old]} instead"
+    )
+    assert (filename, lineno) == ("<string>", "1")  # the importing line, shown in __main__
+
+
+def test_no_code_of_the_project_imports_an_old_path():
+    root = PACKAGE.parent
+    found = []
+    for path in [
+        p for top in ("recio", "tests", "tools", "examples") for p in root.glob(f"{top}/**/*.py")
+    ]:
+        parts = path.relative_to(root).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        imports = module_imports(path.read_text(), name, path.name == "__init__.py")
+        found += [f"{path.relative_to(root)}: {m}" for m in imports if m in _moved.DEPRECATED]
+    assert not found, found
 
 
 def test_every_subpackage_ships_in_the_wheel():
@@ -232,9 +285,112 @@ def test_design_md_indexes_every_note_where_it_is():
     design = (root / "DESIGN.md").read_text()
     table = dict(re.findall(r"^\| \[([^\]]+)\] \| `([^`]+)` \|", design, re.M))
     assert len(table) > 30
+    section = design.split("## NOTE blocks", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| \[.*$", design, re.M)
+    outside = [row for row in rows if row not in section]
+    assert not outside, f"NOTE rows outside the NOTE table: {outside}"
     for name, where in table.items():
         assert f"NOTE [{name}]" in (root / where).read_text(), f"NOTE [{name}] not in {where}"
     defined = set()
     for path in [*root.glob("recio/**/*.py"), *root.glob("native/*.[ch]")]:
         defined |= set(re.findall(r"NOTE \[([^\]]+)\]:", path.read_text()))
     assert defined <= set(table), sorted(defined - set(table))
+
+
+# What importing a module may change in the process, read before and after the import.
+# DESIGN.md names nothing that an import changes: the map guard's SIGBUS handler is put in
+# place by the first file map, not by an import.
+_PROCESS_STATE = """
+import faulthandler, json, os, signal, sys, threading
+
+def state():
+    handlers = {}
+    for sig in sorted(signal.valid_signals()):
+        try:
+            handlers[str(sig)] = repr(signal.getsignal(sig))
+        except (OSError, ValueError):
+            pass
+    return {
+        "environ": dict(os.environ),
+        "signals": handlers,
+        "threads": sorted(t.name for t in threading.enumerate()),
+        "stack_size": threading.stack_size(),
+        "switch_interval": sys.getswitchinterval(),
+        "excepthook": repr(threading.excepthook),
+        "sys_excepthook": repr(sys.excepthook),
+        "faulthandler": faulthandler.is_enabled(),
+        "recursion_limit": sys.getrecursionlimit(),
+    }
+
+before = state()
+try:
+    __import__(sys.argv[1])
+except ModuleNotFoundError as exc:
+    if exc.name.partition(".")[0] == "recio":
+        raise
+    print(json.dumps({"missing": exc.name}))
+    sys.exit(0)
+after = state()
+changed = {}
+for key in before:
+    if before[key] != after[key]:
+        if isinstance(before[key], dict):
+            changed[key] = {
+                k: [before[key].get(k), after[key].get(k)]
+                for k in set(before[key]) | set(after[key])
+                if before[key].get(k) != after[key].get(k)
+            }
+        else:
+            changed[key] = [before[key], after[key]]
+print(json.dumps({"changed": changed}))
+"""
+
+
+def _every_module() -> list[str]:
+    """Every module of recio but the ``__main__`` ones (importing one runs its command)."""
+    names = []
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if parts[-1] != "__main__":
+            names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return sorted(names)
+
+
+@pytest.mark.parametrize("module", _every_module())
+def test_importing_a_module_changes_nothing_in_the_process(module):
+    """The environment, the signal handlers, the threads and the interpreter's thread
+    settings are the same after importing the module, in a fresh interpreter, as before.
+    Only the commands' mains change the process (``recio._command``)."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run(
+        [sys.executable, "-c", _PROCESS_STATE, module], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    if "missing" in found:
+        pytest.skip(f"{module} needs {found['missing']}, not installed")
+    assert found["changed"] == {}, found["changed"]
+
+
+def test_the_commands_main_limits_blas_threads_and_the_user_wins():
+    code = "import os, recio._command as c; c.limit_blas_threads(); print(os.environ[{v!r}])"
+    v = "OPENBLAS_NUM_THREADS"
+    env = {k: x for k, x in os.environ.items() if k != v}
+    out = subprocess.run([sys.executable, "-c", code.format(v=v)], env=env, capture_output=True)
+    assert out.stdout.decode().strip() == "1"
+    env[v] = "3"
+    out = subprocess.run([sys.executable, "-c", code.format(v=v)], env=env, capture_output=True)
+    assert out.stdout.decode().strip() == "3"
+
+
+def test_patching_through_an_old_path_patches_the_module_at_its_new_home():
+    code = (
+        "import warnings; warnings.simplefilter('ignore', DeprecationWarning)\n"
+        "from unittest import mock\n"
+        "import recio.records.shards as new\n"
+        "with mock.patch('recio.shards.open_records', 'patched'):\n"
+        "    assert new.open_records == 'patched'\n"
+        "assert new.open_records != 'patched'\n"
+        "import recio.shards as old; assert old is new\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -2,6 +2,7 @@
 
     python tools/bench_autotune.py [--rec R | --images 800] [--repeats 3] [--seconds 4]
                                    [--step-ms 150]
+    python tools/bench_autotune.py --burn 2 --fast-only   # under a competing load
     python tools/bench_autotune.py --hook [--repeats 5]
 
 Two consumers over the built-in sample (RandomResizedCrop 224, flip, uint8):
@@ -11,6 +12,9 @@ Two consumers over the built-in sample (RandomResizedCrop 224, flip, uint8):
 - slow: a training step of ``--step-ms`` (a sleep) per batch, long enough that one thread
   keeps up. Auto's settled thread count, its changes after the first epoch, and the
   process CPU seconds per image against a fixed single thread (within 10 %).
+
+``--burn N`` runs N CPU-burning processes beside it the whole time (another job on the
+cores); ``--fast-only`` measures the fast consumer alone.
 
 Prints medians of the repeats (min-max beside them) and a JSON line with every figure.
 ``--hook``: instead, what the per-batch hook (``Governor.batch``: stage times, and the
@@ -23,6 +27,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -87,20 +92,8 @@ def med(values: list[float], digits: int = 1) -> str:
     return f"{statistics.median(values):8.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rec", help="a .rec to read (default: the built-in sample)")
-    parser.add_argument("--images", type=int, default=800, help="images of the sample")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=4.0)
-    parser.add_argument("--step-ms", type=float, default=150.0)
-    parser.add_argument("--hook", action="store_true", help="time the per-batch hook alone")
-    args = parser.parse_args()
-    if args.hook:
-        for tuned in (False, True):  # interleaved repeats would not change a CPU-bound loop
-            runs = [hook_us(tuned) for _ in range(args.repeats)]
-            print(f"hook, {'tuner' if tuned else 'fixed threads'}: {med(runs, 2)} us per batch")
-        return 0
+def measure(args: argparse.Namespace) -> dict:
+    """The fast (and slow) consumer's figures for every setting, interleaved."""
     result: dict = {"fast": {}, "slow": {}}
     with tempfile.TemporaryDirectory() as tmp:
         rec = args.rec or build_sample_rec(tmp, args.images)
@@ -109,9 +102,37 @@ def main() -> int:
             for threads in settings:  # interleaved: the machine's noise hits all alike
                 got = run(rec, threads, args.seconds)
                 result["fast"].setdefault(str(threads), []).append(got)
-            for threads in (1, "auto"):
+            for threads in () if args.fast_only else (1, "auto"):
                 got = run(rec, threads, args.seconds, args.step_ms / 1e3)
                 result["slow"].setdefault(str(threads), []).append(got)
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rec", help="a .rec to read (default: the built-in sample)")
+    parser.add_argument("--images", type=int, default=800, help="images of the sample")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--step-ms", type=float, default=150.0)
+    parser.add_argument("--hook", action="store_true", help="time the per-batch hook alone")
+    parser.add_argument("--burn", type=int, default=0, help="CPU-burning processes beside it")
+    parser.add_argument("--fast-only", action="store_true", help="no slow consumer")
+    args = parser.parse_args()
+    if args.hook:
+        for tuned in (False, True):  # interleaved repeats would not change a CPU-bound loop
+            runs = [hook_us(tuned) for _ in range(args.repeats)]
+            print(f"hook, {'tuner' if tuned else 'fixed threads'}: {med(runs, 2)} us per batch")
+        return 0
+    burners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.burn)
+    ]
+    try:
+        result = measure(args)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
     print(f"fast consumer (images/s, median of {args.repeats}, min-max):")
     best = 0.0
     for name, runs in result["fast"].items():
@@ -122,6 +143,9 @@ def main() -> int:
         print(f"  {name:>5} threads {med(rates)}  active at the end {threads}")
     auto = statistics.median(r["images_per_s"] for r in result["fast"]["auto"])
     print(f"  auto / best fixed = {auto / best:.3f}")
+    if args.fast_only:
+        print(json.dumps(result))
+        return 0
     print(f"slow consumer ({args.step_ms:g} ms step): CPU ms per image, threads, changes")
     for name, runs in result["slow"].items():
         cpu = [r["cpu_per_image_ms"] for r in runs]

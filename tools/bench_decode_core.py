@@ -109,7 +109,7 @@ def use_extension(pool: DecodePool, extension) -> None:
     are made by ``extension`` too (a pool takes only its own module's)."""
     pool._native.close()
     pool._native = extension.Pool(pool.num_threads, pool.max_decode_bytes or 0)
-    own = pool._job_options
+    own = pool.job_options
 
     def job_options(job):
         saved = pool_module._native, draws_module._native
@@ -119,7 +119,7 @@ def use_extension(pool: DecodePool, extension) -> None:
         finally:
             pool_module._native, draws_module._native = saved
 
-    pool._job_options = job_options
+    pool.job_options = job_options
 
 
 def recio_pool(threads: int, extension) -> DecodePool:

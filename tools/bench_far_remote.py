@@ -3,7 +3,7 @@
 
     python tools/bench_far_remote.py [--images 8000] [--delay 0.03] [--rate 100e6] \\
         [--rounds 3] [--seconds 3] [--workdir DIR] [--split-cores] [--only CONFIG ...]
-        [--concurrency N] [--gap BYTES] [--read-ahead BYTES] [--json OUT]
+        [--concurrency N] [--gap BYTES] [--read-ahead BYTES] [--clients C ...] [--json OUT]
 
 Needs an S3 server (``tools/s3_server.sh start``; ``RECIO_S3_ENDPOINT``, default
 http://127.0.0.1:8333, testing/testing). The sample dataset (``recio bench``'s shapes,
@@ -43,6 +43,11 @@ client against itself, with the store's CPU off its cores.
 s3-global, s3-block, s3-unverified, cache-belady, cache-lru) and no others; a row's ratio
 to local needs the local row of its shuffle among them. ``--concurrency``, ``--gap`` and
 ``--read-ahead`` set those ``FetchOptions`` of the S3 rows instead of their defaults.
+``--clients`` runs the plain S3 rows once per client, side by side in each round: "obstore"
+(``FetchOptions(client="obstore")``), "ranges" (fsspec with the presigned range client,
+``recio.storage.httprange``), "s3fs" (fsspec, ``presign_s3=False``: botocore signs each
+range); by default the default client alone. Each row then also says the requests it
+sent per image (the proxy's count).
 """
 
 from __future__ import annotations
@@ -67,10 +72,15 @@ sys.path.insert(0, str(REPO))  # run from a checkout
 from recio import storage  # noqa: E402
 from recio.bench.sample import build_sample_rec  # noqa: E402
 from recio.pipeline.iterator import ImageRecordIter  # noqa: E402
-from recio.storage.blockcache import entry_bytes, replay  # noqa: E402
+from recio.storage.blockcache import entry_bytes  # noqa: E402
+from recio.storage.replay import replay  # noqa: E402
 
 if TYPE_CHECKING:
     import psutil
+
+#: What --clients names: the FetchOptions of each S3 client compared.
+CLIENTS = {"default": {}, "obstore": {"client": "obstore"}, "ranges": {"client": "fsspec"},
+           "s3fs": {"client": "fsspec", "presign_s3": False}}  # fmt: skip
 
 #: What --only names: every configuration of a round, in the order they run.
 CONFIGS = ("local-global", "local-block", "s3-global", "s3-block", "s3-unverified",
@@ -130,7 +140,7 @@ def proxy_stats(proxy: subprocess.Popen, reset: bool = False) -> dict:
 
 def fetched_bytes(it: ImageRecordIter) -> int:
     source = it.records.source
-    if hasattr(source, "schedule"):  # the block cache: what it fetched
+    if source.schedules:  # the block cache: what it fetched
         return source.stats.bytes_fetched
     return int(getattr(source, "stats", {}).get("bytes", 0))
 
@@ -183,6 +193,7 @@ class Measure:
     def epochs(self, it: ImageRecordIter, seconds: float, at_least: int = 1) -> dict:
         b0, images, done, firsts = fetched_bytes(it), 0, 0, []
         s0, p0 = cpu(self.server), cpu(self.proxy_proc)
+        r0 = proxy_stats(self.proxy)["requests"]
         g0, gs0 = self.collections.count, self.collections.seconds
         proxy_stats(self.proxy, reset=True)
         c0, t0 = time.process_time(), time.perf_counter()
@@ -197,7 +208,9 @@ class Measure:
         wall = time.perf_counter() - t0
         client = time.process_time() - c0
         server, proxy = cpu(self.server) - s0, cpu(self.proxy_proc) - p0
+        counts = proxy_stats(self.proxy)
         return {
+            "requests_per_image": (counts["requests"] - r0) / images,
             "images_per_s": images / wall,
             "client_cpu_ms_per_image": 1e3 * client / images,
             "client_cores": client / wall,
@@ -205,7 +218,7 @@ class Measure:
             "server_cores": server / wall,
             "server_cpu_share": server / max(server + proxy + client, 1e-9),
             "proxy_cores": proxy / wall,
-            "peak_requests": proxy_stats(self.proxy)["peak_held"],
+            "peak_requests": counts["peak_held"],
             "first_batch_ms": 1e3 * statistics.median(firsts),
             "full_gc_s": self.collections.seconds - gs0,
             "full_gcs": self.collections.count - g0,
@@ -238,6 +251,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--read-ahead", type=int, help="FetchOptions.read_ahead of the S3 rows, bytes"
     )
+    parser.add_argument(
+        "--clients", nargs="+", choices=sorted(CLIENTS), default=["default"], metavar="C",
+        help=f"the S3 clients to compare, of {', '.join(sorted(CLIENTS))}",
+    )  # fmt: skip
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     args.only = set(args.only)
@@ -289,10 +306,11 @@ def main() -> None:
                 kw[name] = getattr(args, name)
         return storage.FetchOptions(**kw)
 
-    def plain(where: str, mode: str, verify: bool | str = "auto") -> ImageRecordIter:
+    def plain(where: str, mode: str, verify: bool | str = "auto", client: str = "default"):
         if where == "local":
             return ImageRecordIter(local, shuffle_mode=mode, **ITER_ARGS)
-        return ImageRecordIter(url, shuffle_mode=mode, storage_options=far, fetch=fetch_options(),
+        fetch = fetch_options(**CLIENTS[client])
+        return ImageRecordIter(url, shuffle_mode=mode, storage_options=far, fetch=fetch,
                                verify_checksums=verify, **ITER_ARGS)  # fmt: skip
 
     results: dict[str, list[dict]] = {}
@@ -303,10 +321,12 @@ def main() -> None:
                 for mode in ("global", "block"):
                     if f"{where.lower()}-{mode}" not in only:
                         continue
-                    with settled(plain(where, mode)) as it:
-                        measure.epochs(it, 0)  # warm-up: connections, the link estimate
-                        row = measure.epochs(it, args.seconds)
-                    results.setdefault(f"{where}, {mode} shuffle", []).append(row)
+                    for client in args.clients if where == "S3" else ["default"]:
+                        with settled(plain(where, mode, client=client)) as it:
+                            measure.epochs(it, 0)  # warm-up: connections, the link estimate
+                            row = measure.epochs(it, args.seconds)
+                        named = where if client == "default" else f"{where} ({client})"
+                        results.setdefault(f"{named}, {mode} shuffle", []).append(row)
             if "s3-unverified" in only:
                 with settled(plain("S3", "block", verify=False)) as it:
                     measure.epochs(it, 0)
@@ -360,13 +380,14 @@ def main() -> None:
             )
         summary[name] = entry
     print(f"{'':<58} {'img/s':>7} {'x local':>7} {'CPU ms/img':>10} {'x local':>7} {'cores':>5} "
-          f"{'KB/img':>7} {'server cores':>12} {'share':>6} {'proxy':>5} {'conns':>5} "
-          f"{'1st ms':>6} {'GC s':>5}")  # fmt: skip
+          f"{'KB/img':>7} {'req/img':>7} {'server cores':>12} {'share':>6} {'proxy':>5} "
+          f"{'conns':>5} {'1st ms':>6} {'GC s':>5}")  # fmt: skip
     for name, e in summary.items():
         print(f"{name:<58} {e['images_per_s']:7.0f} {e.get('ratio_to_local', 1):7.2f} "
               f"{e['client_cpu_ms_per_image']:10.3f} {e.get('cpu_per_image_to_local', 1):7.2f} "
               f"{e['client_cores']:5.2f} "
-              f"{e['bytes_fetched_per_image'] / 1e3:7.1f} {e['server_cores']:12.2f} "
+              f"{e['bytes_fetched_per_image'] / 1e3:7.1f} {e['requests_per_image']:7.3f} "
+              f"{e['server_cores']:12.2f} "
               f"{e['server_cpu_share']:6.1%} {e['proxy_cores']:5.2f} {e['peak_requests']:5.0f} "
               f"{e['first_batch_ms']:6.1f} {e['full_gc_s']:5.2f}")  # fmt: skip
     plain_s3 = summary.get("S3, block shuffle", {}).get("images_per_s")

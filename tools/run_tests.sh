@@ -7,7 +7,7 @@
 # RECIO_WEBHDFS_URL. The installs stay cached in ~/.cache/recio-servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh "test,s3,hdfs,dali,train,plot,frameworks,cluster"
+bash tools/setup.sh "test,s3,cloud,hdfs,dali,train,plot,frameworks,cluster,gpu"
 # the virtual environment setup.sh installed into: its python3, pytest and recio from here on
 # shellcheck disable=SC1091
 . "${RECIO_VENV:-.venv}/bin/activate"

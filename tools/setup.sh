@@ -37,12 +37,23 @@ pip=("$py" -m pip install -q --disable-pip-version-check)
 extras=${1:-}
 # PyTorch: pin the release this project is tested with before pip resolves the extra; an
 # open range could otherwise pull a newer multi-GB build.
-if [[ ",$extras," == *",train,"* || ",$extras," == *",frameworks,"* ]] \
+if [[ ",$extras," == *",train,"* || ",$extras," == *",frameworks,"* || ",$extras," == *",gpu,"* ]] \
   && ! "$py" -c "import torch" 2>/dev/null; then
   "${pip[@]}" "torch==2.13.0"
+fi
+# torchvision: the release built for that torch, so pip does not move torch to fit a newer one
+if [[ ",$extras," == *",gpu,"* ]] && ! "$py" -m pip show -q torchvision 2>/dev/null; then
+  "${pip[@]}" "torchvision==0.28.0"
 fi
 spec="."
 [ -n "$extras" ] && spec=".[$extras]"
 "${pip[@]}" -e "$spec"
+# torchvision's wheel must match the torch build (CUDA or CPU): one built for another
+# torch fails at import, and other packages that import it would too. recio.gpu then
+# decodes with Pillow on the CPU, so the tests still run.
+if [[ ",$extras," == *",gpu,"* ]] && ! "$py" -c "import torchvision.io" 2>/dev/null; then
+  echo "torchvision does not load with this torch build: uninstalled (recio.gpu uses Pillow on the CPU)"
+  "$py" -m pip uninstall -q -y torchvision
+fi
 "$py" -c "import recio, recio.decode as d; print('recio', recio.__version__, 'decoder:', d.default_backend(), 'in $venv')" \
   || "$py" -c "import recio; print('recio', recio.__version__, 'installed in $venv')"

@@ -11,22 +11,42 @@ the extension.
 
 Colour (:mod:`.colour`) is drawn from the same key, from uniforms past the crop's (so
 turning it on changes no window or flip), and applied by the decoder to the output pixels.
-MXNet's geometry (:mod:`.geometry`, one affine warp per image) draws from the uniforms
-past colour's.
+MXNet's geometry (:class:`~.geometry_spec.GeometrySpec`, one affine warp per image) draws
+from the uniforms past colour's: :func:`plan` gives a record's warp (native/draw.c's
+rc_draw_warp, bit for bit), composed with the crop window :meth:`KeyedDraw.windows` draws;
+with a geometry, the windows are the boxes the warps read.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .colour import COLOUR_VALUES, ColourDraws, ColourSpec, draw_colour
-from .geometry import GeometrySpec, plan
-from .keys import ATTEMPTS, CROP_UNIFORMS, GOLDEN_INT, MASK, keyed_uniform, mix_int
+from .geometry_spec import AREA, CONSTANT, CUBIC, LANCZOS4, LINEAR, REPLICATE, GeometrySpec, Warp
+from .keys import (
+    ANGLE_UNIFORM,
+    ATTEMPTS,
+    CROP_SIZE_UNIFORM,
+    CROP_UNIFORMS,
+    CROP_X_UNIFORM,
+    CROP_Y_UNIFORM,
+    FLIP_UNIFORM,
+    GOLDEN_INT,
+    INTERP_UNIFORM,
+    LAST_UNIFORM,
+    MASK,
+    RATIO_UNIFORM,
+    SCALE_UNIFORM,
+    SHEAR_UNIFORM,
+    keyed_uniform,
+    mix_int,
+)
 
 try:
     from .. import _native
@@ -80,7 +100,7 @@ class KeyedDraw:
     seed: int
     epoch: int
     colour: ColourSpec = field(default_factory=ColourSpec)
-    geometry: GeometrySpec | None = None  # MXNet's geometry: each image warped (.geometry)
+    geometry: GeometrySpec | None = None  # MXNet's geometry: each image warped (plan)
 
     def __post_init__(self) -> None:
         if self.geometry is not None and self.spec.random_resized_crop and self.geometry.pad:
@@ -236,3 +256,170 @@ def _random_resized(spec: CropSpec, width, height, uniform) -> np.ndarray:
     x = np.clip(x, 0, np.maximum(width - w, 0))
     y = np.clip(y, 0, np.maximum(height - h, 0))
     return np.stack([x, y, np.maximum(w, 1), np.maximum(h, 1)], 1).astype(np.int32)
+
+
+# ---- MXNet's geometry: a record's warp (native/draw.c's rc_draw_warp, bit for bit) ----
+
+_f32 = np.float32
+
+
+def _compose(b: list[float], c: list[float]) -> list[float]:
+    """The 2x3 affine map ``b`` after ``c`` (native/draw.c's compose, the same operations)."""
+    return [
+        b[0] * c[0] + b[1] * c[3],
+        b[0] * c[1] + b[1] * c[4],
+        b[0] * c[2] + b[1] * c[5] + b[2],
+        b[3] * c[0] + b[4] * c[3],
+        b[3] * c[1] + b[4] * c[4],
+        b[3] * c[2] + b[4] * c[5] + b[5],
+    ]
+
+
+def _resize_map(ssize_w: int, ssize_h: int, dsize_w: int, dsize_h: int) -> list[float]:
+    """cv::resize's map from its output's pixels to its input's (centres aligned)."""
+    sx = 1.0 / (dsize_w / ssize_w)
+    sy = 1.0 / (dsize_h / ssize_h)
+    return [sx, 0.0, 0.5 * sx - 0.5, 0.0, sy, 0.5 * sy - 0.5]
+
+
+def _mxnet_affine(g: GeometrySpec, u, cols: int, rows: int) -> tuple[list[float], int, int]:
+    """MXNet's warpAffine stage for a cols x rows image: its map inverted, and its size.
+
+    The matrix is computed in float32 as MXNet computes it, inverted in double as warpAffine
+    inverts it.
+    """
+    shear_max = _f32(g.max_shear_ratio)
+    s = _f32(u(SHEAR_UNIFORM)) * shear_max * _f32(2) - shear_max
+    angle = 0
+    if g.max_rotate_angle > 0:
+        angle = math.floor(u(ANGLE_UNIFORM) * (2 * g.max_rotate_angle + 1)) - g.max_rotate_angle
+    if g.rotate > 0:
+        angle = g.rotate
+    a = _f32(math.cos(angle / 180.0 * math.pi))
+    b = _f32(math.sin(angle / 180.0 * math.pi))
+    lo_s, hi_s = _f32(g.min_random_scale), _f32(g.max_random_scale)
+    scale = _f32(u(SCALE_UNIFORM)) * (hi_s - lo_s) + lo_s
+    lo_r, hi_r = (_f32(v) for v in g.aspect_range)
+    ratio = _f32(u(RATIO_UNIFORM)) * (hi_r - lo_r) + lo_r
+    hs = _f32(2) * scale / (_f32(1) + ratio)
+    ws = ratio * hs
+    min_img, max_img = _f32(g.min_img_size), _f32(g.max_img_size)
+    new_w = max(min_img, min(max_img, scale * _f32(cols)))
+    new_h = max(min_img, min(max_img, scale * _f32(rows)))
+    m0, m3 = hs * a - s * b * ws, -b * ws
+    m1, m4 = hs * b + s * a * ws, a * ws
+    cw = m0 * _f32(cols) + m1 * _f32(rows)
+    ch = m3 * _f32(cols) + m4 * _f32(rows)
+    m2, m5 = (new_w - cw) / _f32(2), (new_h - ch) / _f32(2)
+    m0, m1, m2, m3, m4, m5 = (float(v) for v in (m0, m1, m2, m3, m4, m5))
+    d = m0 * m4 - m1 * m3
+    d = 1.0 / d if d != 0 else 0.0
+    a11, a22, a12, a21 = m4 * d, m0 * d, -m1 * d, -m3 * d
+    inv = [a11, a12, -a11 * m2 - a12 * m5, a21, a22, -a21 * m2 - a22 * m5]
+    return inv, int(new_w), int(new_h)
+
+
+def _half(spare: int) -> int:
+    """C's ``spare / 2`` (truncated toward zero), as MXNet centres its crops."""
+    return -(-spare // 2) if spare < 0 else spare // 2
+
+
+def plan(draw: KeyedDraw, width: int, height: int, record: int) -> Warp:
+    """The warp of ``record``, an image of ``width`` x ``height``, under ``draw``.
+
+    ``draw`` has a geometry; the result is native/draw.c's rc_draw_warp, bit for bit.
+    """
+    g = draw.geometry
+    if g is None:
+        raise ValueError("plan needs a KeyedDraw with a geometry")
+    spec = draw.spec
+    uniforms = keyed_uniform(draw.seed, draw.epoch, np.array([record]), LAST_UNIFORM)[0]
+
+    def u(k: int) -> float:
+        return float(uniforms[k - 1])
+
+    W, H = max(width, 1), max(height, 1)
+    flip = bool(spec.rand_mirror and u(FLIP_UNIFORM) < 0.5) or spec.mirror
+    G = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    cols, rows = W, H
+    if spec.random_resized_crop:
+        plain = dataclasses.replace(draw, geometry=None)
+        win = plain.windows(np.array([[W, H]]), np.array([record]))[0][0].tolist()
+        cols, rows = spec.out_width, spec.out_height
+        G = _resize_map(win[2], win[3], cols, rows)
+        G[2] += win[0]
+        G[5] += win[1]
+    elif spec.resize > 0:
+        if H > W:
+            rows, cols = spec.resize * H // W, spec.resize
+        else:
+            rows, cols = spec.resize, spec.resize * W // H
+        G = _resize_map(W, H, cols, rows)
+    if g.warp:
+        inv, cols, rows = _mxnet_affine(g, u, cols, rows)
+        G = _compose(G, inv)
+    cols, rows = cols + 2 * g.pad, rows + 2 * g.pad
+    cw, ch = spec.out_width, spec.out_height
+    sizes = g.crop_sizes
+    if sizes:
+        cw = ch = sizes[0] + math.floor(u(CROP_SIZE_UNIFORM) * (sizes[1] - sizes[0] + 1))
+
+    def offset(spare: int, k: int) -> int:
+        return math.floor(u(k) * (spare + 1)) if spec.rand_crop and spare >= 0 else _half(spare)
+
+    x0, y0 = offset(cols - cw, CROP_X_UNIFORM), offset(rows - ch, CROP_Y_UNIFORM)
+    off_x = off_y = 0
+    if sizes:
+        K = _resize_map(cw, ch, spec.out_width, spec.out_height)
+        K[2] += x0 - g.pad
+        K[5] += y0 - g.pad
+        G = _compose(G, K)
+    else:
+        off_x, off_y = x0 - g.pad, y0 - g.pad
+    interp = g.inter_method
+    if interp == 10:
+        interp = math.floor(u(INTERP_UNIFORM) * 5)
+    elif interp == 9:  # cubic to enlarge, area to shrink, else bilinear
+        ex = math.sqrt(G[0] * G[0] + G[3] * G[3])
+        ey = math.sqrt(G[1] * G[1] + G[4] * G[4])
+        interp = CUBIC if ex < 1 and ey < 1 else AREA if ex > 1 and ey > 1 else LINEAR
+    border = CONSTANT if g.warp else REPLICATE
+    interp = LINEAR if interp == AREA and g.warp else interp
+    m = tuple(G)
+    out_w, out_h = spec.out_width, spec.out_height
+    x_lo, y_lo, x_hi, y_hi = _bounds(m, off_x, off_y, interp, border, out_w, out_h, W, H)
+    crop = (x_lo, y_lo, x_hi - x_lo, y_hi - y_lo)
+    return Warp(m, off_x, off_y, interp, border, g.fill_value, crop, flip)  # type: ignore[arg-type]
+
+
+def _reach(interp: int) -> tuple[int, int]:
+    """Pixels the taps reach before a sample's whole pixel and past it (+1 for rounding)."""
+    if interp == CUBIC:
+        return 1, 3
+    if interp == LANCZOS4:
+        return 3, 5
+    return 0, 2
+
+
+def _bounds(m, off_x, off_y, interp, border, out_w, out_h, W, H) -> tuple[int, int, int, int]:
+    """native/warp.c's rc_warp_bounds: the source box (x0, y0, x1, y1) the taps read."""
+    xs, ys = [], []
+    for cy in (0, 1):
+        for cx in (0, 1):
+            x = float((out_w - 1 if cx else 0) + off_x)
+            y = float((out_h - 1 if cy else 0) + off_y)
+            xs.append(m[0] * x + m[1] * y + m[2])
+            ys.append(m[3] * x + m[4] * y + m[5])
+    before, after = _reach(interp)
+    box = border == REPLICATE and interp == AREA  # the box spans the sample's whole extent
+    bx = int(min(math.ceil(abs(m[0]) / 2), 1e6)) if box else 0
+    by = int(min(math.ceil(abs(m[4]) / 2), 1e6)) if box else 0
+    big = 1e9
+    x0 = math.floor(max(min(xs), -big)) - before - 1 - bx
+    x1 = math.floor(min(max(xs), big)) + after + 1 + bx
+    y0 = math.floor(max(min(ys), -big)) - before - 1 - by
+    y1 = math.floor(min(max(ys), big)) + after + 1 + by
+    box = (max(x0, 0), max(y0, 0), min(x1, W), min(y1, H))
+    if box[2] <= box[0] or box[3] <= box[1]:
+        return (0, 0, 0, 0)
+    return box

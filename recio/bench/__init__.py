@@ -4,13 +4,14 @@
                 [--seconds S] [--repeats R] [--json F] [--trace F] [--plot F.png]
 
 With no argument it builds the built-in sample dataset (coloured shapes, JPEG),
-packs it as .rec/.idx, and measures that. Each stage runs after a warm-up,
-``--repeats`` times for ``--seconds`` each; figures are medians with min/max.
-The stages are measured one after another on the same data, so their ratios
-are comparable even on a noisy machine; absolute numbers are not.
+packs it as .rec/.idx, and measures that. recio's stages and the Pillow baseline run in
+``--repeats`` interleaved rounds, each stage ``--seconds`` per round after a warm-up
+(:mod:`~recio.bench.noise`); figures are medians with min/max, and a verdict compares two
+stages round by round, only where the difference is larger than the rounds' spread.
 
 Modules: :mod:`~recio.bench.sample` (the built-in dataset), :mod:`~recio.bench.stages`
-(the measured stages), :mod:`~recio.bench.mxnet` (MXNet's baseline), :mod:`~recio.bench.run`
+(the measured stages), :mod:`~recio.bench.noise` (interleaved rounds, comparisons beyond
+their noise), :mod:`~recio.bench.mxnet` (MXNet's baseline), :mod:`~recio.bench.run`
 (one run and its verdict), :mod:`~recio.bench.report` (table and plot),
 :mod:`~recio.bench.cli` (the command line).
 """

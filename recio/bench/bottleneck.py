@@ -128,12 +128,17 @@ def figures_of(st: StageTimes, step_ms: float, read_rate: float | None) -> dict[
         "step_ms": step_ms,
         "images_per_s": rate,
         "batches": st.batches,
+        # Shares of the time, so at most 100 %: the iterator's rate above the raw reads'
+        # (measured alone, a batch at a time) is the reads measured short, not a share.
         "utilisation": {
-            "storage": (rate / read_rate) if read_rate else util["fetch_wait"],
-            "decode+augment": util["decode"],
-            "hand-over": util["handover"],
-            "step": util["consumer"],
-            "input wait": util["input_wait"],
+            name: min(1.0, value)
+            for name, value in {
+                "storage": (rate / read_rate) if read_rate else util["fetch_wait"],
+                "decode+augment": util["decode"],
+                "hand-over": util["handover"],
+                "step": util["consumer"],
+                "input wait": util["input_wait"],
+            }.items()
         },
         "decode_ms_per_image": 1e3 * per_image["decode"],
         "decode_cpu_ms_per_image": 1e3 * per_image["decode_cpu"],

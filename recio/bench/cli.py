@@ -10,8 +10,8 @@ import shutil
 import tempfile
 import time
 
+from .._args import add_storage_option, at_least, positive_float
 from .._install import install_hint
-from ..cli.args import add_storage_option, at_least, positive_float
 from .bottleneck import measure_step, print_bottleneck
 from .optimized import DEFAULT_LIMIT_MB
 from .report import print_report, save_plot
@@ -87,7 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=at_least(1),
         default=3,
         metavar="R",
-        help="repeats of each stage; the figures are their median, min and max",
+        help="interleaved rounds, each measuring every stage once; the figures are their "
+        "median, min and max, and a verdict needs an effect larger than their spread",
     )
     parser.add_argument(
         "--optimize-limit",

@@ -5,7 +5,8 @@ cover the crop (NOTE [restart markers] in :mod:`recio.im2rec.optimize`). The ben
 for them in a sample of the records; where they are missing it optimizes a copy of a
 local file that is small enough into a temporary folder and measures the same iterator
 on it: the same images and the same work, so its "vs Pillow" ratio compares like with
-like. :func:`optimize_verdict` says in one line what that showed.
+like, in the same interleaved rounds (:mod:`~recio.bench.noise`). :func:`optimize_verdict`
+says in one line what that showed, or that the machine was too busy to tell.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, NamedTuple
 from .. import storage
 from ..im2rec.optimize import optimize
 from ..records.shards import expand_shards
+from .noise import compare, rounds_of
 
 #: The stage row measured on the optimized copy.
 OPTIMIZED = "iterator end to end, optimized input"
@@ -156,19 +158,23 @@ def optimize_verdict(stages: dict, census: MarkerCensus, why_not: str | None) ->
     )
     if OPTIMIZED not in stages:
         return f"{lead}; recio optimize would add them (not measured: {why_not or 'skipped'})"
-    ratio = (
-        stages[OPTIMIZED]["images_per_s"]["median"]
-        / stages["iterator end to end"]["images_per_s"]["median"]
-    )
-    if ratio >= 1.05:
-        return (
-            f"{lead}: recio optimize would make the iterator {ratio:.2f}x as fast here (its "
-            "crops skip the entropy decode of the image outside them; lossless, the same "
-            "pixels)"
-        )
-    if ratio > 0.95:
+    versus = compare(rounds_of(stages[OPTIMIZED]), rounds_of(stages["iterator end to end"]))
+    if not versus.decided and not versus.same:
+        what = "whether recio optimize would speed the iterator"
+        return f"{lead}; " + versus.cannot_tell(what, "on the optimized copy it ran at")
+    if versus.same:
         return (
             f"{lead}, but recio optimize would not change the iterator's speed here "
-            f"({ratio:.2f}x: the crops cover most of these images, or another stage bounds it)"
+            f"({versus.ratio:.2f}x, {versus.spread()}: the crops cover most of these images, "
+            "or another stage bounds it)"
         )
-    return f"{lead}, but recio optimize would slow the iterator here ({ratio:.2f}x as fast)"
+    if versus.ratio > 1:
+        return (
+            f"{lead}: recio optimize would make the iterator {versus.ratio:.2f}x as fast here "
+            f"({versus.spread()}; its crops skip the entropy decode of the image outside "
+            "them; lossless, the same pixels)"
+        )
+    return (
+        f"{lead}, but recio optimize would slow the iterator here ({versus.ratio:.2f}x as "
+        f"fast, {versus.spread()})"
+    )

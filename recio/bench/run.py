@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -17,9 +18,11 @@ from ..decode import default_backend
 from ..pipeline.trace import Tracer
 from ..records.shards import expand_shards
 from .mxnet import stage_mxnet
+from .noise import compare, interleaved, rounds_of
 from .optimized import (
     DEFAULT_LIMIT_MB,
     OPTIMIZED,
+    MarkerCensus,
     marker_census,
     optimize_verdict,
     optimized_copy,
@@ -33,7 +36,6 @@ from .stages import (
     stage_read,
     stage_turbo_decode,
     summary,
-    timed,
 )
 
 BASELINE = "Pillow + thread pool (ImageFolder-style)"
@@ -119,38 +121,41 @@ def run_bench(
         f"{repeats} x {seconds:g} s after a warm-up"
     )
 
-    def measure(name: str, factory: Callable[[], tuple[Callable, Callable]]) -> None:
-        log(f"  measuring {name} ...")
-        step, close = factory()
-        try:
-            stages[name] = timed(step, seconds, repeats)
-        finally:
-            close()
-
-    measure("read", lambda: stage_read(rec, storage_options, batch_size))
-    measure("decode (libjpeg-turbo, full size)", lambda: stage_turbo_decode(data, threads))
-    measure(
-        "decode+augment (native pool)",
-        lambda: stage_native_pool(data, threads, spec, out_shape, dtype),
-    )
+    # The stages recio's verdicts compare run in interleaved rounds (.noise): each round
+    # measures every one of them once, so their ratios compare like loads with like.
+    factories: dict[str, Callable] = {
+        "read": lambda: stage_read(rec, storage_options, batch_size),
+        "decode (libjpeg-turbo, full size)": lambda: stage_turbo_decode(data, threads),
+        "decode+augment (native pool)": lambda: stage_native_pool(
+            data, threads, spec, out_shape, dtype
+        ),
+    }
     tracer = Tracer() if trace_path else None
-    measure(
-        "iterator end to end",
-        lambda: stage_iterator(rec, storage_options, threads, batch_size, shape, dtype, tracer),
+    factories["iterator end to end"] = lambda: stage_iterator(
+        rec, storage_options, threads, batch_size, shape, dtype, tracer
     )
-    if tracer is not None:
-        tracer.save(trace_path)
     census = marker_census(data.images)
     why_not = why_not_optimize(rec, storage_options, census, optimize_limit_mb)
     optimized: dict[str, Any] = {"census": census.as_dict()}
-    if why_not is None:
-        why_not = _measure_optimized(
-            rec, threads, optimized, measure, log, (batch_size, shape, dtype)
+    with contextlib.ExitStack() as stack:
+        if why_not is None:
+            folder = stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="recio-bench-optimized-")
+            )
+            why_not = _optimized_stage(
+                rec, folder, threads, optimized, factories, log, (batch_size, shape, dtype)
+            )
+        factories[BASELINE] = lambda: stage_pillow(data, threads, spec)
+        log(
+            f"  measuring {len(factories)} stages in {repeats} interleaved rounds of "
+            f"{seconds:g} s each ..."
         )
+        stages.update(interleaved(factories, seconds, repeats, log))
+    if tracer is not None:
+        tracer.save(trace_path)
     already = census.jpegs > 0 and census.marked == census.jpegs  # no row, nothing skipped
     if why_not is not None and not already:
         skipped[OPTIMIZED] = why_not
-    measure(BASELINE, lambda: stage_pillow(data, threads, spec))
 
     # The baselines read one file; a set of shards (recio.records.shards) is for recio's stages.
     shards = expand_shards(rec, storage_options)
@@ -191,7 +196,7 @@ def run_bench(
         result["ratio_to_baseline"] = rate / base if compared else None
         if name != "train step":  # a step on random tensors reads no bytes
             result.setdefault("MB_per_s", {"median": rate * mean_bytes / 1e6})
-    bound, verdict = pipeline_verdict(stages, threads)
+    bound, verdict = pipeline_verdict(stages, threads, census)
     training = training_verdict(stages, batch_size, shape)
     return {
         "recio_bench": 1,
@@ -216,26 +221,35 @@ def run_bench(
     }
 
 
-def _measure_optimized(rec, threads, optimized, measure, log, batches) -> str | None:
-    """Optimize a copy of ``rec`` and measure the iterator on it; why not, if it failed."""
+def _optimized_stage(rec, folder, threads, optimized, factories, log, batches) -> str | None:
+    """Optimize a copy of ``rec`` into ``folder`` and add its iterator to ``factories``.
+
+    Why not, where the copy or its iterator failed (the row failing must not end the run).
+    """
     batch_size, shape, dtype = batches
-    with tempfile.TemporaryDirectory(prefix="recio-bench-optimized-") as folder:
-        log(f"  optimizing a copy of {rec} (recio optimize, restart markers) ...")
+    log(f"  optimizing a copy of {rec} (recio optimize, restart markers) ...")
+    try:
+        copy, figures = optimized_copy(rec, folder, threads)
+    except Exception as exc:
+        return f"recio optimize failed: {exc}"
+    optimized.update(figures)
+    log(
+        f"  optimized {figures['transcoded']:,} JPEGs in {figures['seconds']:.1f} s "
+        f"({figures['bytes_change']:+.1%} bytes)"
+    )
+
+    def factory():
+        return stage_iterator(copy, None, threads, batch_size, shape, dtype)
+
+    try:
+        step, close = factory()  # opened once before the rounds: a failure is the row's
         try:
-            copy, figures = optimized_copy(rec, folder, threads)
-        except Exception as exc:  # the row failing must not end the benchmark
-            return f"recio optimize failed: {exc}"
-        optimized.update(figures)
-        log(
-            f"  optimized {figures['transcoded']:,} JPEGs in {figures['seconds']:.1f} s "
-            f"({figures['bytes_change']:+.1%} bytes)"
-        )
-        try:
-            measure(
-                OPTIMIZED, lambda: stage_iterator(copy, None, threads, batch_size, shape, dtype)
-            )
-        except Exception as exc:
-            return f"failed on the optimized copy: {exc}"
+            step()
+        finally:
+            close()
+    except Exception as exc:
+        return f"failed on the optimized copy: {exc}"
+    factories[OPTIMIZED] = factory
     return None
 
 
@@ -270,19 +284,50 @@ def check_settings(
 PIPELINE_STAGES = ("read", "decode+augment (native pool)")
 
 
-def pipeline_verdict(stages: dict, threads: int) -> tuple[str, str]:
-    """The input pipeline's slowest stage and the verdict on the pipeline alone."""
-    bound = min(PIPELINE_STAGES, key=lambda s: stages[s]["images_per_s"]["median"])
-    limit = stages[bound]["images_per_s"]["median"]
+def pipeline_verdict(
+    stages: dict, threads: int, census: MarkerCensus | None = None
+) -> tuple[str | None, str]:
+    """The input pipeline's slowest stage and the verdict on the pipeline alone.
+
+    The stages are compared round by round (:func:`~.noise.compare`): the bound is named
+    only where one stage is slower than the other by more than the run's noise (else None,
+    and the verdict says the machine was too busy to tell). End to end's share of the
+    bound's rate is at most 100 %: the pipeline does the bound stage's work and more, so a
+    faster end to end is the stage alone measured short (it runs one batch at a time).
+    A decode bound names ``recio optimize`` where ``census`` found JPEGs without restart
+    markers.
+    """
     end_to_end = stages["iterator end to end"]["images_per_s"]["median"]
     base = stages[BASELINE]["images_per_s"]["median"]
     ratio = f"{end_to_end / base:.2f}x" if base else "-"
-    verdict = (
+    head = (
         f"end to end {end_to_end:,.0f} images/s on {threads} threads = "
-        f"{end_to_end / threads:,.0f} images/s per core, {ratio} the Pillow baseline; "
-        f"bound by {bound} ({limit:,.0f} images/s alone), of which end to end reaches "
-        f"{100 * end_to_end / limit:.0f}%"
+        f"{end_to_end / threads:,.0f} images/s per core, {ratio} the Pillow baseline"
     )
+    read, decode = PIPELINE_STAGES
+    which = compare(rounds_of(stages[read]), rounds_of(stages[decode]))
+    if not which.decided:
+        ran = f"{read} ran at"
+        tell = which.cannot_tell("which stage binds", ran)
+        return None, f"{head}; {tell} (of {decode}'s rate), or run `recio bench --step-ms S`"
+    bound = read if which.ratio < 1 else decode
+    limit = stages[bound]["images_per_s"]["median"]
+    share = compare(rounds_of(stages["iterator end to end"]), rounds_of(stages[bound]))
+    if share.ratio >= 1:
+        reach = (
+            f"end to end reaches its full rate (100 %; it measured {share.ratio:.2f}x the "
+            "stage alone, which runs one batch at a time)"
+        )
+    else:
+        noise = f", noise ±{share.noise:.0%}" if share.rounds > 1 else ""
+        reach = f"of which end to end reaches {100 * share.ratio:.0f}%{noise}"
+    verdict = f"{head}; bound by {bound} ({limit:,.0f} images/s alone), {reach}"
+    if bound == decode and census is not None and census.marked < census.jpegs:
+        verdict += (
+            f"; {census.jpegs - census.marked} of the {census.jpegs} JPEGs sampled carry no "
+            "restart markers: `recio optimize` adds them, so each crop decodes only the "
+            "segments that cover it"
+        )
     return bound, verdict
 
 

@@ -1,18 +1,11 @@
 """The ``recio`` command.
 
-Shared argument helpers (:mod:`.args`), the dataset commands (:mod:`.records`) and the
-dispatcher (:mod:`.main`).
+Argument helpers (from :mod:`recio._args`, which ``im2rec``, ``bench`` and ``train``
+share), the dataset commands (:mod:`.records`) and the dispatcher (:mod:`.main`). The
+console script's entry point is :func:`recio._command.main`.
 """
 
-import os
-
-# recio's commands do no linear algebra. Without this, numpy's OpenBLAS starts a thread per
-# core at import and they spin for a while, taking CPU from the decode threads (about 4 % of
-# an im2rec run on 2 cores). A value the user set wins. (Here, before any module of the
-# package imports numpy.)
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-from .args import (  # noqa: E402
+from .._args import (
     HelpFormatter,
     Parser,
     Refused,
@@ -22,8 +15,8 @@ from .args import (  # noqa: E402
     json_object,
     positive_float,
 )
-from .main import build_parser, main  # noqa: E402
-from .records import check_idx, cmd_checksum, cmd_index, cmd_info, cmd_verify  # noqa: E402
+from .main import build_parser, main
+from .records import check_idx, cmd_checksum, cmd_index, cmd_info, cmd_verify
 
 __all__ = [
     "HelpFormatter",

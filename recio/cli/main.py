@@ -14,7 +14,7 @@ import sys
 import warnings
 
 from .. import __version__
-from .args import Parser, Refused, add_debug_option, describe
+from .._args import Parser, Refused, add_debug_option, describe
 from .records import add_commands
 
 __all__ = ["build_parser", "main"]

@@ -19,7 +19,7 @@ import logging
 import sys
 
 from .. import storage
-from .args import add_storage_option, at_least, restart_interval, sigterm_as_interrupt
+from .._args import add_storage_option, at_least, restart_interval, sigterm_as_interrupt
 
 log = logging.getLogger("recio.optimize")
 

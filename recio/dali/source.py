@@ -41,6 +41,7 @@ import numpy as np
 from ..augment import CropSpec, KeyedDraw
 from ..decode import DecodePool, Status
 from ..decode.jpegcheck import Problem, image_problem
+from ..decode.jpegcut import cut_image
 from ..pipeline.positioned import ErrorPolicy
 from ..pipeline.refill import Candidates, Refill, tolerant
 from ..records.checksum import CHECKSUM_MISMATCH
@@ -97,6 +98,15 @@ def _arrays(images: Spans | list) -> list[np.ndarray]:
     return [np.frombuffer(image, dtype=np.uint8) for image in images]
 
 
+def _cut(images: list, windows: np.ndarray) -> None:
+    """Each restart-marked JPEG cut to its window's segments, the window moved into them."""
+    for j, (image, window) in enumerate(zip(images, windows, strict=True)):
+        piece = cut_image(image, window)
+        if piece is not None and piece.cut:
+            images[j] = np.frombuffer(piece.data, dtype=np.uint8)
+            windows[j, :2] = piece.window[:2]
+
+
 class RecioSource:
     """``fn.external_source`` callable (batch mode, ``batch_info=True``): batch → encoded bytes.
 
@@ -110,9 +120,12 @@ class RecioSource:
     id, epoch, step, pad, bad record id or -1, bad status, 1 for a checksum mismatch, the
     :func:`readable_bytes` of the records as the batch began), with ``windows`` the window
     ``crop`` draws (int32 x, y, w, h) and flip (int32), and with on_error="replace" a keep
-    mask (float32, 0 for a bad image). Over a mixture (:mod:`recio.sampling.mixing`) the sampler
-    plans the mixed epochs and gives the copies' draw keys; ``label_maps`` are its
-    sources' label mappings, per shard of the union.
+    mask (float32, 0 for a bad image). With ``cut`` (and ``windows``), a restart-marked
+    JPEG goes as the segments that cover its window (NOTE [restart cut]), its window moved
+    into them: the decoder does the crop's work alone, and decodes the same pixels. Over a
+    mixture (:mod:`recio.sampling.mixing`) the sampler plans the mixed epochs and gives the
+    copies' draw keys; ``label_maps`` are its sources' label mappings, per shard of the
+    union.
     """
 
     def __init__(
@@ -129,6 +142,7 @@ class RecioSource:
         start_epoch: int = 0,
         start_step: int = 0,
         label_maps: Sequence[LabelMap | None] = (),
+        cut: bool = False,
     ) -> None:
         self.policy = ErrorPolicy(on_error)
         if validate not in _VALIDATE:
@@ -140,6 +154,7 @@ class RecioSource:
         self.validate = validate
         self.crop = crop
         self.windows = windows and crop is not None
+        self.cut = cut
         self.seed = seed
         self.start_epoch = start_epoch
         self.start_step = start_step
@@ -199,6 +214,8 @@ class RecioSource:
             epochs = self.sampler.slot_epochs(plan)
             keys = plan.positions if plan.keys is None else plan.keys  # a mixture's copies
             windows, flips = draws.windows(sizes, keys, epochs)
+            if self.cut:
+                _cut(images, windows)
             out += [windows, flips.astype(np.int32)]
         if self.on_error == "replace":
             out.append(keep)

@@ -3,7 +3,7 @@
 :class:`DecodeJob` is what :class:`~recio.decode.DecodePool` makes of a call: the output
 array checked against the :class:`~recio.decode.options.DecodeOptions`, the crops and flips
 (or the draw that makes them), the normalisation's tables. The native pool gets it as one
-``JobOptions`` (``DecodePool._job_options``); the images it leaves go through
+``JobOptions`` (``DecodePool.job_options``); the images it leaves go through
 :meth:`DecodeJob.decode_pil`.
 """
 
@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..augment import KeyedDraw, apply_colour
-from ..augment.geometry import plan, warp_image
+from ..augment.draws import plan
+from ..augment.warp_reference import warp_image
 from ._pillow import Budget, pil_decode, pil_filters, pil_size
 from .options import DecodeOptions, lut
 

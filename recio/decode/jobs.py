@@ -98,12 +98,12 @@ class PendingRecords:
         images = _images(self._base, starts, lengths)
         pool = self._pool
         if errors is None:  # every image decoded: nothing to finish
-            pool._last.errors, pool._last.n = None, n
+            pool.remember_errors(None, n)
         else:
             job = self._job
             if not isinstance(job, DecodeJob):
                 job = job[0].job_for(*job[1:])
-            pool._finish(job, images, status, errors, todo)
+            pool.finish_batch(job, images, status, errors, todo)
         self.failed = errors is not None and bool(status.any())
         self._result = DecodedRecords(status, labels, ids, images)
         return self._result
@@ -113,8 +113,15 @@ class RecordsJob:
     """:meth:`DecodePool.records_job`: the shared arguments of many ``submit_records``."""
 
     __slots__ = (
-        "_drawn", "_dtype", "_job", "_native_options", "_options", "_pool", "_shape", "_width",
-    )  # fmt: skip
+        "_drawn",
+        "_dtype",
+        "_job",
+        "_native_options",
+        "_options",
+        "_pool",
+        "_shape",
+        "_width",
+    )
 
     def __init__(
         self,
@@ -129,7 +136,7 @@ class RecordsJob:
         self._width, self._shape, self._dtype = label_width, shape, dtype
         self._drawn = job.draw is not None
         # the native JobOptions every batch shares (None: the Python backend)
-        self._native_options = pool._job_options(job) if pool.backend == "native" else None
+        self._native_options = pool.job_options(job) if pool.backend == "native" else None
 
     def submit(
         self, base: Any, offsets: np.ndarray, out: np.ndarray, records: np.ndarray | None = None
@@ -139,7 +146,7 @@ class RecordsJob:
         ``records``: the keys of the draws (int64, one per offset), with a draw.
         """
         pool = self._pool
-        pool._check_open()
+        native = pool.native_pool()  # checked open (in a forked child: its own pool)
         n = len(offsets)
         if (
             type(out) is not np.ndarray
@@ -155,9 +162,14 @@ class RecordsJob:
             )
         if self._native_options is None or not n or offsets.dtype != np.int64:
             return pool.submit_records(
-                base, offsets, out, label_width=self._width, draw=self._job.draw,
-                records=records, options=self._options,
-            )  # fmt: skip
+                base,
+                offsets,
+                out,
+                label_width=self._width,
+                draw=self._job.draw,
+                records=records,
+                options=self._options,
+            )
         if out.shape[0] != n:
             out = out[:n]
         labels = np.zeros((n, self._width), dtype=np.float32)
@@ -169,10 +181,20 @@ class RecordsJob:
                 raise ValueError(f"records must be int64 of shape ({n},) to draw")
             crops, flips = np.zeros((n, 4), dtype=np.int32), np.zeros(n, dtype=np.uint8)
             keys = records
-        handle = pool._native.submit_records(
-            base, offsets, labels, ids, starts, lengths, out, status, self._native_options,
-            crops, flips, keys,
-        )  # fmt: skip
+        handle = native.submit_records(
+            base,
+            offsets,
+            labels,
+            ids,
+            starts,
+            lengths,
+            out,
+            status,
+            self._native_options,
+            crops,
+            flips,
+            keys,
+        )
         job = (self, out, crops, flips, records)
         return PendingRecords(pool, job, base, status, labels, ids, starts, lengths, handle)
 
@@ -195,17 +217,27 @@ class RecordsJob:
         native handle and the batch's fresh labels and ids; :meth:`pending` makes the
         :class:`PendingRecords` of it.
         """
-        self._pool._check_open()
+        native = self._pool.native_pool()  # checked open (in a forked child: its own pool)
         n = len(offsets)
         labels = np.zeros((n, self._width), dtype=np.float32)
         ids = np.empty(n, np.int64)
         status, starts, lengths, crops, flips = rows
         if not self._drawn:
             crops = flips = records = None
-        handle = self._pool._native.submit_records(
-            base, offsets, labels, ids, starts, lengths, out, status, self._native_options,
-            crops, flips, records,
-        )  # fmt: skip
+        handle = native.submit_records(
+            base,
+            offsets,
+            labels,
+            ids,
+            starts,
+            lengths,
+            out,
+            status,
+            self._native_options,
+            crops,
+            flips,
+            records,
+        )
         return handle, labels, ids
 
     def pending(self, base, out, records, rows, handle, labels, ids) -> PendingRecords:

@@ -322,13 +322,20 @@ class DecodePool:
             images, spans = _native_images(buffers)
             starts, lengths = spans or (None, None)
             errors = self._native.decode_batch(
-                images, job.out, status, self._job_options(job), job.crops, job.flips, starts,
-                lengths, job.records,
-            )  # fmt: skip
+                images,
+                job.out,
+                status,
+                self.job_options(job),
+                job.crops,
+                job.flips,
+                starts,
+                lengths,
+                job.records,
+            )
             todo = np.flatnonzero(status == UNSUPPORTED_CODE).tolist() if errors is not None else []
         else:
             todo = list(range(n))
-        self._finish(job, buffers, status, errors, todo)
+        self.finish_batch(job, buffers, status, errors, todo)
         return status
 
     def decode_records(
@@ -353,9 +360,14 @@ class DecodePool:
         backend. Other arguments as :meth:`decode_batch`.
         """
         return self.submit_records(
-            base, offsets, out, label_width=label_width, draw=draw, records=records,
+            base,
+            offsets,
+            out,
+            label_width=label_width,
+            draw=draw,
+            records=records,
             options=DecodeOptions.of(options, option_fields),
-        ).result()  # fmt: skip
+        ).result()
 
     def submit_records(
         self,
@@ -373,7 +385,7 @@ class DecodePool:
 
         ``base`` may also be a list of bytes-like objects, one per record (a remote batch's
         extents as fetched): record ``i`` is then at ``offsets[i]`` of ``base[i]``, and its
-        image inside it (NOTE [unjoined extents] in recio/pipeline/iterator.py).
+        image inside it (NOTE [unjoined extents] in recio/pipeline/remote.py).
 
         The pool's threads work through the queued batches in turn, going from one to the
         next without a Python thread waking up in between (NOTE [job queue] in
@@ -397,9 +409,19 @@ class DecodePool:
         handle = None
         if self.backend == "native" and n:
             handle = self._native.submit_records(
-                base, offsets, labels, ids, starts, lengths, job.out, status,
-                self._job_options(job), job.crops, job.flips, job.records,
-            )  # fmt: skip
+                base,
+                offsets,
+                labels,
+                ids,
+                starts,
+                lengths,
+                job.out,
+                status,
+                self.job_options(job),
+                job.crops,
+                job.flips,
+                job.records,
+            )
         return PendingRecords(self, job, base, status, labels, ids, starts, lengths, handle)
 
     def records_job(
@@ -428,8 +450,11 @@ class DecodePool:
             raise ValueError(f"label_width must be at least 1, not {label_width}")
         return RecordsJob(self, job, width, options, probe.shape[1:], probe.dtype)
 
-    def _job_options(self, job: DecodeJob) -> Any:
-        """The native pool's ``JobOptions`` of ``job``: every option by name, checked once."""
+    def job_options(self, job: DecodeJob) -> Any:
+        """The native pool's ``JobOptions`` of ``job``: every option by name, checked once.
+
+        Made once per :class:`RecordsJob`, for all its batches (native backend).
+        """
         return _native.JobOptions(
             out_h=job.height,
             out_w=job.width,
@@ -446,8 +471,14 @@ class DecodePool:
             mean_img=job.mean_img,
         )
 
-    def _finish(self, job: DecodeJob, buffers: Any, status: np.ndarray, errors, todo: list) -> None:
-        """Decode the ``todo`` images with Pillow, zero the failed slots, keep the errors."""
+    def finish_batch(
+        self, job: DecodeJob, buffers: Any, status: np.ndarray, errors, todo: list
+    ) -> None:
+        """Finish a batch: the ``todo`` images with Pillow, the failed slots zeroed.
+
+        The errors are kept for :meth:`last_errors`. ``errors``: the native pool's text per
+        image, None where it says no image failed.
+        """
         if todo:  # PNG & co. on the native backend (usually few), everything on the fallback
 
             def run(i: int) -> tuple[int, str | None]:
@@ -460,7 +491,7 @@ class DecodePool:
         if errors is not None:  # None: the native pool says no image failed
             failed = np.flatnonzero(status)
             job.out[failed] = 0  # failed slots are zeroed so that the batch is deterministic
-        self._last.errors, self._last.n = errors, len(status)
+        self.remember_errors(errors, len(status))
 
     def _run_pillow(self, run: Any, todo: list[int]) -> list[tuple[int, str | None]]:
         """run(i) for every i in todo, on the Pillow threads when more than one.

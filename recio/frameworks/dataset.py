@@ -38,9 +38,10 @@ from .._checks import check_choice, check_data_shape, check_int
 from ..augment import ColourSpec, CropSpec, GeometrySpec, KeyedDraw
 from ..decode import DecodeOptions, DecodePool
 from ..errors import DecodeError
-from ..pipeline.config import Normalize, Storage, augment_from_mxnet, check_rec_spec
+from ..pipeline.config import Normalize, augment_from_mxnet, check_rec_spec
 from ..pipeline.read_decode import read_and_decode
 from ..records.file import RecordFile
+from ..records.open_options import OpenOptions
 from ..records.samples import RecordLayout, detect_layout
 from ..records.shards import ShardedRecords, open_records
 
@@ -210,10 +211,11 @@ class RecordDataset:
             "seed": check_int("seed", seed),
             "decode_threads": check_int("decode_threads", decode_threads, 1),
             "on_error": _on_error(on_error),
-            "storage_options": storage_options,
-            "cache": Storage(cache_dir=cache_dir, cache_limit=cache_limit),
-            "verify_checksums": check_choice(
-                "verify_checksums", verify_checksums, (True, False, "auto")
+            "open": OpenOptions(
+                storage_options=storage_options,
+                cache_dir=cache_dir,
+                cache_limit=cache_limit,
+                verify_checksums=verify_checksums,
             ),
         }
         self.epoch = 0
@@ -363,10 +365,7 @@ class RecordDataset:
             self._records = open_records(
                 settings["path_imgrec"],
                 settings["path_imgidx"],
-                storage_options=settings["storage_options"],
-                cache_dir=settings["cache"].cache_dir,
-                cache_limit=settings["cache"].cache_limit,
-                verify_checksums=settings.get("verify_checksums", "auto"),
+                options=settings["open"],
             )
             self._layout = detect_layout(self._records)
         if self._pool is None:  # after a fork, the pool starts threads of its own

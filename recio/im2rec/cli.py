@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import storage
-from ..cli.args import HelpFormatter, at_least, restart_interval, sigterm_as_interrupt
+from .._args import HelpFormatter, at_least, restart_interval, sigterm_as_interrupt
 from .layout import LAYOUTS
 from .lists import DEFAULT_EXTS, MXNET_SEED, find_lists, make_lists
 from .optimize import DEFAULT_RESTART

@@ -55,7 +55,7 @@ from ..storage import remove_partials
 from .batches import FramedRuns, batch_stream
 from .lists import check_list, read_list_into
 from .pack import output_names, shard_slice
-from .report import PackReport, TooManyErrors, failed_status, nothing_written
+from .report import PackReport, TooManyErrors, nothing_written, reported_run
 from .transcode import EncodeOptions, make_batch
 
 log = logging.getLogger("recio.im2rec")
@@ -471,9 +471,7 @@ def pack_on_cluster(
     report.list, report.outputs = lst, [n for pair in names for n in pair]
     report.options = dataclasses.asdict(opts)
     report.shards = []
-    start = time.perf_counter()
-    bar = None
-    try:
+    with reported_run(report) as run:
         entries, linenos, bad_lines = read_list_into(report, lst, storage_options, max_errors)
         check_list(lst, entries, linenos, root, opts)
         if not entries:
@@ -500,7 +498,7 @@ def pack_on_cluster(
             )  # fmt: skip
         from tqdm import tqdm
 
-        bar = tqdm(
+        bar = run.bar = tqdm(
             total=len(entries),
             initial=sum(len(j.entries) for j in jobs if j.shard in outcomes),
             unit="img",
@@ -525,14 +523,6 @@ def pack_on_cluster(
                 f"{len(report.skipped)} skipped, more than --max-errors {max_errors} "
                 "(the shards published are whole and are reused by a rerun)"
             )
-    except BaseException as exc:
-        report.status = failed_status(exc)
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
-        report.seconds = time.perf_counter() - start
-    report.status = "complete"
     return report
 
 

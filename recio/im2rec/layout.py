@@ -27,15 +27,14 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ..errors import RecordIOError
-from ..records.format import IRHeader, ListEntry, pack
+from ..records.format import IR_ID_OFFSET, IRHeader, ListEntry, pack
 
 log = logging.getLogger("recio.im2rec")
 
 #: ``mxnet``: records in ``.lst`` order, key = ``.lst`` index. ``insightface``: NOTE above.
 LAYOUTS = ("mxnet", "insightface")
 
-_ID = struct.Struct("<Q")
-_ID_OFFSET = 8  # IRHeader is <IfQQ: flag, label, id, id2
+_ID = struct.Struct("<Q")  # the IRHeader's id, at IRIR_ID_OFFSET
 
 
 def check_layout(layout: str) -> str:
@@ -81,10 +80,10 @@ def numbered(entries: Iterable[ListEntry], start: int = 1) -> list[ListEntry]:
 
 def with_id(payload: bytes, key: int) -> bytes:
     """A packed record ``payload`` with its IRHeader id set to ``key``."""
-    if _ID.unpack_from(payload, _ID_OFFSET)[0] == key:
+    if _ID.unpack_from(payload, IR_ID_OFFSET)[0] == key:
         return payload
     buf = bytearray(payload)
-    _ID.pack_into(buf, _ID_OFFSET, key)
+    _ID.pack_into(buf, IR_ID_OFFSET, key)
     return bytes(buf)
 
 

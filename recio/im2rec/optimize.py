@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -38,7 +37,7 @@ from ..records.index import default_idx_path
 from ..records.recordio import MXIndexedRecordIO
 from ..records.shard_names import expand_shards
 from .encoder import JpegEncoder, restart_code
-from .report import failed_status
+from .report import reported_run
 
 __all__ = ["DEFAULT_RESTART", "OptimizeReport", "optimize", "output_urls"]
 
@@ -157,42 +156,36 @@ def optimize(
     if report is None:
         report = OptimizeReport(sources, outputs)
     report.sources, report.outputs, report.restart = sources, outputs, restart
-    start = time.perf_counter()
     from tqdm import tqdm
 
     writers: list[MXIndexedRecordIO] = []
     readers: list[RecordFile] = []
-    bar = None
-    try:
-        with decode.DecodePool(num_thread, backend="native") as pool:
-            encoder = JpegEncoder(pool)
-            for url in sources:
-                readers.append(_open_source(url, storage_options))
-            bar = tqdm(
-                total=sum(len(r) for r in readers), unit="rec", desc="optimize",
-                disable=not progress, dynamic_ncols=True, mininterval=0.5, file=sys.stderr,
-            )  # fmt: skip
-            for reader, out in zip(readers, outputs, strict=True):
-                writer = MXIndexedRecordIO(
-                    default_idx_path(out), out, "w", storage_options=storage_options,
-                    checksums=reader.checksums is not None,
+    with reported_run(report) as run:
+        try:
+            with decode.DecodePool(num_thread, backend="native") as pool:
+                encoder = JpegEncoder(pool)
+                for url in sources:
+                    readers.append(_open_source(url, storage_options))
+                bar = run.bar = tqdm(
+                    total=sum(len(r) for r in readers), unit="rec", desc="optimize",
+                    disable=not progress, dynamic_ncols=True, mininterval=0.5, file=sys.stderr,
                 )  # fmt: skip
-                writers.append(writer)
-                _rewrite(reader, writer, encoder, restart, report, out, bar)
-        for w in writers:
-            w.close()
-    except BaseException as exc:
-        for w in writers:
-            w.abort()
-        report.status = failed_status(exc)
-        raise
-    finally:
-        for r in readers:
-            r.close()
-        if bar is not None:
-            bar.close()
-        report.seconds = time.perf_counter() - start
-    report.status = "complete"
+                for reader, out in zip(readers, outputs, strict=True):
+                    writer = MXIndexedRecordIO(
+                        default_idx_path(out), out, "w", storage_options=storage_options,
+                        checksums=reader.checksums is not None,
+                    )  # fmt: skip
+                    writers.append(writer)
+                    _rewrite(reader, writer, encoder, restart, report, out, bar)
+            for w in writers:
+                w.close()
+        except BaseException:
+            for w in writers:
+                w.abort()
+            raise
+        finally:
+            for r in readers:
+                r.close()
     return report
 
 

@@ -20,7 +20,6 @@ import gc
 import logging
 import os
 import sys
-import time
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -37,11 +36,11 @@ from .layout import (
     with_id,
 )
 from .lists import check_list, read_list, read_list_into
-from .report import PackReport, TooManyErrors, failed_status, nothing_written
+from .report import PackReport, TooManyErrors, nothing_written, reported_run
 from .transcode import (
     EncodeOptions,
     RecordBatch,
-    _exif_orientation,
+    exif_orientation,
     make_batch,
     make_records,
 )
@@ -117,118 +116,110 @@ def pack_list(
     report.list, report.outputs = lst, [n for pair in names for n in pair]
     report.options = dataclasses.asdict(opts)
     report.layout = layout
-    start = time.perf_counter()
     from tqdm import tqdm
 
     writers: list[MXIndexedRecordIO] = []
-    bar = None
     rotated: tuple[str, int] | None = None  # pass-through: the first EXIF-rotated JPEG
     n_rotated = 0
-    try:
-        entries, linenos, _ = read_list_into(report, lst, storage_options, max_errors)
-        check_list(lst, entries, linenos, root, opts, layout)
-        index = None
-        if face:  # NOTE [insightface layout]: index = the key the image gets if none is skipped
-            grouped = group_by_class(entries)
-            lst_index = [e.index for e in grouped]  # what the report names a skipped file by
-            entries = numbered(grouped)
-            index = FaceIndex()
-        bar = tqdm(
-            total=len(entries),
-            unit="img",
-            desc=os.path.basename(stem),
-            disable=not progress,
-            dynamic_ncols=True,
-            mininterval=0.5,
-            file=sys.stderr,
-        )
-        for rec, idx in names:
-            writers.append(MXIndexedRecordIO(idx, rec, "w", storage_options=storage_options))
-        with warnings.catch_warnings(), _frozen_heap():
-            # libjpeg-turbo warns on recoverable damage (as OpenCV accepts it); keep quiet
-            warnings.filterwarnings("ignore", module="turbojpeg")
-            kind = pool or default_pool(opts)
-            # the face layout renumbers each record as it is written: Python makes them all
-            make = make_records if face else make_batch
-            stream = batch_stream(entries, root, opts, num_thread, kind, make)
-            pos = 0
-            for chunk, batch in stream:
-                if isinstance(batch, RecordBatch):
-                    runs, others = FramedRuns(batch), batch.others
-                else:
-                    runs, others = None, batch
-                for j, entry in enumerate(chunk):
-                    shard = (pos + j) % shards  # NOTE [shard slices]
-                    if others[j] is None:  # made in C: written with its run
-                        runs.add(shard, j, entry.index)
-                        report.written += 1
-                        continue
-                    payload, reason = others[j]
-                    if payload is None:
-                        number = entry.index if index is None else lst_index[entry.index - 1]
-                        report.skipped.append(
-                            {"index": number, "path": entry.path, "reason": reason}
-                        )
-                        log.debug("skipped %s: %s", entry.path, reason)
-                        if max_errors is not None and len(report.skipped) > max_errors:
-                            raise TooManyErrors(
-                                f"{len(report.skipped)} skipped, more than --max-errors "
-                                f"{max_errors} (last: {entry.path}: {reason})"
-                            )
-                    elif index is not None:  # keys in written order: skips move them down
-                        key = index.add(entry.labels[0])
-                        writers[0].write_idx(key, with_id(payload, key))
-                        report.written += 1
-                    else:
-                        if runs is not None:  # this shard's records before it first
-                            runs.flush(writers, shard)
-                        writers[shard].write_idx(entry.index, payload)
-                        report.written += 1
-                        if opts.pass_through and (turn := _jpeg_orientation(payload)) != 1:
-                            rotated = rotated or (entry.path, turn)
-                            n_rotated += 1
-                if runs is not None:
-                    runs.flush(writers)
-                pos += len(chunk)
-                bar.update(len(chunk))
-        if not report.written:  # publishing would replace good outputs with empty ones
-            raise TooManyErrors(nothing_written(report, lst, root))
-        if index is not None:
-            for key, payload in index.records():
-                writers[0].write_idx(key, payload)
-            report.identities = index.identities
-            warn_index(lst, entries, index)
-        if rotated:
-            path, turn = rotated
-            log.warning(
-                "%d JPEG%s with an EXIF orientation other than 1 (first: %s, orientation %d): "
-                "--pass-through keeps their bytes, and recio's and MXNet's decoders ignore "
-                "EXIF, so they will be decoded unrotated; pack without --pass-through to "
-                "store them rotated",
-                n_rotated, "" if n_rotated == 1 else "s", path, turn,
-            )  # fmt: skip
-        report.bytes = sum(w.tell() for w in writers)
-        for w in writers:
-            w.close()
-    except BaseException as exc:
-        published = [rec for (rec, _), w in zip(names, writers, strict=False) if not w.is_open]
-        for w in writers:
-            w.abort()
-        if published:  # publishing failed part way: say what was replaced
-            report.status = "failed"
-            log.error(
-                "%s published before the error, the other outputs not: they do not all "
-                "come from this run; run it again",
-                ", ".join(published),
+    with reported_run(report) as run:
+        try:
+            entries, linenos, _ = read_list_into(report, lst, storage_options, max_errors)
+            check_list(lst, entries, linenos, root, opts, layout)
+            index = None
+            if face:  # NOTE [insightface layout]: index = the key the image gets if none is skipped
+                grouped = group_by_class(entries)
+                lst_index = [e.index for e in grouped]  # what the report names a skipped file by
+                entries = numbered(grouped)
+                index = FaceIndex()
+            bar = run.bar = tqdm(
+                total=len(entries),
+                unit="img",
+                desc=os.path.basename(stem),
+                disable=not progress,
+                dynamic_ncols=True,
+                mininterval=0.5,
+                file=sys.stderr,
             )
-        else:
-            report.status = failed_status(exc)
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
-        report.seconds = time.perf_counter() - start
-    report.status = "complete"
+            for rec, idx in names:
+                writers.append(MXIndexedRecordIO(idx, rec, "w", storage_options=storage_options))
+            with warnings.catch_warnings(), _frozen_heap():
+                # libjpeg-turbo warns on recoverable damage (as OpenCV accepts it); keep quiet
+                warnings.filterwarnings("ignore", module="turbojpeg")
+                kind = pool or default_pool(opts)
+                # the face layout renumbers each record as it is written: Python makes them all
+                make = make_records if face else make_batch
+                stream = batch_stream(entries, root, opts, num_thread, kind, make)
+                pos = 0
+                for chunk, batch in stream:
+                    if isinstance(batch, RecordBatch):
+                        runs, others = FramedRuns(batch), batch.others
+                    else:
+                        runs, others = None, batch
+                    for j, entry in enumerate(chunk):
+                        shard = (pos + j) % shards  # NOTE [shard slices]
+                        if others[j] is None:  # made in C: written with its run
+                            runs.add(shard, j, entry.index)
+                            report.written += 1
+                            continue
+                        payload, reason = others[j]
+                        if payload is None:
+                            number = entry.index if index is None else lst_index[entry.index - 1]
+                            report.skipped.append(
+                                {"index": number, "path": entry.path, "reason": reason}
+                            )
+                            log.debug("skipped %s: %s", entry.path, reason)
+                            if max_errors is not None and len(report.skipped) > max_errors:
+                                raise TooManyErrors(
+                                    f"{len(report.skipped)} skipped, more than --max-errors "
+                                    f"{max_errors} (last: {entry.path}: {reason})"
+                                )
+                        elif index is not None:  # keys in written order: skips move them down
+                            key = index.add(entry.labels[0])
+                            writers[0].write_idx(key, with_id(payload, key))
+                            report.written += 1
+                        else:
+                            if runs is not None:  # this shard's records before it first
+                                runs.flush(writers, shard)
+                            writers[shard].write_idx(entry.index, payload)
+                            report.written += 1
+                            if opts.pass_through and (turn := _jpeg_orientation(payload)) != 1:
+                                rotated = rotated or (entry.path, turn)
+                                n_rotated += 1
+                    if runs is not None:
+                        runs.flush(writers)
+                    pos += len(chunk)
+                    bar.update(len(chunk))
+            if not report.written:  # publishing would replace good outputs with empty ones
+                raise TooManyErrors(nothing_written(report, lst, root))
+            if index is not None:
+                for key, payload in index.records():
+                    writers[0].write_idx(key, payload)
+                report.identities = index.identities
+                warn_index(lst, entries, index)
+            if rotated:
+                path, turn = rotated
+                log.warning(
+                    "%d JPEG%s with an EXIF orientation other than 1 (first: %s, orientation %d): "
+                    "--pass-through keeps their bytes, and recio's and MXNet's decoders ignore "
+                    "EXIF, so they will be decoded unrotated; pack without --pass-through to "
+                    "store them rotated",
+                    n_rotated, "" if n_rotated == 1 else "s", path, turn,
+                )  # fmt: skip
+            report.bytes = sum(w.tell() for w in writers)
+            for w in writers:
+                w.close()
+        except BaseException:
+            published = [rec for (rec, _), w in zip(names, writers, strict=False) if not w.is_open]
+            for w in writers:
+                w.abort()
+            if published:  # publishing failed part way: say what was replaced
+                report.status = "failed"
+                log.error(
+                    "%s published before the error, the other outputs not: they do not all "
+                    "come from this run; run it again",
+                    ", ".join(published),
+                )
+            raise
     return report
 
 
@@ -267,6 +258,6 @@ def _jpeg_orientation(payload: bytes) -> int:
             return 1
         length = int.from_bytes(img[pos + 2 : pos + 4], "big")
         if marker == 0xE1 and img[pos + 4 : pos + 10] == b"Exif\0\0":
-            return _exif_orientation(bytes(img[pos + 10 : pos + 2 + length]))
+            return exif_orientation(bytes(img[pos + 10 : pos + 2 + length]))
         pos += 2 + length
     return 1

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import time
+from collections.abc import Iterator
+from typing import Any
 
 
 class TooManyErrors(RuntimeError):
@@ -91,6 +95,39 @@ def failed_status(exc: BaseException) -> str:
     if isinstance(exc, (TooManyErrors, ValueError)):  # the input was refused
         return "aborted"
     return "failed"  # reading, writing or publishing failed
+
+
+@dataclasses.dataclass
+class Run:
+    """What :func:`reported_run` closes at the end: the progress bar, once the run has one."""
+
+    bar: Any = None
+
+
+@contextlib.contextmanager
+def reported_run(report: Any) -> Iterator[Run]:
+    """The end every run shares (``pack_list``, the cluster engine, ``optimize``).
+
+    ``report`` (a ``status`` and ``seconds``) is ``running`` during the block, then
+    ``complete``; a block ended by an exception leaves the status it set itself (a run that
+    published some outputs says ``failed``), else :func:`failed_status`, and the exception
+    goes on. Either way the progress bar is closed and ``report.seconds`` is the run's time.
+    """
+    run = Run()
+    report.status = "running"
+    start = time.perf_counter()
+    try:
+        yield run
+    except BaseException as exc:
+        if report.status == "running":
+            report.status = failed_status(exc)
+        raise
+    else:
+        report.status = "complete"
+    finally:
+        if run.bar is not None:
+            run.bar.close()
+        report.seconds = time.perf_counter() - start
 
 
 def nothing_written(report: PackReport, lst: str, root: str) -> str:

@@ -124,7 +124,7 @@ def jpeg_header(data: bytes) -> JpegHeader:
             continue
         (length,) = struct.unpack_from(">H", data, pos + 2)
         if marker == 0xE1 and data[pos + 4 : pos + 10] == b"Exif\0\0":
-            orientation = _exif_orientation(data[pos + 10 : pos + 2 + length])
+            orientation = exif_orientation(data[pos + 10 : pos + 2 + length])
         elif marker in _SOF_MARKERS and pos + 10 <= n:
             height, width, ncomp = struct.unpack_from(">HHB", data, pos + 5)
             if not width or not height:
@@ -142,7 +142,8 @@ def jpeg_info(data: bytes) -> tuple[int, int, int]:
     return h.width, h.height, h.orientation
 
 
-def _exif_orientation(tiff: bytes) -> int:
+def exif_orientation(tiff: bytes) -> int:
+    """The EXIF Orientation tag (1-8) of an APP1 segment's TIFF block; 1 where it has none."""
     try:
         order = {b"II": "<", b"MM": ">"}[tiff[:2]]
         (ifd,) = struct.unpack_from(order + "I", tiff, 4)

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import DecodeError
 from ._cvresize import resize
-from .ndarray import NDArray
+from .ndarray import NDArray, unwrap
 from .unsupported import unsupported
 
 __all__ = ["copyMakeBorder", "imdecode", "imresize", "resize_short"]
@@ -31,7 +31,7 @@ _BORDERS = {0: "constant", 1: "edge", 2: "symmetric", 3: "wrap", 4: "reflect"}
 
 
 def _pixels(src: Any, call: str) -> np.ndarray:
-    array = src._data if isinstance(src, NDArray) else np.asarray(src)
+    array = unwrap(src) if isinstance(src, NDArray) else np.asarray(src)
     if array.ndim != 3:
         raise ValueError(f"mx.image.{call}: an H x W x C image, not shape {array.shape}")
     return array
@@ -45,7 +45,7 @@ def imdecode(buf: Any, flag: int = 1, to_rgb: int = 1, out: Any = None, **kwargs
     """
     from PIL import Image, ImageOps, UnidentifiedImageError
 
-    data = buf._data.tobytes() if isinstance(buf, NDArray) else bytes(buf)
+    data = unwrap(buf).tobytes() if isinstance(buf, NDArray) else bytes(buf)
     try:
         with Image.open(io.BytesIO(data)) as image:
             jpeg = image.format == "JPEG"

@@ -26,11 +26,13 @@ __all__ = [
     "ones",
     "slice_axis",
     "transpose",
+    "unwrap",
     "zeros",
 ]
 
 
-def _unwrap(value: Any) -> Any:
+def unwrap(value: Any) -> Any:
+    """The numpy array behind an :class:`NDArray` (no copy); any other value as it is."""
     return value._data if isinstance(value, NDArray) else value
 
 
@@ -98,20 +100,20 @@ class NDArray:
         return len(self._data)
 
     def __getitem__(self, key: Any) -> NDArray:
-        return NDArray(self._data[_unwrap(key)])
+        return NDArray(self._data[unwrap(key)])
 
     def __setitem__(self, key: Any, value: Any) -> None:
         # MXNet casts on assignment (uint8 pixels into a float32 batch)
-        self._data[_unwrap(key)] = _unwrap(value)
+        self._data[unwrap(key)] = unwrap(value)
 
     def __repr__(self) -> str:
         return f"\n{self._data!r}\n<NDArray {'x'.join(map(str, self.shape))} @cpu(0)>"
 
     def _binary(self, other: Any, op: Any) -> NDArray:
-        return NDArray(op(self._data, _unwrap(other)))
+        return NDArray(op(self._data, unwrap(other)))
 
     def _inplace(self, other: Any, op: Any) -> NDArray:
-        op(self._data, _unwrap(other), out=self._data, casting="unsafe")
+        op(self._data, unwrap(other), out=self._data, casting="unsafe")
         return self
 
     def __add__(self, o: Any) -> NDArray:
@@ -124,7 +126,7 @@ class NDArray:
         return self._binary(o, np.subtract)
 
     def __rsub__(self, o: Any) -> NDArray:
-        return NDArray(np.subtract(_unwrap(o), self._data))
+        return NDArray(np.subtract(unwrap(o), self._data))
 
     def __mul__(self, o: Any) -> NDArray:
         return self._binary(o, np.multiply)
@@ -153,7 +155,7 @@ class NDArray:
 
 def array(source_array: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
     """A new array of ``source_array``'s values (float32 unless it is an array with a dtype)."""
-    values = _unwrap(source_array)
+    values = unwrap(source_array)
     if dtype is None:
         dtype = values.dtype if isinstance(values, np.ndarray) else np.float32
     return NDArray(np.array(values, dtype=dtype))
@@ -176,19 +178,19 @@ def ones(shape: int | Sequence[int], ctx: Any = None, dtype: Any = "float32") ->
 
 def transpose(data: NDArray, axes: Sequence[int] = ()) -> NDArray:
     """``data`` with its axes permuted (reversed when ``axes`` is empty); a new array."""
-    return NDArray(np.ascontiguousarray(np.transpose(_unwrap(data), tuple(axes) or None)))
+    return NDArray(np.ascontiguousarray(np.transpose(unwrap(data), tuple(axes) or None)))
 
 
 def flip(data: NDArray, axis: int | Sequence[int]) -> NDArray:
     """``data`` reversed along ``axis``; a new array."""
-    return NDArray(np.ascontiguousarray(np.flip(_unwrap(data), axis)))
+    return NDArray(np.ascontiguousarray(np.flip(unwrap(data), axis)))
 
 
 def slice_axis(data: NDArray, axis: int, begin: int, end: int | None) -> NDArray:
     """``data[begin:end]`` along ``axis``; a new array."""
-    index = [slice(None)] * _unwrap(data).ndim
+    index = [slice(None)] * unwrap(data).ndim
     index[axis] = slice(begin, end)
-    return NDArray(_unwrap(data)[tuple(index)].copy())
+    return NDArray(unwrap(data)[tuple(index)].copy())
 
 
 def __getattr__(name: str) -> Any:

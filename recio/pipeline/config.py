@@ -25,6 +25,7 @@ import numpy as np
 from .. import dist
 from .._checks import check_choice, check_data_shape, check_int
 from ..augment import ColourSpec, CropSpec, GeometrySpec
+from ..records import OpenOptions
 from ..sampling.mixing import Mixture, Source
 from ..sampling.sampler import LastBatch, Shuffle
 
@@ -126,7 +127,11 @@ class Sharding:
 
 @dataclass(frozen=True)
 class Storage:
-    """Where the records are read from, beside the ``.rec`` URL itself."""
+    """Where the records are read from, beside the ``.rec`` URL itself.
+
+    ``path_imgidx``, and the fields of the :class:`~recio.records.OpenOptions` the records are
+    opened with (:meth:`open_options`), which check them.
+    """
 
     # default: the .rec name with .idx, else a scan; several shards: one per shard
     path_imgidx: str | tuple[str, ...] | None = None
@@ -142,16 +147,17 @@ class Storage:
     def __post_init__(self) -> None:
         idx = check_rec_spec("path_imgidx", self.path_imgidx, optional=True)
         object.__setattr__(self, "path_imgidx", idx)
-        if self.cache_limit is not None:
-            if self.cache_dir is None:
-                raise ValueError(f"cache_limit={self.cache_limit} needs a cache_dir")
-            if isinstance(self.cache_limit, bool) or int(self.cache_limit) < 1:
-                raise ValueError(f"cache_limit must be a number of bytes >= 1, not "
-                                 f"{self.cache_limit!r}")  # fmt: skip
-        if self.verify_checksums not in (True, False, "auto"):
-            raise ValueError(
-                f'verify_checksums must be True, False or "auto", not {self.verify_checksums!r}'
-            )
+        self.open_options()  # checks the fields
+
+    def open_options(self) -> OpenOptions:
+        """How the records are opened: these fields but ``path_imgidx``, as one value."""
+        return OpenOptions(
+            storage_options=self.storage_options,
+            fetch=self.fetch,
+            cache_dir=self.cache_dir,
+            cache_limit=self.cache_limit,
+            verify_checksums=self.verify_checksums,
+        )
 
 
 # MXNet keyword -> (group, field) for the keywords that belong to a group.

@@ -53,7 +53,8 @@ class ResourcePlan:
     """What one rank's iterator takes: threads, batches in flight, bytes, and why.
 
     ``threads`` is what the decode pool starts with; ``max_threads`` the most the
-    auto-tuner may use (``tuned``: whether it runs). ``depth`` is the prefetch depth
+    auto-tuner uses on free cores (``tuned``: whether it runs; up to twice that while
+    other jobs hold the cores, NOTE [thread tuner]). ``depth`` is the prefetch depth
     (``prefetch_buffer``), ``in_flight`` the output arrays that exist at once
     (``depth + 2``), ``bytes`` their size together plus ``read_ahead`` (remote sources).
     """

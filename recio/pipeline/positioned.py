@@ -7,7 +7,7 @@ both build on this module and on :mod:`recio.pipeline.config`, and on nothing of
 * :class:`ErrorPolicy`, the one implementation of ``on_error`` (skip, raise, replace);
 * :class:`PositionedIterator`, the epoch/step bookkeeping, ``len()``, ``reset()`` and the
   ``state_dict()`` / ``load_state_dict()`` protocol, over the records and the sampler that
-  :meth:`PositionedIterator._open` builds from an :class:`~recio.pipeline.config.IterConfig`.
+  its ``__init__`` builds from an :class:`~recio.pipeline.config.IterConfig`.
 
 NOTE [resume state]: a state is the position in the global stream, ``(epoch, consumed)``
 (NOTE [stream position] in :mod:`recio.sampling.sampler`), not a step of one world size, so it loads
@@ -192,7 +192,7 @@ class ErrorPolicy:
 class PositionedIterator:
     """Where an iterator stands in its epochs, and everything that follows from that.
 
-    Subclasses call :meth:`_open` with their config, and implement :meth:`_produce` (the
+    Subclasses call ``super().__init__`` with their config, and implement :meth:`_produce` (the
     batch at the current position), :meth:`_restart` (drop whatever runs ahead of the
     position), :meth:`_start_next_epoch` (the epoch counter has moved on) and
     :meth:`close`.
@@ -210,20 +210,18 @@ class PositionedIterator:
     _fingerprint: str | None = None
     mix: MixPlan | None = None
 
-    def _open(self, config: IterConfig) -> None:
+    def __init__(self, config: IterConfig) -> None:
         """Open the records and plan their order and sharding for ``config``."""
         self.config = config
         world = config.sharding.resolve()
         self.part_index, self.num_parts = world.rank, world.size
         st = config.storage
-        opened = {"storage_options": st.storage_options, "fetch": st.fetch,
-                  "cache_dir": st.cache_dir, "cache_limit": st.cache_limit,
-                  "verify_checksums": st.verify_checksums}  # fmt: skip
+        options = st.open_options()
         mixture = config.path_imgrec if isinstance(config.path_imgrec, Mixture) else None
         if mixture is not None:
-            self.records, shards = open_mixture(mixture, **opened)
+            self.records, shards = open_mixture(mixture, options=options)
         else:
-            self.records = open_records(config.path_imgrec, st.path_imgidx, **opened)
+            self.records = open_records(config.path_imgrec, st.path_imgidx, options=options)
         try:
             # Header, identity and other label-only records are not samples.
             self.layout = detect_layout(self.records)
@@ -269,6 +267,11 @@ class PositionedIterator:
     def epoch(self) -> int:
         """The epoch being iterated (or, between epochs, the one just finished)."""
         return self._epoch
+
+    @property
+    def step(self) -> int:
+        """The step of the next batch in :attr:`epoch` (past its last: the epoch is done)."""
+        return self._step
 
     @property
     def batch_shape(self) -> tuple[int, ...]:

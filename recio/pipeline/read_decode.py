@@ -31,6 +31,7 @@ from ..sampling.mixing import LabelMap
 __all__ = [
     "BatchReader",
     "DecodedBatch",
+    "FileRead",
     "LocalPending",
     "PendingBatch",
     "read_and_decode",
@@ -84,10 +85,19 @@ def read_and_decode(
         ValueError: ``label_width`` > 1 for a record with a single label.
     """
     return submit_read_and_decode(
-        records, positions, pool, out, label_width=label_width, draw=draw,
-        options=options, payloads=payloads, raise_bad_headers=raise_bad_headers,
-        epochs=epochs, keys=keys, label_maps=label_maps,
-    ).result()  # fmt: skip
+        records,
+        positions,
+        pool,
+        out,
+        label_width=label_width,
+        draw=draw,
+        options=options,
+        payloads=payloads,
+        raise_bad_headers=raise_bad_headers,
+        epochs=epochs,
+        keys=keys,
+        label_maps=label_maps,
+    ).result()
 
 
 def submit_read_and_decode(
@@ -118,19 +128,38 @@ def submit_read_and_decode(
     if len(parts) == 1:  # one file and one epoch's draws, the slots in order: straight into out
         (part,) = parts
         one = _submit_file(
-            part.records, part.positions, keys, pool, out, _width(part, label_width),
-            part.draw, options, payloads, raise_bad_headers,
-        )  # fmt: skip
+            FileRead(
+                part.records,
+                part.positions,
+                keys,
+                pool,
+                out,
+                _width(part, label_width),
+                part.draw,
+                options,
+                payloads,
+                raise_bad_headers,
+            )
+        )
         return PendingBatch([(part, None, one)], len(positions), out, label_width)
     calls = []
     for part in parts:
         slots = part.slots
         into = np.empty((len(slots), *out.shape[1:]), dtype=out.dtype)
         one = _submit_file(
-            part.records, part.positions, keys[slots], pool, into, _width(part, label_width),
-            part.draw, options, None if payloads is None else [payloads[j] for j in slots],
-            raise_bad_headers,
-        )  # fmt: skip
+            FileRead(
+                part.records,
+                part.positions,
+                keys[slots],
+                pool,
+                into,
+                _width(part, label_width),
+                part.draw,
+                options,
+                None if payloads is None else [payloads[j] for j in slots],
+                raise_bad_headers,
+            )
+        )
         calls.append((part, into, one))
     return PendingBatch(calls, len(positions), out, label_width)
 
@@ -161,17 +190,23 @@ class BatchReader:
         self.records, self.pool, self.draw = records, pool, draw
         self.label_width, self.options = label_width, options
         self.raise_bad_headers, self.label_maps = raise_bad_headers, label_maps
-        self._job = None
+        # the common case's RecordsJob (None: every batch takes submit_read_and_decode's path)
+        self.job = None
         if isinstance(records, RecordFile) and records.is_local and not label_maps:
-            self._job = pool.records_job(
+            self.job = pool.records_job(
                 out_shape, dtype, label_width=label_width, draw=draw, options=options
             )
-        self.local = self._job is not None and self._job.native
+        self.local = self.job is not None and self.job.native
 
     def rows(self, n: int) -> tuple[np.ndarray, ...]:
         """Arrays for :meth:`submit_local`'s ``rows``: one set per batch in flight."""
-        return (np.empty(n, np.int32), np.empty(n, np.int64), np.empty(n, np.int64),
-                np.empty((n, 4), np.int32), np.empty(n, np.uint8))  # fmt: skip
+        return (
+            np.empty(n, np.int32),
+            np.empty(n, np.int64),
+            np.empty(n, np.int64),
+            np.empty((n, 4), np.int32),
+            np.empty(n, np.uint8),
+        )
 
     def submit_local(self, positions: np.ndarray, out: np.ndarray, rows: tuple) -> LocalPending:
         """:meth:`submit` of a batch of this reader's common case (``local``), at less cost.
@@ -181,11 +216,8 @@ class BatchReader:
         by another batch until this one's result is taken. The draws are the reader's
         (its epoch), keyed by the positions. Gives what :meth:`submit` gives.
         """
-        records = self.records
-        records.check_open()
-        view = records.local_view(positions, keep_lost=True)  # lost: bad slots (_FilePending)
-        offsets = records.offsets[positions]
-        handle, labels, ids = self._job.queue(view, offsets, out, positions, rows)
+        view, offsets = self.records.mapped_batch(positions)  # lost: bad slots (_FilePending)
+        handle, labels, ids = self.job.queue(view, offsets, out, positions, rows)
         return LocalPending(self, positions, offsets, view, out, rows, handle, labels, ids)
 
     def submit(
@@ -200,25 +232,44 @@ class BatchReader:
         """:func:`submit_read_and_decode` of ``positions`` into ``out``, as this reader's."""
         records = self.records
         if (
-            self._job is None
+            self.job is None
             or payloads is not None
             or keys is not None
             or (epochs is not None and not (epochs == self.draw.epoch).all())
         ):
             return submit_read_and_decode(
-                records, positions, self.pool, out, label_width=self.label_width,
-                draw=self.draw, options=self.options, payloads=payloads,
-                raise_bad_headers=self.raise_bad_headers, epochs=epochs, keys=keys,
+                records,
+                positions,
+                self.pool,
+                out,
+                label_width=self.label_width,
+                draw=self.draw,
+                options=self.options,
+                payloads=payloads,
+                raise_bad_headers=self.raise_bad_headers,
+                epochs=epochs,
+                keys=keys,
                 label_maps=self.label_maps,
-            )  # fmt: skip
+            )
         positions = np.asarray(positions, dtype=np.int64)
-        records.check_open()
-        view = records.local_view(positions, keep_lost=True)  # lost: bad slots (_FilePending)
-        offsets = records.offsets[positions]
-        pending = self._job.submit(view, offsets, out, positions)
-        args = (records, positions, positions, self.pool, out, self.label_width, self.draw,
-                self.options, None, self.raise_bad_headers)  # fmt: skip
-        return _FilePending(args, offsets, pending, view)
+        view, offsets = records.mapped_batch(positions)  # lost records: bad slots (_FilePending)
+        pending = self.job.submit(view, offsets, out, positions)
+        return _FilePending(self.file_read(positions, out), offsets, pending, view)
+
+    def file_read(self, positions: np.ndarray, out: np.ndarray) -> FileRead:
+        """A batch of this reader's common case as a :class:`FileRead` (draws by position)."""
+        return FileRead(
+            self.records,
+            positions,
+            positions,
+            self.pool,
+            out,
+            self.label_width,
+            self.draw,
+            self.options,
+            None,
+            self.raise_bad_headers,
+        )
 
 
 class LocalPending:
@@ -266,13 +317,12 @@ class LocalPending:
 
     def result(self) -> DecodedBatch:
         """The decoded batch, as :meth:`PendingBatch.result` gives it."""
-        r = self.reader
-        pending = r._job.pending(
+        reader = self.reader
+        pending = reader.job.pending(
             self.view, self.out, self.positions, self.rows, self.handle, self.labels, self.ids
         )
-        args = (r.records, self.positions, self.positions, r.pool, self.out, r.label_width,
-                r.draw, r.options, None, r.raise_bad_headers)  # fmt: skip
-        return _FilePending(args, self.offsets, pending, self.view).result()
+        read = reader.file_read(self.positions, self.out)
+        return _FilePending(read, self.offsets, pending, self.view).result()
 
 
 class PendingBatch:
@@ -313,6 +363,26 @@ class PendingBatch:
         return DecodedBatch(status, labels, ids, reasons if status.any() else None)
 
 
+@dataclass(frozen=True, slots=True)
+class FileRead:
+    """One file's part of a batch: what its read and decode take, by name.
+
+    ``keys``: the draws' keys (per record; its position unless a mixture's copy);
+    ``payloads``: the records' bytes fetched ahead (None: read from the file).
+    """
+
+    records: RecordFile
+    positions: np.ndarray
+    keys: np.ndarray
+    pool: DecodePool
+    out: np.ndarray
+    label_width: int
+    draw: KeyedDraw
+    options: DecodeOptions
+    payloads: Sequence[Any] | None
+    raise_bad_headers: bool
+
+
 class _Part(NamedTuple):
     """Slots of a batch read by one native call: one file's records, one epoch's draws."""
 
@@ -349,34 +419,32 @@ def _parts(records, positions: np.ndarray, draw: KeyedDraw, epochs, label_maps) 
     return parts
 
 
-def _submit_file(
-    records, positions, keys, pool, out, label_width, draw, options, payloads,
-    raise_bad_headers,
-) -> _FilePending:  # fmt: skip
-    """One file's part of a batch, its native call queued; ``keys``: the draws' keys."""
-    args = (records, positions, keys, pool, out, label_width, draw, options, payloads,
-            raise_bad_headers)  # fmt: skip
-    if payloads is None and records.is_local:
-        records.check_open()
-        view = records.local_view(positions, keep_lost=True)  # lost: bad slots (_FilePending)
-        offsets = records.offsets[positions]
-        pending = pool.submit_records(
-            view, offsets, out, label_width=label_width, draw=draw, records=keys,
-            options=options,
-        )  # fmt: skip
-        return _FilePending(args, offsets, pending, view)
-    return _FilePending(args, None, None)
+def _submit_file(read: FileRead) -> _FilePending:
+    """One file's part of a batch, its native call queued (a local file's records)."""
+    if read.payloads is None and read.records.is_local:
+        view, offsets = read.records.mapped_batch(read.positions)  # lost: bad slots, below
+        pending = read.pool.submit_records(
+            view,
+            offsets,
+            read.out,
+            label_width=read.label_width,
+            draw=read.draw,
+            records=read.keys,
+            options=read.options,
+        )
+        return _FilePending(read, offsets, pending, view)
+    return _FilePending(read, None, None)
 
 
 class _FilePending:
     """One file's part of a batch: the queued native call, then the exact parse it leaves."""
 
-    __slots__ = ("args", "offsets", "pending", "view")
+    __slots__ = ("offsets", "pending", "read", "view")
 
     def __init__(
-        self, args: tuple, offsets: np.ndarray | None, pending: Any, view: Any = None
+        self, read: FileRead, offsets: np.ndarray | None, pending: Any, view: Any = None
     ) -> None:
-        self.args, self.offsets, self.pending, self.view = args, offsets, pending, view
+        self.read, self.offsets, self.pending, self.view = read, offsets, pending, view
 
     def wait(self, timeout: float | None = None) -> bool:
         return self.pending is None or self.pending.wait(timeout)
@@ -385,8 +453,13 @@ class _FilePending:
         return self._checked(self._result())
 
     def _result(self) -> DecodedBatch:
-        (records, positions, keys, pool, out, label_width, draw, options, payloads,
-         raise_bad_headers) = self.args  # fmt: skip
+        read = self.read
+        records, positions, out, label_width = (
+            read.records,
+            read.positions,
+            read.out,
+            read.label_width,
+        )
         n = len(positions)
         if self.pending is not None:
             got = self.pending.result()
@@ -395,12 +468,19 @@ class _FilePending:
             ends = got.images.starts + got.images.lengths  # NOTE [index gaps]
             records.check_record_ends(positions, ends, status != _RECORD)
             failed = self.pending.failed
-            reasons = pool.last_errors() if failed or failed is None and status.any() else None
+            reasons = read.pool.last_errors() if failed or failed is None and status.any() else None
             if records.checksums is not None:  # the exact path below checks the slots it reads
                 reasons = _verify_decoded(
-                    records, self.view, positions, out, status, labels, ids, reasons,
-                    raise_bad_headers,
-                )  # fmt: skip
+                    records,
+                    self.view,
+                    positions,
+                    out,
+                    status,
+                    labels,
+                    ids,
+                    reasons,
+                    read.raise_bad_headers,
+                )
                 failed = failed or bool(status.any())
             if label_width > 1:  # one label (flag 0): the image right after the header
                 single = got.images.starts - offsets == FRAME_HEADER_SIZE + IR_HEADER_SIZE
@@ -416,10 +496,7 @@ class _FilePending:
             ids = np.zeros(n, dtype=np.int64)
             reasons = None
             slow = np.arange(n)
-        exact = _decode_exact(
-            records, positions, keys, slow, pool, out, label_width, draw, options,
-            payloads, raise_bad_headers, (status, labels, ids),
-        )  # fmt: skip
+        exact = _decode_exact(read, slow, (status, labels, ids))
         if exact is not None:
             reasons = _merged_reasons(reasons, n, slow, exact)
         return DecodedBatch(status, labels, ids, reasons if status.any() else None)
@@ -431,11 +508,11 @@ class _FilePending:
         is a bad slot (its TruncatedRecordError as the reason), or raised under
         ``raise_bad_headers``: whatever it was decoded from, it is not the record's bytes.
         """
-        records, positions, _, _, out, *_, raise_bad_headers = self.args
+        records, positions, out = self.read.records, self.read.positions, self.read.out
         lost = records.lost(positions) if self.offsets is not None else {}
         if not lost:
             return got
-        if raise_bad_headers:
+        if self.read.raise_bad_headers:
             raise lost[min(lost)]
         reasons = list(got.reasons) if got.reasons is not None else [None] * len(positions)
         for j, error in lost.items():
@@ -453,11 +530,9 @@ def _verify_decoded(
     its reason), or raised under ``raise_bad_headers``. Returns the batch's reasons.
     """
     done = np.flatnonzero(status != _RECORD)
-    problems = records.verify_view(view, positions[done])
+    problems = records.view_problems(view, positions[done])
     if not problems:
         return reasons
-    problems.update(records.lost(positions[done]))  # a mismatch where the file changed: lost
-    problems = {k: records.bad_record(int(positions[done[k]]), e) for k, e in problems.items()}
     if raise_bad_headers:
         raise problems[min(problems)]
     reasons = list(reasons) if reasons is not None else [None] * len(status)
@@ -468,21 +543,21 @@ def _verify_decoded(
     return reasons
 
 
-def _decode_exact(
-    records, positions, keys, slots, pool, out, label_width, draw, options, payloads,
-    raise_bad_headers, into,
-) -> list[str | None] | None:  # fmt: skip
-    """Read ``slots`` the exact way (``read_batch``), decode them, and write them ``into``.
+def _decode_exact(read: FileRead, slots: np.ndarray, into: tuple) -> list[str | None] | None:
+    """Read ``slots`` of ``read`` the exact way (``read_batch``), decode them, write them ``into``.
 
     Returns the reasons of the bad ones among them (per slot of ``slots``), None if none.
     """
     status, labels, ids = into
-    whole = len(slots) == len(positions)
-    exact = read_batch(records, positions[slots], label_width, payloads)
-    if exact.problems and raise_bad_headers:
+    out, pool = read.out, read.pool
+    whole = len(slots) == len(read.positions)
+    exact = read_batch(read.records, read.positions[slots], read.label_width, read.payloads)
+    if exact.problems and read.raise_bad_headers:
         raise exact.problems[min(exact.problems)]
     target = out if whole else np.empty((len(slots), *out.shape[1:]), dtype=out.dtype)
-    got = pool.decode_batch(exact.images, target, draw=draw, records=keys[slots], options=options)
+    got = pool.decode_batch(
+        exact.images, target, draw=read.draw, records=read.keys[slots], options=read.options
+    )
     if exact.problems:
         got[list(exact.problems)] = Status.CORRUPT
     if not whole:

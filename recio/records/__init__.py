@@ -5,10 +5,14 @@ Framing and IRHeader (:mod:`.format`), the walk of a whole file (:mod:`.scan`), 
 :mod:`.cursor`), a batch read and parsed (:mod:`.batch`), several files as one dataset
 (:mod:`.shard_names`, :mod:`.shards`), the :class:`Records` both are (:mod:`.protocol`),
 which records are samples (:mod:`.samples`), per-record checksums (:mod:`.checksum`,
-:mod:`.verified`), and MXNet's own names (:mod:`.recordio`). Nothing here decodes an
-image or knows of training.
+:mod:`.verified`), and MXNet's own names (:mod:`.recordio`). Nothing here knows of
+training, and nothing decodes an image but MXNet's façade: :func:`~.recordio.pack_img` and
+:func:`~.recordio.unpack_img` encode and decode one image with Pillow, as MXNet's own
+``recordio`` module does with OpenCV.
 
 :func:`open_records` opens one ``.rec`` or a set of shards; both are :class:`Records`.
+How they are opened (storage, fetch, cache, checksums) is one value, :class:`OpenOptions`
+(:mod:`.open_options`).
 """
 
 import importlib
@@ -18,6 +22,7 @@ from typing import Any
 # stays light)
 _EXPORTS = {
     "Records": "recio.records.protocol",
+    "OpenOptions": "recio.records.open_options",
     "RecordFile": "recio.records.file",
     "ShardedRecords": "recio.records.shards",
     "open_records": "recio.records.shards",

@@ -151,8 +151,7 @@ def gather_words(
 
 def _read_local_batch(records: RecordFile, positions: np.ndarray, label_width: int) -> BatchRecords:
     """:func:`read_batch` of a local file (NOTE [batch parse])."""
-    view = records.local_view(positions, keep_lost=True)  # lost records: bad slots below
-    offsets = records.offsets[positions]
+    view, offsets = records.mapped_batch(positions)  # lost records: bad slots below
     words = map_words(view)
     head, fast = gather_words(words, offsets, len(_WORD_AT))
     lrec, flag = head[:, 1], head[:, 2].astype(np.int64)
@@ -192,7 +191,7 @@ def _read_local_batch(records: RecordFile, positions: np.ndarray, label_width: i
             else:
                 parts[j] = payload[start:]
     problems = {  # a frame the parse found damaged keeps the parse's finding (the .idx's fault)
-        j: e for j, e in records.verify_view(view, positions).items() if j not in headers.problems
+        j: e for j, e in records.view_problems(view, positions).items() if j not in headers.problems
     }
     problems.update(records.lost(positions))  # last: what the map lost, whatever it read as
     for j, error in problems.items():

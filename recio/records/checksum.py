@@ -47,19 +47,17 @@ from .. import storage
 from .._crc32c import crc32c
 from ..errors import (
     ChecksumError,
-    CorruptRecordError,
     IndexMismatchError,
     RecordIOError,
-    TruncatedRecordError,
 )
 from .format import (
     CFLAG_FIRST,
-    CFLAG_LAST,
     CFLAG_MIDDLE,
     CFLAG_WHOLE,
     FRAME_HEADER_SIZE,
     MAGIC,
     MAX_PAYLOAD,
+    check_frame,
 )
 
 if TYPE_CHECKING:
@@ -90,7 +88,6 @@ SIDECAR_VERSION = 1
 COVERS_FRAMES = 1
 _HEAD = struct.Struct("<8sIIQQI")  # everything before the header's own CRC
 HEADER_SIZE = _HEAD.size + 4
-_FRAME = struct.Struct("<II")
 #: How a :class:`~recio.errors.ChecksumError`'s message starts (counted by IterStats).
 CHECKSUM_MISMATCH = "checksum mismatch"
 
@@ -311,22 +308,13 @@ def _walk_end(buf: memoryview, offset: int, path: str | None = None, base: int =
     """Where the frames of the record at ``offset`` of ``buf`` end (the last one's data).
 
     Raises:
-        CorruptRecordError, TruncatedRecordError: the frames do not chain, naming the byte.
+        CorruptRecordError, TruncatedRecordError: the frames do not chain, naming the byte
+            (:func:`~.format.check_frame`).
     """
     pos = offset
     while True:
-        where = {"path": path, "offset": base + pos}
-        if pos + FRAME_HEADER_SIZE > len(buf):
-            raise TruncatedRecordError("file ends inside a frame header", **where)
-        magic, lrec = _FRAME.unpack_from(buf, pos)
-        if magic != MAGIC:
-            raise CorruptRecordError(f"bad magic 0x{magic:08x}: not a record start", **where)
-        cflag, length = lrec >> 29, lrec & MAX_PAYLOAD
-        if cflag > CFLAG_LAST or (cflag <= CFLAG_FIRST) != (pos == offset):  # 0|1, then 2|3
-            raise CorruptRecordError(f"frame with cflag {cflag} out of sequence", **where)
+        cflag, length = check_frame(buf, pos, offset, base=base, path=path)
         end = pos + FRAME_HEADER_SIZE + length
-        if end > len(buf):
-            raise TruncatedRecordError("file ends inside a payload", **where)
         if cflag not in (CFLAG_FIRST, CFLAG_MIDDLE):  # whole, or the last of several
             return end
         pos = end + (-length & 3)

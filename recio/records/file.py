@@ -9,7 +9,6 @@ either.
 from __future__ import annotations
 
 import errno
-import struct
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -26,15 +25,23 @@ from ..errors import (
     TruncatedRecordError,
 )
 from .batch import BatchRecords, gather_words, map_words, read_file_batch
-from .checksum import MismatchedPayload, resolve_verify
+from .checksum import Checksums, MismatchedPayload, resolve_verify
 from .cursor import RecordCursor
-from .format import FRAME_HEADER_SIZE, MAGIC, MAX_PAYLOAD, parse_idx_arrays, read_record
+from .format import (
+    FRAME_HEADER,
+    FRAME_HEADER_SIZE,
+    MAGIC,
+    MAX_PAYLOAD,
+    parse_idx_arrays,
+    read_record,
+)
 from .index import check_offsets, default_idx_path, first_gap, not_a_record_start, warn_gap
+from .open_options import OpenOptions
 from .protocol import RecordsBase
 from .samples import RecordLayout, layout_of_file
 from .scan import scan_source
 from .shard_names import is_shard_spec
-from .verified import VerifiedReads, put_problems
+from .verified import SidecarChecks, put_problems
 
 __all__ = ["RecordFile"]
 
@@ -64,7 +71,7 @@ def _warn_scan(url: str) -> None:
     )
 
 
-class RecordFile(VerifiedReads, RecordsBase):
+class RecordFile(RecordsBase):
     """Random access to every record of a ``.rec``, by position in its index.
 
     Offsets come from ``idx_url`` (default: the ``.rec`` name with ``.idx``) or,
@@ -86,6 +93,10 @@ class RecordFile(VerifiedReads, RecordsBase):
     ``on_error``). ``checksum_stats`` counts records
     fetched again and mismatches. A sidecar of another write (its count or ``.rec`` size
     differs) is an ``IndexMismatchError`` at open.
+
+    ``storage_options``, ``fetch``, ``cache_dir``, ``cache_limit`` and ``verify_checksums``
+    are the fields of :class:`~.open_options.OpenOptions`: give them one by one, or as one
+    value, ``options=`` (``self.options``).
     """
 
     def __init__(
@@ -98,32 +109,48 @@ class RecordFile(VerifiedReads, RecordsBase):
         cache_dir: str | None = None,
         cache_limit: int | None = None,
         verify_checksums: bool | str = "auto",
+        options: OpenOptions | None = None,
     ) -> None:
+        options = OpenOptions.given(
+            options,
+            storage_options=storage_options,
+            fetch=fetch,
+            cache_dir=cache_dir,
+            cache_limit=cache_limit,
+            verify_checksums=verify_checksums,
+        )
         if is_shard_spec(url):
             raise TypeError(
                 f"RecordFile opens one .rec, not several ({url!r} is a list, a shard pattern "
                 "or a glob): recio.records.open_records opens a set of shards"
             )
         self.url = str(url)
-        self.storage_options = storage_options
-        self.fetch, self.cache_dir, self.cache_limit = fetch, cache_dir, cache_limit
-        self.verify_checksums = verify_checksums
-        mode = resolve_verify(verify_checksums, self.url)
+        self.options = options
+        self.storage_options, self.fetch = options.storage_options, options.fetch
+        self.cache_dir, self.cache_limit = options.cache_dir, options.cache_limit
+        self.verify_checksums = options.verify_checksums
+        mode = resolve_verify(self.verify_checksums, self.url)
         self.closed = False
         self._gap_seen = False  # NOTE [index gaps]: warned once per file
-        self._start_stats()
+        self.sidecar = SidecarChecks(None)  # loaded with the index, below
         with storage.one_client():  # the .rec, .idx and sidecar through one client
             try:
                 self.source = storage.open_source(
-                    self.url, storage_options, fetch=fetch, cache_dir=cache_dir,
-                    cache_limit=cache_limit,
-                )  # fmt: skip
+                    self.url,
+                    self.storage_options,
+                    fetch=self.fetch,
+                    cache_dir=self.cache_dir,
+                    cache_limit=self.cache_limit,
+                )
             except FileNotFoundError as exc:
-                raise _missing(exc, self.url, "check the path, or make a .rec from an image "
-                               "folder with `recio im2rec`") from exc  # fmt: skip
+                raise _missing(
+                    exc,
+                    self.url,
+                    "check the path, or make a .rec from an image folder with `recio im2rec`",
+                ) from exc
             try:
                 self._load_index(idx_url)
-                self.checksums = self._load_checksums(mode)
+                self.sidecar = SidecarChecks.load(self, mode)
             except BaseException:
                 self.source.close()
                 raise
@@ -139,10 +166,12 @@ class RecordFile(VerifiedReads, RecordsBase):
                 data = storage.read_bytes(idx_url, self.storage_options)
             except FileNotFoundError as exc:
                 raise _missing(
-                    exc, idx_url, f"the .idx given for {self.url}: check the path, leave it "
+                    exc,
+                    idx_url,
+                    f"the .idx given for {self.url}: check the path, leave it "
                     f"out to use the one beside the .rec, or write it with `recio index "
                     f"{self.url}`",
-                ) from exc  # fmt: skip
+                ) from exc
             self.keys, self.offsets = parse_idx_arrays(data, path=idx_url)
             del data  # the text of a 40M-line .idx is ~800 MB
             check_offsets(idx_url, self.keys, self.offsets, self.source)
@@ -234,7 +263,7 @@ class RecordFile(VerifiedReads, RecordsBase):
         self.check_open()
         offset = int(self.offsets[i])
         # a whole-file copy is mended before the parse: a damaged header would stop it
-        view = self.local_view(np.array([i])) if self._repairs else None
+        view = self.local_view(np.array([i])) if self.sidecar.repairs(self) else None
         try:
             if self.is_local:
                 payload, end = self._cursor.read_at(offset, i)
@@ -285,7 +314,7 @@ class RecordFile(VerifiedReads, RecordsBase):
         data = self.source.read(offset, length)
         if self.checksums is not None:
             datas = [data]
-            problems = self._check_extents([i], datas)
+            problems = self.sidecar.check_extents(self, [i], datas)
             if problems:
                 raise problems[0]
             data = datas[0]
@@ -362,7 +391,9 @@ class RecordFile(VerifiedReads, RecordsBase):
                 zip(self.offsets[positions].tolist(), self.lengths[positions].tolist(), strict=True)
             )
             datas = list(self.source.read_ranges(ranges))
-        problems = {} if self.checksums is None else self._check_extents(positions, datas, until)
+        problems = {}
+        if self.checksums is not None:
+            problems = self.sidecar.check_extents(self, positions, datas, until)
         return datas, problems
 
     def framed(self, i: int, data) -> memoryview | bytes:
@@ -399,7 +430,8 @@ class RecordFile(VerifiedReads, RecordsBase):
         """The map as far as it holds the file's bytes now (parsing it cannot fault).
 
         Of a whole-file copy of remote data, with a checksum sidecar, the records at
-        ``positions`` are checked first and any damaged one mended (:meth:`_mend_copy`).
+        ``positions`` are checked first and any damaged one mended
+        (:meth:`SidecarChecks.mend_copy`).
         ``keep_lost``: a record the view no longer holds is the caller's to find (a batch
         reader's bad slot, :meth:`lost`), not an error here.
 
@@ -413,9 +445,51 @@ class RecordFile(VerifiedReads, RecordsBase):
             if gone.size:
                 i = int(positions[gone[0]])
                 raise self.source.truncated(int(self.offsets[i]), len(view), i)
-        if self._repairs:
-            self._mend_copy(view, np.asarray(positions, dtype=np.int64))
+        if self.sidecar.repairs(self):
+            self.sidecar.mend_copy(self, view, np.asarray(positions, dtype=np.int64))
         return view
+
+    @property
+    def checksums(self) -> Checksums | None:
+        """The checksum sidecar reads are checked against (None: not checked)."""
+        return self.sidecar.checksums
+
+    @property
+    def checksum_stats(self) -> dict[str, int]:
+        """Records fetched again after a checksum mismatch, and mismatches, so far."""
+        return self.sidecar.stats
+
+    def verify_view(self, view: memoryview, positions: np.ndarray) -> dict[int, RecordIOError]:
+        """:meth:`SidecarChecks.verify_view` of this file's records at ``positions``."""
+        return self.sidecar.verify_view(self, view, positions)
+
+    def view_matches(self, view: memoryview, offsets: np.ndarray, positions: np.ndarray) -> bool:
+        """:meth:`SidecarChecks.view_matches`: whether every record there matches (no count)."""
+        return self.sidecar.view_matches(view, offsets, positions)
+
+    def mapped_batch(self, positions: np.ndarray) -> tuple[memoryview, np.ndarray]:
+        """A local batch's first read step: the map, and the offsets of ``positions`` in it.
+
+        The file checked open; records the map lost are kept (:meth:`local_view` with
+        ``keep_lost``), for the batch reader's :meth:`view_problems` and :meth:`lost` to
+        make bad slots of once the records are parsed.
+        """
+        self.check_open()
+        return self.local_view(positions, keep_lost=True), self.offsets[positions]
+
+    def view_problems(self, view: memoryview, positions: np.ndarray) -> dict[int, RecordIOError]:
+        """A local batch's check after its parse: slot -> why the record there is bad.
+
+        The records that fail their checksum or whose frames do not chain
+        (:meth:`verify_view`), with, where there are any, those the map lost (what they
+        read is not the file's bytes: :meth:`lost`); each error names the file, byte
+        offset and key. Empty without a sidecar.
+        """
+        problems = self.verify_view(view, positions)
+        if not problems:
+            return problems
+        problems.update(self.lost(positions))
+        return {j: self.bad_record(int(positions[j]), e) for j, e in problems.items()}
 
     def lost(self, positions: np.ndarray) -> dict[int, TruncatedRecordError]:
         """The records of ``positions`` the map no longer holds in full: slot -> error.
@@ -436,6 +510,26 @@ class RecordFile(VerifiedReads, RecordsBase):
             i = int(positions[j])
             lost[j] = self.bad_record(i, self.source.truncated(int(self.offsets[i]), readable, i))
         return lost
+
+    def head_words(self, positions: np.ndarray, count: int) -> np.ndarray:
+        """The first ``count`` little-endian uint32 words of the records at ``positions``.
+
+        (n, count); words past the end of the file are 0. From the map of a local file,
+        else ``count * 4`` bytes fetched per record.
+        """
+        offsets = self.offsets[positions]
+        view = self.source.mapped_view()
+        if view is not None:
+            words = np.frombuffer(view, dtype="<u4", count=len(view) // 4)
+            at = offsets // 4  # record starts are 4-byte aligned
+            inside = at + count <= len(words)
+            out = np.zeros((len(offsets), count), dtype=np.uint32)
+            out[inside] = words[at[inside, None] + np.arange(count)]
+            return out
+        size = 4 * count
+        datas = self.source.read_ranges([(int(o), size) for o in offsets])
+        joined = b"".join(bytes(d).ljust(size, b"\0")[:size] for d in datas)
+        return np.frombuffer(joined, dtype="<u4").reshape(-1, count)
 
     def bad_record(self, i: int, exc: RecordIOError) -> RecordIOError:
         """``exc``, a problem of record ``i``, as a batch reader reports it: naming the key too.
@@ -497,16 +591,13 @@ class RecordFile(VerifiedReads, RecordsBase):
         return {"url": self.url, "idx_url": self.idx_url}
 
 
-_FRAME_HEADER = struct.Struct("<II")
-
-
 def _one_frame_end(extent: Any) -> int:
     """Where a one-frame record ends in its fetched ``extent`` (its length where unknown)."""
     if isinstance(extent, MismatchedPayload):
         return 1 << 62  # damaged: not looked at
     if len(extent) < FRAME_HEADER_SIZE:
         return len(extent)
-    magic, lrec = _FRAME_HEADER.unpack_from(extent, 0)
+    magic, lrec = FRAME_HEADER.unpack_from(extent, 0)
     if magic != MAGIC or lrec >> 29:  # not a record, or several frames: the parse's to say
         return len(extent)
     return FRAME_HEADER_SIZE + (lrec & MAX_PAYLOAD)

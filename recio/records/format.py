@@ -25,8 +25,9 @@ from ..errors import CorruptRecordError, RecordIOError, TruncatedRecordError
 
 MAGIC = 0xCED7230A
 MAGIC_BYTES = struct.pack("<I", MAGIC)
-_FRAME_HEADER = struct.Struct("<II")
-FRAME_HEADER_SIZE = _FRAME_HEADER.size
+#: A frame header: magic, then the length word (continuation flag << 29 | length).
+FRAME_HEADER = struct.Struct("<II")
+FRAME_HEADER_SIZE = FRAME_HEADER.size
 #: Payloads (and frames) are limited by the 29-bit length field.
 MAX_PAYLOAD = (1 << 29) - 1
 _LENGTH_MASK = (1 << 29) - 1
@@ -56,14 +57,90 @@ def encode_record(payload: bytes | bytearray | memoryview) -> bytes:
     words = np.frombuffer(data, dtype="<u4", count=size >> 2)
     for pos in (np.flatnonzero(words == MAGIC) * 4).tolist():
         cflag = CFLAG_FIRST if start == 0 else CFLAG_MIDDLE
-        parts.append(_FRAME_HEADER.pack(MAGIC, cflag << 29 | (pos - start)))
+        parts.append(FRAME_HEADER.pack(MAGIC, cflag << 29 | (pos - start)))
         parts.append(data[start:pos])
         start = pos + 4
     cflag = CFLAG_LAST if start else CFLAG_WHOLE
-    parts.append(_FRAME_HEADER.pack(MAGIC, cflag << 29 | (size - start)))
+    parts.append(FRAME_HEADER.pack(MAGIC, cflag << 29 | (size - start)))
     parts.append(data[start:])
     parts.append(b"\0" * _pad(size))
     return b"".join(parts)
+
+
+def check_frame(
+    buf: bytes | memoryview,
+    pos: int,
+    record_start: int,
+    *,
+    end: int | None = None,
+    base: int = 0,
+    path: str | None = None,
+    record_index: int | None = None,
+) -> tuple[int, int]:
+    """The continuation flag and payload length of the frame whose header is at ``buf[pos]``.
+
+    The frame rule, the one every reader of frames applies: the 8-byte header is all there;
+    its magic is RecordIO's; its continuation flag is 0-3, and a record's first frame
+    (``pos == record_start``) is whole (0) or a first (1) while each later one is a middle (2)
+    or the last (3); its payload ends within the file (the zero padding after the last
+    frame may be cut by the file's end). ``end``: where the file ends, in ``buf``'s positions
+    (default: ``buf``'s end; more when ``buf`` holds the header only); ``base``: the file
+    offset of ``buf[0]``, for the messages.
+
+    Raises:
+        CorruptRecordError: a bad magic, continuation flag or continuation sequence.
+        TruncatedRecordError: the file ends inside the frame header or the payload.
+    """
+    size = len(buf) if end is None else end
+    if pos + FRAME_HEADER_SIZE <= len(buf):
+        magic, lrec = FRAME_HEADER.unpack_from(buf, pos)
+        cflag, length = lrec >> 29, lrec & _LENGTH_MASK
+        # the first frame whole or a first (0, 1), a later one a middle or the last (2, 3)
+        if (
+            magic == MAGIC
+            and cflag <= CFLAG_LAST
+            and (cflag < CFLAG_MIDDLE) == (pos == record_start)
+            and pos + FRAME_HEADER_SIZE + length <= size
+        ):
+            return cflag, length
+    raise _frame_error(buf, pos, record_start, size, base, path, record_index)
+
+
+def _frame_error(
+    buf: bytes | memoryview,
+    pos: int,
+    record_start: int,
+    end: int,
+    base: int,
+    path: str | None,
+    record_index: int | None,
+) -> RecordIOError:
+    """What is wrong with the frame at ``buf[pos]`` that :func:`check_frame` refused."""
+    where = {"path": path, "offset": base + pos, "record_index": record_index}
+    if pos + FRAME_HEADER_SIZE > len(buf):
+        have = max(min(end, len(buf)) - pos, 0)
+        what = "length word" if have >= 4 else "frame header"
+        return TruncatedRecordError(f"file ends inside a {what} ({have} of 8 bytes)", **where)
+    magic, lrec = FRAME_HEADER.unpack_from(buf, pos)
+    cflag, length = lrec >> 29, lrec & _LENGTH_MASK
+    if magic != MAGIC:
+        why = f"bad magic 0x{magic:08x} (expected 0x{MAGIC:08x}): not a record start"
+        return CorruptRecordError(why, **where)
+    if cflag > CFLAG_LAST:
+        why = f"invalid continuation flag {cflag} in length word 0x{lrec:08x}"
+        return CorruptRecordError(why, **where)
+    if pos == record_start and cflag in (CFLAG_MIDDLE, CFLAG_LAST):
+        why = f"continuation frame (cflag {cflag}) where a record should start"
+        return CorruptRecordError(why, **where)
+    if pos != record_start and cflag not in (CFLAG_MIDDLE, CFLAG_LAST):
+        why = (
+            f"broken continuation: frame with cflag {cflag} inside a multi-part record "
+            f"that started at byte {base + record_start}"
+        )
+        return CorruptRecordError(why, **where)
+    data_start = pos + FRAME_HEADER_SIZE
+    why = f"file ends inside a payload ({end - data_start} of {length} bytes present)"
+    return TruncatedRecordError(why, **where)
 
 
 def read_record(
@@ -80,63 +157,19 @@ def read_record(
     zero-copy memoryview slice of ``buf``; a multi-frame record as new bytes
     with the magics put back. Raises ``TruncatedRecordError`` when the buffer
     ends inside the record and ``CorruptRecordError`` for a bad magic, a bad
-    continuation sequence, or an offset that is not a record start. ``base``
-    is the file offset of ``buf[0]``, for messages about a window of a file.
+    continuation sequence, or an offset that is not a record start (the frame rule,
+    :func:`check_frame`). ``base`` is the file offset of ``buf[0]``, for messages about a
+    window of a file.
     """
     end = len(buf)
     pieces: list[memoryview] = []
     frame_offset = offset
     while True:
-        if frame_offset + FRAME_HEADER_SIZE > end:
-            what = "length word" if frame_offset + 4 <= end else "frame header"
-            raise TruncatedRecordError(
-                f"file ends inside a {what} ({end - frame_offset} of 8 bytes)",
-                path=path,
-                offset=base + frame_offset,
-                record_index=record_index,
-            )
-        magic, lrec = _FRAME_HEADER.unpack_from(buf, frame_offset)
-        if magic != MAGIC:
-            raise CorruptRecordError(
-                f"bad magic 0x{magic:08x} (expected 0x{MAGIC:08x}): not a record start",
-                path=path,
-                offset=base + frame_offset,
-                record_index=record_index,
-            )
-        cflag = lrec >> 29
-        length = lrec & _LENGTH_MASK
-        first = frame_offset == offset
-        if cflag > CFLAG_LAST:
-            raise CorruptRecordError(
-                f"invalid continuation flag {cflag} in length word 0x{lrec:08x}",
-                path=path,
-                offset=base + frame_offset,
-                record_index=record_index,
-            )
-        if first and cflag in (CFLAG_MIDDLE, CFLAG_LAST):
-            raise CorruptRecordError(
-                f"continuation frame (cflag {cflag}) where a record should start",
-                path=path,
-                offset=base + frame_offset,
-                record_index=record_index,
-            )
-        if not first and cflag not in (CFLAG_MIDDLE, CFLAG_LAST):
-            raise CorruptRecordError(
-                f"broken continuation: frame with cflag {cflag} inside a multi-part record "
-                f"that started at byte {base + offset}",
-                path=path,
-                offset=base + frame_offset,
-                record_index=record_index,
-            )
+        cflag, length = check_frame(
+            buf, frame_offset, offset, base=base, path=path, record_index=record_index
+        )
         data_start = frame_offset + FRAME_HEADER_SIZE
         data_end = data_start + length
-        if data_end > end:
-            raise TruncatedRecordError(
-                f"file ends inside a payload ({end - data_start} of {length} bytes present)",
-                path=path,
-                offset=base + frame_offset,
-                record_index=record_index,
-            )
         frame_offset = data_end + _pad(length)
         if cflag == CFLAG_WHOLE:
             return buf[data_start:data_end], min(frame_offset, end)
@@ -150,53 +183,31 @@ class FrameWalk(NamedTuple):
 
     offsets: list[int]  # where each complete record starts
     end: int  # where the walk stopped: the buffer's end, or the start of the first bad record
-    error: RecordIOError | None  # why it stopped early (``read_record``'s error), else None
+    error: RecordIOError | None  # why it stopped early (``check_frame``'s error), else None
 
 
 def walk_frames(buf: memoryview, start: int = 0, *, path: str | None = None) -> FrameWalk:
     """Walk the records of ``buf`` from ``start`` by their frame headers, up to the first problem.
 
-    Checks each frame as ``read_record`` does, without touching payloads. A problem is not
-    raised: the walk returns the records before it, the byte where the bad record starts,
-    and ``read_record``'s error for that record (the precise message and offset).
+    Checks each frame by the frame rule (:func:`check_frame`), without touching payloads. A
+    problem is not raised: the walk returns the records before it, the byte where the bad
+    record starts, and the error (the precise message and offset, as ``read_record``'s).
     """
-    unpack_from = _FRAME_HEADER.unpack_from
     end = len(buf)
     offsets: list[int] = []
-    offset = start
-    in_record = False  # inside a multi-frame record
-    while offset < end:
-        record_start = offsets[-1] if in_record else offset
-        ok = offset + FRAME_HEADER_SIZE <= end
-        if ok:
-            magic, lrec = unpack_from(buf, offset)
-            cflag = lrec >> 29
-            length = lrec & _LENGTH_MASK
-            data_end = offset + FRAME_HEADER_SIZE + length
-            continuation = cflag in (CFLAG_MIDDLE, CFLAG_LAST)
-            ok = magic == MAGIC and cflag <= CFLAG_LAST and in_record == continuation
-            ok = ok and data_end <= end
-        if not ok:
-            if in_record:
-                offsets.pop()
-            return FrameWalk(offsets, record_start, _refusal(buf, record_start, path, offsets))
-        if not in_record:
-            offsets.append(offset)
-        in_record = cflag in (CFLAG_FIRST, CFLAG_MIDDLE)
-        offset = data_end + (-length & 3)
-    if in_record:
-        record_start = offsets.pop()
-        return FrameWalk(offsets, record_start, _refusal(buf, record_start, path, offsets))
+    offset = record_start = start
+    while offset < end or offset != record_start:  # a record left open is checked too
+        try:
+            cflag, length = check_frame(
+                buf, offset, record_start, path=path, record_index=len(offsets)
+            )
+        except RecordIOError as exc:
+            return FrameWalk(offsets, record_start, exc)
+        offset += FRAME_HEADER_SIZE + length + (-length & 3)
+        if cflag in (CFLAG_WHOLE, CFLAG_LAST):
+            offsets.append(record_start)
+            record_start = offset
     return FrameWalk(offsets, end, None)
-
-
-def _refusal(buf: memoryview, offset: int, path: str | None, before: list[int]) -> RecordIOError:
-    """``read_record``'s error for the record at ``offset``, which the frame walk refused."""
-    try:
-        read_record(buf, offset, path=path, record_index=len(before))
-    except RecordIOError as exc:
-        return exc
-    raise AssertionError("read_record accepted a frame that the walk refused")
 
 
 def iter_records(
@@ -228,8 +239,12 @@ def scan_offsets(buf: memoryview, *, path: str | None = None) -> list[int]:
 
 # --- IRHeader: the image record header MXNet puts before the image bytes -------------
 
-_IR_FORMAT = struct.Struct("<IfQQ")
-IR_HEADER_SIZE = _IR_FORMAT.size
+#: IRHeader's bytes, little-endian: flag (u32), label (f32), id (u64), id2 (u64).
+IR_HEADER = struct.Struct("<IfQQ")
+IR_HEADER_SIZE = IR_HEADER.size
+#: Where the fields after ``flag`` start in an IRHeader (for readers of raw words).
+IR_LABEL_OFFSET = struct.calcsize("<I")
+IR_ID_OFFSET = struct.calcsize("<If")
 
 
 class IRHeader(NamedTuple):
@@ -255,7 +270,28 @@ def pack(header: IRHeader | tuple, s: bytes | bytearray | memoryview) -> bytes:
         label = np.asarray(header.label, dtype=np.float32)
         header = header._replace(flag=label.size, label=0)
         prefix = label.tobytes()
-    return _IR_FORMAT.pack(*header) + prefix + bytes(s)
+    return IR_HEADER.pack(*header) + prefix + bytes(s)
+
+
+def _parse_header(s: bytes | bytearray | memoryview) -> tuple[int, float, int, int]:
+    """The IRHeader of a packed record, checked: ``(flag, label, id, id2)``.
+
+    The one parse: :func:`unpack` and :func:`header_fields` both read the header here.
+
+    Raises:
+        RecordIOError: the record is too short for its IRHeader, or for the ``flag`` labels
+            the header announces. The caller adds the file and byte offset.
+    """
+    size = len(s)
+    if size < IR_HEADER_SIZE:
+        raise RecordIOError(
+            f"record of {size} bytes has no image header: shorter than an IRHeader "
+            f"({IR_HEADER_SIZE} bytes)"
+        )
+    flag, label, rid, rid2 = IR_HEADER.unpack_from(s, 0)
+    if IR_HEADER_SIZE + 4 * flag > size:
+        raise RecordIOError(f"IRHeader says {flag} labels, but the record has only {size} bytes")
+    return flag, label, rid, rid2
 
 
 def unpack(s: bytes | bytearray | memoryview) -> tuple[IRHeader, bytes | memoryview]:
@@ -263,21 +299,16 @@ def unpack(s: bytes | bytearray | memoryview) -> tuple[IRHeader, bytes | memoryv
 
     Multi-label headers (flag > 0) come back with ``label`` as a float32 array.
     The remainder keeps the input's type, so a memoryview stays zero-copy.
+
+    Raises:
+        RecordIOError: as :func:`_parse_header` (any id is taken, as MXNet's ``unpack``
+            takes it).
     """
-    if len(s) < IR_HEADER_SIZE:
-        raise RecordIOError(
-            f"record of {len(s)} bytes is shorter than an IRHeader ({IR_HEADER_SIZE} bytes)"
-        )
-    header = IRHeader(*_IR_FORMAT.unpack_from(s, 0))
+    header = IRHeader(*_parse_header(s))
     rest = s[IR_HEADER_SIZE:]
     if header.flag > 0:
-        nbytes = header.flag * 4
-        if len(rest) < nbytes:
-            raise RecordIOError(
-                f"IRHeader says {header.flag} labels but only {len(rest)} bytes follow"
-            )
         header = header._replace(label=np.frombuffer(rest, np.float32, header.flag).copy())
-        rest = rest[nbytes:]
+        rest = rest[header.flag * 4 :]
     return header, rest
 
 
@@ -291,16 +322,11 @@ def header_fields(s: bytes | memoryview) -> tuple[int, float, int, int]:
     ``flag`` labels after it. Plain ``struct`` reads: no array is made.
 
     Raises:
-        RecordIOError: the record is too short for its IRHeader, or for the labels the
-            header announces, or its id does not fit int64 (what readers keep ids in: a
-            damaged header). The caller adds the file and byte offset.
+        RecordIOError: as :func:`_parse_header`, or the id does not fit int64 (what
+            readers keep ids in: a damaged header). The caller adds the file and byte
+            offset.
     """
-    size = len(s)
-    if size < IR_HEADER_SIZE:
-        raise RecordIOError(f"record of {size} bytes has no image header")
-    flag, label, rid, _ = _IR_FORMAT.unpack_from(s, 0)
-    if IR_HEADER_SIZE + 4 * flag > size:
-        raise RecordIOError(f"IRHeader says {flag} labels, but the record has only {size} bytes")
+    flag, label, rid, _ = _parse_header(s)
     if rid > _INT64_MAX:
         raise RecordIOError(f"IRHeader id {rid} does not fit int64 (a damaged header)")
     if flag:

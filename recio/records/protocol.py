@@ -18,18 +18,10 @@ if TYPE_CHECKING:
     from typing import Self
 
     from .batch import BatchRecords
+    from .open_options import OpenOptions
     from .samples import RecordLayout
 
-__all__ = ["OPEN_OPTIONS", "Records", "RecordsBase"]
-
-#: The keywords that say how records are opened, and their defaults.
-OPEN_OPTIONS: dict[str, Any] = {
-    "storage_options": None,
-    "fetch": None,
-    "cache_dir": None,
-    "cache_limit": None,
-    "verify_checksums": "auto",
-}
+__all__ = ["Records", "RecordsBase"]
 
 
 @runtime_checkable
@@ -112,13 +104,15 @@ class Records(Protocol):
 class RecordsBase:
     """The context manager, ``check_open`` and pickling that every :class:`Records` shares.
 
-    A subclass names the state ``__init__`` takes besides :data:`OPEN_OPTIONS`: ``_PLACE``
+    A subclass names the state ``__init__`` takes besides ``options`` (its
+    :class:`~.open_options.OpenOptions`, ``self.options``): ``_PLACE``
     (given by position) and ``_NAMED`` (by name), and gives their values in
     :meth:`_place`. Unpickling opens the records again with them.
     """
 
     url: str
     closed: bool
+    options: OpenOptions
     _PLACE: tuple[str, ...] = ()
     _NAMED: tuple[str, ...] = ()
 
@@ -142,9 +136,8 @@ class RecordsBase:
         self.close()
 
     def __getstate__(self) -> dict:
-        return {**self._place(), **{key: getattr(self, key) for key in OPEN_OPTIONS}}
+        return {**self._place(), "options": self.options}
 
     def __setstate__(self, state: dict) -> None:
-        options = {key: state.get(key, default) for key, default in OPEN_OPTIONS.items()}
         named = {key: state[key] for key in self._NAMED}
-        self.__init__(*(state[key] for key in self._PLACE), **named, **options)
+        self.__init__(*(state[key] for key in self._PLACE), **named, options=state["options"])

@@ -285,7 +285,7 @@ def _label_only(records: RecordFile, positions: np.ndarray) -> np.ndarray:
     small = positions[(extents <= _MAX_LABEL_ONLY_EXTENT) & (extents >= 32)]
     if not len(small):
         return small
-    heads = _head_words(records, records.offsets[small], 3)  # magic, lrec, flag
+    heads = records.head_words(small, 3)  # magic, lrec, flag
     magic, lrec, flag = heads[:, 0], heads[:, 1], heads[:, 2].astype(np.uint64)
     single_frame = (lrec >> 29) == 0
     length = (lrec & MAX_PAYLOAD).astype(np.uint64)
@@ -293,28 +293,8 @@ def _label_only(records: RecordFile, positions: np.ndarray) -> np.ndarray:
     return small[empty]
 
 
-def _head_words(records: RecordFile, offsets: np.ndarray, count: int) -> np.ndarray:
-    """The first ``count`` little-endian uint32 words of the records at ``offsets``.
-
-    (n, count); words past the end of the file are 0.
-    """
-    source = records.source
-    view = source.mapped_view()
-    if view is not None:
-        words = np.frombuffer(view, dtype="<u4", count=len(view) // 4)
-        at = offsets // 4  # record starts are 4-byte aligned
-        inside = at + count <= len(words)
-        out = np.zeros((len(offsets), count), dtype=np.uint32)
-        out[inside] = words[at[inside, None] + np.arange(count)]
-        return out
-    size = 4 * count
-    datas = source.read_ranges([(int(o), size) for o in offsets])
-    joined = b"".join(bytes(d).ljust(size, b"\0")[:size] for d in datas)
-    return np.frombuffer(joined, dtype="<u4").reshape(-1, count)
-
-
 # Word indices in a single-frame record: frame header (2 words), then the IRHeader.
-_FLAG_WORD = 2
+_FLAG_WORD = FRAME_HEADER_SIZE // 4
 _LABELS_WORD = (FRAME_HEADER_SIZE + IR_HEADER_SIZE) // 4
 
 
@@ -325,7 +305,7 @@ def _read_identities(records: RecordFile, positions: np.ndarray, first: int) -> 
         RecordIOError: a record without two labels, or whose labels are not whole numbers
             with ``1 <= start <= end <= first`` (the image keys the header gives).
     """
-    words = _head_words(records, records.offsets[positions], _LABELS_WORD + 2)
+    words = records.head_words(positions, _LABELS_WORD + 2)
     flags = words[:, _FLAG_WORD]
     short = np.flatnonzero(flags < 2)
     if len(short):

@@ -9,19 +9,16 @@ an error); :func:`record_end` follows the frames of one record only.
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 from .. import storage
-from ..errors import CorruptRecordError, RecordIOError, TruncatedRecordError
+from ..errors import RecordIOError, TruncatedRecordError
 from .cursor import RecordCursor
 from .format import (
     CFLAG_FIRST,
-    CFLAG_LAST,
     CFLAG_MIDDLE,
     FRAME_HEADER_SIZE,
-    MAGIC,
-    MAX_PAYLOAD,
+    check_frame,
     header_fields,
     walk_frames,
 )
@@ -110,36 +107,25 @@ def scan_source(source: storage.ByteSource) -> list[int]:
     return walk.offsets
 
 
-_FRAME = struct.Struct("<II")
-
-
 def record_end(source: storage.ByteSource, offset: int, record_index: int | None = None) -> int:
     """Where the record at ``offset`` ends (after its padding), from its frame headers only.
 
     Raises:
         CorruptRecordError: no record starts at ``offset``, or its frames do not chain.
-        TruncatedRecordError: the file ends inside the record.
+        TruncatedRecordError: the file ends inside the record (:func:`~.format.check_frame`).
     """
-    start = offset
+    pos = offset
     while True:
-        head = bytes(source.read(offset, FRAME_HEADER_SIZE))
-        where = {"path": source.url, "offset": offset, "record_index": record_index}
-        if len(head) < FRAME_HEADER_SIZE:
-            raise TruncatedRecordError("file ends inside a frame header", **where)
-        magic, lrec = _FRAME.unpack(head)
-        cflag, length = lrec >> 29, lrec & MAX_PAYLOAD
-        continuation = cflag in (CFLAG_MIDDLE, CFLAG_LAST)
-        if magic != MAGIC:
-            raise CorruptRecordError(f"bad magic 0x{magic:08x}: not a record start", **where)
-        if cflag > CFLAG_LAST or continuation != (offset != start):
-            raise CorruptRecordError(f"frame with cflag {cflag}: not a record start", **where)
-        data_end = offset + FRAME_HEADER_SIZE + length
-        if data_end > source.size:
-            raise TruncatedRecordError(
-                f"file ends inside a payload ({source.size - data_end + length} of {length} "
-                "bytes present)",
-                **where,
-            )
-        offset = min(data_end + (-length & 3), source.size)
+        head = source.read(pos, FRAME_HEADER_SIZE)
+        cflag, length = check_frame(
+            head,
+            0,
+            offset - pos,
+            end=source.size - pos,
+            base=pos,
+            path=source.url,
+            record_index=record_index,
+        )
+        pos = min(pos + FRAME_HEADER_SIZE + length + (-length & 3), source.size)
         if cflag not in (CFLAG_FIRST, CFLAG_MIDDLE):
-            return offset
+            return pos

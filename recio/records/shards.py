@@ -40,6 +40,7 @@ from ..errors import RecordIOError
 from .batch import BatchRecords, read_batch
 from .file import RecordFile
 from .index import default_idx_path
+from .open_options import OpenOptions
 from .protocol import RecordsBase
 from .samples import INSIGHTFACE, PLAIN, RecordLayout
 from .shard_names import Spec, expand_shards, is_shard_spec
@@ -69,6 +70,7 @@ def open_records(
     cache_dir: str | None = None,
     cache_limit: int | None = None,
     verify_checksums: bool | str = "auto",
+    options: OpenOptions | None = None,
 ) -> RecordFile | ShardedRecords:
     """Open the records ``spec`` names: a ``RecordFile`` for one file, else the union.
 
@@ -83,24 +85,30 @@ def open_records(
         cache_limit: the most bytes of blocks ``cache_dir`` holds (NOTE [block cache]).
         verify_checksums: check reads against each file's checksum sidecar
             (:class:`~.file.RecordFile`).
+        options: all of the above as one value (then give none of them one by one).
 
     Raises:
         FileNotFoundError: a shard, or a shard's ``.idx``, that does not exist (naming it).
         ValueError: ``idx`` names a different number of files than ``spec``.
     """
-    urls = expand_shards(spec, storage_options)
-    kwargs = {"storage_options": storage_options, "fetch": fetch, "cache_dir": cache_dir,
-              "cache_limit": cache_limit, "verify_checksums": verify_checksums}  # fmt: skip
+    options = OpenOptions.given(
+        options,
+        storage_options=storage_options,
+        fetch=fetch,
+        cache_dir=cache_dir,
+        cache_limit=cache_limit,
+        verify_checksums=verify_checksums,
+    )
+    urls = expand_shards(spec, options.storage_options)
     if len(urls) == 1 and not is_shard_spec(spec):
         if idx is not None and not isinstance(idx, str | os.PathLike):
-            idx = expand_shards(idx, storage_options)
+            idx = expand_shards(idx, options.storage_options)
             if len(idx) != 1:
                 raise ValueError(f"one .rec ({urls[0]}) but {len(idx)} .idx files: {idx}")
             idx = idx[0]
-        return RecordFile(urls[0], None if idx is None else os.fspath(idx), **kwargs)
-    return ShardedRecords(
-        urls, pair_indexes(urls, idx, storage_options), name=_name(spec), **kwargs
-    )
+        return RecordFile(urls[0], None if idx is None else os.fspath(idx), options=options)
+    idx_urls = pair_indexes(urls, idx, options.storage_options)
+    return ShardedRecords(urls, idx_urls, name=_name(spec), options=options)
 
 
 def _name(spec: Spec) -> str:
@@ -126,9 +134,9 @@ def pair_indexes(urls: list[str], idx: Spec | None, options: dict[str, Any] | No
     return idx_urls
 
 
-def _open_shard(url: str, idx_url: str, kwargs: dict[str, Any]) -> RecordFile:
+def _open_shard(url: str, idx_url: str, options: OpenOptions) -> RecordFile:
     try:
-        return RecordFile(url, idx_url, **kwargs)
+        return RecordFile(url, idx_url, options=options)
     except FileNotFoundError as exc:
         if exc.filename != idx_url:
             raise
@@ -165,6 +173,8 @@ class ShardedRecords(RecordsBase):
         urls: the shards, in order.
         idx_urls: each shard's ``.idx`` (default: beside it).
         name: how messages name the whole set (default: the first URL and a count).
+        storage_options, fetch, cache_dir, cache_limit, verify_checksums, options: how
+            each shard is opened (:class:`~.open_options.OpenOptions`, as ``open_records``).
     """
 
     def __init__(
@@ -178,16 +188,25 @@ class ShardedRecords(RecordsBase):
         cache_dir: str | None = None,
         cache_limit: int | None = None,
         verify_checksums: bool | str = "auto",
+        options: OpenOptions | None = None,
     ) -> None:
+        self.options = options = OpenOptions.given(
+            options,
+            storage_options=storage_options,
+            fetch=fetch,
+            cache_dir=cache_dir,
+            cache_limit=cache_limit,
+            verify_checksums=verify_checksums,
+        )
         self.urls = [os.fspath(u) for u in urls]
-        self.verify_checksums = verify_checksums
+        self.verify_checksums = options.verify_checksums
         if not self.urls:
             raise ValueError("no shards")
         self.idx_urls = list(idx_urls) if idx_urls is not None else None
         if self.idx_urls is not None and len(self.idx_urls) != len(self.urls):
             raise ValueError(f"{len(self.urls)} shards but {len(self.idx_urls)} .idx files")
-        self.storage_options, self.fetch, self.cache_dir = storage_options, fetch, cache_dir
-        self.cache_limit = cache_limit
+        self.storage_options, self.fetch = options.storage_options, options.fetch
+        self.cache_dir, self.cache_limit = options.cache_dir, options.cache_limit
         self.url = name or f"{self.urls[0]} and {len(self.urls) - 1} more shards"
         self.idx_url = None  # each shard has its own: idx_urls
         self.closed = False
@@ -206,26 +225,21 @@ class ShardedRecords(RecordsBase):
 
     def _open_all(self) -> list[RecordFile]:
         idx_urls = self.idx_urls or [default_idx_path(u) for u in self.urls]
-        kwargs = {
-            "storage_options": self.storage_options,
-            "fetch": self.fetch,
-            "cache_dir": self.cache_dir,
-            "cache_limit": self.cache_limit,
-            "verify_checksums": self.verify_checksums,
-        }
         jobs = list(zip(self.urls, idx_urls, strict=True))
         if not self._remote or len(jobs) == 1:
             opened: list[RecordFile] = []
             try:
                 for url, idx_url in jobs:
-                    opened.append(_open_shard(url, idx_url, kwargs))
+                    opened.append(_open_shard(url, idx_url, self.options))
             except BaseException:
                 for shard in opened:
                     shard.close()
                 raise
             return opened
         with ThreadPoolExecutor(min(_OPEN_THREADS, len(jobs)), "recio-open") as pool:
-            futures = [pool.submit(_open_shard, url, idx_url, kwargs) for url, idx_url in jobs]
+            futures = [
+                pool.submit(_open_shard, url, idx_url, self.options) for url, idx_url in jobs
+            ]
         results, error = [], None
         for future in futures:  # the first error in shard order; every opened one closed
             exc = future.exception()

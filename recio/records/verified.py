@@ -1,10 +1,10 @@
 """Reads checked against a checksum sidecar: verified, fetched again, mended.
 
 A :class:`~.file.RecordFile` opened with a sidecar (NOTE [checksum sidecar] in
-:mod:`.checksum`) checks every record it reads: a local map's records in one call
-(:meth:`VerifiedReads.verify_view`), remote extents as fetched (a mismatch fetched again
-once from the store), and a whole-file copy of remote data mended from the store before
-it is parsed.
+:mod:`.checksum`) checks every record it reads through its :class:`SidecarChecks`: a local
+map's records in one call (:meth:`SidecarChecks.verify_view`), remote extents as fetched
+(a mismatch fetched again once from the store), and a whole-file copy of remote data
+mended from the store before it is parsed.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 import errno
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import storage
 from ..errors import ChecksumError, RecordIOError
 from .checksum import (
     Checksums,
@@ -28,56 +28,62 @@ from .checksum import (
     sidecar_path,
 )
 
-__all__ = ["VerifiedReads", "put_problems"]
+if TYPE_CHECKING:
+    from .file import RecordFile
+
+__all__ = ["SidecarChecks", "put_problems"]
 
 
-class VerifiedReads:
-    """The checksum side of a :class:`~.file.RecordFile`'s reads.
+class SidecarChecks:
+    """A :class:`~.file.RecordFile`'s checksum sidecar, and what its reads found against it.
 
-    Uses the file's ``url``, ``idx_url``, ``storage_options``, ``source``, ``offsets``
-    and ``lengths``; holds ``checksums`` (the sidecar, or None: reads are not verified)
-    and ``checksum_stats`` (records fetched again, mismatches).
+    ``checksums``: the sidecar (None: reads are not verified); ``stats``: records fetched
+    again and mismatches (the file's ``checksum_stats``). Each check takes the file it
+    checks: its ``url``, ``source``, ``offsets`` and ``lengths``, and its ``bad_record``
+    for the errors.
     """
 
-    url: str
-    idx_url: str | None
-    storage_options: dict | None
-    source: storage.ByteSource
-    offsets: np.ndarray
-    lengths: np.ndarray
-    checksums: Checksums | None
-
-    bad_record: Callable[[int, RecordIOError], RecordIOError]  # RecordFile's
-
-    def _start_stats(self) -> None:
-        self.checksum_stats = {"refetched": 0, "mismatched": 0}
+    def __init__(self, checksums: Checksums | None) -> None:
+        self.checksums = checksums
+        self.stats = {"refetched": 0, "mismatched": 0}
         self._stats_lock = threading.Lock()  # decode threads read batches concurrently
 
-    def _load_checksums(self, mode: bool | str) -> Checksums | None:
-        """The sidecar to verify reads against (None: reads are not verified)."""
+    @classmethod
+    def load(cls, records: RecordFile, mode: bool | str) -> SidecarChecks:
+        """The checks of ``records`` under ``mode``: its sidecar loaded and matched, or none.
+
+        ``mode``: ``resolve_verify``'s True, False or "auto".
+
+        Raises:
+            FileNotFoundError: ``mode`` True and no sidecar.
+            IndexMismatchError: a sidecar of another write.
+        """
         if mode is False:
-            return None
-        path = sidecar_path(self.url, self.idx_url)
-        found = load_sidecar(path, self.storage_options)
+            return cls(None)
+        path = sidecar_path(records.url, records.idx_url)
+        found = load_sidecar(path, records.storage_options)
         if found is None:
             if mode is True:
                 raise FileNotFoundError(
                     errno.ENOENT,
-                    f"verify_checksums=True, but {self.url} has no checksum sidecar "
-                    f"(`recio checksum {self.url}` writes it)",
+                    f"verify_checksums=True, but {records.url} has no checksum sidecar "
+                    f"(`recio checksum {records.url}` writes it)",
                     path,
                 )
-            return None
-        found.check_matches(len(self), self.url, self.source.size, self.idx_url)
-        return found
+            return cls(None)
+        found.check_matches(len(records), records.url, records.source.size, records.idx_url)
+        return cls(found)
 
-    @property
-    def _repairs(self) -> bool:
+    def _count(self, kind: str, n: int = 1) -> None:
+        with self._stats_lock:
+            self.stats[kind] += n
+
+    def repairs(self, records: RecordFile) -> bool:
         """Whether local reads mend damaged records first: a whole-file copy, verified."""
-        return self.checksums is not None and self.source.mends
+        return self.checksums is not None and records.source.mends
 
-    def _check_extents(
-        self, indices: Sequence[int], datas: list, until: int | None = None
+    def check_extents(
+        self, records: RecordFile, indices: Sequence[int], datas: list, until: int | None = None
     ) -> dict[int, ChecksumError]:
         """Check remote records' extents as fetched (``datas``) against the sidecar.
 
@@ -93,68 +99,63 @@ class VerifiedReads:
         problems: dict[int, ChecksumError] = {}
         for j in bad.tolist():
             i = int(positions[j])
-            with self._stats_lock:
-                self.checksum_stats["refetched"] += 1
-            again = [self._refetch(i, until)]
+            self._count("refetched")
+            offset, length = int(records.offsets[i]), int(records.lengths[i])
+            again = [records.source.refetch(offset, length, until=until)]  # never a cache's
             crc, end = extent_crcs(again)
             if end[0] >= 0 and crc[0] == self.checksums.table[i]:
                 datas[j] = again[0]
                 continue
-            with self._stats_lock:
-                self.checksum_stats["mismatched"] += 1
-            problems[j] = self.checksums.mismatch(self, i, int(crc[0]), refetched=True)
+            self._count("mismatched")
+            problems[j] = self.checksums.mismatch(records, i, int(crc[0]), refetched=True)
         return problems
 
-    def _refetch(self, i: int, until: int | None = None):
-        """Record ``i``'s extent fetched again from the store (never a cache's copy)."""
-        offset, length = int(self.offsets[i]), int(self.lengths[i])
-        return self.source.refetch(offset, length, until=until)
-
-    def verify_view(self, view: memoryview, positions: np.ndarray) -> dict[int, RecordIOError]:
+    def verify_view(
+        self, records: RecordFile, view: memoryview, positions: np.ndarray
+    ) -> dict[int, RecordIOError]:
         """Check the records at ``positions`` of a local map against the sidecar.
 
         Returns slot -> :class:`~recio.errors.ChecksumError` for those that do not match
         (empty without a sidecar), and slot -> the framing error (naming the file, byte
         and key) for those whose frames do not chain. Each mismatch is counted in
-        ``checksum_stats``.
+        ``stats``.
         """
         if self.checksums is None or not len(positions):
             return {}
-        offsets = self.offsets[positions]
+        offsets = records.offsets[positions]
         unchained: dict[int, RecordIOError] = {}
         try:
-            crcs = frame_crcs(view, offsets, self.url)
+            crcs = frame_crcs(view, offsets, records.url)
         except RecordIOError:  # a record whose frames do not chain: each record alone
             crcs = np.zeros(len(positions), dtype=np.uint32)
             for j in range(len(positions)):
                 try:
-                    crcs[j] = frame_crcs(view, offsets[j : j + 1], self.url)[0]
+                    crcs[j] = frame_crcs(view, offsets[j : j + 1], records.url)[0]
                 except RecordIOError as exc:
-                    unchained[j] = self.bad_record(int(positions[j]), exc)
+                    unchained[j] = records.bad_record(int(positions[j]), exc)
         bad = np.flatnonzero(crcs != self.checksums.table[positions])
         bad = bad[~np.isin(bad, list(unchained))]
         if not bad.size:
             return unchained
-        with self._stats_lock:
-            self.checksum_stats["mismatched"] += int(bad.size)
-        again = self._repairs  # a copy's damaged record was fetched again (_mend_copy)
+        self._count("mismatched", int(bad.size))
+        again = self.repairs(records)  # a copy's damaged record was fetched again (mend_copy)
         for j in bad.tolist():
             i = int(positions[j])
-            unchained[j] = self.checksums.mismatch(self, i, int(crcs[j]), refetched=again)
+            unchained[j] = self.checksums.mismatch(records, i, int(crcs[j]), refetched=again)
         return unchained
 
     def view_matches(self, view: memoryview, offsets: np.ndarray, positions: np.ndarray) -> bool:
         """Whether every record at ``positions`` of the local map ``view`` matches its checksum.
 
         ``offsets``: the records' offsets. Nothing is counted or raised: the iterator's
-        common batch checks this way (NOTE [lean batches] in :mod:`recio.pipeline.iterator`),
+        common batch checks this way (NOTE [lean batches] in :mod:`recio.pipeline.queued`),
         and one that does not match goes the way that names, counts and marks its records
         (:meth:`verify_view`). Called only with a sidecar.
         """
         assert self.checksums is not None
         return frames_match(view, offsets, self.checksums.table[positions])
 
-    def _mend_copy(self, view: memoryview, positions: np.ndarray) -> None:
+    def mend_copy(self, records: RecordFile, view: memoryview, positions: np.ndarray) -> None:
         """Records of a whole-file copy that fail their checksum, fetched again and written over.
 
         The copy, not the store, went bad (a disk's rot, a byte written over): each such
@@ -162,13 +163,14 @@ class VerifiedReads:
         written over the copy (:meth:`~recio.storage.CopiedSource.repair`), so the map
         holds the store's bytes before anything parses them. One the store cannot mend
         stays as it is, for the check after the parse to report. Each is counted in
-        ``checksum_stats["refetched"]``.
+        ``stats["refetched"]``.
         """
         assert self.checksums is not None
+        source = records.source
         expected = self.checksums.table[positions]
-        offsets, lengths = self.offsets[positions], self.lengths[positions]
+        offsets, lengths = records.offsets[positions], records.lengths[positions]
         try:
-            bad = np.flatnonzero(frame_crcs(view, offsets, self.url) != expected)
+            bad = np.flatnonzero(frame_crcs(view, offsets, records.url) != expected)
         except RecordIOError:  # frames that no longer chain: each record's extent alone
             spans = zip(offsets.tolist(), lengths.tolist(), strict=True)
             extents = [view[o : o + n] for o, n in spans]
@@ -176,18 +178,17 @@ class VerifiedReads:
             bad = np.flatnonzero((crcs != expected) | (ends < 0))
         for j in bad.tolist():
             offset, length = int(offsets[j]), int(lengths[j])
-            with self._stats_lock:
-                self.checksum_stats["refetched"] += 1
-            data = self.source.refetch(offset, length)
+            self._count("refetched")
+            data = source.refetch(offset, length)
             crc, end = extent_crcs([data])
             if end[0] < 0 or crc[0] != expected[j]:
                 continue  # damaged in the store too: reported as a mismatch after the parse
             try:
-                self.source.repair(offset, data)
+                source.repair(offset, data)
             except OSError as exc:
                 warnings.warn(
-                    f"{self.url}: record {int(positions[j])} of the local copy "
-                    f"{self.source.path} is damaged, and the copy cannot be written ({exc}): "
+                    f"{records.url}: record {int(positions[j])} of the local copy "
+                    f"{source.path} is damaged, and the copy cannot be written ({exc}): "
                     "it is reported as a checksum mismatch",
                     stacklevel=3,
                 )

@@ -50,6 +50,7 @@ from .. import storage
 from ..errors import RecordIOError
 from ..records.batch import BatchRecords, read_batch
 from ..records.format import unpack
+from ..records.open_options import OpenOptions
 from ..records.shards import ShardedRecords, expand_shards, pair_indexes
 
 __all__ = [
@@ -335,26 +336,33 @@ def open_mixture(
     cache_dir: str | None = None,
     cache_limit: int | None = None,
     verify_checksums: bool | str = "auto",
+    options: OpenOptions | None = None,
 ) -> tuple[ShardedRecords, list[int]]:
     """The records of every source as one union, and the number of shards of each source.
 
-    ``fetch``, ``cache_dir``, ``cache_limit`` and ``verify_checksums`` as for
-    :func:`recio.records.shards.open_records`.
+    ``storage_options``, ``fetch``, ``cache_dir``, ``cache_limit`` and ``verify_checksums``,
+    or all of them as ``options``, as for :func:`recio.records.shards.open_records`.
 
     Raises:
         FileNotFoundError, ValueError: as :func:`recio.records.shards.open_records` for a source.
     """
+    options = OpenOptions.given(
+        options,
+        storage_options=storage_options,
+        fetch=fetch,
+        cache_dir=cache_dir,
+        cache_limit=cache_limit,
+        verify_checksums=verify_checksums,
+    )
     urls: list[str] = []
     idx_urls: list[str] = []
     shards: list[int] = []
     for source in mixture.sources:
-        mine = expand_shards(source.path, storage_options)
+        mine = expand_shards(source.path, options.storage_options)
         urls += mine
-        idx_urls += pair_indexes(mine, source.idx, storage_options)
+        idx_urls += pair_indexes(mine, source.idx, options.storage_options)
         shards.append(len(mine))
-    records = ShardedRecords(urls, idx_urls, name=mixture.name, storage_options=storage_options,
-                             fetch=fetch, cache_dir=cache_dir, cache_limit=cache_limit,
-                             verify_checksums=verify_checksums)  # fmt: skip
+    records = ShardedRecords(urls, idx_urls, name=mixture.name, options=options)
     return records, shards
 
 

@@ -10,6 +10,7 @@ from typing import Any, BinaryIO
 
 from .partials import PUBLISH_ON_CLOSE, partial_prefix, remove_stale_partials
 from .retry import translate_error
+from .stores import uses_obstore
 from .urls import filesystem, is_local, local_path, split_protocol, with_client_defaults
 
 # NOTE [early writeback]: a local output asks the kernel to start writing each
@@ -30,8 +31,9 @@ class AtomicOutput:
     and renamed into place; the temporaries that writers of the same name left when they
     were killed are removed first, where their writer is known to be gone (NOTE
     [partial owners] in :mod:`.partials`). Object stores (S3, GCS, Azure) write the
-    object directly (multipart above the block size); the store publishes it only when
-    the upload completes, and ``abort()`` aborts the upload.
+    object directly, as a multipart upload (through obstore where it serves the URL:
+    :class:`~recio.storage.upload.ObjectUpload`, else fsspec's); the store publishes it
+    only when the upload completes, and ``abort()`` aborts the upload.
     """
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
@@ -48,6 +50,12 @@ class AtomicOutput:
             )
             self._file: BinaryIO = os.fdopen(fd, "wb", buffering=1 << 20)
             self._written = self._submitted = 0  # NOTE [early writeback]
+            return
+        if uses_obstore(url):
+            from .upload import ObjectUpload
+
+            self._tmp = None  # the upload is published when it completes
+            self._file = self._fs = ObjectUpload(url, storage_options)
             return
         fs, path = filesystem(url, with_client_defaults(url, storage_options))
         self._fs, self._path = fs, path

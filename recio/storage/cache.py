@@ -8,7 +8,6 @@ import warnings
 from .atomic import AtomicOutput
 from .mapped import CopiedSource
 from .remote import FsspecSource
-from .retry import retrying
 
 # What fsspec file systems give in ``info()`` that changes when a file's content does:
 # S3 (ETag, LastModified, VersionId), GCS (etag, generation, updated), Azure (etag,
@@ -35,7 +34,7 @@ def source_version(source: FsspecSource) -> str | None:
 
     Where the store reports none, a warning says so (once per URL).
     """
-    info = retrying(lambda: source.fs.info(source.path), source.url, 0, 0, source.fetch)
+    info = source.info()
     version = file_version(info)
     if version is None and source.url not in _warned_unversioned:
         _warned_unversioned.add(source.url)
@@ -59,7 +58,7 @@ def cached_copy(source: FsspecSource, cache_dir: str) -> CopiedSource:
     keeps its URL for messages, and opens it again to repair a damaged record
     (:class:`~recio.storage.mapped.CopiedSource`).
     """
-    info = retrying(lambda: source.fs.info(source.path), source.url, 0, 0, source.fetch)
+    info = source.info()
     version = file_version(info)
     import hashlib  # here, as uuid below: ~12 ms of start-up that local reads never need
 
@@ -90,4 +89,5 @@ def cached_copy(source: FsspecSource, cache_dir: str) -> CopiedSource:
             raise
     source.close()
     url, storage_options, fetch = source.url, source.storage_options, source.fetch
-    return CopiedSource(path, url, lambda: FsspecSource(url, storage_options, fetch=fetch))
+    kind = type(source)  # the same client again (fsspec's or obstore's)
+    return CopiedSource(path, url, lambda: kind(url, storage_options, fetch=fetch))

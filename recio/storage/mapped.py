@@ -33,8 +33,13 @@ __all__ = ["CopiedSource", "MappedSource"]
 # a source is readable only up to the lowest page that faulted (current_view), and the
 # readers check the records they read against it once they are done with the map
 # (RecordFile.lost), so each record read there becomes a TruncatedRecordError naming the
-# file and byte offset, a bad record for on_error. A fault outside every registered map
-# goes to the handler before this one, as if there were none.
+# file and byte offset, a bad record for on_error. A fault outside every registered map,
+# or a SIGBUS sent by kill(), goes to the action the handler replaced, as if there were
+# none. The handler is installed at the first map (importing recio installs nothing), and
+# every read of a map (current_view, which every reader goes through) puts it back in front
+# where another took SIGBUS since: faulthandler enabled after the map, or torch's handler in
+# a DataLoader worker forked with the map, so a worker's read is guarded too. How it chains
+# with those without a cycle: NOTE [handler chain] in native/mapguard.c.
 
 
 class MappedSource(ByteSource):
@@ -90,6 +95,8 @@ class MappedSource(ByteSource):
 
         ``buffer`` itself unless the file has shrunk (or a page faulted) since it was opened.
         """
+        if self._guard >= 0:  # in front of any SIGBUS handler installed since (a worker's)
+            _native.keep_guard()
         now = self.readable()
         return self.buffer if now >= self.size else self.buffer[:now]
 

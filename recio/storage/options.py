@@ -37,6 +37,9 @@ class FetchOptions:
         cache_policy: what the block cache evicts: "belady" (the block needed furthest
             ahead, from the schedule the iterator gives it; LRU where it has none) or
             "lru" (the least recently used).
+        client: what reads and writes ``s3://``, ``gs://``, ``az://``/``abfs://`` and
+            ``https://`` URLs: "auto" (obstore where installed, else fsspec), "obstore"
+            or "fsspec" (:mod:`recio.storage.stores`). Other schemes are always fsspec's.
     """
 
     gap: int = 256 << 10
@@ -51,6 +54,7 @@ class FetchOptions:
     read_ahead: int = 256 << 20
     cache_block: int = 1 << 20
     cache_policy: str = "belady"
+    client: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("gap", "retries"):
@@ -59,6 +63,10 @@ class FetchOptions:
         if self.cache_policy not in ("belady", "lru"):
             raise ValueError(
                 f"FetchOptions.cache_policy must be 'belady' or 'lru', not {self.cache_policy!r}"
+            )
+        if self.client not in ("auto", "obstore", "fsspec"):
+            raise ValueError(
+                f"FetchOptions.client must be 'auto', 'obstore' or 'fsspec', not {self.client!r}"
             )
         for name in ("max_request", "concurrency", "cache_block", "min_request", "read_ahead"):
             if getattr(self, name) < 1:

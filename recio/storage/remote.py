@@ -88,7 +88,7 @@ def kept_spans(
     return [(s, e) for s, e in spans], [starts[j] + off for j, off in where]
 
 
-def _compact(data: Any, start: int, keep: list[tuple[int, int]]) -> bytes:
+def compact(data: Any, start: int, keep: list[tuple[int, int]]) -> bytes:
     """The ``keep`` spans of ``data`` (bytes from ``start``), laid end to end (a copy).
 
     Where the store's client reads whole spans, the gaps are dropped here, so that a
@@ -120,20 +120,10 @@ class FsspecSource(ByteSource):
         *,
         fetch: FetchOptions | None = None,
     ) -> None:
-        self.url = url
-        self.storage_options = storage_options
-        self.fetch = fetch or FetchOptions()
-        self.closed = False
+        self.init_counts(url, storage_options, fetch)
         self.fs, self.path = filesystem(url, with_client_defaults(url, storage_options))
         self._async = bool(getattr(self.fs, "async_impl", False))
-        self._pool: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
-        self.stats = {"requests": 0, "bytes": 0, "retries": 0}
-        self.link = LinkEstimate()  # latency and rate, measured (NOTE [adaptive fetch])
         self.size = int(retrying(lambda: self.fs.size(self.path), url, 0, 0, self.fetch))
-        # S3 ranges over plain HTTP (FetchOptions.presign_s3): the URL and when it was made.
-        self._http: Any = None
-        self._presigned: tuple[str, float] | None = None
         if self.fetch.presign_s3 and split_protocol(url)[0] in ("s3", "s3a"):
             try:
                 from .httprange import RangeClient
@@ -158,6 +148,27 @@ class FsspecSource(ByteSource):
                     self, buffers.leave, self.fetch.read_ahead, os.getpid()
                 )
                 self._async = False
+
+    def init_counts(
+        self, url: str, storage_options: dict[str, Any] | None, fetch: FetchOptions | None
+    ) -> None:
+        """What every remote source has, whatever moves its bytes: options, counts, threads."""
+        self.url = url
+        self.storage_options = storage_options
+        self.fetch = fetch or FetchOptions()
+        self.closed = False
+        self._async = False
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self.stats = {"requests": 0, "bytes": 0, "retries": 0}
+        self.link = LinkEstimate()  # latency and rate, measured (NOTE [adaptive fetch])
+        # S3 ranges over plain HTTP (FetchOptions.presign_s3): the URL and when it was made.
+        self._http: Any = None
+        self._presigned: tuple[str, float] | None = None
+
+    def info(self) -> dict[str, Any]:
+        """The store's file info (size, ETag, modification time ...), retried."""
+        return retrying(lambda: self.fs.info(self.path), self.url, 0, 0, self.fetch)
 
     def _ranges_from(self, refresh: bool = False) -> tuple[Any, str]:
         """The filesystem and path that range reads go to.
@@ -204,11 +215,11 @@ class FsspecSource(ByteSource):
             t0 = time.perf_counter()
             data = fs.cat_file(path, start=start, end=end, **spans)
         size = sum(e - s for s, e in keep) if sparse else end - start
-        data = self._checked(data, start, end, size)
+        data = self.checked_range(data, start, end, size)
         self.link.add(end - start, time.perf_counter() - t0)
-        return data if sparse or keep is None else _compact(data, start, keep)
+        return data if sparse or keep is None else compact(data, start, keep)
 
-    def _checked(self, data: Any, start: int, end: int, size: int) -> Any:
+    def checked_range(self, data: Any, start: int, end: int, size: int) -> Any:
         """``data`` if it is ``size`` bytes, as asked; else the error to raise for it."""
         if len(data) == size:
             return data
@@ -299,7 +310,7 @@ class FsspecSource(ByteSource):
         if self._async:
             blobs = self._fetch_async([(s, e) for s, e, _ in spans])
             pairs = zip(spans, blobs, strict=True)
-            return [b if k is None else _compact(b, s, k) for (s, _, k), b in pairs]
+            return [b if k is None else compact(b, s, k) for (s, _, k), b in pairs]
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.fetch.concurrency, thread_name_prefix="recio-io")
         futures = [self._pool.submit(self._read, *span) for span in spans]

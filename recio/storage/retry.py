@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import random
+import ssl
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -68,7 +69,7 @@ class RangeIgnoredError(OSError):
 
 # Never retried: the answer will not change.
 _PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
-              FileExistsError, RangeIgnoredError)  # fmt: skip
+              FileExistsError, RangeIgnoredError, ssl.SSLCertVerificationError)  # fmt: skip
 
 
 class RemoteReadError(OSError):
@@ -106,6 +107,8 @@ def translate_error(exc: BaseException, url: str) -> BaseException:
     PermissionError; the URL is the error's ``filename`` (so the message names it once).
     Anything else is returned unchanged.
     """
+    if type(exc) in (FileNotFoundError, PermissionError) and exc.filename == url:
+        return exc  # already one of these, naming the URL (obstore's, translated)
     missing = "no such file" if "://" not in url or url.startswith("file://") else None
     if isinstance(exc, FileNotFoundError):
         new: OSError = FileNotFoundError(errno.ENOENT, missing or "no such file or bucket", url)

@@ -1,9 +1,11 @@
 """Opening a URL for reading: :func:`open_source` picks the ``ByteSource`` for it.
 
 A local file is mmap'd (:class:`~recio.storage.mapped.MappedSource`); a remote one is an
-:class:`~recio.storage.remote.FsspecSource`, optionally copied whole into a local cache
-first (:class:`~recio.storage.mapped.CopiedSource`) or read through a bounded block cache
-(:class:`~recio.storage.blockcache.CachedSource`). This module may import every source;
+:class:`~recio.storage.objectsource.ObjectStoreSource` where obstore serves its scheme
+(:mod:`~recio.storage.stores`), else an :class:`~recio.storage.remote.FsspecSource`;
+either optionally copied whole into a local cache first
+(:class:`~recio.storage.mapped.CopiedSource`) or read through a bounded block cache
+(:class:`~recio.storage.cached.CachedSource`). This module may import every source;
 no source imports it.
 """
 
@@ -35,7 +37,7 @@ def open_source(
 
     Local paths and ``file://`` URLs are mmap'd. With ``cache_dir`` and ``cache_limit``
     (bytes), a remote file is read through a bounded block cache in ``cache_dir``
-    (:class:`~recio.storage.blockcache.CachedSource`, NOTE [block cache]): its blocks kept
+    (:class:`~recio.storage.cached.CachedSource`, NOTE [block cache]): its blocks kept
     on local disk up to the limit, shared by the processes that use the folder. With
     ``cache_dir`` alone, it is first copied whole into ``cache_dir`` (with large
     concurrent reads) and mmap'd from there (a :class:`CopiedSource`); later opens of the
@@ -54,9 +56,13 @@ def open_source(
     # Imported here: local-only runs never load the remote machinery (or fsspec).
     from .cache import cached_copy, source_version
     from .remote import FsspecSource
+    from .stores import uses_obstore
 
+    kind = FsspecSource
+    if uses_obstore(url, fetch):
+        from .objectsource import ObjectStoreSource as kind
     try:
-        source = FsspecSource(url, storage_options, fetch=fetch)
+        source = kind(url, storage_options, fetch=fetch)
     except (OSError, ValueError, ImportError):
         raise
     except Exception as exc:  # deep client errors (botocore) become builtin OSErrors
@@ -68,7 +74,8 @@ def open_source(
         return source
     if cache_limit is None:
         return cached_copy(source, cache_dir)
-    from .blockcache import BlockCache, CachedSource
+    from .blockcache import BlockCache
+    from .cached import CachedSource
 
     try:
         cache = BlockCache(cache_dir, cache_limit, policy=source.fetch.cache_policy)

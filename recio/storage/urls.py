@@ -1,4 +1,4 @@
-"""URLs: which store a URL names, its fsspec filesystem, and small whole-file reads."""
+"""URLs: which store a URL names, and its fsspec filesystem."""
 
 from __future__ import annotations
 
@@ -9,9 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._install import install_hint
-from .._text import decode_text
-from .options import FetchOptions
-from .retry import retrying, translate_error
 
 # Optional backends named by the extra that installs them.
 _EXTRA_FOR_PROTOCOL = {"s3": "s3", "s3a": "s3", "hdfs": "hdfs", "viewfs": "hdfs"}
@@ -44,20 +41,30 @@ _one_client: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
 
 @contextlib.contextmanager
 def one_client() -> Iterator[None]:
-    """Within it, :func:`filesystem` makes one instance per protocol and storage options.
+    """Within it, one client per protocol and storage options (obstore: per bucket too).
 
     Opening a dataset reads several files (``.rec``, ``.idx``, the checksum sidecar, and
     whether each exists) with the same options. fsspec reuses an instance for equal
     options anyway, except with ``skip_instance_cache=True``: then every read made its own
     client (an S3 dataset's five took 1.2 s and left 141,000 objects for the garbage
     collector). Inside this block such reads share one fresh instance, never one from
-    before it.
+    before it: :func:`filesystem`'s, or the obstore store of :mod:`~recio.storage.stores`.
     """
     token = _one_client.set({})
     try:
         yield
     finally:
         _one_client.reset(token)
+
+
+def shared_client(key: Any, make: Any) -> Any:
+    """``make()``, or inside :func:`one_client` the one made before for ``key``."""
+    made = _one_client.get()
+    if made is None:
+        return make()
+    if key not in made:
+        made[key] = make()
+    return made[key]
 
 
 def filesystem(url: str, storage_options: dict[str, Any] | None = None):
@@ -104,34 +111,3 @@ def with_client_defaults(url: str, storage_options: dict[str, Any] | None) -> di
         config.setdefault("max_pool_connections", 64)
         options["config_kwargs"] = config
     return options
-
-
-def read_bytes(url: str, storage_options: dict[str, Any] | None = None) -> bytes:
-    """A whole small file (such as an ``.idx``) as bytes, in one read; remote reads are retried."""
-    if is_local(url):
-        try:
-            with open(local_path(url), "rb") as f:
-                return f.read()
-        except FileNotFoundError as exc:
-            raise translate_error(exc, url) from exc
-    fs, path = filesystem(url, with_client_defaults(url, storage_options))
-    return retrying(lambda: fs.cat_file(path), url, 0, -1, FetchOptions())
-
-
-def read_text(url: str, storage_options: dict[str, Any] | None = None) -> str:
-    """A whole small file (such as an ``.idx``) as UTF-8 text; remote reads are retried.
-
-    Line ends are read as Python's text files read them (CRLF and CR as LF).
-
-    Raises:
-        RecordIOError: the file is not UTF-8 text (names the file, byte and line).
-    """
-    return decode_text(read_bytes(url, storage_options), path=url)
-
-
-def exists(url: str, storage_options: dict[str, Any] | None = None) -> bool:
-    """Whether ``url`` names an existing file; remote checks are retried."""
-    if is_local(url):
-        return os.path.exists(local_path(url))
-    fs, path = filesystem(url, with_client_defaults(url, storage_options))
-    return bool(retrying(lambda: fs.exists(path), url, 0, 0, FetchOptions()))

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 
-from ..cli.args import Parser, add_storage_option, describe
+from .._args import Parser, add_storage_option, describe
 from .config import AMP_DTYPES, TrainConfig
 from .loop import train
 

@@ -7,6 +7,7 @@ import pytest
 from PIL import Image
 
 from recio.bench import print_report, run_bench
+from recio.bench.noise import compare
 from recio.bench.optimized import (
     OPTIMIZED,
     MarkerCensus,
@@ -90,12 +91,12 @@ def test_why_not_and_the_verdict_without_the_row(tmp_path):
 @pytest.mark.parametrize(("optimized", "words"), [
     (1300.0, "would make the iterator 1.30x as fast here"),
     (1000.0, "would not change the iterator's speed here (1.00x"),
-    (800.0, "would slow the iterator here (0.80x as fast)"),
+    (800.0, "would slow the iterator here (0.80x as fast, 0.78x to 0.82x"),
 ])  # fmt: skip
 def test_the_verdict_gives_the_measured_ratio(optimized, words):
-    stages = {
-        "iterator end to end": {"images_per_s": {"median": 1000.0}},
-        OPTIMIZED: {"images_per_s": {"median": optimized}},
+    stages = {  # three interleaved rounds: their ratios 2 % apart
+        "iterator end to end": {"rounds": [990.0, 1000.0, 1010.0]},
+        OPTIMIZED: {"rounds": [optimized * 1.01, optimized, optimized * 0.99]},
     }
     assert words in optimize_verdict(stages, MarkerCensus(8, 8, 0), None)
 
@@ -109,10 +110,11 @@ def test_the_built_in_sample_gets_the_row_and_the_verdict(result):
     assert census["jpegs"] == census["sampled"] > 0 and census["marked"] == 0
     assert result["optimized_input"]["transcoded"] == result["data"]["records"]
     assert OPTIMIZED not in result["skipped"]
-    ratio = row["images_per_s"]["median"] / iterator["images_per_s"]["median"]
+    assert len(row["rounds"]) == len(iterator["rounds"]) == result["config"]["repeats"]
+    ratio = compare(row["rounds"], iterator["rounds"]).ratio  # the rounds' median ratio
     verdict = result["optimize_verdict"]
     assert verdict.startswith("the JPEGs carry no restart markers")
-    assert f"{ratio:.2f}x" in verdict
+    assert f"{ratio:.2f}x" in verdict and "interleaved rounds" in verdict
     lines = []
     print_report(result, out=lines.append)
     text = " ".join(" ".join(lines).split())

@@ -26,7 +26,7 @@ def _records(images: list[bytes]) -> list[bytes]:
 
 def test_records_from_a_list_of_extents_decode_as_from_one_base(pool: decode.DecodePool) -> None:
     """submit_records over a list of records' extents (NOTE [unjoined extents] in
-    recio/pipeline/iterator.py) gives what it gives over the same records joined: statuses, labels,
+    recio/pipeline/remote.py) gives what it gives over the same records joined: statuses, labels,
     ids, pixels, PNGs (the Pillow path, each image read inside its own extent) too; the
     Python backend leaves every record to the exact parse either way."""
     images = [encode(60, 40, seed=1), encode(30, 20, fmt="PNG"), encode(50, 30, seed=2)]

@@ -134,25 +134,43 @@ def test_a_damaged_marked_jpeg_is_decoded_whole(pool) -> None:
             assert whole.decode_batch([damaged], again, crops=box)[0] == status[0]
 
 
-def test_segments_outside_the_crop_are_not_decoded(pool) -> None:
-    """The first segment is garbage: a decode that entropy-decodes it fails (as every decode
-    did before the cut), one that decodes only the crop's segments gives the right pixels."""
+def test_a_damaged_segment_outside_the_crop_makes_the_record_bad_under_every_crop(pool) -> None:
+    """The first segment is garbage, its framing intact. The cut would never read it, but a
+    JPEG not yet read whole is read whole (NOTE [whole-stream check] in native/streamcheck.h):
+    every crop, in every epoch, gets the whole decode's status."""
     encoder = JpegEncoder(pool)
     source = jpeg(131, 97, "RGB", seed=3, subsampling=2)
-    _, (plain,) = encoder.optimize_jpeg([source], restart=0)
     _, (marked,) = encoder.optimize_jpeg([source], restart=1)
     sos = marked.index(b"\xff\xda")
     start = sos + 2 + int.from_bytes(marked[sos + 2 : sos + 4], "big")
     end = marked.index(b"\xff\xd0", start)
     damaged = marked[:start] + b"\x5a" * (end - start) + marked[end:]
-    box = np.array([[90, 60, 30, 30]], np.int32)  # bottom right: far from segment 0
-    want = np.zeros((1, 16, 16, 3), np.uint8)
-    got = np.ones_like(want)
-    assert pool.decode_batch([plain], want, crops=box)[0] == 0
-    assert pool.decode_batch([damaged], got, crops=box)[0] == 0, pool.last_errors()
-    assert np.array_equal(got, want)
     with decode.DecodePool(1, backend="native", roi_decode=False) as whole:
-        assert whole.decode_batch([damaged], got, crops=box)[0] == decode.Status.CORRUPT
+        out = np.zeros((1, 16, 16, 3), np.uint8)
+        want = whole.decode_batch([damaged], out)[0]
+    assert want == decode.Status.CORRUPT
+    boxes = np.array([[90, 60, 30, 30], [0, 0, 20, 20], [40, 30, 50, 40]], np.int32)
+    for _epoch in range(3):
+        for box in boxes:
+            assert pool.decode_batch([marked], out, crops=box[None])[0] == 0
+            assert pool.decode_batch([damaged], out, crops=box[None])[0] == want, box.tolist()
+
+
+def test_a_jpeg_damaged_below_the_crop_is_bad_under_every_crop(pool) -> None:
+    """Without markers too: a crop at the top leaves the rows below it unread, a JPEG cut short
+    or damaged there is still reported as the whole decode reports it."""
+    source = jpeg(131, 97, "RGB", seed=4, subsampling=2)
+    sos = source.index(b"\xff\xda")
+    scan = len(source) - sos
+    cut = source[: sos + scan * 3 // 4]
+    garbled = source[: sos + scan * 3 // 4] + b"\x00\xff\x12" * 40 + source[-2:]
+    top = np.array([[0, 0, 131, 20]], np.int32)
+    with decode.DecodePool(1, backend="native", roi_decode=False) as whole:
+        out = np.zeros((1, 16, 16, 3), np.uint8)
+        for damaged, status in ((cut, decode.Status.TRUNCATED), (garbled, decode.Status.CORRUPT)):
+            assert whole.decode_batch([damaged], out, crops=top)[0] == status
+            for _epoch in range(2):
+                assert pool.decode_batch([damaged], out, crops=top)[0] == status
 
 
 @pytest.mark.parametrize("name", ["420", "422", "444"])

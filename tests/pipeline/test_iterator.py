@@ -629,12 +629,12 @@ def test_multi_frame_records_decode_as_single_frame_ones(tmp_path):
 def test_global_shuffle_fetch_jobs_are_half_the_read_ahead(rec, memfs, monkeypatch):
     """NOTE [adaptive fetch]: the larger a global-shuffle job, the denser its records and
     the fuller its requests; half the memory bound, or 32 MB where not adaptive."""
-    import recio.pipeline.iterator
+    import recio.pipeline.remote
     from recio.storage import FetchOptions
 
-    made, real = [], recio.pipeline.iterator.Prefetcher
+    made, real = [], recio.pipeline.remote.Prefetcher
     monkeypatch.setattr(
-        recio.pipeline.iterator,
+        recio.pipeline.remote,
         "Prefetcher",
         lambda *a, **k: made.append(k["group_bytes"]) or real(*a, **k),
     )

@@ -234,7 +234,7 @@ def test_a_batch_reader_queues_batches_that_decode_as_read_and_decode(mixed, poo
             records, pool, (16, 3, 20, 24), np.float32, label_width=2, draw=draw,
             options=OPTIONS,
         )  # fmt: skip
-        assert reader._job is not None  # the prepared path is the one under test
+        assert reader.job is not None  # the prepared path is the one under test
         outs = [np.full((16, 3, 20, 24), np.nan, dtype=np.float32) for _ in batches]
         epochs = np.array([1] * 8 + [2] * 8)
         queued = [reader.submit(p, o) for p, o in zip(batches, outs, strict=True)]

@@ -1,6 +1,8 @@
 """recio.records.reader (and recio.reader): the reader's names, from the modules that hold them."""
 
+import contextlib
 import importlib
+import sys
 
 import pytest
 
@@ -22,8 +24,16 @@ OLD_NAMES = [
 
 
 @pytest.mark.parametrize("path", ["recio.reader", "recio.records.reader"])
-def test_every_name_imports_from_the_old_paths(path):
-    module = importlib.import_module(path)
+def test_every_name_imports_from_the_old_paths(path, monkeypatch):
+    old = path == "recio.reader"
+    if old:  # imported afresh, so that it warns here (the same module object comes back)
+        monkeypatch.delitem(sys.modules, path, raising=False)
+    with (
+        pytest.warns(DeprecationWarning, match="import recio.records.reader instead")
+        if old
+        else contextlib.nullcontext()
+    ):
+        module = importlib.import_module(path)
     new = {
         "RecordFile": "recio.records.file",
         "RecordCursor": "recio.records.cursor",

@@ -23,16 +23,10 @@ from recio.records.checksum import MismatchedPayload
 from recio.records.format import IRHeader, pack
 from recio.records.reader import RecordFile
 from recio.records.recordio import MXIndexedRecordIO
-from recio.storage.blockcache import (
-    NEVER,
-    BlockCache,
-    CachedSource,
-    CacheStats,
-    clock,
-    entry_bytes,
-    replay,
-)
+from recio.storage.blockcache import NEVER, BlockCache, CacheStats, clock, entry_bytes
+from recio.storage.cached import CachedSource
 from recio.storage.prefetch import Prefetcher
+from recio.storage.replay import replay
 
 from ..cache_ranks import ARGS
 from ..images import encode
@@ -248,15 +242,6 @@ def test_eight_ranks_on_one_node_share_one_cache(tmp_path):
     assert 0 < sum(s["misses"] for s in fits) <= -(-size // 4096) < sum(s["hits"] for s in fits)
     small = [stats for _, stats in by_run[1].values()]
     assert sum(s["evicted"] + s["bypassed"] for s in small) > 0
-
-
-def test_replay_belady_beats_lru_on_a_loop():
-    """Three blocks in a loop, room for two: LRU always misses; Belady keeps two and lets
-    the third pass (it is needed last), so after the first round two of three hit."""
-    trace = [(b, k) for k, b in enumerate([0, 1, 2] * 5)]
-    assert replay(trace, 10, 20, "lru") == 0.0
-    assert replay(trace, 10, 20, "belady") == pytest.approx(8 / 15)
-    assert replay(trace, 10, 30, "lru") == replay(trace, 10, 30, "belady") == 12 / 15
 
 
 @pytest.mark.parametrize("policy", ["belady", "lru"])

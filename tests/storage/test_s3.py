@@ -13,6 +13,8 @@ from recio import storage
 from recio.records.reader import RecordFile
 from recio.records.recordio import MXIndexedRecordIO, MXRecordIO
 from recio.sampling.sampler import epoch_order
+from recio.storage import stores
+from recio.storage.objectsource import ObjectStoreSource
 from recio.storage.prefetch import Prefetcher
 
 from ..conftest import S3_BUCKET, s3_options
@@ -23,6 +25,8 @@ from ..storage_helpers import ids_of, read_across_restart, write_rec
 pytestmark = pytest.mark.s3
 
 FAST = storage.FetchOptions(backoff=0.02, max_backoff=0.2, retries=6, gap=0, max_request=1 << 20)
+# fsspec's path (s3fs, and the presigned range client beside it); obstore is the default
+FSSPEC = storage.FetchOptions(client="fsspec")
 
 
 @pytest.fixture
@@ -73,9 +77,9 @@ def test_block_shuffled_prefetch_reads_little_extra(s3_server, s3_rec):
 
 
 def test_ranges_go_over_a_presigned_url_with_the_same_bytes(s3_server, s3_rec):
-    fast = RecordFile(s3_rec, storage_options=s3_server)
-    plain = RecordFile(s3_rec, storage_options=s3_server)
-    plain.source.fetch = storage.FetchOptions(presign_s3=False)
+    fast = RecordFile(s3_rec, storage_options=s3_server, fetch=FSSPEC)
+    plain = RecordFile(s3_rec, storage_options=s3_server, fetch=FSSPEC)
+    plain.source.fetch = storage.FetchOptions(presign_s3=False, client="fsspec")
     plain.source._http = None  # as built with presign_s3=False
     order = np.random.default_rng(2).permutation(120)
     got = fast.read_many(order)
@@ -91,7 +95,7 @@ def test_ranges_go_over_a_presigned_url_with_the_same_bytes(s3_server, s3_rec):
 
 def test_without_httptools_ranges_go_through_s3fs_and_say_so(s3_server, s3_rec, monkeypatch):
     monkeypatch.setitem(sys.modules, "httptools", None)  # importing it fails
-    monkeypatch.delitem(sys.modules, "recio.storage.httprange")
+    monkeypatch.delitem(sys.modules, "recio.storage.httprange", raising=False)
     with pytest.warns(UserWarning, match=r"needs httptools: pip install -e '\.\[s3\]'"):
         source = storage.FsspecSource(s3_rec, s3_server)
     assert source._http is None
@@ -104,7 +108,8 @@ def test_without_httptools_ranges_go_through_s3fs_and_say_so(s3_server, s3_rec, 
 def test_bodies_from_s3_reuse_buffers_within_the_read_ahead(s3_server, s3_rec):
     """NOTE [reused buffers]: the presigned path receives bodies into the process's buffers,
     which come back once the records' views are gone; closing lets the source's go."""
-    source = storage.open_source(s3_rec, s3_server, fetch=storage.FetchOptions(read_ahead=4 << 20))
+    fetch = storage.FetchOptions(read_ahead=4 << 20, client="fsspec")
+    source = storage.open_source(s3_rec, s3_server, fetch=fetch)
     whole = bytes(source.read(0, source.size))  # one request of the whole file (> 256 KiB)
     assert len(whole) == source.size > (256 << 10)
     pool = source._http.buffers
@@ -117,7 +122,7 @@ def test_bodies_from_s3_reuse_buffers_within_the_read_ahead(s3_server, s3_rec):
 
 
 def test_an_expired_presigned_url_is_renewed(s3_server, s3_rec):
-    rf = RecordFile(s3_rec, storage_options=s3_server)
+    rf = RecordFile(s3_rec, storage_options=s3_server, fetch=FSSPEC)
     src = rf.source
     src.read(0, 16)
     # A URL that expires in one second, as if made long ago (age kept below the renewal).
@@ -309,6 +314,19 @@ def test_opening_a_dataset_makes_one_s3_client(s3_server, s3_rec, monkeypatch):
     made = []
     real = fsspec.core.url_to_fs
     monkeypatch.setattr(fsspec.core, "url_to_fs", lambda *a, **k: made.append(a) or real(*a, **k))
+    monkeypatch.setattr(stores, "obstore_module", lambda: None)  # fsspec's clients only
     rf = RecordFile(s3_rec, storage_options=s3_server)
     assert rf.checksums is not None and len(rf) == 120  # the writer's sidecar was read
+    assert len(made) == 1
+
+
+def test_opening_a_dataset_makes_one_obstore_store(s3_server, s3_rec, monkeypatch):
+    from obstore import store as obstores
+
+    made = []
+    real = obstores.S3Store
+    monkeypatch.setattr(obstores, "S3Store", lambda *a, **k: made.append(a) or real(*a, **k))
+    rf = RecordFile(s3_rec, storage_options=s3_server)
+    assert isinstance(rf.source, ObjectStoreSource)
+    assert rf.checksums is not None and len(rf) == 120
     assert len(made) == 1

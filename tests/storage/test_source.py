@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 from recio import storage
-from recio.storage.blockcache import CachedSource
+from recio.storage.cached import CachedSource
 from recio.storage.remote import FsspecSource
 
 

@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from recio.cli.args import Parser, at_least, json_object, positive_float, restart_interval
+from recio._args import Parser, at_least, json_object, positive_float, restart_interval
 
 
 def test_argument_types_refuse_what_they_do_not_take():

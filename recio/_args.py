@@ -1,4 +1,7 @@
-"""The argument helpers every ``recio`` command shares (and ``im2rec``, ``bench``, ``train``).
+"""The argument helpers every ``recio`` command shares (``im2rec``, ``bench``, ``train``, ``cli``).
+
+It sits below all of them (in the base layer), so none of them imports back up into
+:mod:`recio.cli` for its arguments.
 
 Argument types (:func:`json_object`, :func:`at_least`, :func:`positive_float`), the
 common options (:func:`add_storage_option`, :func:`add_debug_option`), recio's parser
