@@ -17,21 +17,42 @@ struct jpeg_entropy_decoder {
 #define RC_FAST_BITS 10
 #define FAST_SIZE (1 << RC_FAST_BITS)
 
-/* An entry for a code: bits 0-7 the bits the code and its value take, 8-12 the code's,
- * 13-16 the value's (the symbol's size), 17-20 the zero run before it. The fast table holds
- * those of codes of at most RC_FAST_BITS bits, 0 for a longer one. */
-#define ENTRY(l, s, run) \
-  ((uint32_t)((l) + (s)) | (uint32_t)(l) << 8 | (uint32_t)(s) << 13 | (uint32_t)(run) << 17)
+/* A whole entry (E_WHOLE set) is a step of the decode done: bits 0-7 the bits its code and
+ * value take, 8-14 the zeros before the coefficient (63 for the end of the block, so that the
+ * step leaves the block), 16-31 the value, signed. The fast table holds one for each code
+ * whose value's bits fit in the RC_FAST_BITS looked up with it, so most coefficients take one
+ * lookup and no arithmetic. A part entry (E_WHOLE clear) holds the code and the symbol only:
+ * bits 16-20 the code's length, 21-24 the value's size, 25-28 the zero run; complete() reads
+ * its value. 0 in the fast table: a code longer than RC_FAST_BITS (complete() decodes it). */
+#define E_WHOLE (1u << 15)
+#define WHOLE(total, run, v) \
+  ((uint32_t)(total) | (uint32_t)(run) << 8 | E_WHOLE | (uint32_t)(uint16_t)(int16_t)(v) << 16)
 #define E_TOTAL(f) ((int)((f) & 0xFF))
-#define E_CODE(f) ((int)((f) >> 8 & 31))
-#define E_SIZE(f) ((int)((f) >> 13 & 15))
-#define E_RUN(f) ((int)((f) >> 17 & 15))
+#define E_RUN(f) ((int)((f) >> 8 & 127))
+#define E_VALUE(f) ((int)(int16_t)(uint16_t)((f) >> 16))
+#define PART(l, s, run) ((uint32_t)(l) << 16 | (uint32_t)(s) << 21 | (uint32_t)(run) << 25)
+#define P_CODE(f) ((int)((f) >> 16 & 31))
+#define P_SIZE(f) ((int)((f) >> 21 & 15))
+#define P_RUN(f) ((int)((f) >> 25 & 15))
+#define END_OF_BLOCK 63
+/* A table entry is 64 bits: a whole or part entry in the low 32; in a whole one, bits 32-39
+ * the bits of its first symbol alone. An AC table's whole entry may hold a second symbol
+ * whose code and value fit in the looked-up bits after the first's (a pair, two
+ * coefficients for one lookup): then bits 0-7 count both symbols' bits, 40-46 say how far
+ * the second moves on from the first (its run + 1) and 48-63 hold its value. A single's
+ * 40-46 are 0 and 48-63 the first's value again, so that writing the second changes nothing
+ * and the decode needs no branch to tell the two apart. */
+#define E_FIRST(f) ((int)((f) >> 32 & 0xFF))
+#define E_ADVANCE(f) ((int)((f) >> 40 & 127))
+#define E_VALUE2(f) ((int)(int16_t)(uint16_t)((f) >> 48))
 
 typedef struct {
-  uint32_t fast[FAST_SIZE]; /* by the next RC_FAST_BITS bits */
+  uint64_t fast[FAST_SIZE]; /* by the next RC_FAST_BITS bits */
   int32_t maxcode[18];      /* canonical decode of the longer codes, as libjpeg's */
   int32_t valoffset[18];
   uint8_t huffval[256];
+  uint8_t bits[17]; /* the JHUFF_TBL it was built from, with huffval */
+  int built;        /* from bits and huffval: an image with the same table skips the build */
 } htable;
 
 /* The bit reader: buf holds cnt unread bits, first in the top one; p is the next byte to
@@ -64,12 +85,16 @@ struct rc_entropy {
   int failed;
 };
 
-/* zigzag to natural order, with libjpeg's 16 extra entries for runs past the end */
-static const uint8_t natural[64 + 16] = {
-    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33,
-    40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36,
-    29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,
-    47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
+/* zigzag to natural order, then 63 for the steps that go past the end: a run past the 63rd
+ * coefficient (libjpeg writes its value there) and END_OF_BLOCK's (a 0, where no step before
+ * it wrote: one that had would have ended the block) */
+static const uint8_t natural[64 + 64] = {
+    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33, 40, 48,
+    41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23,
+    30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63, 63, 63,
+    63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63,
+    63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63,
+    63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
 
 rc_entropy *rc_entropy_new(void) {
   return calloc(1, sizeof(rc_entropy));
@@ -86,10 +111,49 @@ int rc_entropy_failed(const rc_entropy *e) {
   return e->failed;
 }
 
+/* JPEG's signed magnitude (F.2.2.1): the value of the s bits v. */
+static inline int extend(int v, int s) {
+  /* (libjpeg's HUFF_EXTEND: the sign is a coin toss, so no branch) */
+  return v + ((v - (1 << (s - 1))) >> 31 & ((int)(~0u << s) + 1));
+}
+
+/* The whole entry of the symbol sym after a code of l bits, its value the next bits of b
+ * (the code at b's top). */
+static inline uint32_t whole(uint64_t b, int l, int sym, int is_dc) {
+  const int s = sym & 15;
+  if (s) return WHOLE(l + s, is_dc ? 0 : sym >> 4, extend((int)((b << l) >> (64 - s)), s));
+  /* size 0: a DC difference of 0; for AC, sixteen zeros (run 15) or the end of the block */
+  return WHOLE(l, is_dc ? 0 : sym == 0xF0 ? 15 : END_OF_BLOCK, 0);
+}
+
+/* The 64-bit entry of a whole entry w alone (no second symbol). */
+static inline uint64_t single(uint32_t w) {
+  return w | (uint64_t)E_TOTAL(w) << 32 | (uint64_t)(w >> 16) << 48;
+}
+
+/* Pairs in an AC table (see E_FIRST): each whole entry, the end of the block aside, with the
+ * entry of the bits after it where that one is whole within them. */
+static void make_pairs(htable *t) {
+  for (int x = 0; x < FAST_SIZE; x++) {
+    const uint64_t f = t->fast[x];
+    if (!(f & E_WHOLE) || E_RUN(f) == END_OF_BLOCK) continue;
+    const int used = E_TOTAL(f);
+    /* (entries made pairs before this one keep their first symbol as it was: E_FIRST) */
+    const uint64_t g = t->fast[(x << used) & (FAST_SIZE - 1)];
+    if (!(g & E_WHOLE) || E_FIRST(g) > RC_FAST_BITS - used) continue;
+    t->fast[x] = ((f & 0xFFFFFF00u) | (uint32_t)(used + E_FIRST(g))) | (uint64_t)used << 32 |
+                 (uint64_t)(E_RUN(g) + 1) << 40 | (uint64_t)(uint16_t)E_VALUE(g) << 48;
+  }
+}
+
 /* libjpeg's derived table (jpeg_make_d_derived_tbl) and the fast entries; 0 where the
  * table is not one libjpeg would have accepted. */
 static int build_table(htable *t, const JHUFF_TBL *h, int is_dc) {
   if (!h) return 0;
+  if (t->built && !memcmp(t->bits, h->bits, sizeof t->bits) &&
+      !memcmp(t->huffval, h->huffval, sizeof t->huffval))
+    return 1;
+  t->built = 0;
   int count = 0, code = 0, p = 0;
   for (int l = 1; l <= 16; l++) count += h->bits[l];
   if (count > 256) return 0;
@@ -103,9 +167,12 @@ static int build_table(htable *t, const JHUFF_TBL *h, int is_dc) {
         const int sym = h->huffval[p];
         if (is_dc && sym > 15) return 0;
         if (l > RC_FAST_BITS) continue;
-        const int spare = RC_FAST_BITS - l;
-        const uint32_t f = is_dc ? ENTRY(l, sym, 0) : ENTRY(l, sym & 15, sym >> 4);
-        for (int x = 0; x < 1 << spare; x++) t->fast[(code << spare) + x] = f;
+        const int spare = RC_FAST_BITS - l, fits = l + (sym & 15) <= RC_FAST_BITS;
+        for (int x = 0; x < 1 << spare; x++) {
+          const int bits = (code << spare) + x;
+          t->fast[bits] = fits ? single(whole((uint64_t)bits << (64 - RC_FAST_BITS), l, sym, is_dc))
+                               : PART(l, sym & 15, sym >> 4);
+        }
       }
       t->maxcode[l] = code - 1;
     } else {
@@ -115,6 +182,9 @@ static int build_table(htable *t, const JHUFF_TBL *h, int is_dc) {
   }
   t->maxcode[17] = 0x7FFFFFFF; /* (never reached: l > 16 fails first) */
   memcpy(t->huffval, h->huffval, sizeof t->huffval);
+  if (!is_dc) make_pairs(t);
+  memcpy(t->bits, h->bits, sizeof t->bits);
+  t->built = 1;
   return 1;
 }
 
@@ -131,25 +201,19 @@ static inline void consume(bitreader *r, int n) {
   r->cnt -= n;
 }
 
-/* A code longer than the fast table: libjpeg's canonical decode. Its entry, or 0 for a
- * code no table has. */
-static uint32_t slow_code(const htable *t, uint64_t b, int is_dc) {
+/* The whole entry of the code at b's top where the fast table's entry f is not one: a part
+ * entry's value read, or a code longer than the table decoded as libjpeg does. 0 for a code
+ * no table has. */
+static uint64_t complete(const htable *t, uint64_t b, uint64_t f, int is_dc) {
+  if (f) return single(whole(b, P_CODE(f), P_RUN(f) << 4 | P_SIZE(f), is_dc));
   for (int l = RC_FAST_BITS + 1; l <= 16; l++) {
     const int32_t code = (int32_t)(b >> (64 - l));
     if (code <= t->maxcode[l]) {
       const int sym = t->huffval[(code + t->valoffset[l]) & 0xFF];
-      if (is_dc) return sym > 15 ? 0 : ENTRY(l, sym, 0);
-      return ENTRY(l, sym & 15, sym >> 4);
+      return is_dc && sym > 15 ? 0 : single(whole(b, l, sym, is_dc));
     }
   }
   return 0;
-}
-
-/* The value of the entry's size in bits after its code: JPEG's signed magnitude (F.2.2.1). */
-static inline int value(uint64_t buf, uint32_t f) {
-  const int s = E_SIZE(f), v = (int)((buf << E_CODE(f)) >> (64 - s));
-  /* (libjpeg's HUFF_EXTEND: the sign is a coin toss, so no branch) */
-  return v + ((v - (1 << (s - 1))) >> 31 & ((int)(~0u << s) + 1));
 }
 
 static void stop(j_decompress_ptr ci, rc_entropy *e) {
@@ -163,35 +227,34 @@ static void start_pass(j_decompress_ptr ci) {
 }
 
 /* One block: the DC difference and the AC coefficients into blk (zeroed by the caller).
- * Every step reads at most 31 bits (a code and its value), so one refill check a step.
- * 0 on a code no table has. */
+ * Every step reads at most 31 bits (a code and its value), so one refill check a step, and
+ * is a whole entry's: the zeros before the coefficient, then it. 0 on a code no table has. */
 static inline int decode_block(rc_entropy *e, bitreader *r, int b_n, JCOEF *blk, JCOEF *dc_out) {
   if (r->cnt < 32) refill(r);
   const htable *t = e->dct[b_n];
-  uint32_t f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
-  if (!f && !(f = slow_code(t, r->buf, 1))) return 0;
-  const int diff = E_SIZE(f) ? value(r->buf, f) : 0;
+  uint64_t f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
+  if (!(f & E_WHOLE) && !(f = complete(t, r->buf, f, 1))) return 0;
   consume(r, E_TOTAL(f));
   if (e->dc_needed[b_n]) {
     const int ci = e->member[b_n];
     /* (as libjpeg: the sum may wrap on damaged data; the block keeps its low 16 bits) */
-    e->last_dc[ci] = (int)((unsigned)e->last_dc[ci] + (unsigned)diff);
+    e->last_dc[ci] = (int)((unsigned)e->last_dc[ci] + (unsigned)E_VALUE(f));
     *dc_out = (JCOEF)e->last_dc[ci];
   }
   t = e->act[b_n];
   for (int k = 1; k < DCTSIZE2; k++) {
     if (r->cnt < 32) refill(r);
     f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
-    if (!f && !(f = slow_code(t, r->buf, 0))) return 0;
-    if (E_SIZE(f)) {
-      k += E_RUN(f);
-      blk[natural[k]] = (JCOEF)value(r->buf, f);
-      consume(r, E_TOTAL(f));
-    } else { /* the end of the block, or (run 15) sixteen zeros */
-      consume(r, E_TOTAL(f));
-      if (E_RUN(f) != 15) break;
-      k += 15;
+    if (!(f & E_WHOLE) && !(f = complete(t, r->buf, f, 0))) return 0;
+    k += E_RUN(f);
+    blk[natural[k]] = (JCOEF)E_VALUE(f);
+    if (k >= DCTSIZE2 - 1) { /* the block ends at the first symbol: the second is the next's */
+      consume(r, E_FIRST(f));
+      break;
     }
+    consume(r, E_TOTAL(f));
+    k += E_ADVANCE(f);
+    blk[natural[k]] = (JCOEF)E_VALUE2(f);
   }
   return 1;
 }

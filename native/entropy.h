@@ -8,9 +8,16 @@
  * RST markers in sequence between them, nothing else) while copying its entropy-coded bytes
  * with the 0xFF00 stuffing taken out, then replaces libjpeg's decode_mcu with its own: a
  * 64-bit bit buffer refilled eight bytes at a time from that copy, and one table lookup of
- * the next RC_FAST_BITS bits per coefficient giving its code's length, its value's size and
- * its zero run. It does so for every one-scan baseline JPEG, markers or not: on the corpus
- * of tools/make_corpus.py it is faster than libjpeg-turbo's fast path too. libjpeg still does
+ * the next RC_FAST_BITS bits per coefficient. Where a code and its value's bits both fit in
+ * those bits (short codes of small values) the entry holds the whole step: the bits to drop,
+ * the zero run (the end of the block as a run that leaves it) and the value, so the loop
+ * over a block has no branch on the symbol; a longer one is completed by a second step
+ * (entropy.c: complete). Where the bits after such a step hold a second whole AC symbol,
+ * the entry holds both (a pair), which shortens the chain of dependent lookups that bounds
+ * the decode's speed. A worker keeps its tables from image to image and builds them again
+ * only for an image whose tables differ. It does so for every one-scan baseline JPEG,
+ * markers or not: on the corpus of tools/make_corpus.py it is faster than libjpeg-turbo's
+ * fast path too (in instructions and CPU time, BENCHMARKS.md). libjpeg still does
  * the rest (IDCT, upsampling, colour); the coefficients it receives are exactly those its own
  * decoder gives, including its handling of a run past the 63rd coefficient and of bytes left
  * over at a segment's end (ignored, as libjpeg ignores them with a warning that changes no

@@ -10,6 +10,12 @@ and the centre crop of evaluation (shorter side 256, 224). Prints the CPU time p
 each (median over the rounds) and the median of the per-round ratios, which a busy machine
 moves far less than either time. Run it on a file as it came and on its `recio optimize`d
 copy: without restart markers libjpeg takes its fast path, with them its bit-by-bit one.
+
+    valgrind --tool=callgrind python tools/bench_entropy.py FILE.rec --only recio --rounds 2
+
+decodes the images with one of the two only (RandomResizedCrop, no clock), for an instruction
+count, which load does not move: the inclusive count of decode_task in callgrind_annotate's
+output, divided by rounds x images, is the instructions an image.
 """
 
 from __future__ import annotations
@@ -48,10 +54,18 @@ def main() -> int:
     parser.add_argument("rec")
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--images", type=int, default=150)
+    parser.add_argument("--only", choices=("recio", "libjpeg"), help="one decoder, untimed")
     args = parser.parse_args()
     images = Data(args.rec, None, 128).images[: args.images]
     records = np.arange(len(images), dtype=np.int64)
     out = np.empty((len(images), 224, 224, 3), np.uint8)
+    if args.only:
+        with pool(args.only == "libjpeg") as only:
+            for r in range(args.rounds):
+                draw = KeyedDraw(DRAWS["RRC-224+flip"], 0, r)
+                only.decode_batch(images, out, draw=draw, records=records)
+        print(f"{args.only}: {args.rounds} rounds of {len(images)} images")
+        return 0
     pools = {"libjpeg": pool(True), "recio": pool(False)}
     us: dict = {(s, k): [] for s in DRAWS for k in pools}
     ratios: dict = {s: [] for s in DRAWS}

@@ -8,8 +8,11 @@ scales, and damaged ones, where it stops and libjpeg decodes the image again.
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
+from PIL import Image
 
 from recio import _native, decode
 from recio.augment import CropSpec, KeyedDraw
@@ -171,3 +174,38 @@ def test_data_cut_short_before_the_eoi_is_truncation_as_before(pools, restart) -
     s1, got, s2, want = both(pools, [short], (24, 24), crops=box)
     assert s1[0] == s2[0] == decode.Status.TRUNCATED
     assert np.array_equal(got, want)
+
+
+def encoded(w: int, h: int, seed: int, smooth: bool, **save) -> bytes:
+    """Pixel noise, or noise scaled up 4x (smooth, photo-like). At quality 100 most of
+    the noise's blocks code their 63rd coefficient: a block's last symbol is a value, not
+    the end of the block."""
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 256, (h // 4 + 2, w // 4 + 2, 3) if smooth else (h, w, 3), np.uint8)
+    image = Image.fromarray(pixels)
+    if smooth:
+        image = image.resize((w, h), Image.Resampling.BICUBIC)
+    out = io.BytesIO()
+    image.save(out, "JPEG", **save)
+    return out.getvalue()
+
+
+def test_tables_and_block_ends_of_every_kind_decode_as_libjpeg_does(pools) -> None:
+    """One worker, image after image: the standard tables and each image's own (Pillow's
+    optimize), short codes and long ones (qualities 30 to 100), blocks that end at their
+    63rd coefficient (noise) and at an end of block, with and without markers. The decoder
+    keeps an image's tables for the next that has the same ones, and reads two symbols a
+    lookup where both are short: every image must still decode as libjpeg decodes it."""
+    sources = [
+        encoded(48 + 8 * i, 40 + 4 * i, i, smooth, quality=quality, optimize=optimize)
+        for i, quality in enumerate((30, 75, 95, 100))
+        for optimize in (False, True)
+        for smooth in (False, True)
+    ]
+    sources += marked(sources, 1) + marked(sources, "row")
+    assert all(_native.own_entropy(s) for s in sources)
+    boxes = np.array([[0, 0, 48, 40]] * len(sources), np.int32)
+    for size in ((48, 40), (6, 5)):
+        s1, got, s2, want = both(pools, sources, size, crops=boxes)
+        assert not s1.any() and not s2.any()
+        assert np.array_equal(got, want), size
