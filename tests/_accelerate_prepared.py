@@ -24,7 +24,10 @@ try:
 except RuntimeError as exc:
     report["error"] = str(exc)
 report["ids"] = sorted(i for b in batches for i in b.index.tolist())  # unprepared: its shard
-print(json.dumps(report), flush=True)
+# one write of the whole line: two ranks share the pipe, and a line written in pieces (text,
+# then its newline) can interleave with the other rank's
+sys.stdout.write(json.dumps(report) + "\n")
+sys.stdout.flush()
 it.close()
 accelerator.wait_for_everyone()
 accelerator.end_training()

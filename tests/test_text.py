@@ -25,9 +25,9 @@ def test_a_byte_that_is_not_utf8_is_named_with_its_line():
 
 def test_records_and_storage_read_text_files_with_one_decoder():
     from recio.records import format as record_format
-    from recio.storage import urls
+    from recio.storage import whole
 
-    assert record_format.decode_text is decode_text and urls.decode_text is decode_text
+    assert record_format.decode_text is decode_text and whole.decode_text is decode_text
 
 
 def test_the_record_format_loads_no_storage():
