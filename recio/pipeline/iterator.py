@@ -179,10 +179,15 @@ class ImageRecordIter(PositionedIterator):
         return batch
 
     def _end_epoch(self) -> None:
-        self._stop_pipeline()
+        # A local file's pipeline goes on with the next epoch's first batches, and is kept
+        # if the consumer goes on to that epoch (NOTE [epoch overlap] in .queued)
+        self._governor.pause()
+        if not isinstance(self._pipeline, QueuedPipeline):
+            self._stop_pipeline()
 
     def _start_next_epoch(self) -> None:
-        self._stop_pipeline()
+        if self._pipeline is None or not self._pipeline.carry_on(self.epoch, self.step):
+            self._stop_pipeline()
 
     def _restart(self) -> None:
         self._stop_pipeline()

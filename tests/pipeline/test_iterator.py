@@ -723,7 +723,7 @@ def test_ctrl_c_with_batches_queued_leaves_the_iterator_closable(tmp_path):
                 pass
     timer.join()
     queued = list(it._pipeline._queued) if it._pipeline is not None else []
-    outs = [entry[2] for entry in queued if entry[2] is not None]
+    outs = [entry.out for entry in queued if entry.out is not None]
     t0 = time.monotonic()
     it.close()
     assert time.monotonic() - t0 < 10
