@@ -3,7 +3,8 @@
     __next__ ──submit──▶ native pool's queue (batches decoded back to back) ──▶ Batch
 
 No Python thread of its own (NOTE [queued batches]); the common batch takes a short path
-(NOTE [lean batches]).
+(NOTE [lean batches]); the next epoch's first batches are queued while an epoch's last ones
+are taken (NOTE [epoch overlap]).
 """
 
 from __future__ import annotations
@@ -58,6 +59,33 @@ class QueuedPipeline(PipelineRun):
     other batch, and a lean one with a bad image, a checksum mismatch or several labels,
     goes the general way
     (:meth:`~recio.pipeline.read_decode.LocalPending.result`): the same batches either way.
+
+    NOTE [epoch overlap]: a pipeline that ended with its epoch would leave the pool idle
+    from the moment the epoch's last batch is decoded until the consumer's next ``iter()``
+    queues the next epoch's first one, and the consumer would then wait for that batch's
+    whole decode: about a batch per epoch, up to 1/n of an epoch of n batches where the
+    consumer's step is about as long as a batch's decode. So once the consumer's epoch has
+    had its last batch submitted, :meth:`_fill` gives the queue's room to the next epoch's
+    first batches: planned from that epoch's order, drawn with its keys (a
+    :class:`~recio.pipeline.read_decode.BatchReader` of its own), one epoch ahead at most
+    and within ``depth`` (the same batch arrays in flight). The consumer still sees one
+    epoch a pass: ``get`` is never asked past the epoch's last step
+    (:class:`~recio.pipeline.positioned.PositionedIterator` raises StopIteration there),
+    and the iterator keeps the pipeline over the epoch's end. When the consumer goes on to
+    the next epoch from its first step (``iter()``, or ``reset()`` once every batch was
+    taken), :meth:`carry_on` makes the queued batches that epoch's. Whatever else moves
+    the position (``load_state_dict``, a ``reset()`` mid-epoch) or ends the iterator
+    (``close()``, the finalizer) stops the pipeline, and :meth:`stop` waits for the pool to
+    be done with every queued batch, the next epoch's too, before an array of theirs can
+    be taken again; a failed submission ends the submissions and :meth:`carry_on` refuses,
+    so the next epoch starts afresh. The position (``state_dict()``, ``len()``) is the
+    consumer's, kept by the iterator; what is queued is never part of it, so a state saved
+    during the overlap is the one saved without it, and a run resumed from it plans and
+    draws exactly the batches that followed (tests/pipeline/test_epoch_overlap.py and the
+    framework sweeps of tests/frameworks/test_resume_sweep.py compare their bytes). A
+    remote file's pipeline does not carry on (:mod:`.remote`): its next epoch's first
+    fetches are made ahead (:class:`~recio.storage.Lookahead`), its decode starts with
+    the epoch.
     """
 
     def __init__(
@@ -144,11 +172,7 @@ class QueuedPipeline(PipelineRun):
     def _fill(self) -> None:
         """Submit batches until ``depth`` are queued: the epoch's, then the next one's first.
 
-        NOTE [epoch overlap]: once the consumer's epoch has had its last batch submitted,
-        the room left in the pool's queue takes the next epoch's first batches (their plans
-        and draws are that epoch's), so the pool never runs dry at an epoch's end. They are
-        the consumer's only if it goes on to that epoch from its start
-        (:meth:`carry_on`); anything else stops the pipeline, which waits for them.
+        (NOTE [epoch overlap].)
         """
         while len(self._queued) < self.depth and self._ahead is not None:
             ahead = self._ahead
