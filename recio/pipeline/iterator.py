@@ -179,11 +179,9 @@ class ImageRecordIter(PositionedIterator):
         return batch
 
     def _end_epoch(self) -> None:
-        # A local file's pipeline goes on with the next epoch's first batches, and is kept
-        # if the consumer goes on to that epoch (NOTE [epoch overlap] in .queued)
+        # The pipeline goes on with the next epoch's first batches, and is kept if the
+        # consumer goes on to that epoch (NOTE [epoch overlap] in .queued)
         self._governor.pause()
-        if not isinstance(self._pipeline, QueuedPipeline):
-            self._stop_pipeline()
 
     def _start_next_epoch(self) -> None:
         if self._pipeline is None or not self._pipeline.carry_on(self.epoch, self.step):
@@ -205,6 +203,7 @@ class ImageRecordIter(PositionedIterator):
             self._pipeline = RemotePipeline(
                 self, self.epoch, self.step, lookahead=self._lookahead, **inputs
             )
+        self._governor.started()
         self._finalizer.detach()
         self._finalizer = weakref.finalize(
             self, _shutdown, [self._pipeline], self.pool, self._lookahead

@@ -83,9 +83,14 @@ class QueuedPipeline(PipelineRun):
     during the overlap is the one saved without it, and a run resumed from it plans and
     draws exactly the batches that followed (tests/pipeline/test_epoch_overlap.py and the
     framework sweeps of tests/frameworks/test_resume_sweep.py compare their bytes). A
-    remote file's pipeline does not carry on (:mod:`.remote`): its next epoch's first
-    fetches are made ahead (:class:`~recio.storage.Lookahead`), its decode starts with
-    the epoch.
+    remote file's pipeline (:class:`~recio.pipeline.remote.RemotePipeline`) does the
+    same with its threads: the reader goes on from the epoch's last batches to the next
+    epoch's, with the first fetches it started behind the epoch's last ones
+    (:class:`~recio.storage.Lookahead`), and reads a further epoch only once the
+    consumer has gone on to the one before; the decode threads number the batches in the
+    order read (steps start again each epoch) and draw each with its epoch's keys; the
+    ready queue holds the next epoch's first batches at the end of an epoch, within its
+    bound.
     """
 
     def __init__(

@@ -154,13 +154,16 @@ class PipelineRun:
 
     def submit(self, raw: RawBatch, out: np.ndarray) -> PendingBatch:
         """``raw``'s records read and decoded into ``out``: its native calls queued."""
+        draw = self.draw  # the delivered epoch's; a batch read ahead is the next one's
+        if draw.epoch != raw.epoch:
+            draw = self.epoch_draw(raw.epoch)
         return submit_read_and_decode(
             self.records,
             raw.positions,
             self.pool,
             out,
             label_width=self.read_label_width,
-            draw=self.draw,
+            draw=draw,
             options=self.decode_options,
             payloads=raw.payloads,
             raise_bad_headers=self.raise_bad_headers,

@@ -1,8 +1,8 @@
 """No drain at an epoch's end (NOTE [epoch overlap] in recio/pipeline/queued.py).
 
-A local file's pipeline queues the next epoch's first batches on the pool while the last
-ones are taken. These tests pin down that it does, and that nothing a consumer can see
-depends on it: a state saved at any step of a two-epoch run (the overlap's steps among
+The pipeline reads and decodes the next epoch's first batches while the last ones are taken
+(a local file's queued on the pool, a remote file's by its threads). These tests pin down
+that it does, and that nothing a consumer can see depends on it: a state saved at any step of a two-epoch run (the overlap's steps among
 them) restores the same bytes of data and labels in a fresh iterator and in the same one,
 on another world size too; ``len()`` and ``state_dict()`` are the consumer's position;
 reset, load_state_dict, close and Ctrl-C during the overlap leave nothing running.
@@ -241,17 +241,66 @@ def test_ctrl_c_around_epoch_ends_leaves_the_iterator_closable(tmp_path_factory,
     assert it._pipeline is None and not recio_threads()
 
 
-def test_a_remote_file_ends_its_epochs_as_before(tmp_path):
-    """The remote pipeline does not carry on: each epoch starts a pipeline of its own, and
-    the batches are those of the local file's overlapping run."""
+@pytest.fixture(scope="module")
+def remote(rec) -> str:
+    """The same records on fsspec's memory filesystem: the remote pipeline reads them."""
     fsspec = pytest.importorskip("fsspec")
-    local = make_rec(tmp_path, n=IMAGES)
     fs = fsspec.filesystem("memory")
     for suffix in (".rec", ".idx"):
-        with open(local[: -len(".rec")] + suffix, "rb") as f:
+        with open(rec[: -len(".rec")] + suffix, "rb") as f:
             fs.pipe(f"/overlap/data{suffix}", f.read())
-    with make(local) as it:
-        expected = run(it, EPOCHS)
-    with make("memory://overlap/data.rec") as it:
+    return "memory://overlap/data.rec"
+
+
+def test_a_remote_file_gives_the_local_files_batches(rec, remote):
+    full, _ = uninterrupted(rec)
+    with make(remote) as it:
         assert not it.records.is_local
-        assert run(it, EPOCHS) == expected
+        assert run(it, EPOCHS) == full
+
+
+def test_a_remote_files_next_epoch_is_decoded_before_it_starts(remote):
+    """The decode threads go on into epoch 1 before the consumer asks for it."""
+    full, _ = uninterrupted(remote)
+    tracer = Tracer()
+    with make(remote, tracer=tracer) as it:
+        n = len(it)
+        for _batch in it:
+            pass  # epoch 0 ended; epoch 1 not started: only the overlap decodes it
+        assert it.epoch == 0
+
+        def decoded_ahead():
+            return {
+                e["args"]["step"]
+                for e in list(tracer.events)
+                if e["name"] == "decode+augment" and e["args"]["epoch"] == 1
+            }
+
+        deadline = time.monotonic() + 60  # a loaded machine: eventually, not by when
+        while 0 not in decoded_ahead() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert 0 in decoded_ahead()
+        assert run(it, 1) == full[n:]
+
+
+def test_a_remote_state_saved_at_any_step_restores_the_same_bytes(remote):
+    full, states = uninterrupted(remote)
+    for k, state in states.items():
+        if k == len(full):
+            continue
+        with make(remote) as it:
+            it.load_state_dict(state)
+            assert run(it, EPOCHS - state["epoch"]) == full[k:], f"resumed after {k} batches"
+
+
+def test_a_remote_load_state_and_close_during_the_overlap(remote):
+    full, states = uninterrupted(remote)
+    n = len(full) // EPOCHS
+    with make(remote) as it:
+        taken = [digest(next(it)) for _ in range(n)]  # epoch 1 being read and decoded
+        it.load_state_dict(states[3])
+        assert taken + run(it, EPOCHS) == full[:n] + full[3:]
+    it = make(remote)
+    taken = [digest(b) for b in it]
+    it.close()
+    assert taken == full[:n] and not recio_threads()
