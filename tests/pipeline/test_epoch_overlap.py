@@ -2,10 +2,11 @@
 
 The pipeline reads and decodes the next epoch's first batches while the last ones are taken
 (a local file's queued on the pool, a remote file's by its threads). These tests pin down
-that it does, and that nothing a consumer can see depends on it: a state saved at any step of a two-epoch run (the overlap's steps among
-them) restores the same bytes of data and labels in a fresh iterator and in the same one,
-on another world size too; ``len()`` and ``state_dict()`` are the consumer's position;
-reset, load_state_dict, close and Ctrl-C during the overlap leave nothing running.
+that it does, and that nothing a consumer can see depends on it: a state saved at any
+step of a two-epoch run (the overlap's steps among them) restores the same bytes of data
+and labels in a fresh iterator and in the same one, on another world size too; ``len()``
+and ``state_dict()`` are the consumer's position; reset, load_state_dict, close and Ctrl-C
+during the overlap leave nothing running.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 from recio.pipeline.iterator import ImageRecordIter
 from recio.pipeline.trace import Tracer
 
-from .test_iterator import make_rec, recio_threads
+from .test_iterator import _upload, make_rec, recio_threads
 
 pytestmark = pytest.mark.needs_native
 
@@ -160,9 +161,11 @@ def test_reset_during_the_overlap(rec):
         assert rest == full[n:]
 
 
-def test_elastic_resume_inside_the_overlap(rec):
+@pytest.mark.parametrize("where", ["local", "remote"])
+def test_elastic_resume_inside_the_overlap(request, where):
     """A state saved in the overlap by one rank, loaded by two: the rest of epoch 0 and all
     of epoch 1 once over the ranks, each record's pixels those of the uninterrupted run."""
+    rec = request.getfixturevalue("rec" if where == "local" else "remote")
     k = 6
     full_images, states = {}, {}
     with make(rec) as it:
@@ -220,12 +223,15 @@ def test_close_in_the_overlap_waits_for_the_queued_batches(rec):
         next(it)
 
 
+@pytest.mark.parametrize("where", ["local", "remote"])
 @pytest.mark.parametrize("delay", [0.05, 0.13, 0.31])
-def test_ctrl_c_around_epoch_ends_leaves_the_iterator_closable(tmp_path_factory, delay):
+def test_ctrl_c_around_epoch_ends_leaves_the_iterator_closable(tmp_path_factory, delay, where):
     """A KeyboardInterrupt while epochs of two batches go by (every get in an overlap)."""
     import _thread
 
     rec = make_rec(tmp_path_factory.mktemp("ctrlc"), n=16)
+    if where == "remote":
+        rec = _upload(rec, f"memory://ctrlc/{delay}.rec", {})
     it = make(rec, batch_size=8)
     timer = threading.Timer(delay, _thread.interrupt_main)
     with pytest.raises(KeyboardInterrupt):
