@@ -2,7 +2,7 @@
 
     python tools/bench_epoch_overlap.py R.rec --before DIR [--batch-sizes 64,128]
                                         [--epochs 6] [--rounds 5] [--threads 2]
-                                        [--step-ms-per-image 1.0]
+                                        [--step-ms-per-image 1.0] [--remote]
 
 A local file's pipeline queues the next epoch's first batches on the pool while the last
 ones are taken (NOTE [epoch overlap] in recio/pipeline/queued.py). On a file of a few
@@ -22,7 +22,9 @@ batch's decode: the consumer then waits for each epoch's first batch in full, wh
 consumer that takes no time the pool is the bound and never idles at an epoch's end either
 way. Each measure runs one epoch to warm up (pool threads,
 the page cache, each JPEG's first whole-stream read), then times ``--epochs`` epochs.
-Prints each round's images/s and the median ratio overlap / drain.
+Prints each round's images/s and the median ratio overlap / drain. ``--remote`` reads the
+file from fsspec's memory filesystem (each measure copies it there first), so the remote
+pipeline runs (a reader thread, two decode threads) without a network's noise.
 """
 
 from __future__ import annotations
@@ -37,9 +39,17 @@ import time
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def rate(rec: str, batch: int, threads: int, epochs: int, step_s: float) -> float:
+def rate(rec: str, batch: int, threads: int, epochs: int, step_s: float, remote: bool) -> float:
     """Images per second over ``epochs`` epochs, after a warm-up epoch (this process's recio)."""
     from recio import ImageRecordIter
+
+    if remote:
+        import fsspec
+
+        fs = fsspec.filesystem("memory")
+        for suffix in (".rec", ".idx"):
+            fs.put_file(rec[: -len(".rec")] + suffix, f"/bench/data{suffix}")
+        rec = "memory://bench/data.rec"
 
     it = ImageRecordIter(
         rec, data_shape=(3, 224, 224), batch_size=batch, shuffle=True, seed=1,
@@ -64,6 +74,7 @@ def measure(code: str, args: argparse.Namespace, batch: int) -> float:
     cmd = [sys.executable, os.path.abspath(__file__), args.rec, "--one", str(batch)]
     cmd += ["--threads", str(args.threads), "--epochs", str(args.epochs)]
     cmd += ["--step-ms-per-image", str(args.step_ms_per_image)]
+    cmd += ["--remote"] if args.remote else []
     out = subprocess.run(cmd, env=env, cwd=code, capture_output=True, text=True, check=True)
     return float(out.stdout.split()[-1])
 
@@ -77,12 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--step-ms-per-image", type=float, default=1.0)
+    parser.add_argument("--remote", action="store_true", help="read it as a remote file")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a measure's subprocess
     args = parser.parse_args(argv)
     args.rec = os.path.abspath(args.rec)
     if args.one is not None:
         step_s = args.step_ms_per_image * args.one / 1000
-        print(rate(args.rec, args.one, args.threads, args.epochs, step_s))
+        print(rate(args.rec, args.one, args.threads, args.epochs, step_s, args.remote))
         return 0
     if args.before is None:
         parser.error("--before DIR is needed (a built checkout of the code before the overlap)")

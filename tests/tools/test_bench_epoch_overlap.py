@@ -13,12 +13,13 @@ from ..pipeline.test_iterator import make_rec
 pytestmark = pytest.mark.needs_native
 
 
-def test_rounds_measure_both_sides_and_report_the_ratio(tmp_path):
+@pytest.mark.parametrize("where", [[], ["--remote"]], ids=["local", "remote"])
+def test_rounds_measure_both_sides_and_report_the_ratio(tmp_path, where):
     rec = make_rec(tmp_path, n=12)
     out = subprocess.run(
         [sys.executable, "tools/bench_epoch_overlap.py", rec, "--before", str(REPO),
          "--batch-sizes", "4", "--rounds", "2", "--epochs", "1", "--threads", "1",
-         "--step-ms-per-image", "0.1"],
+         "--step-ms-per-image", "0.1", *where],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
