@@ -131,22 +131,16 @@ CONTESTANTS = (
     DALI,
 )
 #: --only's names for the contestants.
-SHORT = dict(
-    zip(
-        (
-            "plain",
-            "rrc",
-            "rrc-optimized",
-            "centre",
-            "centre-optimized",
-            "turboloader",
-            "pillow",
-            "dali",
-        ),
-        CONTESTANTS,
-        strict=True,
-    )
-)
+SHORT = {
+    "plain": PLAIN,
+    "rrc": RRC_ORIGINAL,
+    "rrc-optimized": RRC_OPTIMIZED,
+    "centre": CENTRE_ORIGINAL,
+    "centre-optimized": CENTRE_OPTIMIZED,
+    "turboloader": TURBOLOADER,
+    "pillow": PILLOW,
+    "dali": DALI,
+}
 TURBOLOADER_VERSION = "2.39.0"
 #: Issue 47's targets: (contestant, against) -> the least ratio of throughputs.
 TARGETS = {
@@ -227,7 +221,7 @@ def turboloader_stage(tar: Path, batch: int, mean_bytes: float) -> tuple[Factory
             output_format="numpy_chw",
             train_aug=True,
         )
-        epoch = [0]
+        epoch, failed = [0], [0]
         stream = [iter(loader)]
 
         def step() -> tuple[int, int]:
@@ -245,7 +239,6 @@ def turboloader_stage(tar: Path, batch: int, mean_bytes: float) -> tuple[Factory
             info["zero_filled"] += failed[0]
             loader.close()
 
-        failed = [0]
         return step, close
 
     return factory, info
