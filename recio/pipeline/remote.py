@@ -66,10 +66,9 @@ class RemotePipeline(PipelineRun):
         # one's batch is queued in the pool (NOTE [job queue] in native/pool.c, GIL
         # released) and starts the moment the first one's ends. They take the batches in
         # the order the reader queued them (under _take_lock) and hand them on in that
-        # order (_put_in_turn),
-        # errors included, so the consumer sees exactly what one thread would give it; one
-        # more batch array is in flight. (A local file needs no thread: NOTE [queued
-        # batches].)
+        # order (_put_in_turn), errors included, so the consumer sees exactly what one
+        # thread would give it; one more batch array is in flight. (A local file needs no
+        # thread: NOTE [queued batches].)
         self.blocked = self.fetch_wait = 0.0  # NOTE [stage times]
         # Batches are numbered in the order the reader queues them, over the epochs it
         # reads (NOTE [epoch overlap] in .queued: the next epoch's follow this one's).
