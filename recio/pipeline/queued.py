@@ -131,6 +131,7 @@ class QueuedPipeline(PipelineRun):
         self._rows = [reader.rows(it.config.batch_size) for _ in range(self.depth + 2)]
         self._submitted = 0
         self._head: _Head | None = None  # NOTE [copied padding]
+        self._head_images: list[np.ndarray | None] = [None, None]
         self._ahead: _Submitting | None = _Submitting(epoch, step, self, reader)
 
     def _reader(self, epoch: int) -> BatchReader:
@@ -203,13 +204,15 @@ class QueuedPipeline(PipelineRun):
         padding = last.positions[-pad:]
         if last.keys is not None or not np.array_equal(padding, positions[:pad]):
             return
+        # Two arrays, an epoch's each in turn, reused: a fresh one would cost its page
+        # faults every epoch. Epoch e's padded batch is taken (or dropped) before epoch
+        # e + 2's first batch is, so the array it copies from is not written meanwhile.
+        images = self._head_images[epoch % 2]
+        if images is None or len(images) != pad:
+            images = self._head_images[epoch % 2] = np.empty_like(out[:pad])
+        np.copyto(images, out[:pad])
         self._head = _Head(
-            epoch,
-            last.step,
-            padding.copy(),
-            out[:pad].copy(),
-            labels[:pad].copy(),
-            ids[:pad].copy(),
+            epoch, last.step, padding.copy(), images, labels[:pad].copy(), ids[:pad].copy()
         )
 
     def _fill(self) -> None:
