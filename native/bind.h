@@ -128,7 +128,7 @@ typedef struct {
   PyObject_HEAD
   rc_opts opts;
   PyObject *draw; /* a Draw, or NULL */
-  Py_buffer lut, gain, mean_img;
+  Py_buffer lut, lut_line, gain, mean_img;
 } JobOptionsObject;
 
 extern PyTypeObject DrawType, JobOptionsType;

@@ -261,6 +261,16 @@ static void store_row(const rc_opts *o, const uint8_t *line, void *out, int yy, 
       return;
     }
     STORE_ROW(uint8_t, CONV_U8);
+  } else if (o->itemsize == 4 && !flip && o->layout == RC_LAYOUT_NCHW) {
+    /* output channel k from byte src[k] (NOTE [float store]) */
+    const float *lut = o->lut;
+    const double *ab = o->lut_line;
+    float *plane = (float *)out + (size_t)yy * W;
+    const size_t n = (size_t)H * W;
+    const float *const t[3] = {lut + 256 * c0, lut + 256, lut + 256 * c2};
+    const double *const lines[3] = {ab + 2 * c0, ab + 2, ab + 2 * c2};
+    float *const d[3] = {plane + (size_t)c0 * n, plane + n, plane + (size_t)c2 * n};
+    rc_split3_f32(line, t, ab ? lines : NULL, d, W);
   } else if (o->itemsize == 2) {
     const uint16_t *lut = o->lut;
     STORE_ROW(uint16_t, CONV_LUT);

@@ -49,6 +49,9 @@ typedef struct {
   int layout;      /* RC_LAYOUT_* */
   int itemsize;    /* 1: uint8 direct; 2 or 4: looked up in lut */
   const void *lut; /* [3][256] items of itemsize (value -> normalised float), or NULL */
+  /* Float32 outputs: [3][2], each channel's table as the line level * a + b, checked exact
+   * (NOTE [float store] in resample.h), or NULL: looked up. */
+  const double *lut_line;
   /* Float32 outputs, for a drawn contrast factor and illumination (rc_colour_affine) and a
    * mean image: gain[c] = scale / std[c]; mean_img [3][out_h][out_w] (output channel order,
    * times gain), or NULL. out = lut * contrast + illumination * gain - contrast * mean_img. */

@@ -214,6 +214,7 @@ static void hpass_1px(const uint8_t *in, uint8_t *out, int out_w, const rc_coeff
 #define RC_HAVE_AVX2_PATH 1
 
 static int use_avx2; /* set once by rc_simd_init, before any pool thread runs */
+static int use_fma;  /* (with AVX2: the float32 store's line, NOTE [float store]) */
 
 static int have_avx2(void) {
   return use_avx2;
@@ -232,6 +233,7 @@ const char *rc_simd_init(void) {
 #ifdef RC_HAVE_AVX2_PATH
   const char *simd = getenv("RECIO_SIMD");
   use_avx2 = __builtin_cpu_supports("avx2") && !(simd && strcmp(simd, "sse2") == 0);
+  use_fma = use_avx2 && __builtin_cpu_supports("fma");
   if (use_avx2) return "avx2";
 #endif
 #ifdef __SSE2__
@@ -391,6 +393,66 @@ __attribute__((target("avx2"))) static int split3_avx2(const uint8_t *in, uint8_
   return x;
 }
 
+/* Eight levels (the low 8 bytes of v) as (float)fma(level, a, b): the float32 store's line
+ * (NOTE [float store]). */
+static inline __attribute__((always_inline, target("avx2,fma"))) __m256 line8(__m128i v, __m256d a,
+                                                                              __m256d b) {
+  const __m256i w = _mm256_cvtepu8_epi32(v);
+  const __m128 lo =
+      _mm256_cvtpd_ps(_mm256_fmadd_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(w)), a, b));
+  const __m128 hi =
+      _mm256_cvtpd_ps(_mm256_fmadd_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(w, 1)), a, b));
+  return _mm256_set_m128(hi, lo);
+}
+
+__attribute__((target("avx2,fma"))) static int line_exact_avx2(const float *t, const double ab[2]) {
+  const __m256d a = _mm256_set1_pd(ab[0]), b = _mm256_set1_pd(ab[1]);
+  const __m128i step = _mm_set1_epi8(8);
+  __m128i v = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0);
+  for (int x = 0; x < 256; x += 8, v = _mm_add_epi8(v, step)) {
+    const __m256i got = _mm256_castps_si256(line8(v, a, b));
+    const __m256i want = _mm256_loadu_si256((const __m256i *)(t + x));
+    if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(got, want)) != -1) return 0; /* bits, not == */
+  }
+  return 1;
+}
+
+/* rc_split3_f32 for 16 pixels per step: rc_split3's shuffles, then each plane's 16 levels
+ * through its line. */
+__attribute__((target("avx2,fma"))) static int split3_f32_avx2(const uint8_t *in,
+                                                               const double *const ab[3],
+                                                               float *const d[3], int n) {
+  const __m128i m[3][3] = {
+      {_mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13)},
+      {_mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14)},
+      {_mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15)},
+  };
+  const __m256d a[3] = {_mm256_set1_pd(ab[0][0]), _mm256_set1_pd(ab[1][0]),
+                        _mm256_set1_pd(ab[2][0])};
+  const __m256d b[3] = {_mm256_set1_pd(ab[0][1]), _mm256_set1_pd(ab[1][1]),
+                        _mm256_set1_pd(ab[2][1])};
+  int x = 0;
+  for (; x + 16 <= n; x += 16, in += 48) {
+    const __m128i p = _mm_loadu_si128((const __m128i *)in);
+    const __m128i q = _mm_loadu_si128((const __m128i *)(in + 16));
+    const __m128i r = _mm_loadu_si128((const __m128i *)(in + 32));
+    for (int c = 0; c < 3; c++) {
+      const __m128i v =
+          _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(p, m[c][0]), _mm_shuffle_epi8(q, m[c][1])),
+                       _mm_shuffle_epi8(r, m[c][2]));
+      _mm256_storeu_ps(d[c] + x, line8(v, a[c], b[c]));
+      _mm256_storeu_ps(d[c] + x + 8, line8(_mm_srli_si128(v, 8), a[c], b[c]));
+    }
+  }
+  return x;
+}
+
 #endif
 
 /* Horizontal pass over RGB rows: AVX2 four pixels a step (NOTE [hpass avx2]), else one a step;
@@ -423,6 +485,27 @@ void rc_split3(const uint8_t *in, uint8_t *d0, uint8_t *d1, uint8_t *d2, int n) 
     d0[x] = in[0];
     d1[x] = in[1];
     d2[x] = in[2];
+  }
+}
+
+int rc_line_exact(const float *t, const double ab[2]) {
+#ifdef RC_HAVE_AVX2_PATH
+  if (use_fma) return line_exact_avx2(t, ab);
+#endif
+  (void)t, (void)ab;
+  return 0;
+}
+
+void rc_split3_f32(const uint8_t *in, const float *const t[3], const double *const ab[3],
+                   float *const d[3], int n) {
+  int x = 0;
+#ifdef RC_HAVE_AVX2_PATH
+  if (ab && use_fma) x = split3_f32_avx2(in, ab, d, n);
+#endif
+  for (in += 3 * x; x < n; x++, in += 3) { /* (a line's values are its table's) */
+    d[0][x] = t[0][in[0]];
+    d[1][x] = t[1][in[1]];
+    d[2][x] = t[2][in[2]];
   }
 }
 

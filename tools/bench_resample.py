@@ -1,7 +1,7 @@
 """recio's resample + flip + store of RandomResizedCrop windows against OpenCV and Pillow.
 
     python tools/bench_resample.py CORPUS [--size 224] [--count 300] [--rounds 7]
-        [--pillow-simd PYTHON] [--only NAME --passes N]
+        [--pillow-simd PYTHON] [--against OTHER_CHECKOUT] [--only NAME --passes N]
 
 CORPUS is a folder of JPEGs (``python tools/make_corpus.py OUT``). Each JPEG gets the window
 and flip ``recio bench`` draws for it (RandomResizedCrop(--size) + flip, seed 0, epoch 0) and
@@ -18,10 +18,13 @@ thread, per image:
 * ``pillow u8``: ``Image.resize(BILINEAR, box=window)``, ``transpose(FLIP_LEFT_RIGHT)``, the
   three planes' bytes (NCHW);
 * ``pillow-simd u8``: the same in another interpreter (``--pillow-simd``: a venv's python
-  with pillow-simd installed), driven round by round over a pipe.
+  with pillow-simd installed), driven round by round over a pipe;
+* ``against u8`` / ``against f32``: recio's, through another checkout's built extension
+  (``--against``), in the same rounds: an A/B of two builds of the C code.
 
 Every configuration runs once per round, in an order turned round each round; the summary is
-the median microseconds per image and the ratio to ``recio u8`` / ``recio f32``.
+the median CPU microseconds per image (the thread's CPU time: steadier than the wall clock on
+a shared machine), the rounds' spread, and the ratio to ``recio u8`` / ``recio f32``.
 
 For instruction counts, one configuration once under callgrind, counting inside recio's call
 only::
@@ -35,6 +38,8 @@ and divide the total by the windows (printed); OpenCV's with ``--toggle-collect=
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
+import importlib.util
 import json
 import math
 import statistics
@@ -42,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -103,22 +109,49 @@ def windows(corpus: Path, size: int, count: int) -> list[tuple[np.ndarray, tuple
     return out
 
 
-def recio_runner(items: list, size: int, dtype: type) -> Callable[[], int]:
-    """recio's resample + flip + store of every window, one call (one worker, this thread)."""
+def load_extension(checkout: Path):
+    """Another checkout's built recio._native, loaded under a name of its own."""
+    found = sorted((checkout / "recio").glob("_native*.so"))
+    if not found:
+        raise SystemExit(f"no built extension in {checkout / 'recio'} (build it there first)")
+    name = "recio_against._native"  # the init function is found by the last part, _native
+    loader = importlib.machinery.ExtensionFileLoader(name, str(found[0]))
+    spec = importlib.util.spec_from_file_location(name, str(found[0]), loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def recio_runner(items: list, size: int, dtype: type, extension=None) -> Callable[[], int]:
+    """recio's resample + flip + store of every window, one call (one worker, this thread),
+    through ``extension`` (another build's recio._native; None: this checkout's)."""
+    native = extension or pool_module._native
     n = len(items)
     out = np.empty((n, 3, size, size), dtype)
     norm = {} if dtype == np.uint8 else {"mean": MEAN, "std": STD}
     options = DecodeOptions.of(None, {"layout": "NCHW", **norm})
     job = DecodeJob.build(n, out, None, None, None, None, options)
-    with DecodePool(1) as pool:
-        native_options = pool.job_options(job)
+    saved, pool_module._native = pool_module._native, native  # its own JobOptions
+    try:
+        with DecodePool(1) as pool:
+            try:
+                native_options = pool.job_options(job)
+            except TypeError:  # a build from before JobOptions took lut_line
+
+                def older(**fields):
+                    return native.JobOptions(**{k: v for k, v in fields.items() if k != "lut_line"})
+
+                pool_module._native = types.SimpleNamespace(JobOptions=older)
+                native_options = pool.job_options(job)
+    finally:
+        pool_module._native = saved
     images = [p for p, _, _ in items]
     sizes = np.array([(p.shape[1], p.shape[0]) for p in images], np.int32)
     boxes = np.array([b for _, b, _ in items], np.float64)
     flips = np.array([f for _, _, f in items], np.uint8)
 
     def run() -> int:
-        pool_module._native.resample_windows(images, sizes, boxes, flips, out, native_options)
+        native.resample_windows(images, sizes, boxes, flips, out, native_options)
         return n
 
     return run
@@ -175,9 +208,9 @@ run = make_run(items, size)
 import PIL
 print(PIL.__version__, flush=True)
 for line in sys.stdin:
-    t = time.perf_counter()
+    t = time.thread_time()
     n = run()
-    print(time.perf_counter() - t, n, flush=True)
+    print(time.thread_time() - t, n, flush=True)
 """
 )
 
@@ -227,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=300, help="windows (default 300)")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--pillow-simd", help="a python with pillow-simd installed")
+    ap.add_argument("--against", type=Path, help="another checkout with its extension built")
     ap.add_argument("--only", help="run just this configuration (for callgrind)")
     ap.add_argument("--passes", type=int, default=1, help="with --only: passes, no timing")
     ap.add_argument("--json", type=Path, help="write the medians here")
@@ -243,6 +277,10 @@ def main(argv: list[str] | None = None) -> int:
         "recio u8": recio_runner(items, args.size, np.uint8),
         "recio f32": recio_runner(items, args.size, np.float32),
     }
+    if args.against:
+        other = load_extension(args.against)
+        runners["against u8"] = recio_runner(items, args.size, np.uint8, other)
+        runners["against f32"] = recio_runner(items, args.size, np.float32, other)
     try:
         import cv2
 
@@ -275,9 +313,9 @@ def main(argv: list[str] | None = None) -> int:
                 if name == "pillow-simd u8":
                     seconds, n = simd.seconds()
                 else:
-                    t = time.perf_counter()
+                    t = time.thread_time()
                     n = runners[name]()
-                    seconds = time.perf_counter() - t
+                    seconds = time.thread_time() - t
                 per_image[name].append(seconds / n * 1e6)
         if simd:
             simd.close()

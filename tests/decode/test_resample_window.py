@@ -15,10 +15,11 @@ import sys
 import numpy as np
 import pytest
 
+from recio import _native
 from recio.decode import DecodePool
 from recio.decode import pool as pool_module
 from recio.decode.batch import DecodeJob
-from recio.decode.options import DecodeOptions, lut
+from recio.decode.options import DecodeOptions, lut, lut_line
 
 from .._paths import REPO
 from . import resample_reference as ref
@@ -163,3 +164,60 @@ def test_each_simd_level_gives_the_same_bytes() -> None:
     assert sse2[0] == "sse2"
     assert default[1] == sse2[1]
     assert hashlib.sha256().hexdigest() not in (default[1], sse2[1])
+
+
+# (mean, std, scale): ImageNet's; levels at exactly the mean (a zero); 0..1; a negative
+# scale, whose zero is -0.0 in the table but +0.0 on its line (so it is looked up)
+NORMS = [
+    (MEAN, STD, 1.0),
+    ((128.0, 0.0, 255.0), (1.0, 3.0, 0.7), 1.0),
+    ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), 1 / 255),
+    ((128.0, 64.0, 7.5), (2.0, 64.0, 0.3), -1.0),
+]
+
+
+@pytest.mark.parametrize(("mean", "std", "scale"), NORMS)
+@pytest.mark.parametrize("order", ["RGB", "BGR"])
+def test_the_float_store_gives_the_tables_bits(mean, std, scale, order: str) -> None:
+    """The float32 NCHW store computes each level on its channel's line where that gives the
+    table's bits (NOTE [float store]): the output is the table's, bit for bit, -0.0 included."""
+    rng = np.random.default_rng(11)
+    pixels = rng.integers(0, 256, (40, 300, 3), dtype=np.uint8)
+    pixels[0, :256, 0] = pixels[1, :256, 1] = pixels[2, :256, 2] = np.arange(256)  # every level
+    box, ow, oh = (0.0, 0.0, 300.0, 40.0), 300, 40  # identity: each level stored as it is
+    out = np.zeros((1, 3, oh, ow), np.float32)
+    resample_windows(
+        [pixels], [box], [0], out, mean=mean, std=std, scale=scale, channel_order=order
+    )
+    rgb = pixels[:, :, ::-1] if order == "BGR" else pixels
+    table = lut(np.dtype(np.float32), mean, std, scale)
+    want = ref.store_nchw(ref.resample(rgb, box, ow, oh, "bilinear", False), table)
+    assert out.view(np.uint32).tobytes() == want.view(np.uint32).tobytes()
+
+
+def test_a_line_that_misses_the_table_is_not_used() -> None:
+    """A lut_line that does not give the table's values is ignored: the table is looked up."""
+    table = lut(np.dtype(np.float32), MEAN, STD)
+    rng = np.random.default_rng(3)
+    pixels = rng.integers(0, 256, (20, 70, 3), dtype=np.uint8)
+    outs = []
+    for line in (lut_line(MEAN, STD), lut_line(MEAN, STD) * 1.001, None):
+        out = np.zeros((1, 3, 20, 70), np.float32)
+        options = _native.JobOptions(
+            out_h=20, out_w=70, layout=1, itemsize=4, interp=0, bgr=0, dct_mode=1, roi=1,
+            max_pixels=1 << 27, lut=table, lut_line=line,
+        )  # fmt: skip
+        _native.resample_windows(
+            [pixels],
+            np.array([[70, 20]], np.int32),
+            np.array([[0.5, 0.25, 69.5, 19.0]]),
+            np.zeros(1, np.uint8),
+            out,
+            options,
+        )
+        outs.append(out)
+    want = ref.store_nchw(
+        ref.resample(pixels, (0.5, 0.25, 69.5, 19.0), 70, 20, "bilinear", 0), table
+    )
+    for out in outs:
+        assert out.tobytes() == want.tobytes()
