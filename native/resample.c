@@ -245,14 +245,17 @@ const char *rc_simd_init(void) {
 
 #ifdef RC_HAVE_AVX2_PATH
 
-/* rc_vpass's sums for 32 columns per step; returns the columns done (a multiple of 32). */
+/* rc_vpass's sums for 32 columns per step, the last step ending at the row's end (over
+ * columns the one before did: the same bytes again, and no one-column loop); returns the
+ * columns done: all, or none for a row under 32. */
 __attribute__((target("avx2"))) static size_t vpass_avx2(const uint8_t *base, size_t stride,
                                                          size_t width, int ymax, const int16_t *k,
                                                          uint8_t *line) {
   const __m256i zero = _mm256_setzero_si256();
   const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
-  size_t i = 0;
-  for (; i + 32 <= width; i += 32) {
+  if (width < 32) return 0;
+  for (size_t i = 0;; i += 32) {
+    if (i + 32 > width) i = width - 32;
     __m256i a0 = half, a1 = half, a2 = half, a3 = half;
     for (int y = 0; y < ymax; y += 2) {
       const uint8_t *p = base + (size_t)y * stride + i;
@@ -274,8 +277,8 @@ __attribute__((target("avx2"))) static size_t vpass_avx2(const uint8_t *base, si
     /* every step works within 128-bit lanes, so the packs come out in column order */
     __m256i v = _mm256_packus_epi16(_mm256_packs_epi32(a0, a1), _mm256_packs_epi32(a2, a3));
     _mm256_storeu_si256((__m256i *)(line + i), v);
+    if (i + 32 == width) return width;
   }
-  return i;
 }
 
 /* NOTE [hpass avx2]: the horizontal pass over RGB rows, four output pixels per step, two in
@@ -520,7 +523,9 @@ void rc_vpass(const uint8_t *tmp, size_t stride, size_t width, int ymin, int yma
 #ifdef __SSE2__
   const __m128i zero = _mm_setzero_si128();
   const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
-  for (; i + 16 <= width; i += 16) {
+  /* 16 columns a step, the last ending at the row's end (as vpass_avx2's) */
+  for (; i < width && width >= 16; i += 16) {
+    if (i + 16 > width) i = width - 16;
     __m128i a0 = half, a1 = half, a2 = half, a3 = half;
     for (int y = 0; y < ymax; y += 2) { /* ksize is even: k[ymax] exists (zero) */
       const uint8_t *p = base + (size_t)y * stride + i;
