@@ -22,7 +22,8 @@ thread, per image:
 * ``against u8`` / ``against f32``: recio's, through another checkout's built extension
   (``--against``), in the same rounds: an A/B of two builds of the C code.
 
-Every configuration runs once per round, in an order turned round each round; the summary is
+After one untimed pass of each (the outputs' pages faulted in), every configuration runs once
+per round, in an order turned round each round; the summary is
 the median CPU microseconds per image (the thread's CPU time: steadier than the wall clock on
 a shared machine), the rounds' spread, and the ratio to ``recio u8`` / ``recio f32``.
 
@@ -307,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Pillow-SIMD {simd.version} ({args.pillow_simd})")
         names = [*runners, *(["pillow-simd u8"] if simd else [])]
         per_image: dict[str, list[float]] = {name: [] for name in names}
+        for name in names:  # one pass untimed: the outputs' pages faulted in, the code warm
+            simd.seconds() if name == "pillow-simd u8" else runners[name]()
         for r in range(args.rounds):
             order = names if r % 2 == 0 else names[::-1]
             for name in order:
