@@ -941,6 +941,7 @@ static void resample_rows(rc_worker *w, const rc_opts *o, const rc_draw *draw, c
   const int store_flip = w->ch.identity ? p->mirror : 0;
   double sums[3];
   start_store(w, o, c, sums);
+  if (!w->ch.identity) rc_hpass_pack(&w->ch, p->mirror);
   for (int yy = 0; yy < o->out_h; yy++) {
     const int ymin = w->cv.bounds[2 * yy] - p->first, ytaps = w->cv.bounds[2 * yy + 1];
     const uint8_t *vrow = w->line;

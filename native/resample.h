@@ -25,6 +25,11 @@ typedef struct {
    * plane, images of one size) reuses them. */
   int valid, key_in_size, key_out_size, key_interp;
   double key_in0, key_in1;
+  /* The kernels as the AVX2 horizontal pass takes them, by output pair (NOTE [hpass avx2]):
+   * made for a flip (packed_key 1 + flip; 0: none for these coefficients). */
+  uint8_t *packed;
+  size_t packed_cap;
+  int packed_key;
 } rc_coeffs;
 
 /* Grows *p to at least `need` bytes (keeping its contents); -1 when out of memory. */
@@ -40,6 +45,11 @@ int rc_precompute(rc_coeffs *c, int in_size, double in0, double in1, int out_siz
  * readable rc_hpass_slack(c) bytes past the last pixel used. Writes up to 4 bytes past the row. */
 void rc_hpass(const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c, int flip);
 size_t rc_hpass_slack(const rc_coeffs *c);
+
+/* Packs c's kernels for rc_hpass's AVX2 pass over out_w outputs with this flip (kept until
+ * the coefficients change), so that each step loads its weights whole; rc_hpass runs without
+ * it too (the same bytes). Nothing where the AVX2 passes do not run, or out of memory. */
+void rc_hpass_pack(rc_coeffs *c, int flip);
 
 /* De-interleaves n RGB pixels into three planes (AVX2 where it runs, else plain C). */
 void rc_split3(const uint8_t *in, uint8_t *d0, uint8_t *d1, uint8_t *d2, int n);
