@@ -81,7 +81,8 @@ struct rc_entropy {
   uint8_t dc_needed[D_MAX_BLOCKS_IN_MCU], ac_needed[D_MAX_BLOCKS_IN_MCU];
   const htable *dct[D_MAX_BLOCKS_IN_MCU], *act[D_MAX_BLOCKS_IN_MCU];
   htable dc[NUM_HUFF_TBLS], ac[NUM_HUFF_TBLS];
-  JBLOCK scratch; /* where coefficients nobody reads go */
+  size_t columns, column;          /* MCUs a row; the next MCU's column */
+  size_t first_column, last_column; /* the MCU columns whose coefficients are stored */
   int failed;
 };
 
@@ -226,10 +227,13 @@ static void start_pass(j_decompress_ptr ci) {
   stop(ci, (rc_entropy *)ci->entropy); /* a single scan has one pass, begun before us */
 }
 
-/* One block: the DC difference and the AC coefficients into blk (zeroed by the caller).
- * Every step reads at most 31 bits (a code and its value), so one refill check a step, and
- * is a whole entry's: the zeros before the coefficient, then it. 0 on a code no table has. */
-static inline int decode_block(rc_entropy *e, bitreader *r, int b_n, JCOEF *blk, JCOEF *dc_out) {
+/* One block: the DC difference and the AC coefficients into blk (zeroed by the caller), or,
+ * keep 0, only read past (the DC prediction still follows it). Every step reads at most 31
+ * bits (a code and its value), so one refill check a step, and is a whole entry's: the zeros
+ * before the coefficient, then it. 0 on a code no table has. */
+static inline __attribute__((always_inline)) int decode_block(rc_entropy *e, bitreader *r,
+                                                              int b_n, int keep, JCOEF *blk,
+                                                              JCOEF *dc_out) {
   if (r->cnt < 32) refill(r);
   const htable *t = e->dct[b_n];
   uint64_t f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
@@ -247,14 +251,14 @@ static inline int decode_block(rc_entropy *e, bitreader *r, int b_n, JCOEF *blk,
     f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
     if (!(f & E_WHOLE) && !(f = complete(t, r->buf, f, 0))) return 0;
     k += E_RUN(f);
-    blk[natural[k]] = (JCOEF)E_VALUE(f);
+    if (keep) blk[natural[k]] = (JCOEF)E_VALUE(f);
     if (k >= DCTSIZE2 - 1) { /* the block ends at the first symbol: the second is the next's */
       consume(r, E_FIRST(f));
       break;
     }
     consume(r, E_TOTAL(f));
     k += E_ADVANCE(f);
-    blk[natural[k]] = (JCOEF)E_VALUE2(f);
+    if (keep) blk[natural[k]] = (JCOEF)E_VALUE2(f);
   }
   return 1;
 }
@@ -275,17 +279,22 @@ static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *MCU_data) {
     memset(e->last_dc, 0, sizeof e->last_dc);
     e->restarts_to_go = e->interval;
   }
+  /* libjpeg reads no coefficient of an MCU outside the columns it IDCTs (rc_entropy_columns),
+   * nor any when it skips rows (MCU_data NULL) */
+  const size_t column = e->column;
+  if (++e->column == e->columns) e->column = 0;
+  const int read = MCU_data && column >= e->first_column && column <= e->last_column;
   bitreader r = e->bits;
   for (int n = 0; n < ci->blocks_in_MCU; n++) {
-    const int keep = MCU_data && e->ac_needed[n];
-    JCOEF *blk = keep ? MCU_data[n][0] : e->scratch;
     JCOEF dc = 0;
-    if (!keep) memset(e->scratch, 0, sizeof e->scratch);
+    int ok;
+    if (read && e->ac_needed[n])
+      ok = decode_block(e, &r, n, 1, MCU_data[n][0], &dc);
+    else
+      ok = decode_block(e, &r, n, 0, NULL, &dc);
     /* a code no table has, or bits past the segment: what libjpeg warns about */
-    if (!decode_block(e, &r, n, blk, &dc) ||
-        (size_t)(r.p - e->data) * 8 - (size_t)r.cnt > e->end_bits)
-      stop(ci, e);
-    if (MCU_data && e->dc_needed[n]) MCU_data[n][0][0] = dc;
+    if (!ok || (size_t)(r.p - e->data) * 8 - (size_t)r.cnt > e->end_bits) stop(ci, e);
+    if (read && e->dc_needed[n]) MCU_data[n][0][0] = dc;
   }
   e->bits = r;
   e->restarts_to_go--;
@@ -294,6 +303,11 @@ static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *MCU_data) {
     ci->src->bytes_in_buffer = e->eoi_left;
   }
   return TRUE;
+}
+
+void rc_entropy_columns(rc_entropy *e, size_t first, size_t last) {
+  e->first_column = first;
+  e->last_column = last;
 }
 
 static int grow(void **p, size_t *cap, size_t need) {
@@ -378,6 +392,10 @@ int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci) {
   e->eoi = ci->src->next_input_byte + eoi;
   e->eoi_left = ci->src->bytes_in_buffer - eoi;
   e->mcus_left = mcus;
+  e->columns = ci->MCUs_per_row;
+  e->column = 0;
+  e->first_column = 0;
+  e->last_column = e->columns - 1;
   seek(e, 0);
   e->restarts_to_go = e->interval;
   memset(e->last_dc, 0, sizeof e->last_dc);

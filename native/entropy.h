@@ -48,6 +48,11 @@ void rc_entropy_free(rc_entropy *e);
  * memory (jpeg_mem_src): the rest of the stream is read from it at once. */
 int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci);
 
+/* After rc_entropy_begin and jpeg_crop_scanline: the MCU columns first..last are the ones
+ * libjpeg IDCTs (its first and last iMCU columns); the coefficients of the others are read
+ * past, not stored. Every column until called. */
+void rc_entropy_columns(rc_entropy *e, size_t first, size_t last);
+
 /* 1 when the last decode stopped at data libjpeg's decoder must see (NOTE [entropy decode]);
  * cleared by the next rc_entropy_begin. */
 int rc_entropy_failed(const rc_entropy *e);
