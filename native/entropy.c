@@ -17,18 +17,19 @@ struct jpeg_entropy_decoder {
 #define RC_FAST_BITS 10
 #define FAST_SIZE (1 << RC_FAST_BITS)
 
-/* A whole entry (E_WHOLE set) is a step of the decode done: bits 0-7 the bits its code and
- * value take, 8-14 the zeros before the coefficient (63 for the end of the block, so that the
- * step leaves the block), 16-31 the value, signed. The fast table holds one for each code
+/* A whole entry (bits 0-7 not 0) is a step of the decode done: bits 0-7 the bits its code and
+ * value take, 8-15 the zeros before the coefficient (63 for the end of the block, so that the
+ * step leaves the block), 16-31 the value, signed (each field a whole byte or two, so that
+ * reading it takes one instruction). The fast table holds one for each code
  * whose value's bits fit in the RC_FAST_BITS looked up with it, so most coefficients take one
- * lookup and no arithmetic. A part entry (E_WHOLE clear) holds the code and the symbol only:
+ * lookup and no arithmetic. A part entry (bits 0-7 clear) holds the code and the symbol only:
  * bits 16-20 the code's length, 21-24 the value's size, 25-28 the zero run; complete() reads
  * its value. 0 in the fast table: a code longer than RC_FAST_BITS (complete() decodes it). */
-#define E_WHOLE (1u << 15)
+#define E_WHOLE(f) ((f) & 0xFF)
 #define WHOLE(total, run, v) \
-  ((uint32_t)(total) | (uint32_t)(run) << 8 | E_WHOLE | (uint32_t)(uint16_t)(int16_t)(v) << 16)
+  ((uint32_t)(total) | (uint32_t)(run) << 8 | (uint32_t)(uint16_t)(int16_t)(v) << 16)
 #define E_TOTAL(f) ((int)((f) & 0xFF))
-#define E_RUN(f) ((int)((f) >> 8 & 127))
+#define E_RUN(f) ((unsigned)((f) >> 8 & 0xFF))
 #define E_VALUE(f) ((int)(int16_t)(uint16_t)((f) >> 16))
 #define PART(l, s, run) ((uint32_t)(l) << 16 | (uint32_t)(s) << 21 | (uint32_t)(run) << 25)
 #define P_CODE(f) ((int)((f) >> 16 & 31))
@@ -43,7 +44,7 @@ struct jpeg_entropy_decoder {
  * 40-46 are 0 and 48-63 the first's value again, so that writing the second changes nothing
  * and the decode needs no branch to tell the two apart. */
 #define E_FIRST(f) ((int)((f) >> 32 & 0xFF))
-#define E_ADVANCE(f) ((int)((f) >> 40 & 127))
+#define E_ADVANCE(f) ((unsigned)((f) >> 40 & 127))
 #define E_VALUE2(f) ((int)(int16_t)(uint16_t)((f) >> 48))
 
 typedef struct {
@@ -137,11 +138,11 @@ static inline uint64_t single(uint32_t w) {
 static void make_pairs(htable *t) {
   for (int x = 0; x < FAST_SIZE; x++) {
     const uint64_t f = t->fast[x];
-    if (!(f & E_WHOLE) || E_RUN(f) == END_OF_BLOCK) continue;
+    if (!E_WHOLE(f) || E_RUN(f) == END_OF_BLOCK) continue;
     const int used = E_TOTAL(f);
     /* (entries made pairs before this one keep their first symbol as it was: E_FIRST) */
     const uint64_t g = t->fast[(x << used) & (FAST_SIZE - 1)];
-    if (!(g & E_WHOLE) || E_FIRST(g) > RC_FAST_BITS - used) continue;
+    if (!E_WHOLE(g) || E_FIRST(g) > RC_FAST_BITS - used) continue;
     t->fast[x] = ((f & 0xFFFFFF00u) | (uint32_t)(used + E_FIRST(g))) | (uint64_t)used << 32 |
                  (uint64_t)(E_RUN(g) + 1) << 40 | (uint64_t)(uint16_t)E_VALUE(g) << 48;
   }
@@ -227,29 +228,29 @@ static void start_pass(j_decompress_ptr ci) {
   stop(ci, (rc_entropy *)ci->entropy); /* a single scan has one pass, begun before us */
 }
 
-/* One block: the DC difference and the AC coefficients into blk (zeroed by the caller), or,
- * keep 0, only read past (the DC prediction still follows it). Every step reads at most 31
- * bits (a code and its value), so one refill check a step, and is a whole entry's: the zeros
- * before the coefficient, then it. 0 on a code no table has. */
+/* One block: its DC coefficient into blk[0] (where the component is needed) and, keep set,
+ * its AC coefficients into blk (zeroed by the caller); keep 0, they are only read past (blk:
+ * one JCOEF). Every step reads at most 31 bits (a code and its value), so one refill check a
+ * step, and is a whole entry's: the zeros before the coefficient, then it. 0 on a code no
+ * table has. */
 static inline __attribute__((always_inline)) int decode_block(rc_entropy *e, bitreader *r,
-                                                              int b_n, int keep, JCOEF *blk,
-                                                              JCOEF *dc_out) {
+                                                              int b_n, int keep, JCOEF *blk) {
   if (r->cnt < 32) refill(r);
   const htable *t = e->dct[b_n];
   uint64_t f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
-  if (!(f & E_WHOLE) && !(f = complete(t, r->buf, f, 1))) return 0;
+  if (!E_WHOLE(f) && !(f = complete(t, r->buf, f, 1))) return 0;
   consume(r, E_TOTAL(f));
   if (e->dc_needed[b_n]) {
     const int ci = e->member[b_n];
     /* (as libjpeg: the sum may wrap on damaged data; the block keeps its low 16 bits) */
     e->last_dc[ci] = (int)((unsigned)e->last_dc[ci] + (unsigned)E_VALUE(f));
-    *dc_out = (JCOEF)e->last_dc[ci];
+    blk[0] = (JCOEF)e->last_dc[ci];
   }
   t = e->act[b_n];
-  for (int k = 1; k < DCTSIZE2; k++) {
+  for (unsigned k = 1; k < DCTSIZE2; k++) {
     if (r->cnt < 32) refill(r);
     f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
-    if (!(f & E_WHOLE) && !(f = complete(t, r->buf, f, 0))) return 0;
+    if (!E_WHOLE(f) && !(f = complete(t, r->buf, f, 0))) return 0;
     k += E_RUN(f);
     if (keep) blk[natural[k]] = (JCOEF)E_VALUE(f);
     if (k >= DCTSIZE2 - 1) { /* the block ends at the first symbol: the second is the next's */
@@ -288,14 +289,17 @@ static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *MCU_data) {
   for (int n = 0; n < ci->blocks_in_MCU; n++) {
     JCOEF dc = 0;
     int ok;
-    if (read && e->ac_needed[n])
-      ok = decode_block(e, &r, n, 1, MCU_data[n][0], &dc);
-    else
-      ok = decode_block(e, &r, n, 0, NULL, &dc);
-    /* a code no table has, or bits past the segment: what libjpeg warns about */
-    if (!ok || (size_t)(r.p - e->data) * 8 - (size_t)r.cnt > e->end_bits) stop(ci, e);
-    if (read && e->dc_needed[n]) MCU_data[n][0][0] = dc;
+    if (read && e->ac_needed[n]) {
+      ok = decode_block(e, &r, n, 1, MCU_data[n][0]);
+    } else {
+      ok = decode_block(e, &r, n, 0, &dc);
+      if (read && e->dc_needed[n]) MCU_data[n][0][0] = dc;
+    }
+    if (!ok) stop(ci, e); /* a code no table has: what libjpeg warns about */
   }
+  /* bits past the segment (libjpeg warns): checked once an MCU, which may read as far as
+   * RC_UNSTUFF_PAD past the data */
+  if ((size_t)(r.p - e->data) * 8 - (size_t)r.cnt > e->end_bits) stop(ci, e);
   e->bits = r;
   e->restarts_to_go--;
   if (--e->mcus_left == 0) { /* libjpeg reads on at the EOI */

@@ -58,9 +58,9 @@ void rc_entropy_columns(rc_entropy *e, size_t first, size_t last);
 int rc_entropy_failed(const rc_entropy *e);
 
 /* Bytes an unstuffed copy keeps after the data: what a reader may load past a segment's end
- * before it sees that it read past it (64 codes and values of at most 31 bits, and an
- * 8-byte load). */
-#define RC_UNSTUFF_PAD 288
+ * before it sees that it read past it (an MCU's blocks, each 64 codes and values of at most
+ * 31 bits, and an 8-byte load). */
+#define RC_UNSTUFF_PAD (D_MAX_BLOCKS_IN_MCU * 64 * 31 / 8 + 8)
 
 /* The entropy-coded data of a scan, p[0:n] from just after its SOS, copied into *buf (grown
  * as needed, *cap bytes) without its 0xFF00 stuffing, RC_UNSTUFF_PAD zero bytes after it;
