@@ -82,7 +82,7 @@ struct rc_entropy {
   uint8_t dc_needed[D_MAX_BLOCKS_IN_MCU], ac_needed[D_MAX_BLOCKS_IN_MCU];
   const htable *dct[D_MAX_BLOCKS_IN_MCU], *act[D_MAX_BLOCKS_IN_MCU];
   htable dc[NUM_HUFF_TBLS], ac[NUM_HUFF_TBLS];
-  size_t columns, column;          /* MCUs a row; the next MCU's column */
+  size_t columns, column;           /* MCUs a row; the next MCU's column */
   size_t first_column, last_column; /* the MCU columns whose coefficients are stored */
   int failed;
 };
@@ -228,14 +228,34 @@ static void start_pass(j_decompress_ptr ci) {
   stop(ci, (rc_entropy *)ci->entropy); /* a single scan has one pass, begun before us */
 }
 
+/* One step of a block's AC coefficients, in decode_block's loop: a step from the fast table
+ * reads at most RC_FAST_BITS, so the loop checks the bits left once every three steps (a
+ * refill leaves 56 or more); complete() reads up to 31, so it refills first where the
+ * group's other steps would not find their bits after it. */
+#define AC_STEP(keep)                                                         \
+  f = t->fast[r->buf >> (64 - RC_FAST_BITS)];                                 \
+  if (!E_WHOLE(f)) {                                                          \
+    if (r->cnt < 31 + 2 * RC_FAST_BITS) refill(r);                            \
+    if (!(f = complete(t, r->buf, f, 0))) return 0;                           \
+  }                                                                           \
+  k += E_RUN(f);                                                              \
+  if (keep) blk[natural[k]] = (JCOEF)E_VALUE(f);                              \
+  if (k >= DCTSIZE2 - 1) { /* the end: a pair's second is the next block's */ \
+    consume(r, E_FIRST(f));                                                   \
+    break;                                                                    \
+  }                                                                           \
+  consume(r, E_TOTAL(f));                                                     \
+  k += E_ADVANCE(f);                                                          \
+  if (keep) blk[natural[k]] = (JCOEF)E_VALUE2(f);                             \
+  if (++k >= DCTSIZE2) break;
+
 /* One block: its DC coefficient into blk[0] (where the component is needed) and, keep set,
  * its AC coefficients into blk (zeroed by the caller); keep 0, they are only read past (blk:
- * one JCOEF). Every step reads at most 31 bits (a code and its value), so one refill check a
- * step, and is a whole entry's: the zeros before the coefficient, then it. 0 on a code no
- * table has. */
-static inline __attribute__((always_inline)) int decode_block(rc_entropy *e, bitreader *r,
-                                                              int b_n, int keep, JCOEF *blk) {
-  if (r->cnt < 32) refill(r);
+ * one JCOEF). A step is a whole entry's: the zeros before the coefficient, then it (and a
+ * pair's second). 0 on a code no table has. */
+static inline __attribute__((always_inline)) int decode_block(rc_entropy *e, bitreader *r, int b_n,
+                                                              int keep, JCOEF *blk) {
+  if (r->cnt < 32) refill(r); /* a DC code and value: at most 31 bits */
   const htable *t = e->dct[b_n];
   uint64_t f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
   if (!E_WHOLE(f) && !(f = complete(t, r->buf, f, 1))) return 0;
@@ -247,19 +267,12 @@ static inline __attribute__((always_inline)) int decode_block(rc_entropy *e, bit
     blk[0] = (JCOEF)e->last_dc[ci];
   }
   t = e->act[b_n];
-  for (unsigned k = 1; k < DCTSIZE2; k++) {
-    if (r->cnt < 32) refill(r);
-    f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
-    if (!E_WHOLE(f) && !(f = complete(t, r->buf, f, 0))) return 0;
-    k += E_RUN(f);
-    if (keep) blk[natural[k]] = (JCOEF)E_VALUE(f);
-    if (k >= DCTSIZE2 - 1) { /* the block ends at the first symbol: the second is the next's */
-      consume(r, E_FIRST(f));
-      break;
-    }
-    consume(r, E_TOTAL(f));
-    k += E_ADVANCE(f);
-    if (keep) blk[natural[k]] = (JCOEF)E_VALUE2(f);
+  unsigned k = 1;
+  for (;;) {
+    if (r->cnt < 3 * RC_FAST_BITS) refill(r);
+    AC_STEP(keep)
+    AC_STEP(keep)
+    AC_STEP(keep)
   }
   return 1;
 }
