@@ -209,3 +209,25 @@ def test_tables_and_block_ends_of_every_kind_decode_as_libjpeg_does(pools) -> No
         s1, got, s2, want = both(pools, sources, size, crops=boxes)
         assert not s1.any() and not s2.any()
         assert np.array_equal(got, want), size
+
+
+@pytest.mark.parametrize("name", ["420", "422", "444", "grey"])
+def test_crops_at_every_column_decode_as_libjpeg_does(pools, name) -> None:
+    """The decoder stores no coefficient of an MCU column libjpeg leaves out of its IDCT
+    (jpeg_crop_scanline's columns): crops whose left and right edges fall on every pixel
+    column of a few MCUs, narrow and wide, at each DCT scale, must still give libjpeg's
+    pixels, the first decode (the whole stream read) and the later ones alike."""
+    w, h, mode, save, mcu = IMAGES[name]
+    source = jpeg(w, h, mode, seed=23, **save)
+    for restart in (0, 1):
+        (image,) = marked([source], restart) if restart else (source,)
+        boxes = np.array(
+            [(x, h // 4, cw, h // 2) for x in range(0, 3 * mcu + 1) for cw in (1, mcu + 3)]
+            + [(w - x - cw, 0, cw, h) for x in range(0, 2 * mcu + 1) for cw in (2, 2 * mcu)],
+            np.int32,
+        )
+        for size in ((24, 24), (4, 3)):
+            for _ in range(2):  # (the first decode reads the whole stream, the second not)
+                s1, got, s2, want = both(pools, [image] * len(boxes), size, crops=boxes)
+                assert not s1.any() and not s2.any()
+                assert np.array_equal(got, want), (restart, size)
