@@ -306,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         for t in (1, 2):
             a, b = f"recio {t}t", f"against {t}t"
             if a in med and b in med:
-                print(f"  {a} / {b}: {med[b] / med[a]:.3f}x")
+                per_cpu = statistics.median(cpu[b]) / statistics.median(cpu[a])
+                print(f"  {a} / {b}: {med[b] / med[a]:.3f}x (CPU per image: {per_cpu:.3f}x)")
     return 0
 
 

@@ -8,6 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh "test,s3,cloud,hdfs,dali,train,plot,frameworks,cluster,gpu"
+# valgrind's callgrind: the instruction counts tests/tools/test_bench_peers.py checks
+if ! command -v valgrind >/dev/null; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq valgrind >/dev/null
+fi
 # the virtual environment setup.sh installed into: its python3, pytest and recio from here on
 # shellcheck disable=SC1091
 . "${RECIO_VENV:-.venv}/bin/activate"

@@ -147,22 +147,29 @@ def stage_native_pool(data: Data, threads: int, spec: CropSpec, out_shape, dtype
     return step, pool.close
 
 
-def stage_iterator(rec, storage_options, threads, batch_size, shape, dtype, tracer=None):
+#: The iterator's augmentation in the stages unless told otherwise: RandomResizedCrop + flip.
+RRC_FLIP = {"random_resized_crop": True, "rand_mirror": True}
+
+
+def stage_iterator(
+    rec, storage_options, threads, batch_size, shape, dtype, tracer=None, augment=None
+):
     """The whole ``ImageRecordIter``: reads, decode, augmentation; bytes are estimated.
 
-    Counts real (non-pad) images, and their bytes at the file's mean record length.
+    ``augment``: the iterator's crop and flip keywords (None: :data:`RRC_FLIP`; a centre
+    crop is ``{"resize": 256}``). Counts real (non-pad) images, and their bytes at the
+    file's mean record length.
     """
     it = ImageRecordIter(
         rec,
         shape,
         batch_size,
         shuffle=True,
-        random_resized_crop=True,
-        rand_mirror=True,
         dtype=dtype,
         preprocess_threads=threads,
         storage_options=storage_options,
         tracer=tracer,
+        **(RRC_FLIP if augment is None else augment),
     )
     mean_length = float(it.records.lengths.mean())
     stream = [iter(it)]

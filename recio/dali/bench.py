@@ -21,7 +21,7 @@ from .pipeline import build_pipeline
 from .source import RecioSource
 
 
-def _mxnet_reader_pipeline(rec: str, idx: str, batch_size: int, shape, threads: int, device: str):
+def mxnet_reader_pipeline(rec: str, idx: str, batch_size: int, shape, threads: int, device: str):
     """DALI's own ``fn.readers.mxnet`` → the same graph as the recio-fed ``crop_source='dali'``."""
     dali = load_dali()
     fn, types = dali.fn, dali.types
@@ -86,7 +86,7 @@ def bench_pipelines(
             normalize=norm,
             seed=1,
         )
-    pipes["dali_mxnet"] = _mxnet_reader_pipeline(rec, idx, batch_size, (h, w), threads, device)
+    pipes["dali_mxnet"] = mxnet_reader_pipeline(rec, idx, batch_size, (h, w), threads, device)
     rates: dict[str, list[float]] = {name: [] for name in pipes}
     for pipe in pipes.values():
         for _ in range(3):
