@@ -231,3 +231,19 @@ def test_crops_at_every_column_decode_as_libjpeg_does(pools, name) -> None:
                 s1, got, s2, want = both(pools, [image] * len(boxes), size, crops=boxes)
                 assert not s1.any() and not s2.any()
                 assert np.array_equal(got, want), (restart, size)
+
+
+@pytest.mark.parametrize("keep", [0, 1, 3])
+def test_a_segment_cut_short_inside_an_mcu_fails_as_libjpeg_does(pools, keep) -> None:
+    """A marker every MCU, the last segment cut to `keep` bytes, its framing intact: recio's
+    decoder takes the scan, reads past the segment's end within the MCU (it checks once an
+    MCU, the copy's padding covering the rest of the MCU's reads) and stops; libjpeg's decodes
+    the image again. The same status and pixels as libjpeg's own decoder gives."""
+    (image,) = marked([jpeg(131, 97, "RGB", seed=8, subsampling=2)], 1)
+    last = max(image.rfind(bytes([0xFF, 0xD0 + n])) for n in range(8))
+    short = image[: last + 2 + keep] + b"\xff\xd9"
+    assert _native.own_entropy(short)
+    box = np.array([[0, 0, 131, 97]], np.int32)
+    s1, got, s2, want = both(pools, [short], (24, 24), crops=box)
+    assert s1[0] == s2[0] != 0
+    assert np.array_equal(got, want)
