@@ -901,6 +901,11 @@ static void crop_columns(rc_worker *w, const rc_opts *o, crop_pass *p) {
       xoff = (JDIMENSION)a;
       xw = (JDIMENSION)(b - a);
       crop_scanline(ci, &xoff, &xw); /* widens to whole iMCU columns */
+      /* libjpeg IDCTs only those columns: the entropy decoder stores no others (where an
+       * MCU is an iMCU, so that both count columns alike) */
+      const int align = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
+      if (w->entropy_on && (ci->comps_in_scan > 1 || ci->max_h_samp_factor == 1))
+        rc_entropy_columns(w->entropy, xoff / align, (xoff + xw + align - 1) / align - 1);
     }
   }
   p->xoff = xoff;

@@ -7,13 +7,15 @@ The loop is Accelerate's usual one: the epoch to start from and the batches alre
 in it come from a step counter and ``len(train)``; ``load_state`` puts the iterator where
 the saved run was (no skipping). One uninterrupted run saves a state after every step and
 records, on each rank, every batch as [the loop's epoch, the loop's step, the batch's epoch,
-the batch's step, record ids]; then each k in ``--ks`` resumes from the state of step k.
+the batch's step, record ids, a digest of its images and labels]; then each k in ``--ks``
+resumes from the state of step k.
 Each rank writes WORKDIR/rank<R>.json: {"full": [...], "resumed": {k: [...]}, "len": {...}}.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 
@@ -24,13 +26,20 @@ from recio import ImageRecordIter
 from recio.frameworks.torch_data import TorchBatches
 
 
+def batch_bytes(batch) -> str:
+    """A digest of the batch's images and labels: the same bytes, or not."""
+    digest = hashlib.sha256(batch.data.contiguous().cpu().numpy().tobytes())
+    digest.update(batch.label.contiguous().cpu().numpy().tobytes())
+    return digest.hexdigest()
+
+
 def run(args, save_dir: str | None, resume: int | None) -> dict:
     accelerator = Accelerator(cpu=True)  # a new one: it holds the models and objects saved
     model = torch.nn.Linear(3 * 8 * 8, 4)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     it = ImageRecordIter(
         path_imgrec=args.rec, data_shape=(3, 8, 8), batch_size=args.batch_size, shuffle=True,
-        seed=3, resize=8, preprocess_threads=1,
+        seed=3, resize=8, rand_crop=True, rand_mirror=True, preprocess_threads=1,
     )  # fmt: skip
     train = TorchBatches(it, device=accelerator.device, label_dtype=torch.long)
     model, optimizer, train = accelerator.prepare(model, optimizer, train)
@@ -45,7 +54,8 @@ def run(args, save_dir: str | None, resume: int | None) -> dict:
     for epoch in range(first_epoch, args.epochs):
         for step, batch in enumerate(train, start=taken if epoch == first_epoch else 0):
             real = len(batch.index) - batch.pad
-            batches.append([epoch, step, batch.epoch, batch.step, batch.index[:real].tolist()])
+            ids = batch.index[:real].tolist()
+            batches.append([epoch, step, batch.epoch, batch.step, ids, batch_bytes(batch)])
             loss = torch.nn.functional.cross_entropy(model(batch.data.flatten(1)), batch.label)
             optimizer.zero_grad()
             accelerator.backward(loss)

@@ -5,19 +5,20 @@ torchrun (DDP, gloo). Used by tests/frameworks/test_resume_sweep.py.
     torchrun --nproc-per-node 2 tests/_lightning_resume.py DATA.rec WORKDIR --devices 2 ...
 
 One uninterrupted fit of ``--epochs`` epochs saves a checkpoint after every step and
-records, on each rank, the (epoch, step, record ids) of every batch trained; then, for each
-k in ``--ks``, a fresh Trainer, model and DataModule resume from the checkpoint of global
-step k and record theirs. ``--estimate`` has ``configure_optimizers`` size a OneCycleLR from
-``trainer.estimated_stepping_batches`` (Lightning then sets up the train loader before the
-checkpoint is read); ``--datamodule-state`` keeps the loader's state in the DataModule too,
-the way around that (see examples/lightning_datamodule.py). Each rank writes
-WORKDIR/rank<R>.json: {"full": [...], "resumed": {k: [...]}, "len": ..., "num_training_batches":
-{...}, "estimated": {...}}.
+records, on each rank, the (epoch, step, record ids, a digest of the images and labels) of
+every batch trained; then, for each k in ``--ks``, a fresh Trainer, model and DataModule
+resume from the checkpoint of global step k and record theirs. ``--estimate`` has
+``configure_optimizers`` size a OneCycleLR from ``trainer.estimated_stepping_batches``
+(Lightning then sets up the train loader before the checkpoint is read);
+``--datamodule-state`` keeps the loader's state in the DataModule too, the way around that
+(see examples/lightning_datamodule.py). Each rank writes WORKDIR/rank<R>.json: {"full":
+[...], "resumed": {k: [...]}, "len": ..., "num_training_batches": {...}, "estimated": {...}}.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import warnings
@@ -40,7 +41,8 @@ class Data(L.LightningDataModule):
         if self.train is None:
             it = ImageRecordIter(
                 path_imgrec=self.rec, data_shape=(3, 8, 8), batch_size=self.batch_size,
-                shuffle=True, seed=3, resize=8, preprocess_threads=1,
+                shuffle=True, seed=3, resize=8, rand_crop=True, rand_mirror=True,
+                preprocess_threads=1,
             )  # fmt: skip
             self.train = TorchBatches(it, label_dtype=torch.long)
 
@@ -60,6 +62,13 @@ class Data(L.LightningDataModule):
         self.train = None
 
 
+def batch_bytes(batch) -> str:
+    """A digest of the batch's images and labels: the same bytes, or not."""
+    digest = hashlib.sha256(batch.data.contiguous().numpy().tobytes())
+    digest.update(batch.label.contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
 class Model(L.LightningModule):
     def __init__(self, estimate: bool) -> None:
         super().__init__()
@@ -70,7 +79,8 @@ class Model(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         real = len(batch.index) - batch.pad
-        self.trained.append([batch.epoch, batch.step, batch_idx, batch.index[:real].tolist()])
+        ids = batch.index[:real].tolist()
+        self.trained.append([batch.epoch, batch.step, batch_idx, ids, batch_bytes(batch)])
         logits = self.layer(batch.data.flatten(1))
         return torch.nn.functional.cross_entropy(logits, batch.label)
 

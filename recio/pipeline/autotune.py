@@ -184,6 +184,9 @@ class Governor:
                 self.pool.set_active_threads(new)
 
     def pause(self) -> None:
-        """The pipeline stopped (epoch end, reset): the time until the next one is no step."""
+        """An epoch ended or the pipeline stopped: the time until the next batch is no step."""
         self._left = None
+
+    def started(self) -> None:
+        """A new pipeline runs: its reader's wait counts from zero."""
         self._fetched = 0.0

@@ -179,10 +179,13 @@ class ImageRecordIter(PositionedIterator):
         return batch
 
     def _end_epoch(self) -> None:
-        self._stop_pipeline()
+        # The pipeline goes on with the next epoch's first batches, and is kept if the
+        # consumer goes on to that epoch (NOTE [epoch overlap] in .queued)
+        self._governor.pause()
 
     def _start_next_epoch(self) -> None:
-        self._stop_pipeline()
+        if self._pipeline is None or not self._pipeline.carry_on(self.epoch, self.step):
+            self._stop_pipeline()
 
     def _restart(self) -> None:
         self._stop_pipeline()
@@ -200,6 +203,7 @@ class ImageRecordIter(PositionedIterator):
             self._pipeline = RemotePipeline(
                 self, self.epoch, self.step, lookahead=self._lookahead, **inputs
             )
+        self._governor.started()
         self._finalizer.detach()
         self._finalizer = weakref.finalize(
             self, _shutdown, [self._pipeline], self.pool, self._lookahead

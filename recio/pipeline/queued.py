@@ -3,7 +3,8 @@
     __next__ ──submit──▶ native pool's queue (batches decoded back to back) ──▶ Batch
 
 No Python thread of its own (NOTE [queued batches]); the common batch takes a short path
-(NOTE [lean batches]).
+(NOTE [lean batches]); the next epoch's first batches are queued while an epoch's last ones
+are taken (NOTE [epoch overlap]).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import collections
 import contextlib
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from .run import POLL, Failure, PipelineRun, RawBatch, ready_depth
 if TYPE_CHECKING:
     from .iterator import ImageRecordIter
 
-__all__ = ["QueuedPipeline"]
+__all__ = ["Queued", "QueuedPipeline"]
 
 
 class QueuedPipeline(PipelineRun):
@@ -58,6 +59,38 @@ class QueuedPipeline(PipelineRun):
     other batch, and a lean one with a bad image, a checksum mismatch or several labels,
     goes the general way
     (:meth:`~recio.pipeline.read_decode.LocalPending.result`): the same batches either way.
+
+    NOTE [epoch overlap]: a pipeline that ended with its epoch would leave the pool idle
+    from the moment the epoch's last batch is decoded until the consumer's next ``iter()``
+    queues the next epoch's first one, and the consumer would then wait for that batch's
+    whole decode: about a batch per epoch, up to 1/n of an epoch of n batches where the
+    consumer's step is about as long as a batch's decode. So once the consumer's epoch has
+    had its last batch submitted, :meth:`_fill` gives the queue's room to the next epoch's
+    first batches: planned from that epoch's order, drawn with its keys (a
+    :class:`~recio.pipeline.read_decode.BatchReader` of its own), one epoch ahead at most
+    and within ``depth`` (the same batch arrays in flight). The consumer still sees one
+    epoch a pass: ``get`` is never asked past the epoch's last step
+    (:class:`~recio.pipeline.positioned.PositionedIterator` raises StopIteration there),
+    and the iterator keeps the pipeline over the epoch's end. When the consumer goes on to
+    the next epoch from its first step (``iter()``, or ``reset()`` once every batch was
+    taken), :meth:`carry_on` makes the queued batches that epoch's. Whatever else moves
+    the position (``load_state_dict``, a ``reset()`` mid-epoch) or ends the iterator
+    (``close()``, the finalizer) stops the pipeline, and :meth:`stop` waits for the pool to
+    be done with every queued batch, the next epoch's too, before an array of theirs can
+    be taken again; a failed submission ends the submissions and :meth:`carry_on` refuses,
+    so the next epoch starts afresh. The position (``state_dict()``, ``len()``) is the
+    consumer's, kept by the iterator; what is queued is never part of it, so a state saved
+    during the overlap is the one saved without it, and a run resumed from it plans and
+    draws exactly the batches that followed (tests/pipeline/test_epoch_overlap.py and the
+    framework sweeps of tests/frameworks/test_resume_sweep.py compare their bytes). A
+    remote file's pipeline (:class:`~recio.pipeline.remote.RemotePipeline`) does the
+    same with its threads: the reader goes on from the epoch's last batches to the next
+    epoch's, with the first fetches it started behind the epoch's last ones
+    (:class:`~recio.storage.Lookahead`), and reads a further epoch only once the
+    consumer has gone on to the one before; the decode threads number the batches in the
+    order read (steps start again each epoch) and draw each with its epoch's keys; the
+    ready queue holds the next epoch's first batches at the end of an epoch, within its
+    bound.
     """
 
     def __init__(
@@ -73,24 +106,30 @@ class QueuedPipeline(PipelineRun):
         # one fewer than the threaded pipeline's two decoding and ready ones: the batch being
         # finished is the other (the same arrays in flight)
         self.depth = ready_depth(it.config) + 1
-        self._next = self.first_step  # the next step to submit
         self.blocked = 0.0  # the last get's wait for the pool (NOTE [stage times])
-        self._queued: collections.deque = collections.deque()  # (step, raw, out, pending, t0)
+        self._queued: collections.deque[Queued] = collections.deque()  # in the consumer's order
         self._lock = threading.RLock()  # get against a stop() from another thread
-        self.reader = BatchReader(
+        self._batch_shape = it.config.batch_shape
+        # The common batch (NOTE [lean batches]): its small arrays reused, a set per batch
+        # in flight and two more, in submission order (steps start again each epoch).
+        reader = self._reader(epoch)
+        self._rows = [reader.rows(it.config.batch_size) for _ in range(self.depth + 2)]
+        self._submitted = 0
+        self._ahead: _Submitting | None = _Submitting(epoch, step, self, reader)
+
+    def _reader(self, epoch: int) -> BatchReader:
+        """The batches of ``epoch`` as this pipeline queues them (its draws made once)."""
+        return BatchReader(
             self.records,
             self.pool,
-            it.config.batch_shape,
-            it.buffers.dtype,
+            self._batch_shape,
+            self.buffers.dtype,
             label_width=self.read_label_width,
-            draw=self.draw,
+            draw=self.epoch_draw(epoch),
             options=self.decode_options,
             raise_bad_headers=self.raise_bad_headers,
             label_maps=self.label_maps,
         )
-        # The common batch (NOTE [lean batches]): its plan a slice, its small arrays reused.
-        self._slices = self.sampler.slices(epoch) if self.reader.local else None
-        self._rows = [self.reader.rows(it.config.batch_size) for _ in range(self.depth + 2)]
 
     def get(self):
         """The next batch's item (or a :class:`Failure`), the pool's next ones queued first."""
@@ -98,7 +137,7 @@ class QueuedPipeline(PipelineRun):
             if self.stopping.is_set():
                 return Failure(ValueError("the ImageRecordIter was closed"))
             self._fill()
-            step, raw, out, pending, t0 = self._queued[0]
+            epoch, step, raw, out, pending, t0 = self._queued[0]
             if isinstance(pending, Failure):
                 self._queued.popleft()
                 return pending
@@ -112,52 +151,90 @@ class QueuedPipeline(PipelineRun):
             self._queued.popleft()
             if self.tracer is not None:  # the pool's work on it, from submit to done
                 end = self.tracer.now_us()
-                self.tracer.add("decode+augment", t0, end, thread_name="recio-decoder", step=step)
+                self.tracer.add(
+                    "decode+augment", t0, end, thread_name="recio-decoder", epoch=epoch, step=step
+                )
             self._fill()  # the pool has the next ones before this one's Python runs
             try:
                 if raw is None:  # a lean batch
                     got = pending.decoded()
                     if got is not None:
-                        return self._decoded(step, out, *got)
-                    raw = RawBatch(self.epoch, step, pending.positions, 0, None, None)
+                        return self._decoded(epoch, step, out, *got)
+                    raw = RawBatch(epoch, step, pending.positions, 0, None, None)
                 return self.consumer_item(raw, out, pending.result())
             except Exception as exc:  # noqa: BLE001 - raised by __next__, as the threads' are
                 return Failure(exc)
 
-    def _decoded(self, step: int, out: np.ndarray, labels: np.ndarray, ids: np.ndarray) -> tuple:
+    def _decoded(
+        self, epoch: int, step: int, out: np.ndarray, labels: np.ndarray, ids: np.ndarray
+    ) -> tuple:
         """:meth:`consumer_item` of a lean batch whose every image was decoded (status None)."""
         if self.imglist is not None:  # MXNet's path_imglist: the list's labels, by header id
             labels = self.imglist.lookup(ids)
         label = labels[:, 0] if self.label_width == 1 else labels
-        return Batch(out, label, ids, 0, self.epoch, step), None, (), ids
+        return Batch(out, label, ids, 0, epoch, step), None, (), ids
 
     def _fill(self) -> None:
-        """Submit batches until ``depth`` are queued or the epoch's last one is."""
-        while len(self._queued) < self.depth and self._next < self.end_step:
-            step = self._next
-            self._next += 1
+        """Submit batches until ``depth`` are queued: the epoch's, then the next one's first.
+
+        (NOTE [epoch overlap].)
+        """
+        while len(self._queued) < self.depth and self._ahead is not None:
+            ahead = self._ahead
+            if ahead.next >= ahead.end:
+                if ahead.epoch != self.epoch:  # one epoch ahead at most
+                    return
+                following = ahead.epoch + 1
+                first = self.sampler.first_step(following)
+                self._ahead = _Submitting(following, first, self, self._reader(following))
+                continue
+            step = ahead.next
+            ahead.next += 1
             t0 = self.tracer.now_us() if self.tracer is not None else 0.0
             try:
-                sliced = None if self._slices is None else self._slices.get(step)
-                if sliced is not None and sliced[1] is None:  # lean (NOTE [lean batches])
-                    out = self.buffers.take()
-                    rows = self._rows[step % len(self._rows)]
-                    pending = self.reader.submit_local(sliced[0], out, rows)
-                    self._queued.append((step, None, out, pending, t0))
-                    continue
-                raw = self.raw_batch(self.sampler.plan(self.epoch, step), None)
-                out = self.buffers.take()
-                pending = self.reader.submit(raw.positions, out, epochs=raw.epochs, keys=raw.keys)
+                self._queued.append(Queued(ahead.epoch, step, *self._submit(ahead, step), t0))
             except Exception as exc:  # noqa: BLE001 - delivered in its turn
-                self._queued.append((step, None, None, Failure(exc), t0))
-                self._next = self.end_step
+                self._queued.append(Queued(ahead.epoch, step, None, None, Failure(exc), t0))
+                self._ahead = None  # nothing after it
                 return
-            self._queued.append((step, raw, out, pending, t0))
+
+    def _submit(self, ahead: _Submitting, step: int) -> tuple:
+        """``(raw, out, pending)`` of step ``step`` of ``ahead``'s epoch, queued on the pool."""
+        reader = ahead.reader
+        sliced = None if ahead.slices is None else ahead.slices.get(step)
+        rows = self._rows[self._submitted % len(self._rows)]
+        self._submitted += 1
+        if sliced is not None and sliced[1] is None:  # lean (NOTE [lean batches])
+            out = self.buffers.take()
+            return None, out, reader.submit_local(sliced[0], out, rows)
+        raw = self.raw_batch(self.sampler.plan(ahead.epoch, step), None)
+        out = self.buffers.take()
+        return raw, out, reader.submit(raw.positions, out, epochs=raw.epochs, keys=raw.keys)
+
+    def carry_on(self, epoch: int, step: int) -> bool:
+        """Whether the batches queued are ``epoch``'s from ``step`` on; if so, deliver them.
+
+        (NOTE [epoch overlap].) Only the epoch that follows the one delivered, from its
+        first step, and only with nothing of the delivered one left and no failure queued.
+        """
+        with self._lock:
+            if self.stopping.is_set() or epoch != self.epoch + 1:
+                return False
+            if step != self.sampler.first_step(epoch):
+                return False
+            for queued in self._queued:
+                if queued.epoch != epoch or isinstance(queued.pending, Failure):
+                    return False
+            ahead = self._ahead
+            if ahead is None or (ahead.epoch == self.epoch and ahead.next < ahead.end):
+                return False  # a failure ended the submissions; the epoch was not all taken
+            self.begin_epoch(epoch, step)
+            return True
 
     def ready_share(self) -> float:
         """The share of the queued batches the pool has finished (NOTE [thread tuner])."""
         queued = list(self._queued)
-        done = sum(1 for q in queued if isinstance(q[3], Failure) or q[3].wait(0))
+        done = sum(1 for q in queued if isinstance(q.pending, Failure) or q.pending.wait(0))
         return done / max(1, len(queued))
 
     def stop(self) -> None:
@@ -165,7 +242,29 @@ class QueuedPipeline(PipelineRun):
         self.stopping.set()
         with self._lock:
             queued, self._queued = self._queued, collections.deque()
-            for _, _, _, pending, _ in queued:
+            self._ahead = None
+            for pending in (q.pending for q in queued):
                 if not isinstance(pending, Failure):
                     with contextlib.suppress(RuntimeError):  # forked: the parent's, not ours
                         pending.wait()  # the pool is done with its buffers (close: cancelled)
+
+
+class Queued(NamedTuple):
+    """A batch queued on the pool, in the order the consumer takes them."""
+
+    epoch: int
+    step: int
+    raw: RawBatch | None  # None: a lean batch (NOTE [lean batches])
+    out: np.ndarray | None  # the batch array the pool writes; None with a failure
+    pending: Any  # the read_decode pending batch, or the Failure to deliver in its turn
+    t0: float  # when it was submitted (the tracer's clock)
+
+
+class _Submitting:
+    """The epoch whose batches a :class:`QueuedPipeline` submits: the next step, its reader."""
+
+    def __init__(self, epoch: int, step: int, run: PipelineRun, reader: BatchReader) -> None:
+        self.epoch, self.next, self.reader = epoch, step, reader
+        self.end = run.sampler.steps_in_epoch(epoch)
+        # NOTE [sliced plans]: the common batch's positions as a slice of the epoch's order
+        self.slices = run.sampler.slices(epoch) if reader.local else None

@@ -5,7 +5,9 @@
 The reader fetches the upcoming batches' bytes ahead (coalesced ranged reads, a whole block
 window at a time with block shuffle); two decode threads take the batches in turn (NOTE
 [two decode threads]), each batch one native call over its records as fetched (NOTE [remote
-batches on the pool]). Errors in a thread travel in turn with the batches.
+batches on the pool]). Errors in a thread travel in turn with the batches. The threads
+go on into the next epoch's first batches while the last ones are taken (NOTE [epoch
+overlap] in :mod:`.queued`).
 """
 
 from __future__ import annotations
@@ -63,15 +65,18 @@ class RemotePipeline(PipelineRun):
         # pool idles meanwhile, a tenth of the time on small images. With two, the second
         # one's batch is queued in the pool (NOTE [job queue] in native/pool.c, GIL
         # released) and starts the moment the first one's ends. They take the batches in
-        # step order (under _take_lock) and hand them on in that order (_put_in_turn),
-        # errors included, so the consumer sees exactly what one thread would give it; one
-        # more batch array is in flight. (A local file needs no thread: NOTE [queued
-        # batches].)
+        # the order the reader queued them (under _take_lock) and hand them on in that
+        # order (_put_in_turn), errors included, so the consumer sees exactly what one
+        # thread would give it; one more batch array is in flight. (A local file needs no
+        # thread: NOTE [queued batches].)
         self.blocked = self.fetch_wait = 0.0  # NOTE [stage times]
-        self._taken = self.first_step  # the next step a decode thread takes from read_q
+        # Batches are numbered in the order the reader queues them, over the epochs it
+        # reads (NOTE [epoch overlap] in .queued: the next epoch's follow this one's).
+        self._taken = 0  # the number of the next batch a decode thread takes from read_q
         self._take_lock = threading.Lock()
-        self._turn = self.first_step  # the step whose batch goes into ready_q next
+        self._turn = 0  # the number of the batch that goes into ready_q next
         self._turn_cv = threading.Condition()
+        self._delivering = threading.Condition()  # carry_on: the reader may go on
         # NOTE [remote batches on the pool]: one file, one label, no mapped labels, the
         # native decoder: the prefetcher fetches the records' extents as stored (checked
         # against the sidecar, not parsed in Python), and a decode thread queues each batch
@@ -85,12 +90,9 @@ class RemotePipeline(PipelineRun):
             and self.read_label_width == 1
             and not self.label_maps
         )
-        # the options checked and the draw's parameters made once, not per batch
-        self._job = None
-        if self.extents:
-            self._job = self.pool.records_job(
-                config.batch_shape, it.buffers.dtype, draw=self.draw, options=self.decode_options
-            )
+        # per epoch, the options checked and the draw's parameters made once, not per batch
+        self._jobs: dict[int, Any] = {}
+        self._batch_shape = config.batch_shape
         self._starts: dict[int, np.ndarray] = {}  # n -> n zeros: a record starts each extent
         work = [
             (self._read, self.read_q, "recio-reader"),
@@ -107,7 +109,7 @@ class RemotePipeline(PipelineRun):
     # consumer side
 
     def get(self):
-        """The next batch's item (or a :class:`Failure`), in step order."""
+        """The next batch's item (or a :class:`Failure`), in the order they were read."""
         self.blocked = 0.0  # the consumer's wait for the decoders (NOTE [stage times])
         with contextlib.suppress(queue.Empty):
             return self.ready_q.get_nowait()
@@ -130,6 +132,22 @@ class RemotePipeline(PipelineRun):
     def ready_share(self) -> float:
         """The share of the ready queue's room that decoded batches fill (NOTE [thread tuner])."""
         return self.ready_q.qsize() / max(1, self.ready_q.maxsize)
+
+    def carry_on(self, epoch: int, step: int) -> bool:
+        """Whether the batches read ahead are ``epoch``'s from ``step`` on; if so, deliver them.
+
+        (NOTE [epoch overlap] in :mod:`.queued`.) Only the epoch that follows the one
+        delivered, from its first step, with every thread still at work (a failure ends
+        the thread that met it).
+        """
+        if self.stopping.is_set() or epoch != self.epoch + 1:
+            return False
+        if step != self.sampler.first_step(epoch) or not all(t.is_alive() for t in self.threads):
+            return False
+        with self._delivering:
+            self.begin_epoch(epoch, step)
+            self._delivering.notify_all()
+        return True
 
     def stop(self) -> None:
         """Stop the threads and join them (from any thread but theirs)."""
@@ -174,31 +192,49 @@ class RemotePipeline(PipelineRun):
                 self._put(out_q, Failure(exc))
 
     def _read(self) -> None:
-        """Fetch a remote file's batches ahead and queue them for the decode threads."""
-        plans = self._plans(self.epoch, self.first_step)
-        nxt = self._plans(self.epoch + 1, 0)
+        """Fetch a remote file's batches ahead and queue them for the decode threads.
+
+        The epoch delivered, then the next one's (NOTE [epoch overlap] in :mod:`.queued`),
+        one epoch ahead of the consumer at most: each further epoch once the consumer has
+        gone on to the one before it (:meth:`carry_on`).
+        """
+        epoch, step = self.epoch, self.first_step
+        while True:
+            self._read_epoch(epoch, step)
+            epoch += 1
+            step = self.sampler.first_step(epoch)
+            with self._delivering:
+                while self.epoch < epoch - 1:
+                    if self.stopping.is_set():
+                        raise _Stop
+                    self._delivering.wait(POLL)
+
+    def _read_epoch(self, epoch: int, first_step: int) -> None:
+        """Queue ``epoch``'s batches from ``first_step`` on for the decode threads."""
+        plans = self._plans(epoch, first_step)
+        following = self.sampler.first_step(epoch + 1)
+        nxt = self._plans(epoch + 1, following)
         if self.records.cached:
             # The block cache keeps what is needed soonest (NOTE [block cache]): the rest
             # of this epoch and all of the next are known now.
             self.records.schedule_reads(
-                [(clock(self.epoch, p.step), p.positions) for p in plans]
-                + [(clock(self.epoch + 1, p.step), p.positions) for p in nxt]
+                [(clock(epoch, p.step), p.positions) for p in plans]
+                + [(clock(epoch + 1, p.step), p.positions) for p in nxt]
             )
         # Several batches' byte ranges coalesced and fetched concurrently, ahead; with block
         # shuffle, a whole window at a time (one window fetched while one is used).
-        key = (self.epoch, self.first_step)
-        prefetcher = self.lookahead.take(key) or self._prefetcher(
-            plans, self.first_step, self.epoch
+        prefetcher = self.lookahead.take((epoch, first_step)) or self._prefetcher(
+            plans, first_step, epoch
         )
 
         def ahead() -> None:
             # Every fetch of this epoch is issued: the next epoch's first window goes out
             # now, while this epoch's last jobs are fetched and used, so that it is there
-            # when the next epoch starts (taken if the consumer goes on to it, else closed).
+            # when the next epoch starts (taken by this reader or the next run's, else closed).
             if nxt and not self.stopping.is_set():
-                first = self._prefetcher(nxt, 0, self.epoch + 1, lead=False)
+                first = self._prefetcher(nxt, following, epoch + 1, lead=False)
                 first.start()
-                self.lookahead.put((self.epoch + 1, 0), first)
+                self.lookahead.put((epoch + 1, following), first)
 
         prefetcher.when_issued(ahead)
         try:
@@ -249,15 +285,13 @@ class RemotePipeline(PipelineRun):
 
     def _decode(self) -> None:
         while True:
-            with self._take_lock:  # steps are taken in order: step k is read_q's k-th item
-                if self._taken >= self.end_step:
-                    return
-                step = self._taken
+            with self._take_lock:  # batches are taken in order: number k is read_q's k-th
+                number = self._taken
                 with maybe_span(self.tracer, "queue wait (for reader)"):
                     raw = self._get(self.read_q)
                 self._taken += 1
             if isinstance(raw, Failure):
-                self._put_in_turn(step, raw)
+                self._put_in_turn(number, raw)
                 return
             try:
                 item = self._decode_one(raw)
@@ -266,13 +300,13 @@ class RemotePipeline(PipelineRun):
             except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer, in turn
                 if hasattr(exc, "add_note"):
                     exc.add_note(f"(raised in recio's {threading.current_thread().name} thread)")
-                self._put_in_turn(step, Failure(exc))
+                self._put_in_turn(number, Failure(exc))
                 return
-            self._put_in_turn(step, item)
+            self._put_in_turn(number, item)
 
     def _decode_one(self, raw: RawBatch) -> tuple:
         out = self.buffers.take()
-        with maybe_span(self.tracer, "decode+augment", step=raw.step):
+        with maybe_span(self.tracer, "decode+augment", epoch=raw.epoch, step=raw.step):
             got = self._decode_extents(raw, out) if self.extents else None
             if got is None:
                 if self.extents:  # the exact way: the payloads parsed from the extents
@@ -297,12 +331,26 @@ class RemotePipeline(PipelineRun):
         # joined into one buffer they would be copied once more, a pass over every byte of
         # the batch from memory the CPU's caches no longer hold.
         keys = raw.positions if raw.keys is None else raw.keys
-        pending = self._job.submit(extents, starts, out, records=np.asarray(keys, dtype=np.int64))
+        job = self._job(raw.epoch)
+        pending = job.submit(extents, starts, out, records=np.asarray(keys, dtype=np.int64))
         got = pending.result()
         if pending.failed and (got.status == _RECORD).any():
             return None
         reasons = self.pool.last_errors() if pending.failed else None
         return DecodedBatch(got.status, got.labels, got.ids, reasons)
+
+    def _job(self, epoch: int) -> Any:
+        """``epoch``'s records job: its options checked and draws made once, not per batch."""
+        job = self._jobs.get(epoch)
+        if job is None:  # (two threads may both make one: the same job)
+            job = self.pool.records_job(
+                self._batch_shape,
+                self.buffers.dtype,
+                draw=self.epoch_draw(epoch),
+                options=self.decode_options,
+            )
+            self._jobs = {e: j for e, j in self._jobs.items() if e >= epoch - 1} | {epoch: job}
+        return job
 
     def _payloads(self, raw: RawBatch) -> list:
         """The records' payloads, parsed from their fetched extents (mismatches as they are).
@@ -320,10 +368,10 @@ class RemotePipeline(PipelineRun):
         except RecordIOError as exc:
             return MismatchedPayload(self.records.bad_record(i, exc))
 
-    def _put_in_turn(self, step: int, item) -> None:
-        """Put the item of ``step`` into ready_q once those of the steps before it are in."""
+    def _put_in_turn(self, number: int, item) -> None:
+        """Put the item of batch ``number`` into ready_q once those before it are in."""
         with self._turn_cv:
-            while self._turn != step:
+            while self._turn != number:
                 if self.stopping.is_set():
                     raise _Stop
                 self._turn_cv.wait(POLL)

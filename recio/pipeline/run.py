@@ -91,8 +91,7 @@ class PipelineRun:
         self.sampler = it.sampler
         self.pool = it.pool
         self.policy = it.policy
-        geometry = config.geometry if config.geometry.enabled else None
-        self.draw = KeyedDraw(config.crop, config.draw_seed, epoch, config.colour, geometry)
+        self._config = config
         self.imglist = imglist
         self.label_width = config.label_width
         # With an image list the records' own labels are not used: read as one wide
@@ -111,38 +110,60 @@ class PipelineRun:
             scale=norm.scale,
             mean_img=mean_img,
         )
-        self.epoch, self.first_step = epoch, step
-        self.end_step = self.sampler.steps_in_epoch(epoch)
         self.stopping = threading.Event()
         self.buffers = it.buffers
         self.refill = Refill(self.sampler)  # NOTE [refill]
+        self.begin_epoch(epoch, step)
+
+    def begin_epoch(self, epoch: int, step: int) -> None:
+        """Deliver ``epoch``'s batches from ``step`` on: its draws, its last step."""
+        self.epoch, self.first_step = epoch, step
+        self.end_step = self.sampler.steps_in_epoch(epoch)
+        self.draw = self.epoch_draw(epoch)
         self._take = decoded(
             self.records,
             self.pool,
-            config.batch_shape[1:],
-            it.buffers.dtype,
+            self._config.batch_shape[1:],
+            self.buffers.dtype,
             label_width=self.read_label_width,
             draw=self.draw,
             options=self.decode_options,
             label_maps=self.label_maps,
         )
 
+    def epoch_draw(self, epoch: int) -> KeyedDraw:
+        """The crop, flip, colour and geometry draws of ``epoch``'s records."""
+        config = self._config
+        geometry = config.geometry if config.geometry.enabled else None
+        return KeyedDraw(config.crop, config.draw_seed, epoch, config.colour, geometry)
+
     def raw_batch(self, plan, payloads) -> RawBatch:
         """The :class:`RawBatch` of a sampler's ``plan`` (``payloads``: fetched ahead, or None)."""
         epochs = self.sampler.slot_epochs(plan)
         return RawBatch(
-            self.epoch, plan.step, plan.positions, plan.pad, payloads, epochs, plan.keys
+            plan.epoch, plan.step, plan.positions, plan.pad, payloads, epochs, plan.keys
         )
+
+    def carry_on(self, epoch: int, step: int) -> bool:
+        """Whether this run goes on to deliver ``epoch`` from ``step`` (NOTE [epoch overlap]).
+
+        True when the batches it decoded ahead are exactly those; it then delivers them.
+        False: the caller stops it and starts another run there.
+        """
+        return False
 
     def submit(self, raw: RawBatch, out: np.ndarray) -> PendingBatch:
         """``raw``'s records read and decoded into ``out``: its native calls queued."""
+        draw = self.draw  # the delivered epoch's; a batch read ahead is the next one's
+        if draw.epoch != raw.epoch:
+            draw = self.epoch_draw(raw.epoch)
         return submit_read_and_decode(
             self.records,
             raw.positions,
             self.pool,
             out,
             label_width=self.read_label_width,
-            draw=self.draw,
+            draw=draw,
             options=self.decode_options,
             payloads=raw.payloads,
             raise_bad_headers=self.raise_bad_headers,

@@ -1,7 +1,11 @@
 """Resume from any step, under every framework: a state saved after step k of a run (k = 1 ..
 2n - 1 over two epochs of n = 7 batches: every step of the first epoch, its boundary, and
 every step of the second) continues with exactly the rest of that epoch and then whole
-epochs, the record ids (and the framework's own step numbers) of the uninterrupted run's.
+epochs, the record ids, the bytes of the images (random crops and flips, keyed by epoch) and
+labels, and the framework's own step numbers of the uninterrupted run's. The last steps of
+an epoch are saved while the next epoch's first batches are already queued on the pool
+(NOTE [epoch overlap] in recio/pipeline/queued.py): the states are the consumer's, the
+batches the same.
 
 Lightning in one process and in two (DDP on CPU, gloo, under torchrun), with and without
 ``trainer.estimated_stepping_batches`` (a OneCycleLR sized from it; Lightning then sets the
@@ -16,6 +20,7 @@ epoch's last batch trained one epoch too many.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -149,10 +154,18 @@ def test_accelerate_two_processes_resume_from_every_step(rec, tmp_path):
 # --- torchdata -----------------------------------------------------------------------------
 
 
+def batch_bytes(batch) -> str:
+    """A digest of a TorchBatch's images and labels: the same bytes, or not."""
+    digest = hashlib.sha256(batch.data.contiguous().numpy().tobytes())
+    digest.update(batch.label.contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
 def stateful_loop(rec: str, saved: dict | None = None) -> tuple[list, dict[int, dict]]:
     """A loop over epochs with a StatefulDataLoader, saving {epoch, step, loader} each step.
 
-    Returns the batches it trained, [loop epoch, loop step, batch epoch, batch step, ids]
+    Returns the batches it trained, [loop epoch, loop step, batch epoch, batch step, ids,
+    digest of the images and labels]
     (the loop's step counts on from the saved one), and the state saved after each count
     of batches.
     """
@@ -163,7 +176,7 @@ def stateful_loop(rec: str, saved: dict | None = None) -> tuple[list, dict[int, 
 
     it = ImageRecordIter(
         path_imgrec=rec, data_shape=(3, 8, 8), batch_size=IMAGES // N, shuffle=True, seed=3,
-        resize=8, preprocess_threads=1,
+        resize=8, rand_crop=True, rand_mirror=True, preprocess_threads=1,
     )  # fmt: skip
     with it:
         loader = StatefulDataLoader(TorchBatches(it), batch_size=None)
@@ -175,7 +188,8 @@ def stateful_loop(rec: str, saved: dict | None = None) -> tuple[list, dict[int, 
             left = len(loader) - taken  # what a progress bar would expect
             before = len(batches)
             for step, batch in enumerate(loader, start=taken):
-                batches.append([epoch, step, batch.epoch, batch.step, batch.index.tolist()])
+                ids = batch.index.tolist()
+                batches.append([epoch, step, batch.epoch, batch.step, ids, batch_bytes(batch)])
                 states[len(batches)] = {
                     "epoch": epoch, "step": step + 1, "loader": loader.state_dict()
                 }  # fmt: skip

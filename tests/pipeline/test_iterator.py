@@ -517,8 +517,13 @@ def test_remote_next_epoch_is_fetched_ahead_and_matches_local(rec, memfs, mode):
     with make_iter(rec, **kw) as local, make_iter(url, **kw) as remote:
         want = [_ids_and_pixels(local) for _ in range(3)]
         got = [_ids_and_pixels(remote)]
-        # epoch 0 done: epoch 1's first fetches were started behind it
-        assert remote._lookahead.key == (1, 0)
+        # epoch 0 done: epoch 1's first fetches were started behind it, and the reader went
+        # on with them into epoch 1 (NOTE [epoch overlap]), whose own fetches, all issued,
+        # started epoch 2's
+        deadline = time.monotonic() + 30
+        while remote._lookahead.key != (2, 0) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert remote._lookahead.key == (2, 0)
         got += [_ids_and_pixels(remote) for _ in range(2)]
         # resuming elsewhere drops the lookahead and still reads the right records
         state = {**remote.state_dict(), "epoch": 1, "consumed": 2 * remote.batch_size}
@@ -661,7 +666,7 @@ def test_remote_batches_are_one_native_call_and_exact_only_where_needed(
     exact, real = [], recio.pipeline.read_decode.read_batch
 
     def spy(records, positions, *args, **kwargs):
-        exact.append((records.url == url, sorted(int(p) for p in positions)))
+        exact.append((records.url == url, tuple(sorted(int(p) for p in positions))))
         return real(records, positions, *args, **kwargs)
 
     monkeypatch.setattr(recio.pipeline.read_decode, "read_batch", spy)
@@ -670,9 +675,11 @@ def test_remote_batches_are_one_native_call_and_exact_only_where_needed(
             np.testing.assert_array_equal(x.data, y.data)
             assert x.index.tolist() == y.index.tolist() and x.label.tolist() == y.label.tolist()
         assert remote.stats.decoded == 12 and not remote.stats.bad_records
-    # remote: the two batches with a split record whole; local: those records alone
-    assert sorted(exact) == [(False, [2]), (False, [9]), (True, [0, 1, 2, 3]),
-                             (True, [8, 9, 10, 11])]  # fmt: skip
+    # remote: the two batches with a split record whole; local: those records alone (the
+    # remote decode threads may have gone on into epoch 1's first batches, read alike:
+    # NOTE [epoch overlap])
+    assert sorted(set(exact)) == [(False, (2,)), (False, (9,)), (True, (0, 1, 2, 3)),
+                             (True, (8, 9, 10, 11))]  # fmt: skip
 
 
 @pytest.mark.parametrize("where", ["local", "remote"])
@@ -723,7 +730,7 @@ def test_ctrl_c_with_batches_queued_leaves_the_iterator_closable(tmp_path):
                 pass
     timer.join()
     queued = list(it._pipeline._queued) if it._pipeline is not None else []
-    outs = [entry[2] for entry in queued if entry[2] is not None]
+    outs = [entry.out for entry in queued if entry.out is not None]
     t0 = time.monotonic()
     it.close()
     assert time.monotonic() - t0 < 10
