@@ -33,7 +33,9 @@ only::
     valgrind --tool=callgrind --collect-atstart=no --toggle-collect=rc_resample_window \\
         python tools/bench_resample.py CORPUS --only "recio u8" --passes 1
 
-and divide the total by the windows (printed); OpenCV's with ``--toggle-collect='cv::resize*'``.
+and divide the total by the windows (printed). For any configuration (OpenCV's wheel has no
+symbols to toggle on), the whole process's count with ``--passes 3`` less ``--passes 1``,
+no toggle, divided by twice the windows.
 """
 
 from __future__ import annotations
