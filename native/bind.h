@@ -128,7 +128,7 @@ typedef struct {
   PyObject_HEAD
   rc_opts opts;
   PyObject *draw; /* a Draw, or NULL */
-  Py_buffer lut, gain, mean_img;
+  Py_buffer lut, lut_line, gain, mean_img;
 } JobOptionsObject;
 
 extern PyTypeObject DrawType, JobOptionsType;
@@ -148,5 +148,6 @@ extern PyMethodDef rc_crc_functions[];
 extern PyMethodDef rc_decode_functions[]; /* bind_pool.c */
 extern PyMethodDef rc_guard_functions[]; /* mapguard.c */
 extern PyMethodDef rc_restart_functions[]; /* bind_restart.c */
+extern PyMethodDef rc_resample_functions[]; /* bind_resample.c */
 
 #endif

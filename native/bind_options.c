@@ -6,6 +6,8 @@
 
 #include <stdarg.h>
 
+#include "resample.h"
+
 /* NOTE [named parameters]: what a decode is asked to do reaches C by name, never by position.
  * A Draw is made from keywords that name rc_draw's fields (its colour and geometry from dicts
  * that name rc_colour's and rc_geom's), a JobOptions from keywords that name rc_opts' fields:
@@ -136,6 +138,7 @@ const rc_draw *draw_of(PyObject *obj) {
 
 static void JobOptions_dealloc(JobOptionsObject *self) {
   release_param(&self->lut);
+  release_param(&self->lut_line);
   release_param(&self->gain);
   release_param(&self->mean_img);
   Py_XDECREF(self->draw);
@@ -143,16 +146,16 @@ static void JobOptions_dealloc(JobOptionsObject *self) {
 }
 
 static PyObject *JobOptions_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"out_h",      "out_w", "layout", "itemsize", "interp", "bgr",
-                           "dct_mode",   "roi",   "max_pixels", "lut",  "draw",   "gain",
-                           "mean_img",   NULL};
+  static char *kwlist[] = {"out_h", "out_w",    "layout",   "itemsize",   "interp",
+                           "bgr",   "dct_mode", "roi",      "max_pixels", "lut",
+                           "draw",  "gain",     "mean_img", "lut_line",   NULL};
   if (refuse_positional(args, "JobOptions") < 0) return NULL;
   rc_opts o = {0};
   PyObject *lut = Py_None, *draw = Py_None, *gain = Py_None, *mean_img = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "iiiiiiiiK|OOOO:JobOptions", kwlist, &o.out_h,
-                                   &o.out_w, &o.layout, &o.itemsize, &o.interp, &o.bgr,
-                                   &o.dct_mode, &o.roi, &o.max_pixels, &lut, &draw, &gain,
-                                   &mean_img))
+  PyObject *lut_line = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "iiiiiiiiK|OOOOO:JobOptions", kwlist, &o.out_h,
+                                   &o.out_w, &o.layout, &o.itemsize, &o.interp, &o.bgr, &o.dct_mode,
+                                   &o.roi, &o.max_pixels, &lut, &draw, &gain, &mean_img, &lut_line))
     return NULL;
   if (o.out_h < 1 || o.out_w < 1 || (o.itemsize != 1 && o.itemsize != 2 && o.itemsize != 4) ||
       (o.layout != RC_LAYOUT_NHWC && o.layout != RC_LAYOUT_NCHW) || o.interp < 0 ||
@@ -177,7 +180,15 @@ static PyObject *JobOptions_new(PyTypeObject *type, PyObject *args, PyObject *kw
                     "gain and mean_img need float32 outputs (and mean_img a gain)");
     goto fail;
   }
+  if (o.itemsize == 4 && get_param(lut_line, &self->lut_line, 3 * 2 * 8, 0, "lut_line") < 0)
+    goto fail;
   o.lut = self->lut.buf;
+  if (self->lut_line.buf) { /* used only where it gives the table's bits (NOTE [float store]) */
+    const double *ab = self->lut_line.buf;
+    int exact = 1;
+    for (int c = 0; c < 3; c++) exact &= rc_line_exact((const float *)o.lut + 256 * c, ab + 2 * c);
+    o.lut_line = exact ? ab : NULL;
+  }
   o.gain = self->gain.buf;
   o.mean_img = self->mean_img.buf;
   self->opts = o;
@@ -192,13 +203,16 @@ PyTypeObject JobOptionsType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "recio._native.JobOptions",
     .tp_doc = PyDoc_STR(
         "JobOptions(*, out_h, out_w, layout, itemsize, interp, bgr, dct_mode, roi, max_pixels, "
-        "lut=None, draw=None, gain=None, mean_img=None): what every image of a decode gets, "
+        "lut=None, draw=None, gain=None, mean_img=None, lut_line=None): what every image of a "
+        "decode gets, "
         "rc_opts' fields by name, checked once (NOTE [named parameters]). lut: [3][256] values "
         "of itemsize bytes, float outputs only; draw: a Draw (each image's window, flip and "
         "colour drawn for its record); gain (float32 [3]: scale / std) and mean_img (float32 "
         "[3][out_h][out_w], times gain), float32 outputs only: out = lut * contrast + "
         "illumination * gain - contrast * mean_img, with the drawn contrast factor and "
-        "illumination. recio.decode makes it once per job."),
+        "illumination; lut_line (float64 [3][2], float32 outputs): each channel's table as "
+        "level * a + b, computed so where that gives the table's bits (NOTE [float store] in "
+        "native/resample.h), else ignored. recio.decode makes it once per job."),
     .tp_basicsize = sizeof(JobOptionsObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = JobOptions_new,

@@ -261,6 +261,16 @@ static void store_row(const rc_opts *o, const uint8_t *line, void *out, int yy, 
       return;
     }
     STORE_ROW(uint8_t, CONV_U8);
+  } else if (o->itemsize == 4 && !flip && o->layout == RC_LAYOUT_NCHW) {
+    /* output channel k from byte src[k] (NOTE [float store]) */
+    const float *lut = o->lut;
+    const double *ab = o->lut_line;
+    float *plane = (float *)out + (size_t)yy * W;
+    const size_t n = (size_t)H * W;
+    const float *const t[3] = {lut + 256 * c0, lut + 256, lut + 256 * c2};
+    const double *const lines[3] = {ab + 2 * c0, ab + 2, ab + 2 * c2};
+    float *const d[3] = {plane + (size_t)c0 * n, plane + n, plane + (size_t)c2 * n};
+    rc_split3_f32(line, t, ab ? lines : NULL, d, W);
   } else if (o->itemsize == 2) {
     const uint16_t *lut = o->lut;
     STORE_ROW(uint16_t, CONV_LUT);
@@ -891,6 +901,11 @@ static void crop_columns(rc_worker *w, const rc_opts *o, crop_pass *p) {
       xoff = (JDIMENSION)a;
       xw = (JDIMENSION)(b - a);
       crop_scanline(ci, &xoff, &xw); /* widens to whole iMCU columns */
+      /* libjpeg IDCTs only those columns: the entropy decoder stores no others (where an
+       * MCU is an iMCU, so that both count columns alike) */
+      const int align = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
+      if (w->entropy_on && (ci->comps_in_scan > 1 || ci->max_h_samp_factor == 1))
+        rc_entropy_columns(w->entropy, xoff / align, (xoff + xw + align - 1) / align - 1);
     }
   }
   p->xoff = xoff;
@@ -921,22 +936,24 @@ static int read_crop_rows(rc_worker *w, const rc_opts *o, crop_pass *p, char *er
   return RC_OK;
 }
 
-/* Per output row: the vertical pass, the horizontal pass (flip folded in), then the colour and
+/* Per output row: the vertical pass over `rows` (the rows the filter touches, from the crop's
+ * `first`, p->row_stride bytes each), the horizontal pass (flip folded in), then the colour and
  * the store (NOTE [fused colour]); at scale 1 a pass is skipped and the store flips the row. */
 static void resample_rows(rc_worker *w, const rc_opts *o, const rc_draw *draw, crop_pass *p,
-                          void *out) {
+                          const uint8_t *rows, void *out) {
   image_colour *c = &p->colour;
   const size_t out_stride = (size_t)o->out_w * 3;
   const int store_flip = w->ch.identity ? p->mirror : 0;
   double sums[3];
   start_store(w, o, c, sums);
+  if (!w->ch.identity) rc_hpass_pack(&w->ch, p->mirror);
   for (int yy = 0; yy < o->out_h; yy++) {
     const int ymin = w->cv.bounds[2 * yy] - p->first, ytaps = w->cv.bounds[2 * yy + 1];
     const uint8_t *vrow = w->line;
     if (w->cv.identity)
-      vrow = w->tmp + (size_t)ymin * p->row_stride + p->skip;
+      vrow = rows + (size_t)ymin * p->row_stride + p->skip;
     else
-      rc_vpass(w->tmp + p->skip, p->row_stride, (size_t)p->rw * 3, ymin, ytaps,
+      rc_vpass(rows + p->skip, p->row_stride, (size_t)p->rw * 3, ymin, ytaps,
                w->cv.kk + (size_t)yy * w->cv.ksize, w->line);
     const uint8_t *done = vrow + (size_t)w->ch.bounds[0] * 3;
     if (!w->ch.identity) {
@@ -1002,7 +1019,7 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
   rc_start_decompress(w);
   crop_columns(w, o, &p);
   if ((st = read_crop_rows(w, o, &p, err))) return st;
-  resample_rows(w, o, draw, &p, out);
+  resample_rows(w, o, draw, &p, w->tmp, out);
   st = rc_warned(&w->err, err);
   if (p.whole && st == RC_OK) rc_checked_add(o->checked, p.key);
   return st;
@@ -1063,5 +1080,45 @@ int rc_resize_rgb(rc_worker *w, const uint8_t *rgb, int width, int height, size_
       memcpy(out + yy * out_stride, w->hline, out_stride);
     }
   }
+  return RC_OK;
+}
+
+/* ---- decoded pixels resampled and stored as a crop decode stores them ---- */
+
+int rc_resample_window(rc_worker *w, const uint8_t *rgb, int width, int height, size_t stride,
+                       const double window[4], int flip, const rc_opts *o, void *out, char *err) {
+  err[0] = 0;
+  const double x0 = window[0], y0 = window[1], x1 = window[2], y1 = window[3];
+  /* (negated comparisons: a NaN fails them. A window's end may pass the image's by a
+   * rounding, as a decode's scaled crop does: the filters clamp at the edges.) */
+  if (width < 1 || height < 1 || stride < (size_t)width * 3 || !(x0 >= 0) || !(y0 >= 0) ||
+      !(x1 > x0) || !(y1 > y0) || !(x1 <= width + 1e-6) || !(y1 <= height + 1e-6) || o->out_w < 1 ||
+      o->out_h < 1)
+    return snprintf(err, RC_ERRLEN, "bad resample parameters"), RC_BAD_PARAM;
+  crop_pass p;
+  memset(&p, 0, sizeof p);
+  p.mirror = flip;
+  begin_colour(NULL, 0, o, &p.colour);
+  p.rw = width;
+  p.row_stride = stride;
+  if (rc_precompute(&w->ch, width, x0, x1, o->out_w, o->interp) ||
+      rc_precompute(&w->cv, height, y0, y1, o->out_h, o->interp))
+    return snprintf(err, RC_ERRLEN, "out of memory (coefficients)"), RC_NOMEM;
+  const size_t slack = rc_hpass_slack(&w->ch), row_bytes = (size_t)width * 3;
+  if (rc_grow((void **)&w->line, &w->line_cap, row_bytes + slack) ||
+      rc_grow((void **)&w->hline, &w->hline_cap, (size_t)o->out_w * 3 + RC_SLACK))
+    return snprintf(err, RC_ERRLEN, "out of memory (resample buffers)"), RC_NOMEM;
+  memset(w->line + row_bytes, 0, slack); /* read by the horizontal pass's zero taps */
+  const uint8_t *rows = rgb;
+  if (w->cv.identity) {
+    /* The horizontal pass then reads the rows themselves, past a row's end: copied with the
+     * padding a decode's rows have. */
+    if (rc_grow((void **)&w->tmp, &w->tmp_cap, stride * height + slack))
+      return snprintf(err, RC_ERRLEN, "out of memory (row buffers)"), RC_NOMEM;
+    memcpy(w->tmp, rgb, stride * height);
+    memset(w->tmp + stride * height, 0, slack);
+    rows = w->tmp;
+  }
+  resample_rows(w, o, NULL, &p, rows, out);
   return RC_OK;
 }

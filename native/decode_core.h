@@ -49,6 +49,9 @@ typedef struct {
   int layout;      /* RC_LAYOUT_* */
   int itemsize;    /* 1: uint8 direct; 2 or 4: looked up in lut */
   const void *lut; /* [3][256] items of itemsize (value -> normalised float), or NULL */
+  /* Float32 outputs: [3][2], each channel's table as the line level * a + b, checked exact
+   * (NOTE [float store] in resample.h), or NULL: looked up. */
+  const double *lut_line;
   /* Float32 outputs, for a drawn contrast factor and illumination (rc_colour_affine) and a
    * mean image: gain[c] = scale / std[c]; mean_img [3][out_h][out_w] (output channel order,
    * times gain), or NULL. out = lut * contrast + illumination * gain - contrast * mean_img. */
@@ -104,6 +107,15 @@ int rc_decode_drawn(rc_worker *w, const uint8_t *data, size_t len, const rc_draw
  * (im2rec's PNGs). Returns RC_OK, or RC_BAD_PARAM / RC_NOMEM with a message in err. */
 int rc_resize_rgb(rc_worker *w, const uint8_t *rgb, int width, int height, size_t stride,
                   const int32_t *crop, const rc_opts *o, uint8_t *out, char *err);
+
+/* The resample and store of a crop decode over pixels decoded elsewhere: the window
+ * {x0, y0, x1, y1} (fractional, inside the image) of `rgb` (height rows of `stride` bytes,
+ * width packed RGB pixels each) to o's output (size, filter, layout, dtype, table), mirrored
+ * when `flip`: the bytes a decode whose rows are these writes. For measuring the resampler
+ * alone (tools/bench_resample.py) and testing it against a reference. Returns RC_OK, or
+ * RC_BAD_PARAM / RC_NOMEM with a message in err. */
+int rc_resample_window(rc_worker *w, const uint8_t *rgb, int width, int height, size_t stride,
+                       const double window[4], int flip, const rc_opts *o, void *out, char *err);
 
 /* Reads the header only. Returns RC_OK and sets width/height, or a status. */
 int rc_image_size(rc_worker *w, const uint8_t *data, size_t len, int *width, int *height,

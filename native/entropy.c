@@ -17,18 +17,19 @@ struct jpeg_entropy_decoder {
 #define RC_FAST_BITS 10
 #define FAST_SIZE (1 << RC_FAST_BITS)
 
-/* A whole entry (E_WHOLE set) is a step of the decode done: bits 0-7 the bits its code and
- * value take, 8-14 the zeros before the coefficient (63 for the end of the block, so that the
- * step leaves the block), 16-31 the value, signed. The fast table holds one for each code
+/* A whole entry (bits 0-7 not 0) is a step of the decode done: bits 0-7 the bits its code and
+ * value take, 8-15 the zeros before the coefficient (63 for the end of the block, so that the
+ * step leaves the block), 16-31 the value, signed (each field a whole byte or two, so that
+ * reading it takes one instruction). The fast table holds one for each code
  * whose value's bits fit in the RC_FAST_BITS looked up with it, so most coefficients take one
- * lookup and no arithmetic. A part entry (E_WHOLE clear) holds the code and the symbol only:
+ * lookup and no arithmetic. A part entry (bits 0-7 clear) holds the code and the symbol only:
  * bits 16-20 the code's length, 21-24 the value's size, 25-28 the zero run; complete() reads
  * its value. 0 in the fast table: a code longer than RC_FAST_BITS (complete() decodes it). */
-#define E_WHOLE (1u << 15)
+#define E_WHOLE(f) ((f) & 0xFF)
 #define WHOLE(total, run, v) \
-  ((uint32_t)(total) | (uint32_t)(run) << 8 | E_WHOLE | (uint32_t)(uint16_t)(int16_t)(v) << 16)
+  ((uint32_t)(total) | (uint32_t)(run) << 8 | (uint32_t)(uint16_t)(int16_t)(v) << 16)
 #define E_TOTAL(f) ((int)((f) & 0xFF))
-#define E_RUN(f) ((int)((f) >> 8 & 127))
+#define E_RUN(f) ((unsigned)((f) >> 8 & 0xFF))
 #define E_VALUE(f) ((int)(int16_t)(uint16_t)((f) >> 16))
 #define PART(l, s, run) ((uint32_t)(l) << 16 | (uint32_t)(s) << 21 | (uint32_t)(run) << 25)
 #define P_CODE(f) ((int)((f) >> 16 & 31))
@@ -43,7 +44,7 @@ struct jpeg_entropy_decoder {
  * 40-46 are 0 and 48-63 the first's value again, so that writing the second changes nothing
  * and the decode needs no branch to tell the two apart. */
 #define E_FIRST(f) ((int)((f) >> 32 & 0xFF))
-#define E_ADVANCE(f) ((int)((f) >> 40 & 127))
+#define E_ADVANCE(f) ((unsigned)((f) >> 40 & 127))
 #define E_VALUE2(f) ((int)(int16_t)(uint16_t)((f) >> 48))
 
 typedef struct {
@@ -81,7 +82,8 @@ struct rc_entropy {
   uint8_t dc_needed[D_MAX_BLOCKS_IN_MCU], ac_needed[D_MAX_BLOCKS_IN_MCU];
   const htable *dct[D_MAX_BLOCKS_IN_MCU], *act[D_MAX_BLOCKS_IN_MCU];
   htable dc[NUM_HUFF_TBLS], ac[NUM_HUFF_TBLS];
-  JBLOCK scratch; /* where coefficients nobody reads go */
+  size_t columns, column;           /* MCUs a row; the next MCU's column */
+  size_t first_column, last_column; /* the MCU columns whose coefficients are stored */
   int failed;
 };
 
@@ -136,11 +138,11 @@ static inline uint64_t single(uint32_t w) {
 static void make_pairs(htable *t) {
   for (int x = 0; x < FAST_SIZE; x++) {
     const uint64_t f = t->fast[x];
-    if (!(f & E_WHOLE) || E_RUN(f) == END_OF_BLOCK) continue;
+    if (!E_WHOLE(f) || E_RUN(f) == END_OF_BLOCK) continue;
     const int used = E_TOTAL(f);
     /* (entries made pairs before this one keep their first symbol as it was: E_FIRST) */
     const uint64_t g = t->fast[(x << used) & (FAST_SIZE - 1)];
-    if (!(g & E_WHOLE) || E_FIRST(g) > RC_FAST_BITS - used) continue;
+    if (!E_WHOLE(g) || E_FIRST(g) > RC_FAST_BITS - used) continue;
     t->fast[x] = ((f & 0xFFFFFF00u) | (uint32_t)(used + E_FIRST(g))) | (uint64_t)used << 32 |
                  (uint64_t)(E_RUN(g) + 1) << 40 | (uint64_t)(uint16_t)E_VALUE(g) << 48;
   }
@@ -226,35 +228,51 @@ static void start_pass(j_decompress_ptr ci) {
   stop(ci, (rc_entropy *)ci->entropy); /* a single scan has one pass, begun before us */
 }
 
-/* One block: the DC difference and the AC coefficients into blk (zeroed by the caller).
- * Every step reads at most 31 bits (a code and its value), so one refill check a step, and
- * is a whole entry's: the zeros before the coefficient, then it. 0 on a code no table has. */
-static inline int decode_block(rc_entropy *e, bitreader *r, int b_n, JCOEF *blk, JCOEF *dc_out) {
-  if (r->cnt < 32) refill(r);
+/* One step of a block's AC coefficients, in decode_block's loop: a step from the fast table
+ * reads at most RC_FAST_BITS, so the loop checks the bits left once every three steps (a
+ * refill leaves 56 or more); complete() reads up to 31, so it refills first where the
+ * group's other steps would not find their bits after it. */
+#define AC_STEP(keep)                                                         \
+  f = t->fast[r->buf >> (64 - RC_FAST_BITS)];                                 \
+  if (!E_WHOLE(f)) {                                                          \
+    if (r->cnt < 31 + 2 * RC_FAST_BITS) refill(r);                            \
+    if (!(f = complete(t, r->buf, f, 0))) return 0;                           \
+  }                                                                           \
+  k += E_RUN(f);                                                              \
+  if (keep) blk[natural[k]] = (JCOEF)E_VALUE(f);                              \
+  if (k >= DCTSIZE2 - 1) { /* the end: a pair's second is the next block's */ \
+    consume(r, E_FIRST(f));                                                   \
+    break;                                                                    \
+  }                                                                           \
+  consume(r, E_TOTAL(f));                                                     \
+  k += E_ADVANCE(f);                                                          \
+  if (keep) blk[natural[k]] = (JCOEF)E_VALUE2(f);                             \
+  if (++k >= DCTSIZE2) break;
+
+/* One block: its DC coefficient into blk[0] (where the component is needed) and, keep set,
+ * its AC coefficients into blk (zeroed by the caller); keep 0, they are only read past (blk:
+ * one JCOEF). A step is a whole entry's: the zeros before the coefficient, then it (and a
+ * pair's second). 0 on a code no table has. */
+static inline __attribute__((always_inline)) int decode_block(rc_entropy *e, bitreader *r, int b_n,
+                                                              int keep, JCOEF *blk) {
+  if (r->cnt < 32) refill(r); /* a DC code and value: at most 31 bits */
   const htable *t = e->dct[b_n];
   uint64_t f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
-  if (!(f & E_WHOLE) && !(f = complete(t, r->buf, f, 1))) return 0;
+  if (!E_WHOLE(f) && !(f = complete(t, r->buf, f, 1))) return 0;
   consume(r, E_TOTAL(f));
   if (e->dc_needed[b_n]) {
     const int ci = e->member[b_n];
     /* (as libjpeg: the sum may wrap on damaged data; the block keeps its low 16 bits) */
     e->last_dc[ci] = (int)((unsigned)e->last_dc[ci] + (unsigned)E_VALUE(f));
-    *dc_out = (JCOEF)e->last_dc[ci];
+    blk[0] = (JCOEF)e->last_dc[ci];
   }
   t = e->act[b_n];
-  for (int k = 1; k < DCTSIZE2; k++) {
-    if (r->cnt < 32) refill(r);
-    f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
-    if (!(f & E_WHOLE) && !(f = complete(t, r->buf, f, 0))) return 0;
-    k += E_RUN(f);
-    blk[natural[k]] = (JCOEF)E_VALUE(f);
-    if (k >= DCTSIZE2 - 1) { /* the block ends at the first symbol: the second is the next's */
-      consume(r, E_FIRST(f));
-      break;
-    }
-    consume(r, E_TOTAL(f));
-    k += E_ADVANCE(f);
-    blk[natural[k]] = (JCOEF)E_VALUE2(f);
+  unsigned k = 1;
+  for (;;) {
+    if (r->cnt < 3 * RC_FAST_BITS) refill(r);
+    AC_STEP(keep)
+    AC_STEP(keep)
+    AC_STEP(keep)
   }
   return 1;
 }
@@ -275,18 +293,26 @@ static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *MCU_data) {
     memset(e->last_dc, 0, sizeof e->last_dc);
     e->restarts_to_go = e->interval;
   }
+  /* libjpeg reads no coefficient of an MCU outside the columns it IDCTs (rc_entropy_columns),
+   * nor any when it skips rows (MCU_data NULL) */
+  const size_t column = e->column;
+  if (++e->column == e->columns) e->column = 0;
+  const int read = MCU_data && column >= e->first_column && column <= e->last_column;
   bitreader r = e->bits;
   for (int n = 0; n < ci->blocks_in_MCU; n++) {
-    const int keep = MCU_data && e->ac_needed[n];
-    JCOEF *blk = keep ? MCU_data[n][0] : e->scratch;
     JCOEF dc = 0;
-    if (!keep) memset(e->scratch, 0, sizeof e->scratch);
-    /* a code no table has, or bits past the segment: what libjpeg warns about */
-    if (!decode_block(e, &r, n, blk, &dc) ||
-        (size_t)(r.p - e->data) * 8 - (size_t)r.cnt > e->end_bits)
-      stop(ci, e);
-    if (MCU_data && e->dc_needed[n]) MCU_data[n][0][0] = dc;
+    int ok;
+    if (read && e->ac_needed[n]) {
+      ok = decode_block(e, &r, n, 1, MCU_data[n][0]);
+    } else {
+      ok = decode_block(e, &r, n, 0, &dc);
+      if (read && e->dc_needed[n]) MCU_data[n][0][0] = dc;
+    }
+    if (!ok) stop(ci, e); /* a code no table has: what libjpeg warns about */
   }
+  /* bits past the segment (libjpeg warns): checked once an MCU, which may read as far as
+   * RC_UNSTUFF_PAD past the data */
+  if ((size_t)(r.p - e->data) * 8 - (size_t)r.cnt > e->end_bits) stop(ci, e);
   e->bits = r;
   e->restarts_to_go--;
   if (--e->mcus_left == 0) { /* libjpeg reads on at the EOI */
@@ -294,6 +320,11 @@ static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *MCU_data) {
     ci->src->bytes_in_buffer = e->eoi_left;
   }
   return TRUE;
+}
+
+void rc_entropy_columns(rc_entropy *e, size_t first, size_t last) {
+  e->first_column = first;
+  e->last_column = last;
 }
 
 static int grow(void **p, size_t *cap, size_t need) {
@@ -378,6 +409,10 @@ int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci) {
   e->eoi = ci->src->next_input_byte + eoi;
   e->eoi_left = ci->src->bytes_in_buffer - eoi;
   e->mcus_left = mcus;
+  e->columns = ci->MCUs_per_row;
+  e->column = 0;
+  e->first_column = 0;
+  e->last_column = e->columns - 1;
   seek(e, 0);
   e->restarts_to_go = e->interval;
   memset(e->last_dc, 0, sizeof e->last_dc);

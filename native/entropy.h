@@ -10,12 +10,18 @@
  * 64-bit bit buffer refilled eight bytes at a time from that copy, and one table lookup of
  * the next RC_FAST_BITS bits per coefficient. Where a code and its value's bits both fit in
  * those bits (short codes of small values) the entry holds the whole step: the bits to drop,
- * the zero run (the end of the block as a run that leaves it) and the value, so the loop
- * over a block has no branch on the symbol; a longer one is completed by a second step
- * (entropy.c: complete). Where the bits after such a step hold a second whole AC symbol,
- * the entry holds both (a pair), which shortens the chain of dependent lookups that bounds
- * the decode's speed. A worker keeps its tables from image to image and builds them again
- * only for an image whose tables differ. It does so for every one-scan baseline JPEG,
+ * the zero run (the end of the block as a run that leaves it) and the value, each a whole
+ * byte or two, so the loop over a block has no branch on the symbol; a longer one is
+ * completed by a second step (entropy.c: complete). Where the bits after such a step hold a
+ * second whole AC symbol, the entry holds both (a pair), which shortens the chain of
+ * dependent lookups that bounds the decode's speed. Since a step from the table reads at
+ * most RC_FAST_BITS, the bits left are checked once every three steps (a refill leaves 56 or
+ * more; a longer step refills for itself), and whether the data ran past its segment's end
+ * once an MCU (the copy's padding covers an MCU's reads). libjpeg IDCTs only the MCU columns
+ * jpeg_crop_scanline keeps and no block of the rows jpeg_skip_scanlines skips: those blocks
+ * are read past without storing a coefficient (rc_entropy_columns; the DC predictions still
+ * follow them). A worker keeps its tables from image to image and builds them again only
+ * for an image whose tables differ. It does so for every one-scan baseline JPEG,
  * markers or not: on the corpus of tools/make_corpus.py it is faster than libjpeg-turbo's
  * fast path too (in instructions and CPU time, BENCHMARKS.md). libjpeg still does
  * the rest (IDCT, upsampling, colour); the coefficients it receives are exactly those its own
@@ -48,14 +54,19 @@ void rc_entropy_free(rc_entropy *e);
  * memory (jpeg_mem_src): the rest of the stream is read from it at once. */
 int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci);
 
+/* After rc_entropy_begin and jpeg_crop_scanline: the MCU columns first..last are the ones
+ * libjpeg IDCTs (its first and last iMCU columns); the coefficients of the others are read
+ * past, not stored. Every column until called. */
+void rc_entropy_columns(rc_entropy *e, size_t first, size_t last);
+
 /* 1 when the last decode stopped at data libjpeg's decoder must see (NOTE [entropy decode]);
  * cleared by the next rc_entropy_begin. */
 int rc_entropy_failed(const rc_entropy *e);
 
 /* Bytes an unstuffed copy keeps after the data: what a reader may load past a segment's end
- * before it sees that it read past it (64 codes and values of at most 31 bits, and an
- * 8-byte load). */
-#define RC_UNSTUFF_PAD 288
+ * before it sees that it read past it (an MCU's blocks, each 64 codes and values of at most
+ * 31 bits, and an 8-byte load). */
+#define RC_UNSTUFF_PAD (D_MAX_BLOCKS_IN_MCU * 64 * 31 / 8 + 8)
 
 /* The entropy-coded data of a scan, p[0:n] from just after its SOS, copied into *buf (grown
  * as needed, *cap bytes) without its 0xFF00 stuffing, RC_UNSTUFF_PAD zero bytes after it;

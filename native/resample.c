@@ -130,6 +130,7 @@ int rc_precompute(rc_coeffs *c, int in_size, double in0, double in1, int out_siz
       c->key_interp == interp && c->key_in0 == in0 && c->key_in1 == in1)
     return 0;
   c->valid = 0;
+  c->packed_key = 0;
   if (precompute(c, in_size, in0, in1, out_size, interp)) return -1;
   c->valid = 1;
   c->key_in_size = in_size;
@@ -214,6 +215,7 @@ static void hpass_1px(const uint8_t *in, uint8_t *out, int out_w, const rc_coeff
 #define RC_HAVE_AVX2_PATH 1
 
 static int use_avx2; /* set once by rc_simd_init, before any pool thread runs */
+static int use_fma;  /* (with AVX2: the float32 store's line, NOTE [float store]) */
 
 static int have_avx2(void) {
   return use_avx2;
@@ -232,6 +234,7 @@ const char *rc_simd_init(void) {
 #ifdef RC_HAVE_AVX2_PATH
   const char *simd = getenv("RECIO_SIMD");
   use_avx2 = __builtin_cpu_supports("avx2") && !(simd && strcmp(simd, "sse2") == 0);
+  use_fma = use_avx2 && __builtin_cpu_supports("fma");
   if (use_avx2) return "avx2";
 #endif
 #ifdef __SSE2__
@@ -243,14 +246,17 @@ const char *rc_simd_init(void) {
 
 #ifdef RC_HAVE_AVX2_PATH
 
-/* rc_vpass's sums for 32 columns per step; returns the columns done (a multiple of 32). */
+/* rc_vpass's sums for 32 columns per step, the last step ending at the row's end (over
+ * columns the one before did: the same bytes again, and no one-column loop); returns the
+ * columns done: all, or none for a row under 32. */
 __attribute__((target("avx2"))) static size_t vpass_avx2(const uint8_t *base, size_t stride,
                                                          size_t width, int ymax, const int16_t *k,
                                                          uint8_t *line) {
   const __m256i zero = _mm256_setzero_si256();
   const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
-  size_t i = 0;
-  for (; i + 32 <= width; i += 32) {
+  if (width < 32) return 0;
+  for (size_t i = 0;; i += 32) {
+    if (i + 32 > width) i = width - 32;
     __m256i a0 = half, a1 = half, a2 = half, a3 = half;
     for (int y = 0; y < ymax; y += 2) {
       const uint8_t *p = base + (size_t)y * stride + i;
@@ -272,8 +278,8 @@ __attribute__((target("avx2"))) static size_t vpass_avx2(const uint8_t *base, si
     /* every step works within 128-bit lanes, so the packs come out in column order */
     __m256i v = _mm256_packus_epi16(_mm256_packs_epi32(a0, a1), _mm256_packs_epi32(a2, a3));
     _mm256_storeu_si256((__m256i *)(line + i), v);
+    if (i + 32 == width) return width;
   }
-  return i;
 }
 
 /* NOTE [hpass avx2]: the horizontal pass over RGB rows, four output pixels per step, two in
@@ -282,7 +288,10 @@ __attribute__((target("avx2"))) static size_t vpass_avx2(const uint8_t *base, si
  * and (2, 3) to 16-bit [r r g g b b 0 0], and pmaddwd with the pair's weights, broadcast per
  * lane, sums each channel's two taps. A kernel of 4k + 2 taps ends with a half group. The four
  * pixels are packed to 12 bytes and stored as 16 (the next step overwrites the 4 past them).
- * The sums are the SSE2 path's (integers, added in another order): the same bytes. */
+ * The sums are the SSE2 path's (integers, added in another order): the same bytes. Per image,
+ * rc_hpass_pack lays the weights out as the steps take them (for the image's flip: a pair's
+ * per lane, each tap pair broadcast), so a step loads them whole instead of gathering and
+ * broadcasting them (about 1.07x the resample); without it the pass broadcasts them itself. */
 static inline __attribute__((always_inline, target("avx2"))) __m256i hpass_avx2_pair(
     const uint8_t *in, const int *bounds, const int16_t *kk, int xa, int xb, const int ksize) {
   const __m256i lo = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0,
@@ -318,6 +327,36 @@ static inline __attribute__((always_inline, target("avx2"))) __m256i hpass_avx2_
   return _mm256_srai_epi32(acc, PRECISION_BITS);
 }
 
+/* hpass_avx2_pair with the pair's weights packed (rc_hpass_pack): each tap pair's one load,
+ * [a's two weights x4 | b's two weights x4]. */
+static inline __attribute__((always_inline, target("avx2"))) __m256i hpass_avx2_packed(
+    const uint8_t *in, const int *bounds, const __m256i *kv, int xa, int xb, const int ksize) {
+  const __m256i lo = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0,
+                                      -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+  const __m256i hi = _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1, 6,
+                                      -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
+  const uint8_t *pa = in + (size_t)bounds[2 * xa] * 3, *pb = in + (size_t)bounds[2 * xb] * 3;
+  __m256i acc = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+  int t = 0;
+  for (; t + 4 <= ksize; t += 4, kv += 2) {
+    __m256i px = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(pa + 3 * t))),
+        _mm_loadu_si128((const __m128i *)(pb + 3 * t)), 1);
+    acc = _mm256_add_epi32(acc,
+                           _mm256_madd_epi16(_mm256_shuffle_epi8(px, lo), _mm256_loadu_si256(kv)));
+    acc = _mm256_add_epi32(
+        acc, _mm256_madd_epi16(_mm256_shuffle_epi8(px, hi), _mm256_loadu_si256(kv + 1)));
+  }
+  if (t < ksize) { /* two taps left */
+    __m256i px = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(pa + 3 * t))),
+        _mm_loadu_si128((const __m128i *)(pb + 3 * t)), 1);
+    acc = _mm256_add_epi32(acc,
+                           _mm256_madd_epi16(_mm256_shuffle_epi8(px, lo), _mm256_loadu_si256(kv)));
+  }
+  return _mm256_srai_epi32(acc, PRECISION_BITS);
+}
+
 static inline __attribute__((always_inline, target("avx2"))) int hpass_avx2_k(
     const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c, const int flip,
     const int ksize) {
@@ -329,9 +368,18 @@ static inline __attribute__((always_inline, target("avx2"))) int hpass_avx2_k(
   const int16_t *const kk = c->kk;
   const int step = flip ? -1 : 1; /* destinations in order, sources mirrored when flipped */
   int x = flip ? out_w - 1 : 0, d = 0;
+  const __m256i *kv = c->packed_key == 1 + flip ? (const __m256i *)c->packed : NULL;
+  const size_t per_pair = (size_t)ksize / 2; /* vectors: one per tap pair */
   for (; d + 4 <= out_w; d += 4, x += 4 * step, out += 12) {
-    __m256i ab = hpass_avx2_pair(in, bounds, kk, x, x + step, ksize);
-    __m256i cd = hpass_avx2_pair(in, bounds, kk, x + 2 * step, x + 3 * step, ksize);
+    __m256i ab, cd;
+    if (kv) { /* (pair d / 2 and the next) */
+      ab = hpass_avx2_packed(in, bounds, kv + per_pair * (d / 2), x, x + step, ksize);
+      cd = hpass_avx2_packed(in, bounds, kv + per_pair * (d / 2 + 1), x + 2 * step, x + 3 * step,
+                             ksize);
+    } else {
+      ab = hpass_avx2_pair(in, bounds, kk, x, x + step, ksize);
+      cd = hpass_avx2_pair(in, bounds, kk, x + 2 * step, x + 3 * step, ksize);
+    }
     __m256i v = _mm256_packus_epi16(_mm256_packs_epi32(ab, cd), ab);
     v = _mm256_permutevar8x32_epi32(v, order);
     _mm_storeu_si128((__m128i *)out, _mm_shuffle_epi8(_mm256_castsi256_si128(v), pack12));
@@ -391,6 +439,66 @@ __attribute__((target("avx2"))) static int split3_avx2(const uint8_t *in, uint8_
   return x;
 }
 
+/* Eight levels (the low 8 bytes of v) as (float)fma(level, a, b): the float32 store's line
+ * (NOTE [float store]). */
+static inline __attribute__((always_inline, target("avx2,fma"))) __m256 line8(__m128i v, __m256d a,
+                                                                              __m256d b) {
+  const __m256i w = _mm256_cvtepu8_epi32(v);
+  const __m128 lo =
+      _mm256_cvtpd_ps(_mm256_fmadd_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(w)), a, b));
+  const __m128 hi =
+      _mm256_cvtpd_ps(_mm256_fmadd_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(w, 1)), a, b));
+  return _mm256_set_m128(hi, lo);
+}
+
+__attribute__((target("avx2,fma"))) static int line_exact_avx2(const float *t, const double ab[2]) {
+  const __m256d a = _mm256_set1_pd(ab[0]), b = _mm256_set1_pd(ab[1]);
+  const __m128i step = _mm_set1_epi8(8);
+  __m128i v = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0);
+  for (int x = 0; x < 256; x += 8, v = _mm_add_epi8(v, step)) {
+    const __m256i got = _mm256_castps_si256(line8(v, a, b));
+    const __m256i want = _mm256_loadu_si256((const __m256i *)(t + x));
+    if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(got, want)) != -1) return 0; /* bits, not == */
+  }
+  return 1;
+}
+
+/* rc_split3_f32 for 16 pixels per step: rc_split3's shuffles, then each plane's 16 levels
+ * through its line. */
+__attribute__((target("avx2,fma"))) static int split3_f32_avx2(const uint8_t *in,
+                                                               const double *const ab[3],
+                                                               float *const d[3], int n) {
+  const __m128i m[3][3] = {
+      {_mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13)},
+      {_mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14)},
+      {_mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1),
+       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15)},
+  };
+  const __m256d a[3] = {_mm256_set1_pd(ab[0][0]), _mm256_set1_pd(ab[1][0]),
+                        _mm256_set1_pd(ab[2][0])};
+  const __m256d b[3] = {_mm256_set1_pd(ab[0][1]), _mm256_set1_pd(ab[1][1]),
+                        _mm256_set1_pd(ab[2][1])};
+  int x = 0;
+  for (; x + 16 <= n; x += 16, in += 48) {
+    const __m128i p = _mm_loadu_si128((const __m128i *)in);
+    const __m128i q = _mm_loadu_si128((const __m128i *)(in + 16));
+    const __m128i r = _mm_loadu_si128((const __m128i *)(in + 32));
+    for (int c = 0; c < 3; c++) {
+      const __m128i v =
+          _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(p, m[c][0]), _mm_shuffle_epi8(q, m[c][1])),
+                       _mm_shuffle_epi8(r, m[c][2]));
+      _mm256_storeu_ps(d[c] + x, line8(v, a[c], b[c]));
+      _mm256_storeu_ps(d[c] + x + 8, line8(_mm_srli_si128(v, 8), a[c], b[c]));
+    }
+  }
+  return x;
+}
+
 #endif
 
 /* Horizontal pass over RGB rows: AVX2 four pixels a step (NOTE [hpass avx2]), else one a step;
@@ -406,6 +514,28 @@ void rc_hpass(const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c, in
   rc_coeffs rest = *c;
   if (!flip) rest.bounds += 2 * done, rest.kk += (size_t)done * c->ksize;
   hpass_1px(in, out + 3 * done, out_w - done, &rest, flip);
+}
+
+void rc_hpass_pack(rc_coeffs *c, int flip) {
+#ifdef RC_HAVE_AVX2_PATH
+  const int out_w = c->key_out_size, per_pair = c->ksize / 2;
+  if (!have_avx2() || !c->valid || c->packed_key == 1 + flip) return;
+  c->packed_key = 0;
+  if (rc_grow((void **)&c->packed, &c->packed_cap, (size_t)(out_w / 2) * per_pair * 32)) return;
+  int32_t *v = (int32_t *)c->packed;
+  for (int q = 0; q < out_w / 2; q++) { /* destinations 2q, 2q + 1, as hpass_avx2_k takes them */
+    const int xa = flip ? out_w - 1 - 2 * q : 2 * q, xb = flip ? xa - 1 : xa + 1;
+    for (int j = 0; j < per_pair; j++, v += 8) {
+      int32_t wa, wb; /* taps 2j, 2j + 1 of each: as hpass_avx2_pair's broadcasts */
+      memcpy(&wa, c->kk + (size_t)xa * c->ksize + 2 * j, 4);
+      memcpy(&wb, c->kk + (size_t)xb * c->ksize + 2 * j, 4);
+      for (int i = 0; i < 4; i++) v[i] = wa, v[4 + i] = wb;
+    }
+  }
+  c->packed_key = 1 + flip;
+#else
+  (void)c, (void)flip;
+#endif
 }
 
 /* Bytes a row given to hpass must stay readable past its last pixel: the passes read whole
@@ -426,6 +556,27 @@ void rc_split3(const uint8_t *in, uint8_t *d0, uint8_t *d1, uint8_t *d2, int n) 
   }
 }
 
+int rc_line_exact(const float *t, const double ab[2]) {
+#ifdef RC_HAVE_AVX2_PATH
+  if (use_fma) return line_exact_avx2(t, ab);
+#endif
+  (void)t, (void)ab;
+  return 0;
+}
+
+void rc_split3_f32(const uint8_t *in, const float *const t[3], const double *const ab[3],
+                   float *const d[3], int n) {
+  int x = 0;
+#ifdef RC_HAVE_AVX2_PATH
+  if (ab && use_fma) x = split3_f32_avx2(in, ab, d, n);
+#endif
+  for (in += 3 * x; x < n; x++, in += 3) { /* (a line's values are its table's) */
+    d[0][x] = t[0][in[0]];
+    d[1][x] = t[1][in[1]];
+    d[2][x] = t[2][in[2]];
+  }
+}
+
 /* Vertical pass: one output row from ymax rows of tmp starting at ymin. */
 void rc_vpass(const uint8_t *tmp, size_t stride, size_t width, int ymin, int ymax, const int16_t *k,
               uint8_t *line) {
@@ -437,7 +588,9 @@ void rc_vpass(const uint8_t *tmp, size_t stride, size_t width, int ymin, int yma
 #ifdef __SSE2__
   const __m128i zero = _mm_setzero_si128();
   const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
-  for (; i + 16 <= width; i += 16) {
+  /* 16 columns a step, the last ending at the row's end (as vpass_avx2's) */
+  for (; i < width && width >= 16; i += 16) {
+    if (i + 16 > width) i = width - 16;
     __m128i a0 = half, a1 = half, a2 = half, a3 = half;
     for (int y = 0; y < ymax; y += 2) { /* ksize is even: k[ymax] exists (zero) */
       const uint8_t *p = base + (size_t)y * stride + i;
@@ -477,6 +630,7 @@ int rc_end_row(double in0, double in1, int out_size, int in_size, int interp) {
 }
 
 void rc_coeffs_free(rc_coeffs *c) {
+  free(c->packed);
   free(c->bounds);
   free(c->kk);
   free(c->prekk);

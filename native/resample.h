@@ -25,6 +25,11 @@ typedef struct {
    * plane, images of one size) reuses them. */
   int valid, key_in_size, key_out_size, key_interp;
   double key_in0, key_in1;
+  /* The kernels as the AVX2 horizontal pass takes them, by output pair (NOTE [hpass avx2]):
+   * made for a flip (packed_key 1 + flip; 0: none for these coefficients). */
+  uint8_t *packed;
+  size_t packed_cap;
+  int packed_key;
 } rc_coeffs;
 
 /* Grows *p to at least `need` bytes (keeping its contents); -1 when out of memory. */
@@ -41,8 +46,31 @@ int rc_precompute(rc_coeffs *c, int in_size, double in0, double in1, int out_siz
 void rc_hpass(const uint8_t *in, uint8_t *out, int out_w, const rc_coeffs *c, int flip);
 size_t rc_hpass_slack(const rc_coeffs *c);
 
+/* Packs c's kernels for rc_hpass's AVX2 pass over out_w outputs with this flip (kept until
+ * the coefficients change), so that each step loads its weights whole; rc_hpass runs without
+ * it too (the same bytes). Nothing where the AVX2 passes do not run, or out of memory. */
+void rc_hpass_pack(rc_coeffs *c, int flip);
+
 /* De-interleaves n RGB pixels into three planes (AVX2 where it runs, else plain C). */
 void rc_split3(const uint8_t *in, uint8_t *d0, uint8_t *d1, uint8_t *d2, int n);
+
+/* NOTE [float store]: the float32 NCHW store's table, [3][256] levels -> (level - mean) /
+ * std * scale as Python computes it (float64, rounded to float32), is in effect a line per
+ * channel. Where the AVX2 passes run (with FMA), a level is computed as (float)fma(level, a, b)
+ * in double precision, 8 a step, instead of looked up one at a time (the lookups, gathers
+ * included, cost about as much as the rest of the resample); only for a table that line
+ * reproduces bit for bit, all 256 levels checked once per JobOptions (rc_line_exact),
+ * so the output is the table's, whatever the SIMD. */
+
+/* Whether (float)fma(v, ab[0], ab[1]) is t[v], bit for bit, for every level v, on the path
+ * rc_split3_f32 runs; 0 where that path does not run (no AVX2 and FMA). */
+int rc_line_exact(const float *t, const double ab[2]);
+
+/* rc_split3 to float32: byte c of each pixel looked up in table t[c] into d[c]; computed
+ * on the lines ab[c] (NOTE [float store]) where rc_line_exact said they are exact, else
+ * (ab NULL) looked up. */
+void rc_split3_f32(const uint8_t *in, const float *const t[3], const double *const ab[3],
+                   float *const d[3], int n);
 
 /* Vertical pass: one output row of `width` bytes from ymax rows of `tmp` starting at ymin. */
 void rc_vpass(const uint8_t *tmp, size_t stride, size_t width, int ymin, int ymax, const int16_t *k,

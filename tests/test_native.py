@@ -818,7 +818,9 @@ def test_close_with_batches_queued_stops_them_and_writes_nothing_after() -> None
     for trial in range(6):
         pool = _native.Pool(2)
         jobs = []
-        for _ in range(12):
+        # far more work than a loaded machine can finish between start() and close(), so
+        # the last batches are still queued when it runs
+        for _ in range(48):
             out = np.zeros((n, 64, 64, 3), np.uint8)
             heads = (np.zeros((n, 1), np.float32), np.zeros(n, np.int64), np.zeros(n, np.int64),
                      np.zeros(n, np.int64))

@@ -18,7 +18,8 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   RECIO_FUZZ_EXAMPLES="${RECIO_FUZZ_EXAMPLES:-250}" \
   python -m pytest -q -p no:cacheprovider tests/decode/test_pool.py tests/decode/test_pillow.py \
-  tests/decode/test_fuzz.py tests/decode/test_resample.py tests/test_native.py \
+  tests/decode/test_fuzz.py tests/decode/test_resample.py tests/decode/test_resample_window.py \
+  tests/test_native.py \
   tests/pipeline/test_read_decode.py tests/augment/test_geometry.py tests/augment/test_colour.py \
   tests/augment/test_colour_geometry.py tests/augment/test_colour_fused.py tests/augment/test_resample_opencv.py \
   tests/records/test_checksum.py tests/decode/test_restart_cut.py tests/storage/test_mapped.py \

@@ -40,6 +40,7 @@ import io
 import statistics
 import sys
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -115,6 +116,12 @@ def use_extension(pool: DecodePool, extension) -> None:
         saved = pool_module._native, draws_module._native
         pool_module._native = draws_module._native = extension
         try:
+            return own(job)
+        except TypeError:  # a build from before JobOptions took lut_line: made without it
+            job.lut_line = None
+            pool_module._native = types.SimpleNamespace(
+                JobOptions=lambda lut_line, **fields: extension.JobOptions(**fields)
+            )
             return own(job)
         finally:
             pool_module._native, draws_module._native = saved

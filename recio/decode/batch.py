@@ -17,7 +17,7 @@ from ..augment import KeyedDraw, apply_colour
 from ..augment.draws import plan
 from ..augment.warp_reference import warp_image
 from ._pillow import Budget, pil_decode, pil_filters, pil_size
-from .options import DecodeOptions, lut
+from .options import DecodeOptions, lut, lut_line
 
 DTYPES = (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float16))
 
@@ -69,6 +69,7 @@ class DecodeJob:
     draw: KeyedDraw | None
     records: np.ndarray | None
     lut: np.ndarray | None
+    lut_line: np.ndarray | None  # float64 (3, 2): a float32 table as level * a + b, per channel
     gain: np.ndarray | None  # float32 (3,): scale / std, where a table per image is made
     mean_img: np.ndarray | None  # float32 (3, H, W): the mean image times gain
     height: int
@@ -133,7 +134,7 @@ class DecodeJob:
             # the pool writes the windows and flips it draws here
             job.crops = np.zeros((n, 4), dtype=np.int32)
             job.flips = np.zeros(n, dtype=np.uint8)
-        job.lut = job.gain = job.mean_img = None
+        job.lut = job.lut_line = job.gain = job.mean_img = None
         affine = draw is not None and draw.colour.affine
         if out.dtype == np.uint8:
             if mean is not None or std is not None or scale != 1 or mean_img is not None:
@@ -142,6 +143,8 @@ class DecodeJob:
                 raise ValueError("max_random_contrast/illumination need a float32 out")
         else:
             job.lut = lut(out.dtype, mean, std, scale)
+            if out.dtype == np.float32:
+                job.lut_line = lut_line(mean, std, scale)
         if affine or mean_img is not None:
             if out.dtype != np.float32:
                 raise ValueError(

@@ -102,3 +102,15 @@ def _make_lut(dtype: np.dtype, mean: Any, std: Any, scale: float = 1.0) -> np.nd
 
 
 _cached_lut = functools.lru_cache(maxsize=16)(_make_lut)
+
+
+def lut_line(mean: Any, std: Any, scale: float = 1.0) -> np.ndarray:
+    """The float32 table of :func:`lut` as a line per channel: float64 (3, 2) of (a, b).
+
+    ``level * a + b`` is ``(level - mean) / std * scale``; the native store computes the
+    levels on it where it gives the table's bits exactly (NOTE [float store] in
+    native/resample.h) and looks them up elsewhere.
+    """
+    m = np.zeros(3) if mean is None else np.asarray(mean, dtype=np.float64)
+    s = np.ones(3) if std is None else np.asarray(std, dtype=np.float64)
+    return np.ascontiguousarray(np.stack([scale / s, -m / s * scale], axis=1))

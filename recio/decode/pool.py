@@ -466,6 +466,7 @@ class DecodePool:
             roi=self._roi,
             max_pixels=self.max_pixels,
             lut=job.lut,
+            lut_line=job.lut_line,
             draw=None if job.draw is None else job.draw.native(),
             gain=job.gain,
             mean_img=job.mean_img,

@@ -209,3 +209,41 @@ def test_tables_and_block_ends_of_every_kind_decode_as_libjpeg_does(pools) -> No
         s1, got, s2, want = both(pools, sources, size, crops=boxes)
         assert not s1.any() and not s2.any()
         assert np.array_equal(got, want), size
+
+
+@pytest.mark.parametrize("name", ["420", "422", "444", "grey"])
+def test_crops_at_every_column_decode_as_libjpeg_does(pools, name) -> None:
+    """The decoder stores no coefficient of an MCU column libjpeg leaves out of its IDCT
+    (jpeg_crop_scanline's columns): crops whose left and right edges fall on every pixel
+    column of a few MCUs, narrow and wide, at each DCT scale, must still give libjpeg's
+    pixels, the first decode (the whole stream read) and the later ones alike."""
+    w, h, mode, save, mcu = IMAGES[name]
+    source = jpeg(w, h, mode, seed=23, **save)
+    for restart in (0, 1):
+        (image,) = marked([source], restart) if restart else (source,)
+        boxes = np.array(
+            [(x, h // 4, cw, h // 2) for x in range(0, 3 * mcu + 1) for cw in (1, mcu + 3)]
+            + [(w - x - cw, 0, cw, h) for x in range(0, 2 * mcu + 1) for cw in (2, 2 * mcu)],
+            np.int32,
+        )
+        for size in ((24, 24), (4, 3)):
+            for _ in range(2):  # (the first decode reads the whole stream, the second not)
+                s1, got, s2, want = both(pools, [image] * len(boxes), size, crops=boxes)
+                assert not s1.any() and not s2.any()
+                assert np.array_equal(got, want), (restart, size)
+
+
+@pytest.mark.parametrize("keep", [0, 1, 3])
+def test_a_segment_cut_short_inside_an_mcu_fails_as_libjpeg_does(pools, keep) -> None:
+    """A marker every MCU, the last segment cut to `keep` bytes, its framing intact: recio's
+    decoder takes the scan, reads past the segment's end within the MCU (it checks once an
+    MCU, the copy's padding covering the rest of the MCU's reads) and stops; libjpeg's decodes
+    the image again. The same status and pixels as libjpeg's own decoder gives."""
+    (image,) = marked([jpeg(131, 97, "RGB", seed=8, subsampling=2)], 1)
+    last = max(image.rfind(bytes([0xFF, 0xD0 + n])) for n in range(8))
+    short = image[: last + 2 + keep] + b"\xff\xd9"
+    assert _native.own_entropy(short)
+    box = np.array([[0, 0, 131, 97]], np.int32)
+    s1, got, s2, want = both(pools, [short], (24, 24), crops=box)
+    assert s1[0] == s2[0] != 0
+    assert np.array_equal(got, want)
