@@ -34,13 +34,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.machinery
-import importlib.util
 import io
 import statistics
 import sys
 import time
-import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,6 +45,9 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from checkouts import MEAN, STD, load_extension, without_lut_line  # noqa: E402
+
 from recio.augment import CropSpec, KeyedDraw  # noqa: E402
 from recio.augment import draws as draws_module  # noqa: E402
 from recio.decode import DecodePool  # noqa: E402
@@ -55,9 +55,6 @@ from recio.decode import pool as pool_module  # noqa: E402
 from recio.pipeline.iterator import ImageRecordIter  # noqa: E402
 from recio.records.file import RecordFile  # noqa: E402
 from recio.records.format import unpack_labels  # noqa: E402
-
-MEAN = (123.68, 116.28, 103.53)
-STD = (58.395, 57.12, 57.375)
 
 
 def small_jpegs(corpus: Path, size: int, quality: int, count: int) -> list[bytes]:
@@ -92,19 +89,6 @@ def rec_images(rec: Path) -> list[bytes]:
     return [p[unpack_labels(p)[2] :] for p in payloads]
 
 
-def load_extension(checkout: Path):
-    """Another checkout's built recio._native, loaded under a name of its own."""
-    found = sorted((checkout / "recio").glob("_native*.so"))
-    if not found:
-        raise SystemExit(f"no built extension in {checkout / 'recio'} (build it there first)")
-    name = "recio_against._native"  # the init function is found by the last part, _native
-    loader = importlib.machinery.ExtensionFileLoader(name, str(found[0]))
-    spec = importlib.util.spec_from_file_location(name, str(found[0]), loader=loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
 def use_extension(pool: DecodePool, extension) -> None:
     """Runs ``pool``'s native calls on ``extension``'s Pool; their ``JobOptions`` and ``Draw``
     are made by ``extension`` too (a pool takes only its own module's)."""
@@ -117,11 +101,8 @@ def use_extension(pool: DecodePool, extension) -> None:
         pool_module._native = draws_module._native = extension
         try:
             return own(job)
-        except TypeError:  # a build from before JobOptions took lut_line: made without it
-            job.lut_line = None
-            pool_module._native = types.SimpleNamespace(
-                JobOptions=lambda lut_line, **fields: extension.JobOptions(**fields)
-            )
+        except TypeError:  # a build whose JobOptions takes no lut_line
+            pool_module._native = without_lut_line(extension)
             return own(job)
         finally:
             pool_module._native, draws_module._native = saved

@@ -8,8 +8,8 @@ A local file's pipeline queues the next epoch's first batches on the pool while 
 ones are taken (NOTE [epoch overlap] in recio/pipeline/queued.py). On a file of a few
 batches an epoch, the pool otherwise idles at every epoch's end: the last batches are
 finished, handed over, and only the next epoch's ``iter()`` queues more. ``--before DIR``
-is a checkout of the code before the overlap (``git archive COMMIT | tar -x -C DIR``, then
-``python setup.py build_ext --inplace`` there). Side by side, in interleaved rounds (the
+is a checkout without the overlap (``424644f``; ``git archive COMMIT | tar -x -C DIR``,
+then ``python setup.py build_ext --inplace`` there). Side by side, in interleaved rounds (the
 order alternating), per batch size, each measure a subprocess of its own:
 
 * ``overlap``: ``ImageRecordIter`` of this checkout;
@@ -32,9 +32,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkouts import run_in  # noqa: E402
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -70,19 +72,15 @@ def rate(rec: str, batch: int, threads: int, epochs: int, step_s: float, remote:
 
 def measure(code: str, args: argparse.Namespace, batch: int) -> float:
     """:func:`rate` in a subprocess importing recio from ``code``."""
-    env = {**os.environ, "PYTHONPATH": code, "OPENBLAS_NUM_THREADS": "1"}
-    cmd = [sys.executable, os.path.abspath(__file__), args.rec, "--one", str(batch)]
-    cmd += ["--threads", str(args.threads), "--epochs", str(args.epochs)]
-    cmd += ["--step-ms-per-image", str(args.step_ms_per_image)]
-    cmd += ["--remote"] if args.remote else []
-    out = subprocess.run(cmd, env=env, cwd=code, capture_output=True, text=True, check=True)
-    return float(out.stdout.split()[-1])
+    argv = [args.rec, "--one", str(batch), "--threads", str(args.threads)]
+    argv += ["--epochs", str(args.epochs), "--step-ms-per-image", str(args.step_ms_per_image)]
+    return float(run_in(code, __file__, [*argv, *(["--remote"] if args.remote else [])]))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rec")
-    parser.add_argument("--before", help="a checkout of the code before the overlap, built")
+    parser.add_argument("--before", help="a built checkout without the overlap")
     parser.add_argument("--batch-sizes", default="64,128")
     parser.add_argument("--epochs", type=int, default=6, help="timed epochs a measure (6)")
     parser.add_argument("--rounds", type=int, default=5)
@@ -97,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         print(rate(args.rec, args.one, args.threads, args.epochs, step_s, args.remote))
         return 0
     if args.before is None:
-        parser.error("--before DIR is needed (a built checkout of the code before the overlap)")
+        parser.error("--before DIR is needed (a built checkout without the overlap)")
     code = {"overlap": HERE, "drain": os.path.abspath(args.before)}
     for batch in (int(b) for b in args.batch_sizes.split(",")):
         rates: dict[str, list[float]] = {"overlap": [], "drain": []}

@@ -33,9 +33,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkouts import run_in  # noqa: E402
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIELDS = ("rate", "cpu", "pool", "rest", "busy", "got")
@@ -80,12 +82,9 @@ def one(rec: str, threads: int, batch: int, epochs: int, centre: bool) -> dict:
 
 def measure(code: str, args: argparse.Namespace, threads: int) -> dict:
     """:func:`one` in a subprocess importing recio from ``code``."""
-    env = {**os.environ, "PYTHONPATH": code, "OPENBLAS_NUM_THREADS": "1"}
-    cmd = [sys.executable, os.path.abspath(__file__), args.rec, "--one", str(threads)]
-    cmd += ["--batch", str(args.batch), "--epochs", str(args.epochs)]
-    cmd += ["--centre"] if args.centre else []
-    out = subprocess.run(cmd, env=env, cwd=code, capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.splitlines()[-1])
+    argv = [args.rec, "--one", str(threads), "--batch", str(args.batch)]
+    argv += ["--epochs", str(args.epochs), *(["--centre"] if args.centre else [])]
+    return json.loads(run_in(code, __file__, argv))
 
 
 def line(name: str, got: dict) -> str:

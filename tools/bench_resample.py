@@ -41,8 +41,6 @@ no toggle, divided by twice the windows.
 from __future__ import annotations
 
 import argparse
-import importlib.machinery
-import importlib.util
 import json
 import math
 import statistics
@@ -50,21 +48,20 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from checkouts import MEAN, STD, load_extension, without_lut_line  # noqa: E402
+
 from recio.augment import CropSpec, KeyedDraw  # noqa: E402
 from recio.decode import DecodePool  # noqa: E402
 from recio.decode import pool as pool_module  # noqa: E402
 from recio.decode.batch import DecodeJob  # noqa: E402
 from recio.decode.options import DecodeOptions  # noqa: E402
-
-MEAN = (123.68, 116.28, 103.53)
-STD = (58.395, 57.12, 57.375)
 
 
 def scale_num(cw: int, ch: int, size: int) -> int:
@@ -112,19 +109,6 @@ def windows(corpus: Path, size: int, count: int) -> list[tuple[np.ndarray, tuple
     return out
 
 
-def load_extension(checkout: Path):
-    """Another checkout's built recio._native, loaded under a name of its own."""
-    found = sorted((checkout / "recio").glob("_native*.so"))
-    if not found:
-        raise SystemExit(f"no built extension in {checkout / 'recio'} (build it there first)")
-    name = "recio_against._native"  # the init function is found by the last part, _native
-    loader = importlib.machinery.ExtensionFileLoader(name, str(found[0]))
-    spec = importlib.util.spec_from_file_location(name, str(found[0]), loader=loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
 def recio_runner(items: list, size: int, dtype: type, extension=None) -> Callable[[], int]:
     """recio's resample + flip + store of every window, one call (one worker, this thread),
     through ``extension`` (another build's recio._native; None: this checkout's)."""
@@ -139,12 +123,8 @@ def recio_runner(items: list, size: int, dtype: type, extension=None) -> Callabl
         with DecodePool(1) as pool:
             try:
                 native_options = pool.job_options(job)
-            except TypeError:  # a build from before JobOptions took lut_line
-
-                def older(**fields):
-                    return native.JobOptions(**{k: v for k, v in fields.items() if k != "lut_line"})
-
-                pool_module._native = types.SimpleNamespace(JobOptions=older)
+            except TypeError:  # a build whose JobOptions takes no lut_line
+                pool_module._native = without_lut_line(native)
                 native_options = pool.job_options(job)
     finally:
         pool_module._native = saved
