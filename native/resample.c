@@ -291,7 +291,8 @@ __attribute__((target("avx2"))) static size_t vpass_avx2(const uint8_t *base, si
  * The sums are the SSE2 path's (integers, added in another order): the same bytes. Per image,
  * rc_hpass_pack lays the weights out as the steps take them (for the image's flip: a pair's
  * per lane, each tap pair broadcast), so a step loads them whole instead of gathering and
- * broadcasting them (about 1.07x the resample); without it the pass broadcasts them itself. */
+ * broadcasting them (1.03-1.08x the resample, BENCHMARKS.md); without it the pass broadcasts
+ * them itself. */
 static inline __attribute__((always_inline, target("avx2"))) __m256i hpass_avx2_pair(
     const uint8_t *in, const int *bounds, const int16_t *kk, int xa, int xb, const int ksize) {
   const __m256i lo = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0,
