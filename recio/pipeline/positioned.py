@@ -325,12 +325,11 @@ class PositionedIterator:
     def reset(self) -> None:
         """Start the next epoch (MXNet's reset: reshuffles when shuffle is on)."""
         if self._step > 0 or self._epoch_done:
-            if self._epoch_done:
-                pass
-            elif self._step >= self.sampler.steps_in_epoch(self._epoch):
-                self._end_epoch()  # every batch taken: ended as __next__ would end it
-            else:
-                self._restart()  # mid-epoch: what runs ahead belongs to this epoch
+            if not self._epoch_done:
+                if self._step >= self.sampler.steps_in_epoch(self._epoch):
+                    self._end_epoch()  # every batch taken: ended as __next__ would end it
+                else:
+                    self._restart()  # mid-epoch: what runs ahead belongs to this epoch
             self._epoch_done = True
             self.__iter__()
 
