@@ -293,20 +293,34 @@ __attribute__((target("avx2"))) static size_t vpass_avx2(const uint8_t *base, si
  * per lane, each tap pair broadcast), so a step loads them whole instead of gathering and
  * broadcasting them (1.03-1.08x the resample, BENCHMARKS.md); without it the pass broadcasts
  * them itself. */
+/* The in-lane shuffles that spread a group's taps (0, 1) and (2, 3) to 16-bit
+ * [r r g g b b 0 0] (NOTE [hpass avx2]). */
+static inline __attribute__((always_inline, target("avx2"))) __m256i taps01(void) {
+  return _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0, -1, 3, -1, 1,
+                          -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+}
+
+static inline __attribute__((always_inline, target("avx2"))) __m256i taps23(void) {
+  return _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1, 6, -1, 9, -1,
+                          7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
+}
+
+/* 16 bytes at a in the low lane, 16 at b in the high one. */
+static inline __attribute__((always_inline, target("avx2"))) __m256i load_pair(const uint8_t *a,
+                                                                               const uint8_t *b) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+                                 _mm_loadu_si128((const __m128i *)b), 1);
+}
+
 static inline __attribute__((always_inline, target("avx2"))) __m256i hpass_avx2_pair(
     const uint8_t *in, const int *bounds, const int16_t *kk, int xa, int xb, const int ksize) {
-  const __m256i lo = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0,
-                                      -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
-  const __m256i hi = _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1, 6,
-                                      -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
+  const __m256i lo = taps01(), hi = taps23();
   const int16_t *ka = kk + (size_t)xa * ksize, *kb = kk + (size_t)xb * ksize;
   const uint8_t *pa = in + (size_t)bounds[2 * xa] * 3, *pb = in + (size_t)bounds[2 * xb] * 3;
   __m256i acc = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
   int t = 0;
   for (; t + 4 <= ksize; t += 4) {
-    __m256i px = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(pa + 3 * t))),
-        _mm_loadu_si128((const __m128i *)(pb + 3 * t)), 1);
+    __m256i px = load_pair(pa + 3 * t, pb + 3 * t);
     __m256i kv =
         _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(ka + t))),
                                 _mm_loadl_epi64((const __m128i *)(kb + t)), 1);
@@ -319,9 +333,7 @@ static inline __attribute__((always_inline, target("avx2"))) __m256i hpass_avx2_
     int32_t wa, wb;
     memcpy(&wa, ka + t, 4);
     memcpy(&wb, kb + t, 4);
-    __m256i px = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(pa + 3 * t))),
-        _mm_loadu_si128((const __m128i *)(pb + 3 * t)), 1);
+    __m256i px = load_pair(pa + 3 * t, pb + 3 * t);
     __m256i kv = _mm256_inserti128_si256(_mm256_set1_epi32(wa), _mm_set1_epi32(wb), 1);
     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(px, lo), kv));
   }
@@ -332,26 +344,19 @@ static inline __attribute__((always_inline, target("avx2"))) __m256i hpass_avx2_
  * [a's two weights x4 | b's two weights x4]. */
 static inline __attribute__((always_inline, target("avx2"))) __m256i hpass_avx2_packed(
     const uint8_t *in, const int *bounds, const __m256i *kv, int xa, int xb, const int ksize) {
-  const __m256i lo = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0,
-                                      -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
-  const __m256i hi = _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1, 6,
-                                      -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
+  const __m256i lo = taps01(), hi = taps23();
   const uint8_t *pa = in + (size_t)bounds[2 * xa] * 3, *pb = in + (size_t)bounds[2 * xb] * 3;
   __m256i acc = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
   int t = 0;
   for (; t + 4 <= ksize; t += 4, kv += 2) {
-    __m256i px = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(pa + 3 * t))),
-        _mm_loadu_si128((const __m128i *)(pb + 3 * t)), 1);
+    __m256i px = load_pair(pa + 3 * t, pb + 3 * t);
     acc = _mm256_add_epi32(acc,
                            _mm256_madd_epi16(_mm256_shuffle_epi8(px, lo), _mm256_loadu_si256(kv)));
     acc = _mm256_add_epi32(
         acc, _mm256_madd_epi16(_mm256_shuffle_epi8(px, hi), _mm256_loadu_si256(kv + 1)));
   }
   if (t < ksize) { /* two taps left */
-    __m256i px = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(pa + 3 * t))),
-        _mm_loadu_si128((const __m128i *)(pb + 3 * t)), 1);
+    __m256i px = load_pair(pa + 3 * t, pb + 3 * t);
     acc = _mm256_add_epi32(acc,
                            _mm256_madd_epi16(_mm256_shuffle_epi8(px, lo), _mm256_loadu_si256(kv)));
   }
@@ -410,20 +415,33 @@ __attribute__((target("avx2"))) static int hpass_avx2(const uint8_t *in, uint8_t
   HPASS_AVX2_KSIZES(0);
 }
 
-/* rc_split3 for 16 pixels per step (three 16-byte loads, three shuffles per plane). */
+/* Plane c's 16 bytes out of 48 bytes of RGB pixels (three 16-byte loads a, b, e): a
+ * shuffle of each, or-ed together. */
+static const int8_t split3_masks[3][3][16] = {
+    {{0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+     {-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1},
+     {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13}},
+    {{1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+     {-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1},
+     {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14}},
+    {{2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+     {-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1},
+     {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15}},
+};
+
+static inline __attribute__((always_inline, target("avx2"))) __m128i split3_plane(__m128i a,
+                                                                                  __m128i b,
+                                                                                  __m128i e,
+                                                                                  int c) {
+  const __m128i *m = (const __m128i *)split3_masks[c];
+  return _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, _mm_loadu_si128(m)),
+                                   _mm_shuffle_epi8(b, _mm_loadu_si128(m + 1))),
+                      _mm_shuffle_epi8(e, _mm_loadu_si128(m + 2)));
+}
+
+/* rc_split3 for 16 pixels per step (split3_plane). */
 __attribute__((target("avx2"))) static int split3_avx2(const uint8_t *in, uint8_t *d0, uint8_t *d1,
                                                        uint8_t *d2, int n) {
-  const __m128i m[3][3] = {
-      {_mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
-       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1),
-       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13)},
-      {_mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
-       _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1),
-       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14)},
-      {_mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
-       _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1),
-       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15)},
-  };
   uint8_t *const d[3] = {d0, d1, d2};
   int x = 0;
   for (; x + 16 <= n; x += 16, in += 48) {
@@ -431,9 +449,7 @@ __attribute__((target("avx2"))) static int split3_avx2(const uint8_t *in, uint8_
     const __m128i b = _mm_loadu_si128((const __m128i *)(in + 16));
     const __m128i e = _mm_loadu_si128((const __m128i *)(in + 32));
     for (int c = 0; c < 3; c++) {
-      __m128i v =
-          _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, m[c][0]), _mm_shuffle_epi8(b, m[c][1])),
-                       _mm_shuffle_epi8(e, m[c][2]));
+      const __m128i v = split3_plane(a, b, e, c);
       _mm_storeu_si128((__m128i *)(d[c] + x), v);
     }
   }
@@ -469,17 +485,6 @@ __attribute__((target("avx2,fma"))) static int line_exact_avx2(const float *t, c
 __attribute__((target("avx2,fma"))) static int split3_f32_avx2(const uint8_t *in,
                                                                const double *const ab[3],
                                                                float *const d[3], int n) {
-  const __m128i m[3][3] = {
-      {_mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
-       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1),
-       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13)},
-      {_mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
-       _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1),
-       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14)},
-      {_mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
-       _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1),
-       _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15)},
-  };
   const __m256d a[3] = {_mm256_set1_pd(ab[0][0]), _mm256_set1_pd(ab[1][0]),
                         _mm256_set1_pd(ab[2][0])};
   const __m256d b[3] = {_mm256_set1_pd(ab[0][1]), _mm256_set1_pd(ab[1][1]),
@@ -490,9 +495,7 @@ __attribute__((target("avx2,fma"))) static int split3_f32_avx2(const uint8_t *in
     const __m128i q = _mm_loadu_si128((const __m128i *)(in + 16));
     const __m128i r = _mm_loadu_si128((const __m128i *)(in + 32));
     for (int c = 0; c < 3; c++) {
-      const __m128i v =
-          _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(p, m[c][0]), _mm_shuffle_epi8(q, m[c][1])),
-                       _mm_shuffle_epi8(r, m[c][2]));
+      const __m128i v = split3_plane(p, q, r, c);
       _mm256_storeu_ps(d[c] + x, line8(v, a[c], b[c]));
       _mm256_storeu_ps(d[c] + x + 8, line8(_mm_srli_si128(v, 8), a[c], b[c]));
     }
