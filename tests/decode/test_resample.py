@@ -7,17 +7,13 @@ At scale 1 no resampling pass runs: the store mirrors the row itself.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from recio import decode
 
-from .._paths import REPO
 from ..images import encode
+from ..simd_levels import outputs_at_each_level
 
 native_only = pytest.mark.needs_native
 
@@ -51,24 +47,9 @@ print(decode.pool._native.SIMD, h.hexdigest())
 """
 
 
-def _digest(**env: str) -> list[str]:
-    run = subprocess.run(
-        [sys.executable, "-c", _DIGEST_OF_RGB_DECODES],
-        cwd=REPO,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return run.stdout.split()
-
-
 @native_only
 def test_avx2_and_sse2_rgb_passes_give_the_same_bytes() -> None:
-    default, sse2 = _digest(), _digest(RECIO_SIMD="sse2")
-    if default[0] != "avx2":
-        pytest.skip("this CPU has no AVX2: there is one path only")
-    assert sse2[0] == "sse2"
+    default, sse2 = outputs_at_each_level(_DIGEST_OF_RGB_DECODES)
     assert default[1] == sse2[1]
 
 
