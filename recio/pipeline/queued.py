@@ -21,7 +21,7 @@ import numpy as np
 from .mxnet_inputs import ImageList
 from .positioned import Batch
 from .read_decode import BatchReader, DecodedBatch
-from .run import POLL, Failure, PipelineRun, RawBatch, ready_depth
+from .run import DEFAULT_PREFETCH, POLL, Failure, PipelineRun, RawBatch, ready_depth
 
 if TYPE_CHECKING:
     from .iterator import ImageRecordIter
@@ -104,8 +104,9 @@ class QueuedPipeline(PipelineRun):
     :meth:`_submit` queues only the last batch's real slots, the copies written into its
     padding once they are decoded (:class:`_CopiedPadding`). Any other case (a first
     batch with a bad image, a resumed epoch that starts past its first batch, a last
-    batch submitted before the first was taken) decodes the padding as it decodes any
-    slot: the batches are the same either way.
+    batch submitted before the first was taken, a ``memory_budget`` that does not hold two
+    more batch arrays beside those in flight) decodes the padding as it decodes any slot:
+    the batches are the same either way.
     """
 
     def __init__(
@@ -131,6 +132,10 @@ class QueuedPipeline(PipelineRun):
         self._rows = [reader.rows(it.config.batch_size) for _ in range(self.depth + 2)]
         self._submitted = 0
         self._head: _Head | None = None  # NOTE [copied padding]
+        # the copies (fewer images than two batches) only where the memory budget holds
+        # them beside the batch arrays in flight
+        plan, prefetch = it.plan, it.config.prefetch_buffer or DEFAULT_PREFETCH
+        self._copy_padding = plan.budget - (prefetch + 4) * plan.batch_bytes >= 0
         self._head_images: list[np.ndarray | None] = [None, None]
         self._ahead: _Submitting | None = _Submitting(epoch, step, self, reader)
 
@@ -197,6 +202,8 @@ class QueuedPipeline(PipelineRun):
         self, epoch: int, positions: np.ndarray, out: np.ndarray, labels: np.ndarray, ids
     ) -> None:
         """What ``epoch``'s padding repeats of its first batch, copied (NOTE [copied padding])."""
+        if not self._copy_padding:
+            return
         last = self.sampler.plan(epoch, self.sampler.steps_in_epoch(epoch) - 1)
         pad = last.pad
         if not 0 < pad <= len(positions) or last.step == self.sampler.first_step(epoch):

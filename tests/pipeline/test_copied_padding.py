@@ -108,6 +108,22 @@ def test_a_bad_image_in_the_first_batch_decodes_the_padding(
     assert got == epochs(make(bad, on_error="skip", prefetch_buffer=DECODES_ALL), n=1)
 
 
+def test_a_budget_without_room_for_the_copies_decodes_the_padding(
+    rec: str, submitted: list[int]
+) -> None:
+    """The copies take up to two batches' worth beside the ``prefetch_buffer + 2`` arrays
+    in flight: a ``memory_budget`` that holds only those arrays gets the padding decoded."""
+    with make(rec) as it:
+        batch_bytes = it.plan.batch_bytes
+    del submitted[:]
+    tight = epochs(make(rec, memory_budget=5 * batch_bytes + 10), n=2)  # prefetch 3
+    assert submitted[:2] == [8, 8]
+    del submitted[:]
+    roomy = epochs(make(rec, prefetch_buffer=3, memory_budget=7 * batch_bytes), n=2)
+    assert submitted == [4, 4]
+    assert tight == roomy
+
+
 def test_resumed_mid_epoch_the_padding_is_decoded(rec: str, submitted: list[int]) -> None:
     whole = epochs(make(rec), n=2)
     with make(rec) as it:
