@@ -18,7 +18,7 @@ stage in turn, so that a noisy machine slows all alike), measured:
   at quality 95, same size) on the same pool, as rates and as one-thread CPU time
   (``--only-transcode``: that alone).
 
-Prints medians of the rounds and the ratios the issue asks for, as JSON.
+Prints medians of the rounds and the ratios its targets name, as JSON.
 """
 
 from __future__ import annotations

@@ -34,8 +34,9 @@ and the others run. All run in one process in interleaved rounds
 and closed in turn, the order rotating), so a busy machine slows all alike. Printed: per
 contestant images/s median (min-max), process CPU ms per image (median of the rounds;
 all threads, the consumer's included), the median of the per-round ratios to the plain
-decode (and their range), the pairs the targets of issue 47 name, and the JSON
-(``--json``) with every round's rate, from which the ratios are computed.
+decode (and their range), the pairs the project sets targets for (BENCHMARKS.md,
+"Iterator end to end"), and the JSON (``--json``) with every round's rate, from which
+the ratios are computed.
 
 ``--callgrind N`` counts instructions per image (valgrind's callgrind, unmoved by load),
 one thread over the first N JPEGs PyTurboJPEG decodes: recio's decode call
@@ -142,7 +143,7 @@ SHORT = {
     "dali": DALI,
 }
 TURBOLOADER_VERSION = "2.39.0"
-#: Issue 47's targets: (contestant, against) -> the least ratio of throughputs.
+#: The project's targets: (contestant, against) -> the least ratio of throughputs.
 TARGETS = {
     (RRC_ORIGINAL, PLAIN): 1.6,
     (RRC_OPTIMIZED, PLAIN): 2.0,
@@ -422,7 +423,7 @@ def report(result: dict) -> None:
             f"  {p['a']} / {p['b']}: {p['median']:.2f}x ({p['min']:.2f}-{p['max']:.2f}), "
             f"CPU per image {p['cpu']['median']:.2f}x"
         )
-    print("\ntargets (issue 47)")
+    print("\ntargets")
     for t in result["targets"]:
         got = "not measured" if t["ratio"] is None else f"{t['ratio']:.2f}x"
         met = {None: "", True: "met", False: "NOT met"}[t["met"]]
