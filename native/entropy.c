@@ -47,8 +47,18 @@ struct jpeg_entropy_decoder {
 #define E_ADVANCE(f) ((unsigned)((f) >> 40 & 127))
 #define E_VALUE2(f) ((int)(int16_t)(uint16_t)((f) >> 48))
 
+/* A DC table's entries, by the next RC_DC_BITS bits: bits 0-4 the code's length, 5-8 its
+ * value's size (the value is read from the bits after the code); 0 for a longer code. A DC
+ * difference seldom fits in a fast entry with its code, and one lookup a block into a table
+ * of 1 kB stays in L1 beside the AC tables, where a DC table of fast entries (8 kB) would
+ * keep being evicted by them. */
+#define RC_DC_BITS 9
+#define DC_CODE(d) ((int)((d) & 31))
+#define DC_SIZE(d) ((int)((d) >> 5))
+
 typedef struct {
-  uint64_t fast[FAST_SIZE]; /* by the next RC_FAST_BITS bits */
+  uint64_t fast[FAST_SIZE]; /* an AC table's entries, by the next RC_FAST_BITS bits */
+  uint16_t dc[1 << RC_DC_BITS]; /* a DC table's entries */
   int32_t maxcode[18];      /* canonical decode of the longer codes, as libjpeg's */
   int32_t valoffset[18];
   uint8_t huffval[256];
@@ -119,13 +129,20 @@ static inline int extend(int v, int s) {
   return v + ((v - (1 << (s - 1))) >> 31 & ((int)(~0u << s) + 1));
 }
 
-/* The whole entry of the symbol sym after a code of l bits, its value the next bits of b
+/* The whole entry of the AC symbol sym after a code of l bits, its value the next bits of b
  * (the code at b's top). */
-static inline uint32_t whole(uint64_t b, int l, int sym, int is_dc) {
+static inline uint32_t whole(uint64_t b, int l, int sym) {
   const int s = sym & 15;
-  if (s) return WHOLE(l + s, is_dc ? 0 : sym >> 4, extend((int)((b << l) >> (64 - s)), s));
-  /* size 0: a DC difference of 0; for AC, sixteen zeros (run 15) or the end of the block */
-  return WHOLE(l, is_dc ? 0 : sym == 0xF0 ? 15 : END_OF_BLOCK, 0);
+  if (s) return WHOLE(l + s, sym >> 4, extend((int)((b << l) >> (64 - s)), s));
+  /* size 0: sixteen zeros (run 15) or the end of the block */
+  return WHOLE(l, sym == 0xF0 ? 15 : END_OF_BLOCK, 0);
+}
+
+/* The value of the s bits at b's top (s 0 to 15; 0 bits: 0), as extend(), with no branch
+ * on s. */
+static inline int value_at(uint64_t b, int s) {
+  const int v = (int)(b >> 1 >> (63 - s));
+  return v - ((v - ((1 << s) >> 1)) >> 31 & ((1 << s) - 1));
 }
 
 /* The 64-bit entry of a whole entry w alone (no second symbol). */
@@ -159,7 +176,10 @@ static int build_table(htable *t, const JHUFF_TBL *h, int is_dc) {
   int count = 0, code = 0, p = 0;
   for (int l = 1; l <= 16; l++) count += h->bits[l];
   if (count > 256) return 0;
-  memset(t->fast, 0, sizeof t->fast);
+  if (is_dc)
+    memset(t->dc, 0, sizeof t->dc);
+  else
+    memset(t->fast, 0, sizeof t->fast);
   for (int l = 1; l <= 16; l++) {
     const int n = h->bits[l];
     if (n) {
@@ -167,12 +187,18 @@ static int build_table(htable *t, const JHUFF_TBL *h, int is_dc) {
       for (int i = 0; i < n; i++, p++, code++) {
         if (code >= 1 << l) return 0; /* an all-ones code, or too many of this length */
         const int sym = h->huffval[p];
-        if (is_dc && sym > 15) return 0;
+        if (is_dc) {
+          if (sym > 15) return 0;
+          if (l > RC_DC_BITS) continue;
+          const int spare = RC_DC_BITS - l;
+          for (int x = 0; x < 1 << spare; x++) t->dc[(code << spare) + x] = (uint16_t)(l | sym << 5);
+          continue;
+        }
         if (l > RC_FAST_BITS) continue;
         const int spare = RC_FAST_BITS - l, fits = l + (sym & 15) <= RC_FAST_BITS;
         for (int x = 0; x < 1 << spare; x++) {
           const int bits = (code << spare) + x;
-          t->fast[bits] = fits ? single(whole((uint64_t)bits << (64 - RC_FAST_BITS), l, sym, is_dc))
+          t->fast[bits] = fits ? single(whole((uint64_t)bits << (64 - RC_FAST_BITS), l, sym))
                                : PART(l, sym & 15, sym >> 4);
         }
       }
@@ -203,19 +229,23 @@ static inline void consume(bitreader *r, int n) {
   r->cnt -= n;
 }
 
-/* The whole entry of the code at b's top where the fast table's entry f is not one: a part
- * entry's value read, or a code longer than the table decoded as libjpeg does. 0 for a code
- * no table has. */
-static uint64_t complete(const htable *t, uint64_t b, uint64_t f, int is_dc) {
-  if (f) return single(whole(b, P_CODE(f), P_RUN(f) << 4 | P_SIZE(f), is_dc));
-  for (int l = RC_FAST_BITS + 1; l <= 16; l++) {
+/* The symbol of a code longer than first - 1 bits at b's top, decoded as libjpeg does: its
+ * length in bits 0-4, the symbol in 5-12; 0 for a code no table has. */
+static unsigned long_code(const htable *t, uint64_t b, int first) {
+  for (int l = first; l <= 16; l++) {
     const int32_t code = (int32_t)(b >> (64 - l));
-    if (code <= t->maxcode[l]) {
-      const int sym = t->huffval[(code + t->valoffset[l]) & 0xFF];
-      return is_dc && sym > 15 ? 0 : single(whole(b, l, sym, is_dc));
-    }
+    if (code <= t->maxcode[l]) return (unsigned)(l | t->huffval[(code + t->valoffset[l]) & 0xFF] << 5);
   }
   return 0;
+}
+
+/* The whole entry of the AC code at b's top where the fast table's entry f is not one: a
+ * part entry's value read, or a code longer than the table decoded. 0 for a code no table
+ * has. */
+static uint64_t complete(const htable *t, uint64_t b, uint64_t f) {
+  if (f) return single(whole(b, P_CODE(f), P_RUN(f) << 4 | P_SIZE(f)));
+  const unsigned c = long_code(t, b, RC_FAST_BITS + 1);
+  return c ? single(whole(b, (int)(c & 31), (int)(c >> 5))) : 0;
 }
 
 static void stop(j_decompress_ptr ci, rc_entropy *e) {
@@ -236,7 +266,7 @@ static void start_pass(j_decompress_ptr ci) {
   f = t->fast[r->buf >> (64 - RC_FAST_BITS)];                                 \
   if (!E_WHOLE(f)) {                                                          \
     if (r->cnt < 31 + 2 * RC_FAST_BITS) refill(r);                            \
-    if (!(f = complete(t, r->buf, f, 0))) return 0;                           \
+    if (!(f = complete(t, r->buf, f))) return 0;                              \
   }                                                                           \
   k += E_RUN(f);                                                              \
   if (keep) blk[natural[k]] = (JCOEF)E_VALUE(f);                              \
@@ -257,16 +287,18 @@ static inline __attribute__((always_inline)) int decode_block(rc_entropy *e, bit
                                                               int keep, JCOEF *blk) {
   if (r->cnt < 32) refill(r); /* a DC code and value: at most 31 bits */
   const htable *t = e->dct[b_n];
-  uint64_t f = t->fast[r->buf >> (64 - RC_FAST_BITS)];
-  if (!E_WHOLE(f) && !(f = complete(t, r->buf, f, 1))) return 0;
-  consume(r, E_TOTAL(f));
+  unsigned d = t->dc[r->buf >> (64 - RC_DC_BITS)];
+  if (!d && !(d = long_code(t, r->buf, RC_DC_BITS + 1))) return 0;
+  const int diff = value_at(r->buf << DC_CODE(d), DC_SIZE(d));
+  consume(r, DC_CODE(d) + DC_SIZE(d));
   if (e->dc_needed[b_n]) {
     const int ci = e->member[b_n];
     /* (as libjpeg: the sum may wrap on damaged data; the block keeps its low 16 bits) */
-    e->last_dc[ci] = (int)((unsigned)e->last_dc[ci] + (unsigned)E_VALUE(f));
+    e->last_dc[ci] = (int)((unsigned)e->last_dc[ci] + (unsigned)diff);
     blk[0] = (JCOEF)e->last_dc[ci];
   }
   t = e->act[b_n];
+  uint64_t f;
   unsigned k = 1;
   for (;;) {
     if (r->cnt < 3 * RC_FAST_BITS) refill(r);
