@@ -57,9 +57,9 @@ struct jpeg_entropy_decoder {
 #define DC_SIZE(d) ((int)((d) >> 5))
 
 typedef struct {
-  uint64_t fast[FAST_SIZE]; /* an AC table's entries, by the next RC_FAST_BITS bits */
+  uint64_t fast[FAST_SIZE];     /* an AC table's entries, by the next RC_FAST_BITS bits */
   uint16_t dc[1 << RC_DC_BITS]; /* a DC table's entries */
-  int32_t maxcode[18];      /* canonical decode of the longer codes, as libjpeg's */
+  int32_t maxcode[18];          /* canonical decode of the longer codes, as libjpeg's */
   int32_t valoffset[18];
   uint8_t huffval[256];
   uint8_t bits[17]; /* the JHUFF_TBL it was built from, with huffval */
@@ -191,7 +191,8 @@ static int build_table(htable *t, const JHUFF_TBL *h, int is_dc) {
           if (sym > 15) return 0;
           if (l > RC_DC_BITS) continue;
           const int spare = RC_DC_BITS - l;
-          for (int x = 0; x < 1 << spare; x++) t->dc[(code << spare) + x] = (uint16_t)(l | sym << 5);
+          for (int x = 0; x < 1 << spare; x++)
+            t->dc[(code << spare) + x] = (uint16_t)(l | sym << 5);
           continue;
         }
         if (l > RC_FAST_BITS) continue;
@@ -234,7 +235,8 @@ static inline void consume(bitreader *r, int n) {
 static unsigned long_code(const htable *t, uint64_t b, int first) {
   for (int l = first; l <= 16; l++) {
     const int32_t code = (int32_t)(b >> (64 - l));
-    if (code <= t->maxcode[l]) return (unsigned)(l | t->huffval[(code + t->valoffset[l]) & 0xFF] << 5);
+    if (code <= t->maxcode[l])
+      return (unsigned)(l | t->huffval[(code + t->valoffset[l]) & 0xFF] << 5);
   }
   return 0;
 }

@@ -8,16 +8,22 @@
  * RST markers in sequence between them, nothing else) while copying its entropy-coded bytes
  * with the 0xFF00 stuffing taken out, then replaces libjpeg's decode_mcu with its own: a
  * 64-bit bit buffer refilled eight bytes at a time from that copy, and one table lookup of
- * the next RC_FAST_BITS bits per coefficient. Where a code and its value's bits both fit in
+ * the next RC_FAST_BITS bits per AC coefficient. Where a code and its value's bits both fit in
  * those bits (short codes of small values) the entry holds the whole step: the bits to drop,
  * the zero run (the end of the block as a run that leaves it) and the value, each a whole
  * byte or two, so the loop over a block has no branch on the symbol; a longer one is
  * completed by a second step (entropy.c: complete). Where the bits after such a step hold a
  * second whole AC symbol, the entry holds both (a pair), which shortens the chain of
- * dependent lookups that bounds the decode's speed. Since a step from the table reads at
- * most RC_FAST_BITS, the bits left are checked once every three steps (a refill leaves 56 or
- * more; a longer step refills for itself), and whether the data ran past its segment's end
- * once an MCU (the copy's padding covers an MCU's reads). libjpeg IDCTs only the MCU columns
+ * dependent lookups that bounds the decode's speed. A block's DC difference is looked up in
+ * a table of its own, small enough to stay in L1 beside the AC tables (1 kB by the next
+ * RC_DC_BITS bits: the code's length and the value's size, the value read after the code);
+ * the AC tables (8 kB each) are as large as L1 allows: 11 bits, or a second table of
+ * several symbols a lookup for the blocks read past, measured slower or no faster
+ * (BENCHMARKS.md). Since a step from the table reads at most RC_FAST_BITS, the bits left are
+ * checked once every three steps (a refill leaves 56 or more; a longer step refills for
+ * itself; an unconditional refill, which spares the branch, measured no faster), and
+ * whether the data ran past its segment's end once an MCU (the copy's padding covers an
+ * MCU's reads). libjpeg IDCTs only the MCU columns
  * jpeg_crop_scanline keeps and no block of the rows jpeg_skip_scanlines skips: those blocks
  * are read past without storing a coefficient (rc_entropy_columns; the DC predictions still
  * follow them). A worker keeps its tables from image to image and builds them again only

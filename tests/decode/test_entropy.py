@@ -19,6 +19,14 @@ from recio.augment import CropSpec, KeyedDraw
 from recio.im2rec import JpegEncoder
 
 from ..conftest import require_native
+from .crafted_jpeg import (
+    huffman_lengths,
+    random_blocks,
+    staircase,
+    symbol_counts,
+    table_from_lengths,
+    write_jpeg,
+)
 from .test_restart_cut import IMAGES, crops, jpeg
 
 
@@ -247,3 +255,51 @@ def test_a_segment_cut_short_inside_an_mcu_fails_as_libjpeg_does(pools, keep) ->
     s1, got, s2, want = both(pools, [short], (24, 24), crops=box)
     assert s1[0] == s2[0] != 0
     assert np.array_equal(got, want)
+
+
+def crafted(tables: str, restart: int, seed: int) -> bytes:
+    """A greyscale JPEG of random_blocks coded with Huffman's tables for its symbols
+    (`huffman`: short codes, pairs, parts) or with long ones (`long`: DC codes of 2 to 16
+    bits, the most frequent AC symbols 2 to 15 bits and the rest 16)."""
+    blocks = random_blocks(12, 20, seed)
+    dcs, acs = symbol_counts(blocks)
+    if tables == "huffman":
+        dc, ac = huffman_lengths(dcs), huffman_lengths(acs)
+    else:
+        sizes = [s for s, _ in dcs.most_common()]
+        dc = dict(zip(sizes, [16, 14, 12, 10, 9, 8, 7, 6, 5, 4, 3, 2], strict=False))
+        ac = staircase([s for s, _ in acs.most_common()])
+    return write_jpeg(blocks, table_from_lengths(dc), table_from_lengths(ac), restart)
+
+
+@pytest.mark.parametrize("restart", [0, 7])
+@pytest.mark.parametrize("tables", ["huffman", "long"])
+def test_crafted_codes_of_every_length_decode_as_libjpeg_does(pools, tables, restart) -> None:
+    """Codes written directly (crafted_jpeg): DC differences of every size, DC and AC codes
+    of up to 16 bits (past the DC table's 9 bits and the fast table's 10), runs of sixteen
+    zeros, blocks that end at their 63rd coefficient without an end of block, segments of 7
+    blocks. Whole and cropped (columns and rows read past), first and later decodes, the
+    same image after image (the tables kept): libjpeg's pixels every time."""
+    images = [crafted(tables, restart, seed) for seed in range(4)]
+    assert all(_native.own_entropy(i) for i in images)
+    boxes = np.array([[0, 0, 160, 96], [37, 41, 50, 30], [120, 8, 40, 88], [0, 90, 9, 6]])
+    for box in boxes:
+        for _ in range(2):  # (the first decode reads the whole stream, the second not)
+            batch = np.repeat(box[None], len(images), 0).astype(np.int32)
+            s1, got, s2, want = both(pools, images, (32, 24), crops=batch)
+            assert not s1.any() and not s2.any()
+            assert np.array_equal(got, want), (tables, restart, box.tolist())
+
+
+@pytest.mark.parametrize("tables", ["huffman", "long"])
+def test_damaged_crafted_codes_fail_as_libjpeg_does(pools, tables) -> None:
+    """Damage inside long codes and unused code space (the long tables leave most of it
+    unused: a code no table has): the same status and pixels as libjpeg's decoder."""
+    image = crafted(tables, 0, seed=9)
+    damaged = mutations(image, 150, seed=3)
+    for box in ([0, 0, 160, 96], [60, 40, 40, 20]):
+        batch = np.repeat(np.array([box], np.int32), len(damaged), 0)
+        s1, got, s2, want = both(pools, damaged, (32, 24), crops=batch)
+        assert np.array_equal(s1, s2), box
+        assert np.array_equal(got[s1 == 0], want[s1 == 0]), box
+        assert (s1 != 0).any()
