@@ -187,6 +187,10 @@ static void trim(uint8_t **p, size_t *cap) {
  * goes back to the system before the share is given back. */
 #define RC_TRIM_BYTES ((uint64_t)32 << 20)
 
+void rc_worker_key(rc_worker *w, uint64_t key) {
+  w->stream_key = key;
+}
+
 void rc_worker_release(rc_worker *w) {
   const int big = w->held >= RC_TRIM_BYTES;
   trim(&w->row, &w->row_cap);
@@ -654,13 +658,13 @@ static int read_to_end(rc_worker *w) {
 
 /* A crop decode that would leave entropy data unread (the rows below `R1`, restart segments
  * outside the crop) of a JPEG not yet known whole reads it whole (NOTE [whole-stream check]):
- * 1 and its key in *key, else 0. After jpeg_read_header. */
+ * 1 and its key in *key (`known`, where the caller gave it), else 0. After jpeg_read_header. */
 static int whole_stream(const rc_opts *o, j_decompress_ptr ci, const uint8_t *data, size_t len,
-                        int R1, int SH, uint64_t *key) {
+                        uint64_t known, int R1, int SH, uint64_t *key) {
   *key = 0;
   if (!o->roi || !o->checked || jpeg_has_multiple_scans(ci) || (R1 >= SH && !ci->restart_interval))
     return 0;
-  *key = rc_checked_key(data, len);
+  *key = known ? known : rc_checked_key(data, len);
   return !rc_checked_has(o->checked, *key);
 }
 
@@ -729,7 +733,7 @@ static int decode_warped(rc_worker *w, const uint8_t *data, size_t len, const rc
       rc_grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch + RC_SLACK))
     return rc_fail(ci, err, RC_NOMEM, "out of memory (row buffers)");
   uint64_t key; /* (the rows below the box: read once, NOTE [whole-stream check]) */
-  const int whole = whole_stream(o, ci, data, len, R1, SH, &key);
+  const int whole = whole_stream(o, ci, data, len, w->stream_key, R1, SH, &key);
   if (o->roi && R0 > 0) jpeg_skip_scanlines(ci, (JDIMENSION)R0);
   if (read_rows(w, R0, R1, o->roi ? R1 : SH, nch, row_stride) || (whole && read_to_end(w)))
     return rc_fail(ci, err, RC_CORRUPT, "JPEG: no rows");
@@ -1014,7 +1018,7 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
     return rc_fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
   if ((st = plan_crop(w, o, x0, y0, x1, y1, &p, err))) return st;
   if ((st = reserve_crop(w, o, len, &p, err))) return st;
-  p.whole = whole_stream(o, ci, data, len, p.R1, p.SH, &p.key);
+  p.whole = whole_stream(o, ci, data, len, w->stream_key, p.R1, p.SH, &p.key);
   cut_segments(w, data, len, o, &p);
   rc_start_decompress(w);
   crop_columns(w, o, &p);
