@@ -49,7 +49,9 @@ static void worker_free(void *vs) {
 static uint64_t one_pass(const batch_ctx *c, size_t i, rc_span image) {
   const size_t head = (size_t)(c->records->starts[i] - c->records->offsets[i]);
   const uint32_t jpeg = rc_crc32c(0, image.buf, image.len);
-  c->frame_crcs[i] = rc_crc32c_combine(rc_crc32c(0, image.buf - head, head), jpeg, image.len);
+  /* (a payload is below 2^29 bytes: the length fits) */
+  c->frame_crcs[i] =
+      rc_crc32c_combine(rc_crc32c(0, image.buf - head, head), jpeg, (uint32_t)image.len);
   return rc_checked_key_of(jpeg, image.len);
 }
 
