@@ -624,6 +624,17 @@ static void crop_scanline(j_decompress_ptr ci, JDIMENSION *xoff, JDIMENSION *xw)
   }
 }
 
+/* crop_scanline, then the entropy decoder told the iMCU columns libjpeg IDCTs (the ones it
+ * widened to), so that it stores the coefficients of no others (where an MCU is an iMCU, so
+ * that both count columns alike). */
+static void crop_decoded_columns(rc_worker *w, JDIMENSION *xoff, JDIMENSION *xw) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  crop_scanline(ci, xoff, xw);
+  const JDIMENSION align = (JDIMENSION)(ci->max_h_samp_factor * ci->min_DCT_scaled_size);
+  if (w->entropy_on && (ci->comps_in_scan > 1 || ci->max_h_samp_factor == 1))
+    rc_entropy_columns(w->entropy, *xoff / align, (*xoff + *xw + align - 1) / align - 1);
+}
+
 /* NOTE [incomplete progressive]: a progressive JPEG that ends before its last scan (a partial
  * download, cut at a scan boundary: no warning) has coefficients still unknown, and libjpeg
  * smooths its blocks from their neighbours' DC values (do_block_smoothing). With
@@ -725,7 +736,7 @@ static int decode_warped(rc_worker *w, const uint8_t *data, size_t len, const rc
     if (b - a < SW) {
       xoff = (JDIMENSION)a;
       xw = (JDIMENSION)(b - a);
-      crop_scanline(ci, &xoff, &xw);
+      crop_decoded_columns(w, &xoff, &xw);
     }
   }
   const size_t row_stride = (size_t)ci->output_width * 3;
@@ -904,12 +915,7 @@ static void crop_columns(rc_worker *w, const rc_opts *o, crop_pass *p) {
     if (b - a < CW) {
       xoff = (JDIMENSION)a;
       xw = (JDIMENSION)(b - a);
-      crop_scanline(ci, &xoff, &xw); /* widens to whole iMCU columns */
-      /* libjpeg IDCTs only those columns: the entropy decoder stores no others (where an
-       * MCU is an iMCU, so that both count columns alike) */
-      const int align = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
-      if (w->entropy_on && (ci->comps_in_scan > 1 || ci->max_h_samp_factor == 1))
-        rc_entropy_columns(w->entropy, xoff / align, (xoff + xw + align - 1) / align - 1);
+      crop_decoded_columns(w, &xoff, &xw); /* widens to whole iMCU columns */
     }
   }
   p->xoff = xoff;
