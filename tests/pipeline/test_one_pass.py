@@ -187,3 +187,17 @@ def test_a_record_that_differs_from_its_checksum_is_a_bad_slot(tmp_path, where, 
     reason = stats.bad_records[bad]
     assert reason.startswith(CHECKSUM_MISMATCH) and rec in reason and f"{start}" in reason
     assert 1000 + bad not in ids and set(ids) == {1000 + k for k in range(N)} - {1000 + bad}
+
+
+def test_crcs_of_the_wrong_kind_are_refused_before_anything_is_queued(tmp_path) -> None:
+    rng = np.random.default_rng(5)
+    rec = write_rec(tmp_path, rng, n=4)
+    with RecordFile(rec) as records, DecodePool(1) as pool:
+        view, offsets = records.mapped_batch(np.arange(4, dtype=np.int64))
+        out = np.zeros((4, 16, 16, 3), np.uint8)
+        for crcs in (np.zeros(4, np.int32), np.zeros(3, np.uint32), np.zeros(4, np.uint32)[::-1]):
+            with pytest.raises(ValueError, match="crcs must be"):
+                pool.submit_records(view, offsets, out, crcs=crcs)
+        crcs = np.zeros(4, np.uint32)
+        got = pool.submit_records(view, offsets, out, crcs=crcs).result()
+        assert not got.status.any() and np.array_equal(crcs, records.checksums.table)
