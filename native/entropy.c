@@ -1,6 +1,8 @@
 /* recio entropy decoder (entropy.h, NOTE [entropy decode]). */
 #include "entropy.h"
 
+#include "unstuff.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,11 +69,9 @@ typedef struct {
 
 struct rc_entropy {
   struct jpeg_entropy_decoder pub; /* first: libjpeg calls through cinfo->entropy */
-  uint8_t *data;                   /* the scan's entropy-coded bytes, unstuffed (rc_unstuff_scan) */
-  size_t data_cap;
-  size_t *seg; /* segment i is data[seg[i] : seg[i + 1]] */
-  size_t seg_cap;
-  size_t nseg, segment, end_bits; /* the segment being read, where it ends (in bits) */
+  rc_unstuff u;                    /* the scan's entropy-coded bytes, unstuffed */
+  const uint8_t *data;             /* u.data: segment i is data[u.seg[i] : u.seg[i + 1]] */
+  size_t nseg, segment, end_bits;  /* the segment being read, where it ends (in bits) */
   bitreader bits;
   size_t mcus_left;
   size_t interval, restarts_to_go;
@@ -104,8 +104,7 @@ rc_entropy *rc_entropy_new(void) {
 
 void rc_entropy_free(rc_entropy *e) {
   if (!e) return;
-  free(e->data);
-  free(e->seg);
+  rc_unstuff_free(&e->u);
   free(e);
 }
 
@@ -281,8 +280,8 @@ static void seek(rc_entropy *e, size_t segment) {
   e->segment = segment;
   e->bits.buf = 0;
   e->bits.cnt = 0;
-  e->bits.p = e->data + e->seg[segment];
-  e->end_bits = e->seg[segment + 1] * 8;
+  e->bits.p = e->data + e->u.seg[segment];
+  e->end_bits = e->u.seg[segment + 1] * 8;
 }
 
 static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *MCU_data) {
@@ -327,50 +326,6 @@ void rc_entropy_columns(rc_entropy *e, size_t first, size_t last) {
   e->last_column = last;
 }
 
-static int grow(void **p, size_t *cap, size_t need) {
-  if (need <= *cap) return 0;
-  void *q = realloc(*p, need);
-  if (!q) return -1;
-  *p = q;
-  *cap = need;
-  return 0;
-}
-
-size_t rc_unstuff_scan(const uint8_t *p, size_t n, size_t nseg, uint8_t **buf, size_t *cap,
-                       size_t **seg, size_t *seg_cap) {
-  const size_t bad = (size_t)-1;
-  if (grow((void **)buf, cap, n + RC_UNSTUFF_PAD) ||
-      grow((void **)seg, seg_cap, (nseg + 1) * sizeof **seg))
-    return bad;
-  uint8_t *out = *buf;
-  size_t o = 0, i = 0, s = 0;
-  (*seg)[0] = 0;
-  for (;;) {
-    const uint8_t *ff = memchr(p + i, 0xFF, n - i);
-    if (!ff) return bad; /* cut short: libjpeg reports it */
-    const size_t j = (size_t)(ff - p);
-    memcpy(out + o, p + i, j - i);
-    o += j - i;
-    /* (0xFF 0xFF is refused, not read as fill bytes: libjpeg's two Huffman paths do not
-     * read "FF FF 00" alike, so where it appears only libjpeg decodes as libjpeg does) */
-    const size_t k = j + 1;
-    if (k >= n) return bad;
-    i = k + 1;
-    if (p[k] == 0) { /* a stuffed 0xFF */
-      out[o++] = 0xFF;
-      continue;
-    }
-    (*seg)[++s] = o;
-    if (s < nseg) {
-      if (p[k] != 0xD0 + ((s - 1) & 7)) return bad;
-      continue;
-    }
-    if (p[k] != 0xD9) return bad;
-    memset(out + o, 0, RC_UNSTUFF_PAD);
-    return k - 1;
-  }
-}
-
 int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci) {
   e->failed = 0;
   if (ci->progressive_mode || ci->arith_code || ci->data_precision != 8 ||
@@ -403,11 +358,12 @@ int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci) {
   e->interval = ci->restart_interval ? ci->restart_interval : mcus;
   e->nseg = (mcus + e->interval - 1) / e->interval;
   if (!mcus) return 0;
-  const size_t eoi = rc_unstuff_scan(ci->src->next_input_byte, ci->src->bytes_in_buffer, e->nseg,
-                                     &e->data, &e->data_cap, &e->seg, &e->seg_cap);
-  if (eoi == (size_t)-1) return 0;
-  e->eoi = ci->src->next_input_byte + eoi;
-  e->eoi_left = ci->src->bytes_in_buffer - eoi;
+  if (rc_unstuff_begin(&e->u, ci->src->next_input_byte, ci->src->bytes_in_buffer, e->nseg) ||
+      rc_unstuff_to(&e->u, SIZE_MAX) != RC_UNSTUFF_DONE)
+    return 0;
+  e->data = e->u.data;
+  e->eoi = ci->src->next_input_byte + e->u.eoi;
+  e->eoi_left = ci->src->bytes_in_buffer - e->u.eoi;
   e->mcus_left = mcus;
   e->columns = ci->MCUs_per_row;
   e->column = 0;

@@ -63,18 +63,4 @@ void rc_entropy_columns(rc_entropy *e, size_t first, size_t last);
  * cleared by the next rc_entropy_begin. */
 int rc_entropy_failed(const rc_entropy *e);
 
-/* Bytes an unstuffed copy keeps after the data: what a reader may load past a segment's end
- * before it sees that it read past it (an MCU's blocks, each 64 codes and values of at most
- * 31 bits, and an 8-byte load). */
-#define RC_UNSTUFF_PAD (D_MAX_BLOCKS_IN_MCU * 64 * 31 / 8 + 8)
-
-/* The entropy-coded data of a scan, p[0:n] from just after its SOS, copied into *buf (grown
- * as needed, *cap bytes) without its 0xFF00 stuffing, RC_UNSTUFF_PAD zero bytes after it;
- * seg[0..nseg] (grown likewise) where each of its nseg segments starts in the copy and,
- * last, where the data ends. The segments must be RST markers in sequence apart and an EOI
- * must follow the last, each right after the data (no 0xFF fill bytes). The EOI's offset in
- * p, or (size_t)-1 where the data is not framed so (or memory is short). */
-size_t rc_unstuff_scan(const uint8_t *p, size_t n, size_t nseg, uint8_t **buf, size_t *cap,
-                       size_t **seg, size_t *seg_cap);
-
 #endif

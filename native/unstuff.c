@@ -1,0 +1,102 @@
+/* recio unstuff (unstuff.h). */
+#include "unstuff.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int grow(void **p, size_t *cap, size_t need) {
+  if (need <= *cap) return 0;
+  void *q = realloc(*p, need);
+  if (!q) return -1;
+  *p = q;
+  *cap = need;
+  return 0;
+}
+
+int rc_unstuff_begin(rc_unstuff *u, const uint8_t *src, size_t n, size_t nseg) {
+  /* (all the room at once: the reader's pointers into the copy stay valid as it grows) */
+  if (grow((void **)&u->data, &u->cap, n + RC_UNSTUFF_PAD) ||
+      grow((void **)&u->seg, &u->seg_cap, (nseg + 1) * sizeof *u->seg))
+    return -1;
+  u->src = src;
+  u->n = n;
+  u->next = 0;
+  u->len = 0;
+  u->nseg = nseg;
+  u->found = 0;
+  u->seg[0] = 0;
+  u->eoi = 0;
+  u->state = RC_UNSTUFF_MORE;
+  return 0;
+}
+
+int rc_unstuff_to(rc_unstuff *u, size_t want) {
+  if (u->state != RC_UNSTUFF_MORE) return u->state;
+  const uint8_t *p = u->src;
+  const size_t n = u->n;
+  uint8_t *out = u->data;
+  size_t i = u->next, o = u->len;
+  int state = RC_UNSTUFF_MORE;
+  while (o < want) {
+    /* the bytes before the next 0xFF are the data's as they are: looked for no further than
+     * the copy is wanted (a 0xFF found is read with the byte after it, wherever that is) */
+    const size_t span = n - i < want - o ? n - i : want - o;
+    const uint8_t *ff = memchr(p + i, 0xFF, span);
+    const size_t j = ff ? (size_t)(ff - p) : i + span;
+    memcpy(out + o, p + i, j - i);
+    o += j - i;
+    i = j;
+    if (!ff) {
+      if (i < n) continue;    /* as far as wanted */
+      state = RC_UNSTUFF_BAD; /* cut short: libjpeg reports it */
+      break;
+    }
+    /* (0xFF 0xFF is refused, not read as fill bytes: libjpeg's two Huffman paths do not
+     * read "FF FF 00" alike, so where it appears only libjpeg decodes as libjpeg does) */
+    const size_t k = j + 1;
+    if (k >= n) {
+      state = RC_UNSTUFF_BAD;
+      break;
+    }
+    i = k + 1;
+    if (p[k] == 0) { /* a stuffed 0xFF */
+      out[o++] = 0xFF;
+      continue;
+    }
+    const size_t s = ++u->found;
+    u->seg[s] = o;
+    if (s < u->nseg) {
+      if (p[k] == 0xD0 + ((s - 1) & 7)) continue;
+      state = RC_UNSTUFF_BAD;
+      break;
+    }
+    if (p[k] != 0xD9) {
+      state = RC_UNSTUFF_BAD;
+      break;
+    }
+    memset(out + o, 0, RC_UNSTUFF_PAD);
+    u->eoi = j;
+    state = RC_UNSTUFF_DONE;
+    break;
+  }
+  u->next = i;
+  u->len = o;
+  return u->state = state;
+}
+
+void rc_unstuff_free(rc_unstuff *u) {
+  free(u->data);
+  free(u->seg);
+  u->data = NULL;
+  u->seg = NULL;
+  u->cap = u->seg_cap = 0;
+}
+
+size_t rc_unstuff_scan(const uint8_t *p, size_t n, size_t nseg, uint8_t **buf, size_t *cap,
+                       size_t **seg, size_t *seg_cap) {
+  rc_unstuff u = {.data = *buf, .cap = *cap, .seg = *seg, .seg_cap = *seg_cap};
+  const int begun = rc_unstuff_begin(&u, p, n, nseg);
+  *buf = u.data, *cap = u.cap, *seg = u.seg, *seg_cap = u.seg_cap;
+  if (begun || rc_unstuff_to(&u, SIZE_MAX) != RC_UNSTUFF_DONE) return (size_t)-1;
+  return u.eoi;
+}
