@@ -461,7 +461,7 @@ int rc_own_entropy(rc_worker *w, const uint8_t *data, size_t len) {
   jpeg_mem_src(ci, data, (unsigned long)len);
   jpeg_read_header(ci, TRUE);
   jpeg_start_decompress(ci);
-  const int taken = rc_entropy_begin(w->entropy, ci);
+  const int taken = rc_entropy_begin(w->entropy, ci) && rc_entropy_framed(w->entropy);
   jpeg_abort_decompress(ci);
   return taken;
 }

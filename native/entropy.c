@@ -75,8 +75,7 @@ struct rc_entropy {
   bitreader bits;
   size_t mcus_left;
   size_t interval, restarts_to_go;
-  const uint8_t *eoi; /* in the source: where libjpeg reads on after the scan */
-  size_t eoi_left;
+  size_t unstuffed; /* the reader needs more of the copy past data + unstuffed (copy_ahead) */
   int last_dc[MAX_COMPS_IN_SCAN];
   int member[D_MAX_BLOCKS_IN_MCU];
   uint8_t dc_needed[D_MAX_BLOCKS_IN_MCU], ac_needed[D_MAX_BLOCKS_IN_MCU];
@@ -276,19 +275,50 @@ static inline __attribute__((always_inline)) int decode_block(rc_entropy *e, bit
   return 1;
 }
 
-static void seek(rc_entropy *e, size_t segment) {
+/* ---- the unstuffed copy, made as the reader reaches it (NOTE [entropy decode]) ---- */
+
+/* How much more is copied when the reader needs more: the copy is never more than this and
+ * RC_UNSTUFF_PAD ahead of where an MCU starts to read. */
+#define UNSTUFF_CHUNK 4096
+
+/* After the copy grew: how far the reader may go before it needs more, and where the segment
+ * being read ends once the copy has met its marker (till then no MCU can read past it). */
+static void note_copy(rc_entropy *e) {
+  const rc_unstuff *u = &e->u;
+  /* (a copy not done holds RC_UNSTUFF_PAD bytes or more: copy_ahead asks for them) */
+  e->unstuffed = u->state == RC_UNSTUFF_DONE ? SIZE_MAX : u->len - RC_UNSTUFF_PAD;
+  e->end_bits = u->found > e->segment ? u->seg[e->segment + 1] * 8 : SIZE_MAX;
+}
+
+/* The copy made RC_UNSTUFF_PAD bytes past `at` (all an MCU from there may read) and a chunk
+ * more; a scan framed otherwise stops the decode, so that libjpeg's decodes the image. */
+static void copy_ahead(j_decompress_ptr ci, rc_entropy *e, size_t at) {
+  if (rc_unstuff_to(&e->u, at + RC_UNSTUFF_PAD + UNSTUFF_CHUNK) == RC_UNSTUFF_BAD) stop(ci, e);
+  note_copy(e);
+}
+
+/* After the scan's last MCU: the copy made to the EOI, where libjpeg reads on. */
+static void copy_to_eoi(j_decompress_ptr ci, rc_entropy *e) {
+  if (rc_unstuff_to(&e->u, SIZE_MAX) != RC_UNSTUFF_DONE) stop(ci, e);
+  ci->src->next_input_byte = e->u.src + e->u.eoi;
+  ci->src->bytes_in_buffer = e->u.n - e->u.eoi;
+}
+
+static void seek(j_decompress_ptr ci, rc_entropy *e, size_t segment) {
+  while (e->u.found < segment) /* the marker before it not copied yet */
+    copy_ahead(ci, e, e->u.len);
   e->segment = segment;
   e->bits.buf = 0;
   e->bits.cnt = 0;
   e->bits.p = e->data + e->u.seg[segment];
-  e->end_bits = e->u.seg[segment + 1] * 8;
+  note_copy(e);
 }
 
 static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *MCU_data) {
   rc_entropy *e = (rc_entropy *)ci->entropy;
   if (e->restarts_to_go == 0) { /* the next segment: DC predictions from 0 */
     if (e->segment + 1 >= e->nseg) stop(ci, e);
-    seek(e, e->segment + 1);
+    seek(ci, e, e->segment + 1);
     memset(e->last_dc, 0, sizeof e->last_dc);
     e->restarts_to_go = e->interval;
   }
@@ -297,6 +327,9 @@ static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *MCU_data) {
   const size_t column = e->column;
   if (++e->column == e->columns) e->column = 0;
   const int read = MCU_data && column >= e->first_column && column <= e->last_column;
+  /* the copy made as far as this MCU may read */
+  const size_t at = (size_t)(e->bits.p - e->data);
+  if (at > e->unstuffed) copy_ahead(ci, e, at);
   bitreader r = e->bits;
   for (int n = 0; n < ci->blocks_in_MCU; n++) {
     JCOEF dc = 0;
@@ -314,10 +347,7 @@ static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *MCU_data) {
   if ((size_t)(r.p - e->data) * 8 - (size_t)r.cnt > e->end_bits) stop(ci, e);
   e->bits = r;
   e->restarts_to_go--;
-  if (--e->mcus_left == 0) { /* libjpeg reads on at the EOI */
-    ci->src->next_input_byte = e->eoi;
-    ci->src->bytes_in_buffer = e->eoi_left;
-  }
+  if (--e->mcus_left == 0) copy_to_eoi(ci, e); /* libjpeg reads on at the EOI */
   return TRUE;
 }
 
@@ -358,18 +388,17 @@ int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci) {
   e->interval = ci->restart_interval ? ci->restart_interval : mcus;
   e->nseg = (mcus + e->interval - 1) / e->interval;
   if (!mcus) return 0;
+  /* the first chunk of the copy: a scan it shows framed otherwise is libjpeg's from the start */
   if (rc_unstuff_begin(&e->u, ci->src->next_input_byte, ci->src->bytes_in_buffer, e->nseg) ||
-      rc_unstuff_to(&e->u, SIZE_MAX) != RC_UNSTUFF_DONE)
+      rc_unstuff_to(&e->u, RC_UNSTUFF_PAD + UNSTUFF_CHUNK) == RC_UNSTUFF_BAD)
     return 0;
   e->data = e->u.data;
-  e->eoi = ci->src->next_input_byte + e->u.eoi;
-  e->eoi_left = ci->src->bytes_in_buffer - e->u.eoi;
   e->mcus_left = mcus;
   e->columns = ci->MCUs_per_row;
   e->column = 0;
   e->first_column = 0;
   e->last_column = e->columns - 1;
-  seek(e, 0);
+  seek(ci, e, 0);
   e->restarts_to_go = e->interval;
   memset(e->last_dc, 0, sizeof e->last_dc);
   e->pub.start_pass = start_pass;
@@ -377,4 +406,8 @@ int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci) {
   e->pub.insufficient_data = FALSE;
   ci->entropy = &e->pub;
   return 1;
+}
+
+int rc_entropy_framed(rc_entropy *e) {
+  return rc_unstuff_to(&e->u, SIZE_MAX) == RC_UNSTUFF_DONE;
 }

@@ -4,10 +4,11 @@
  * its fast path and one with markers bit by bit, which made a marked file (`recio optimize`)
  * and every cut of one (NOTE [restart cut]) slower to entropy-decode than the original;
  * Huffman decoding is half or more of a crop's decode. After jpeg_start_decompress,
- * rc_entropy_begin checks the scan's framing once (the segments between the SOS and the EOI,
- * RST markers in sequence between them, nothing else) while copying its entropy-coded bytes
- * with the 0xFF00 stuffing taken out, then replaces libjpeg's decode_mcu with its own: a
- * 64-bit bit buffer refilled eight bytes at a time from that copy, and one table lookup of
+ * rc_entropy_begin starts a copy of the scan's entropy-coded bytes with the 0xFF00 stuffing
+ * taken out (unstuff.h), which checks the framing as it goes (the segments between the SOS
+ * and the EOI, RST markers in sequence between them, nothing else), then replaces libjpeg's
+ * decode_mcu with its own: a 64-bit bit buffer refilled eight bytes at a time from that
+ * copy, and one table lookup of
  * the next RC_FAST_BITS bits per coefficient. Where a code and its value's bits both fit in
  * those bits (short codes of small values) the entry holds the whole step: the bits to drop,
  * the zero run (the end of the block as a run that leaves it) and the value, each a whole
@@ -17,8 +18,13 @@
  * dependent lookups that bounds the decode's speed. Since a step from the table reads at
  * most RC_FAST_BITS, the bits left are checked once every three steps (a refill leaves 56 or
  * more; a longer step refills for itself), and whether the data ran past its segment's end
- * once an MCU (the copy's padding covers an MCU's reads). libjpeg IDCTs only the MCU columns
- * jpeg_crop_scanline keeps and no block of the rows jpeg_skip_scanlines skips: those blocks
+ * once an MCU (the copy's padding covers an MCU's reads). The copy is made as the decode
+ * reaches it, a chunk at a time: where an MCU could read past what is copied
+ * (RC_UNSTUFF_PAD), some 4 KB more are copied first, so a crop whose last row is high in the
+ * image copies little of the rest; a decode to the scan's end (the whole-stream check's,
+ * NOTE [whole-stream check]) copies all of it and finds the EOI there. libjpeg IDCTs only
+ * the MCU columns jpeg_crop_scanline keeps and no block of the rows jpeg_skip_scanlines
+ * skips: those blocks
  * are read past without storing a coefficient (rc_entropy_columns; the DC predictions still
  * follow them). A worker keeps its tables from image to image and builds them again only
  * for an image whose tables differ. It does so for every one-scan baseline JPEG,
@@ -30,9 +36,12 @@
  * status). What libjpeg would warn about otherwise (a code no table has, a segment read past
  * its end) is not reproduced here: the decode stops (error_exit) with rc_entropy_failed set,
  * and the caller decodes the image again with libjpeg's own decoder, which reports it as it
- * always has. A scan framed otherwise (cut short, a marker out of sequence, several scans)
- * is libjpeg's from the start. RECIO_STOCK_ENTROPY=1, read as a decode worker starts, leaves
- * every scan to libjpeg (to compare the two).
+ * always has. A scan framed otherwise (cut short, a marker out of sequence, 0xFF fill bytes)
+ * is libjpeg's: from the start where the copy's first chunk shows it (or the image has
+ * several scans), else from where the copy meets it, the decode stopping as at damaged data.
+ * A fault past what a crop's decode copies is never met and cannot change its status
+ * (libjpeg's own decoder would not read that far either). RECIO_STOCK_ENTROPY=1, read as a
+ * decode worker starts, leaves every scan to libjpeg (to compare the two).
  */
 #ifndef RECIO_ENTROPY_H
 #define RECIO_ENTROPY_H
@@ -62,5 +71,10 @@ void rc_entropy_columns(rc_entropy *e, size_t first, size_t last);
 /* 1 when the last decode stopped at data libjpeg's decoder must see (NOTE [entropy decode]);
  * cleared by the next rc_entropy_begin. */
 int rc_entropy_failed(const rc_entropy *e);
+
+/* After rc_entropy_begin took a scan: the rest of it copied at once; 1 where all of it is
+ * framed as the decoder reads it (a decode would otherwise stop where the copy meets what is
+ * not, and libjpeg's decode the image again). */
+int rc_entropy_framed(rc_entropy *e);
 
 #endif

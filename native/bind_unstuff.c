@@ -1,0 +1,72 @@
+/* Python binding of the unstuffed copy (unstuff.h), a piece at a time as a decode makes it:
+ * for tests of where the pieces end (tests/decode/test_unstuff.py).
+ */
+#include "bind.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "unstuff.h"
+
+PyDoc_STRVAR(unstuff_doc,
+             "unstuff(scan, nseg, wants) -> (steps, copy, segments, eoi)\n\n"
+             "The entropy-coded data scan (from just after a JPEG's SOS) of nseg segments "
+             "copied without its 0xFF00 stuffing as a decode copies it (native/unstuff.h): "
+             "asked for wants[0] bytes, then wants[1], ..., then the rest. steps: (bytes "
+             "copied, segments found, state) after each want, state 0 more to copy, 1 done, 2 "
+             "framed otherwise. copy: the bytes copied in the end; segments: where the "
+             "segments found start in it (and, all found, where the data ends); eoi: the "
+             "EOI's offset in scan, or -1 where the scan is not framed as the decoder reads it.");
+
+static PyObject *unstuff_fn(PyObject *mod, PyObject *args) {
+  Py_buffer scan;
+  Py_ssize_t nseg;
+  PyObject *wants;
+  if (!PyArg_ParseTuple(args, "y*nO:unstuff", &scan, &nseg, &wants)) return NULL;
+  PyObject *seq = nseg >= 1 ? PySequence_Fast(wants, "wants must be a sequence") : NULL;
+  if (!seq) {
+    if (nseg < 1) PyErr_SetString(PyExc_ValueError, "nseg must be 1 or more");
+    PyBuffer_Release(&scan);
+    return NULL;
+  }
+  rc_unstuff u = {0};
+  PyObject *steps = NULL, *result = NULL;
+  if (rc_unstuff_begin(&u, scan.buf, (size_t)scan.len, (size_t)nseg)) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  if (!(steps = PyList_New(n))) goto done;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    const Py_ssize_t want = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(seq, i), NULL);
+    if (want < 0) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "wants must not be negative");
+      goto done;
+    }
+    const int state = rc_unstuff_to(&u, (size_t)want);
+    PyObject *step = Py_BuildValue("(nni)", (Py_ssize_t)u.len, (Py_ssize_t)u.found, state);
+    if (!step) goto done;
+    PyList_SET_ITEM(steps, i, step);
+  }
+  const int state = rc_unstuff_to(&u, SIZE_MAX);
+  PyObject *segments = PyList_New(0);
+  for (size_t s = 0; segments && s <= u.found && s <= u.nseg; s++) {
+    PyObject *v = PyLong_FromSize_t(u.seg[s]);
+    if (!v || PyList_Append(segments, v) < 0) Py_CLEAR(segments);
+    Py_XDECREF(v);
+  }
+  if (segments)
+    result = Py_BuildValue("(Oy#Nn)", steps, (const char *)u.data, (Py_ssize_t)u.len, segments,
+                           state == RC_UNSTUFF_DONE ? (Py_ssize_t)u.eoi : (Py_ssize_t)-1);
+done:
+  Py_XDECREF(steps);
+  Py_DECREF(seq);
+  rc_unstuff_free(&u);
+  PyBuffer_Release(&scan);
+  return result;
+}
+
+PyMethodDef rc_unstuff_functions[] = {
+    {"unstuff", unstuff_fn, METH_VARARGS, unstuff_doc},
+    {NULL, NULL, 0, NULL},
+};
