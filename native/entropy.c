@@ -75,7 +75,8 @@ struct rc_entropy {
   bitreader bits;
   size_t mcus_left;
   size_t interval, restarts_to_go;
-  size_t unstuffed; /* the reader needs more of the copy past data + unstuffed (copy_ahead) */
+  size_t copied_end; /* in bits: an MCU starting past it could read past the copy (note_copy) */
+  size_t copied;     /* the segments before it are copied whole, short of copied_end */
   int last_dc[MAX_COMPS_IN_SCAN];
   int member[D_MAX_BLOCKS_IN_MCU];
   uint8_t dc_needed[D_MAX_BLOCKS_IN_MCU], ac_needed[D_MAX_BLOCKS_IN_MCU];
@@ -277,47 +278,94 @@ static inline __attribute__((always_inline)) int decode_block(rc_entropy *e, bit
 
 /* ---- the unstuffed copy, made as the reader reaches it (NOTE [entropy decode]) ---- */
 
-/* How much more is copied when the reader needs more: the copy is never more than this and
- * RC_UNSTUFF_PAD ahead of where an MCU starts to read. */
+/* How much more is copied when the reader needs more. */
 #define UNSTUFF_CHUNK 4096
+/* How far short of the copy's end an MCU may start: all it may read (RC_UNSTUFF_PAD), and
+ * room for the refills' look-ahead. */
+#define UNSTUFF_MARGIN (RC_UNSTUFF_PAD + 64)
 
-/* After the copy grew: how far the reader may go before it needs more, and where the segment
- * being read ends once the copy has met its marker (till then no MCU can read past it). */
-static void note_copy(rc_entropy *e) {
-  const rc_unstuff *u = &e->u;
-  /* (a copy not done holds RC_UNSTUFF_PAD bytes or more: copy_ahead asks for them) */
-  e->unstuffed = u->state == RC_UNSTUFF_DONE ? SIZE_MAX : u->len - RC_UNSTUFF_PAD;
-  e->end_bits = u->found > e->segment ? u->seg[e->segment + 1] * 8 : SIZE_MAX;
+/* Where the segment being read ends in the copy (in bits), or SIZE_MAX till the copy meets
+ * its marker (till then no MCU can read past it). */
+static size_t segment_end(const rc_entropy *e) {
+  return e->u.found > e->segment ? e->u.seg[e->segment + 1] * 8 : SIZE_MAX;
 }
 
-/* The copy made RC_UNSTUFF_PAD bytes past `at` (all an MCU from there may read) and a chunk
- * more; a scan framed otherwise stops the decode, so that libjpeg's decodes the image. */
+/* After the copy grew or the reader moved on to a segment: copied_end, where the next MCU
+ * could read past the copy (UNSTUFF_MARGIN before its end), and end_bits, which decode_mcu
+ * checks the reader against once an MCU: where the segment ends, or copied_end before that. */
+static void note_copy(rc_entropy *e) {
+  const rc_unstuff *u = &e->u;
+  /* (a copy not done holds UNSTUFF_MARGIN bytes or more: copy_ahead asks for them) */
+  e->copied_end = u->state == RC_UNSTUFF_DONE ? SIZE_MAX : (u->len - UNSTUFF_MARGIN) * 8;
+  /* the segments copied whole short of copied_end: all, once done; else those whose end
+   * (seg[t], non-decreasing) is short of it, found by halving */
+  size_t lo = e->copied, hi = u->found;
+  if (u->state == RC_UNSTUFF_DONE) lo = hi;
+  while (lo < hi) {
+    const size_t mid = hi - (hi - lo) / 2;
+    if (u->seg[mid] * 8 <= e->copied_end)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  e->copied = lo;
+  const size_t end = segment_end(e);
+  e->end_bits = e->copied_end < end ? e->copied_end : end;
+}
+
+/* The copy made UNSTUFF_MARGIN bytes past `at` and a chunk more; a scan framed otherwise
+ * stops the decode, so that libjpeg's decodes the image. */
 static void copy_ahead(j_decompress_ptr ci, rc_entropy *e, size_t at) {
-  if (rc_unstuff_to(&e->u, at + RC_UNSTUFF_PAD + UNSTUFF_CHUNK) == RC_UNSTUFF_BAD) stop(ci, e);
+  if (rc_unstuff_to(&e->u, at + UNSTUFF_MARGIN + UNSTUFF_CHUNK) == RC_UNSTUFF_BAD) stop(ci, e);
   note_copy(e);
 }
 
+/* decode_mcu found the reader at `bits`, past end_bits: past the segment's end (what libjpeg
+ * warns about) the decode stops, else the copy goes on for the next MCU. */
+static __attribute__((noinline)) void past_end_bits(j_decompress_ptr ci, rc_entropy *e,
+                                                    size_t bits) {
+  if (bits <= segment_end(e)) copy_ahead(ci, e, bits / 8);
+  if (bits > segment_end(e)) stop(ci, e);
+}
+
 /* After the scan's last MCU: the copy made to the EOI, where libjpeg reads on. */
-static void copy_to_eoi(j_decompress_ptr ci, rc_entropy *e) {
+static __attribute__((noinline)) void copy_to_eoi(j_decompress_ptr ci, rc_entropy *e) {
   if (rc_unstuff_to(&e->u, SIZE_MAX) != RC_UNSTUFF_DONE) stop(ci, e);
   ci->src->next_input_byte = e->u.src + e->u.eoi;
   ci->src->bytes_in_buffer = e->u.n - e->u.eoi;
 }
 
-static void seek(j_decompress_ptr ci, rc_entropy *e, size_t segment) {
+/* seek's way to a segment not copied whole yet, or past the last. */
+static __attribute__((noinline)) void seek_copying(j_decompress_ptr ci, rc_entropy *e,
+                                                   size_t segment) {
+  if (segment >= e->nseg) stop(ci, e);
+  e->segment = segment;
+  e->bits.buf = 0;
+  e->bits.cnt = 0;
   while (e->u.found < segment) /* the marker before it not copied yet */
     copy_ahead(ci, e, e->u.len);
+  const size_t start = e->u.seg[segment];
+  e->bits.p = e->data + start;
+  note_copy(e);
+  if (start * 8 > e->end_bits) copy_ahead(ci, e, start);
+}
+
+/* The reader at the start of a segment; past the last, the decode stops. */
+static void seek(j_decompress_ptr ci, rc_entropy *e, size_t segment) {
+  if (segment >= e->copied) {
+    seek_copying(ci, e, segment);
+    return;
+  }
   e->segment = segment;
   e->bits.buf = 0;
   e->bits.cnt = 0;
   e->bits.p = e->data + e->u.seg[segment];
-  note_copy(e);
+  e->end_bits = e->u.seg[segment + 1] * 8;
 }
 
 static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *MCU_data) {
   rc_entropy *e = (rc_entropy *)ci->entropy;
   if (e->restarts_to_go == 0) { /* the next segment: DC predictions from 0 */
-    if (e->segment + 1 >= e->nseg) stop(ci, e);
     seek(ci, e, e->segment + 1);
     memset(e->last_dc, 0, sizeof e->last_dc);
     e->restarts_to_go = e->interval;
@@ -327,9 +375,6 @@ static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *MCU_data) {
   const size_t column = e->column;
   if (++e->column == e->columns) e->column = 0;
   const int read = MCU_data && column >= e->first_column && column <= e->last_column;
-  /* the copy made as far as this MCU may read */
-  const size_t at = (size_t)(e->bits.p - e->data);
-  if (at > e->unstuffed) copy_ahead(ci, e, at);
   bitreader r = e->bits;
   for (int n = 0; n < ci->blocks_in_MCU; n++) {
     JCOEF dc = 0;
@@ -342,9 +387,10 @@ static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *MCU_data) {
     }
     if (!ok) stop(ci, e); /* a code no table has: what libjpeg warns about */
   }
-  /* bits past the segment (libjpeg warns): checked once an MCU, which may read as far as
-   * RC_UNSTUFF_PAD past the data */
-  if ((size_t)(r.p - e->data) * 8 - (size_t)r.cnt > e->end_bits) stop(ci, e);
+  /* bits past the segment (libjpeg warns), or the copy to be made further: checked once an
+   * MCU, which may read as far as RC_UNSTUFF_PAD past the data */
+  const size_t at = (size_t)(r.p - e->data) * 8 - (size_t)r.cnt;
+  if (at > e->end_bits) past_end_bits(ci, e, at);
   e->bits = r;
   e->restarts_to_go--;
   if (--e->mcus_left == 0) copy_to_eoi(ci, e); /* libjpeg reads on at the EOI */
@@ -398,6 +444,7 @@ int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci) {
   e->column = 0;
   e->first_column = 0;
   e->last_column = e->columns - 1;
+  e->copied = 0; /* (seek_copying: the copy's state noted) */
   seek(ci, e, 0);
   e->restarts_to_go = e->interval;
   memset(e->last_dc, 0, sizeof e->last_dc);

@@ -19,10 +19,12 @@
  * most RC_FAST_BITS, the bits left are checked once every three steps (a refill leaves 56 or
  * more; a longer step refills for itself), and whether the data ran past its segment's end
  * once an MCU (the copy's padding covers an MCU's reads). The copy is made as the decode
- * reaches it, a chunk at a time: where an MCU could read past what is copied
- * (RC_UNSTUFF_PAD), some 4 KB more are copied first, so a crop whose last row is high in the
- * image copies little of the rest; a decode to the scan's end (the whole-stream check's,
- * NOTE [whole-stream check]) copies all of it and finds the EOI there. libjpeg IDCTs only
+ * reaches it, a chunk at a time: the same check once an MCU stops short of the segment's end
+ * where the next MCU could read past what is copied (RC_UNSTUFF_PAD and a few bytes from its
+ * end), and some 4 KB more are copied then, so a crop whose last row is high in the image
+ * copies little of the rest and the common MCU pays nothing for it; a decode to the scan's
+ * end (the whole-stream check's, NOTE [whole-stream check]) copies all of it and finds the
+ * EOI there. libjpeg IDCTs only
  * the MCU columns jpeg_crop_scanline keeps and no block of the rows jpeg_skip_scanlines
  * skips: those blocks
  * are read past without storing a coefficient (rc_entropy_columns; the DC predictions still

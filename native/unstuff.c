@@ -35,22 +35,22 @@ int rc_unstuff_to(rc_unstuff *u, size_t want) {
   const uint8_t *p = u->src;
   const size_t n = u->n;
   uint8_t *out = u->data;
-  size_t i = u->next, o = u->len;
+  size_t i = u->next, o = u->len, found = u->found;
   int state = RC_UNSTUFF_MORE;
   while (o < want) {
-    /* the bytes before the next 0xFF are the data's as they are: looked for no further than
-     * the copy is wanted (a 0xFF found is read with the byte after it, wherever that is) */
-    const size_t span = n - i < want - o ? n - i : want - o;
-    const uint8_t *ff = memchr(p + i, 0xFF, span);
-    const size_t j = ff ? (size_t)(ff - p) : i + span;
-    memcpy(out + o, p + i, j - i);
-    o += j - i;
-    i = j;
+    /* the bytes before the next 0xFF are the data's as they are: copied to it, however far
+     * past the want (a 0xFF comes every few hundred bytes of a photo's data); the 0xFF is
+     * read only while the copy is short of the want */
+    const uint8_t *ff = memchr(p + i, 0xFF, n - i);
     if (!ff) {
-      if (i < n) continue;    /* as far as wanted */
       state = RC_UNSTUFF_BAD; /* cut short: libjpeg reports it */
       break;
     }
+    const size_t j = (size_t)(ff - p);
+    memcpy(out + o, p + i, j - i);
+    o += j - i;
+    i = j;
+    if (o >= want) break;
     /* (0xFF 0xFF is refused, not read as fill bytes: libjpeg's two Huffman paths do not
      * read "FF FF 00" alike, so where it appears only libjpeg decodes as libjpeg does) */
     const size_t k = j + 1;
@@ -63,10 +63,9 @@ int rc_unstuff_to(rc_unstuff *u, size_t want) {
       out[o++] = 0xFF;
       continue;
     }
-    const size_t s = ++u->found;
-    u->seg[s] = o;
-    if (s < u->nseg) {
-      if (p[k] == 0xD0 + ((s - 1) & 7)) continue;
+    u->seg[++found] = o;
+    if (found < u->nseg) {
+      if (p[k] == 0xD0 + ((found - 1) & 7)) continue;
       state = RC_UNSTUFF_BAD;
       break;
     }
@@ -81,6 +80,7 @@ int rc_unstuff_to(rc_unstuff *u, size_t want) {
   }
   u->next = i;
   u->len = o;
+  u->found = found;
   return u->state = state;
 }
 
