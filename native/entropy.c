@@ -85,6 +85,10 @@ struct rc_entropy {
   size_t columns, column;           /* MCUs a row; the next MCU's column */
   size_t first_column, last_column; /* the MCU columns whose coefficients are stored */
   int failed;
+  /* (rc_entropy_begin_window's, for its rc_entropy_begin) the window's source scan */
+  const rc_unstuff_window *window;
+  const uint8_t *window_src;
+  size_t window_n;
 };
 
 /* zigzag to natural order, then 63 for the steps that go past the end: a run past the 63rd
@@ -328,9 +332,11 @@ static __attribute__((noinline)) void past_end_bits(j_decompress_ptr ci, rc_entr
   if (bits > segment_end(e)) stop(ci, e);
 }
 
-/* After the scan's last MCU: the copy made to the EOI, where libjpeg reads on. */
+/* After the scan's last MCU: the copy made to the EOI, where libjpeg reads on (a window's
+ * copy: libjpeg's source, the cut's header, is at its EOI already). */
 static __attribute__((noinline)) void copy_to_eoi(j_decompress_ptr ci, rc_entropy *e) {
   if (rc_unstuff_to(&e->u, SIZE_MAX) != RC_UNSTUFF_DONE) stop(ci, e);
+  if (e->u.windowed) return;
   ci->src->next_input_byte = e->u.src + e->u.eoi;
   ci->src->bytes_in_buffer = e->u.n - e->u.eoi;
 }
@@ -434,9 +440,15 @@ int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci) {
   e->interval = ci->restart_interval ? ci->restart_interval : mcus;
   e->nseg = (mcus + e->interval - 1) / e->interval;
   if (!mcus) return 0;
-  /* the first chunk of the copy: a scan it shows framed otherwise is libjpeg's from the start */
-  if (rc_unstuff_begin(&e->u, ci->src->next_input_byte, ci->src->bytes_in_buffer, e->nseg) ||
-      rc_unstuff_to(&e->u, RC_UNSTUFF_PAD + UNSTUFF_CHUNK) == RC_UNSTUFF_BAD)
+  /* the first chunk of the copy: a scan it shows framed otherwise is libjpeg's from the start
+   * (a window's must have the segments the cut's header counts) */
+  size_t window_segments = e->nseg;
+  if ((e->window
+           ? rc_unstuff_begin_window(&e->u, e->window_src, e->window_n, e->window, &window_segments)
+           : rc_unstuff_begin(&e->u, ci->src->next_input_byte, ci->src->bytes_in_buffer,
+                              e->nseg)) ||
+      window_segments != e->nseg ||
+      rc_unstuff_to(&e->u, UNSTUFF_MARGIN + UNSTUFF_CHUNK) == RC_UNSTUFF_BAD)
     return 0;
   e->data = e->u.data;
   e->mcus_left = mcus;
@@ -457,4 +469,14 @@ int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci) {
 
 int rc_entropy_framed(rc_entropy *e) {
   return rc_unstuff_to(&e->u, SIZE_MAX) == RC_UNSTUFF_DONE;
+}
+
+int rc_entropy_begin_window(rc_entropy *e, j_decompress_ptr ci, const uint8_t *src, size_t n,
+                            const rc_unstuff_window *w) {
+  e->window = w;
+  e->window_src = src;
+  e->window_n = n;
+  const int taken = rc_entropy_begin(e, ci);
+  e->window = NULL;
+  return taken;
 }

@@ -54,6 +54,8 @@
 
 #include <jpeglib.h>
 
+#include "unstuff.h"
+
 typedef struct rc_entropy rc_entropy;
 
 rc_entropy *rc_entropy_new(void);
@@ -64,6 +66,13 @@ void rc_entropy_free(rc_entropy *e);
  * 1 when it did, 0 when libjpeg keeps it (or memory is short). ci's source must be in
  * memory (jpeg_mem_src): the rest of the stream is read from it at once. */
 int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci);
+
+/* rc_entropy_begin for a restart cut's JPEG without its entropy-coded data
+ * (rc_restart_header, NOTE [restart cut]): the scan is the segments of window w of the whole
+ * JPEG's scan src[0:n], copied from there. 0 where the decoder does not take it: then no
+ * decoder has the data (libjpeg's needs the cut with its segments). */
+int rc_entropy_begin_window(rc_entropy *e, j_decompress_ptr ci, const uint8_t *src, size_t n,
+                            const rc_unstuff_window *w);
 
 /* After rc_entropy_begin and jpeg_crop_scanline: the MCU columns first..last are the ones
  * libjpeg IDCTs (its first and last iMCU columns); the coefficients of the others are read

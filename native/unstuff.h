@@ -24,6 +24,13 @@
 
 enum { RC_UNSTUFF_MORE, RC_UNSTUFF_DONE, RC_UNSTUFF_BAD };
 
+/* A window of a restart-marked scan (NOTE [restart cut]): its MCUs a grid cols x rows, a
+ * marker every `interval`; the segments that cover MCU columns c0..c1 of rows r0..r1 (ends
+ * excluded), whole rows (c0 0, c1 cols) as one run from a segment's start to one's end. */
+typedef struct {
+  size_t cols, rows, interval, c0, c1, r0, r1;
+} rc_unstuff_window;
+
 typedef struct {
   const uint8_t *src; /* the scan's data, src[0:n] from just after its SOS */
   size_t n, next;     /* the next source byte to copy */
@@ -34,11 +41,23 @@ typedef struct {
   size_t nseg, found;
   size_t eoi; /* once done: the EOI's offset in src */
   int state;  /* RC_UNSTUFF_MORE, _DONE or _BAD */
+  /* a window's segments alone (rc_unstuff_begin_window): the source's segment being copied,
+   * the last of its run, the run and how many, the source's segments */
+  int windowed;
+  rc_unstuff_window win;
+  size_t src_seg, run_last, run, runs, src_segs;
 } rc_unstuff;
 
 /* Starts the copy of src[0:n], a scan of nseg segments: room for all of it (grown as needed,
  * kept from scan to scan), nothing copied yet. -1 where memory is short. */
 int rc_unstuff_begin(rc_unstuff *u, const uint8_t *src, size_t n, size_t nseg);
+
+/* As rc_unstuff_begin, for the segments of src's scan that cover window w alone, copied as the
+ * segments of a scan of their own (*nseg of them: seg[] counts those); the others are passed
+ * over, their markers checked in sequence (0xFF fill bytes allowed, as the restart cut allows
+ * them). -1 where memory is short or the window is not one. */
+int rc_unstuff_begin_window(rc_unstuff *u, const uint8_t *src, size_t n, const rc_unstuff_window *w,
+                            size_t *nseg);
 
 /* Copies on until the copy holds `want` bytes or the scan's data ends; its state. */
 int rc_unstuff_to(rc_unstuff *u, size_t want);

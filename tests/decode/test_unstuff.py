@@ -17,7 +17,7 @@ import pytest
 from recio import _native, decode
 
 from ..conftest import require_native
-from .test_entropy import both, encoded, make_pool
+from .test_entropy import both, encoded, make_pool, marked
 
 MORE, DONE, BAD = 0, 1, 2
 
@@ -30,6 +30,16 @@ def scan(segments: list[bytes], end: bytes = b"\xff\xd9") -> bytes:
     for i, s in enumerate(stuffed[1:]):
         out += bytes([0xFF, 0xD0 + (i & 7)]) + s
     return out + end + b"\x55"
+
+
+def marker_offsets(segments: list[bytes]) -> list[int]:
+    """Where scan(segments) has the RST marker after each segment but the last."""
+    out, at = [], 0
+    for part in segments[:-1]:
+        at += len(part.replace(b"\xff", b"\xff\x00"))
+        out.append(at)
+        at += 2
+    return out
 
 
 def segments(seed: int, count: int) -> list[bytes]:
@@ -92,6 +102,55 @@ def test_a_framing_fault_is_seen_when_the_copy_reaches_it(fault) -> None:
         assert steps[0][2] == MORE, (name, want)
         assert steps[1][2] == BAD, name
         assert eoi == -1
+
+
+def window_segments(cols, rows, interval, c0, c1, r0, r1) -> list[int]:
+    """The source segments a restart cut's window keeps (NOTE [restart cut])."""
+    if c0 == 0 and c1 == cols:
+        return list(range(r0 * cols // interval, (r1 * cols - 1) // interval + 1))
+    return [
+        s
+        for r in range(r0, r1)
+        for s in range((r * cols + c0) // interval, (r * cols + c1 - 1) // interval + 1)
+    ]
+
+
+@pytest.mark.parametrize(
+    "window",
+    [
+        (6, 4, 2, 2, 6, 1, 3),  # columns: two rows of two segments
+        (6, 4, 2, 0, 2, 0, 4),  # the first column of segments, every row
+        (6, 4, 4, 0, 6, 2, 4),  # whole rows, segments across rows, to the scan's last
+        (6, 4, 4, 0, 6, 0, 2),  # whole rows from the first
+    ],
+)
+def test_a_window_is_copied_straight_from_the_source(window) -> None:
+    """A restart cut's segments copied from the whole scan, the others passed over: the copy
+    is theirs as the segments of a scan of their own, wherever its pieces end; fill bytes
+    before a marker passed over are let through (as the cut lets them), in the window they
+    are not, nor is a marker out of sequence up to the window's last segment."""
+    require_native()
+    cols, rows, interval = window[:3]
+    total = -(-cols * rows // interval)
+    parts = segments(3, total)
+    data = scan(parts)
+    kept = window_segments(*window)
+    want = b"".join(parts[s] for s in kept)
+    starts = list(np.cumsum([0] + [len(parts[s]) for s in kept]))
+    for asked in range(0, len(want) + 2, 3):
+        steps, copy, at, eoi = _native.unstuff(data, len(kept), [asked], window)
+        assert (copy, at, eoi) == (want, starts, -1), asked
+        assert steps[0][2] == (DONE if steps[0][1] == len(kept) else MORE)
+    for s, marker in enumerate(marker_offsets(parts)):
+        filled = data[:marker] + b"\xff" + data[marker:]
+        steps, copy, _, _ = _native.unstuff(filled, len(kept), [len(want) + 1], window)
+        if s in kept:  # the end of a segment copied
+            assert steps[0][2] == BAD, s
+        else:
+            assert steps[0][2] == DONE and copy == want, s
+        swapped = data[: marker + 1] + bytes([data[marker + 1] ^ 1]) + data[marker + 2 :]
+        steps, _, _, _ = _native.unstuff(swapped, len(kept), [len(want) + 1], window)
+        assert steps[0][2] == (BAD if s <= kept[-1] else DONE), s  # (past the window: unread)
 
 
 @pytest.fixture
@@ -169,19 +228,27 @@ def test_damage_anywhere_past_a_crop_is_reported_on_every_decode(pools) -> None:
     assert not checked[status != 0].any()
 
 
-def test_fill_bytes_past_a_crop_leave_a_checked_stream_good(pools) -> None:
-    """libjpeg reads "FF FF 00" as a stuffed 0xFF; recio's copy refuses it and leaves the scan
-    to libjpeg wherever it meets it. One such pair anywhere in the scan (each of its stuffed
-    bytes in turn): the first decode is libjpeg's, clean, so the stream is known clean, and
-    the later crop decodes, whose copy may stop before the pair, stay good with libjpeg's
-    pixels."""
-    image = TALL[0]
+@pytest.mark.parametrize("restart", [0, 1, "row"])
+def test_fill_bytes_past_a_crop_leave_a_checked_stream_good(pools, restart) -> None:
+    """libjpeg reads 0xFF fill bytes ("FF FF 00", "FF FF D3") as one 0xFF; recio's copy
+    refuses them and leaves the scan to libjpeg wherever it meets them (a restart cut's
+    segments copied from the source included: the pass is run again with libjpeg's decoder
+    and a cut holding the segments). One such pair anywhere in the scan: the first decode is
+    libjpeg's, clean, so the stream is known clean, and the later crop decodes (the rows
+    above the crop's end; with markers, the cut), whose copy may stop before the pair or
+    pass over it, stay good with libjpeg's pixels."""
+    (image,) = marked([TALL[0]], restart) if restart else (TALL[0],)
     start = scan_start(image)
-    pairs = [at for at in range(start, len(image) - 2) if image[at : at + 2] == b"\xff\x00"]
+    pairs = [
+        at
+        for at in range(start, len(image) - 2)
+        if image[at] == 0xFF and (image[at + 1] == 0 or 0xD0 <= image[at + 1] <= 0xD7)
+    ]
     assert len(pairs) > 30
-    filled = [image[:at] + b"\xff" + image[at:] for at in pairs]
-    status, checked = decoded_twice(pools, filled, (0, 0, 64, 96))
-    assert not status.any() and checked.all()
+    filled = [image[:at] + b"\xff" + image[at:] for at in pairs[:: max(1, len(pairs) // 60)]]
+    for box in ((0, 0, 64, 96), (16, 200, 24, 160)):
+        status, checked = decoded_twice(pools, filled, box)
+        assert not status.any() and checked.all()
 
 
 @pytest.mark.parametrize("eoi", [False, True])
