@@ -24,7 +24,8 @@
  * end), and some 4 KB more are copied then, so a crop whose last row is high in the image
  * copies little of the rest and the common MCU pays nothing for it; a decode to the scan's
  * end (the whole-stream check's, NOTE [whole-stream check]) copies all of it and finds the
- * EOI there. libjpeg IDCTs only
+ * EOI there. A restart cut's segments are copied so straight from the source's scan
+ * (rc_entropy_begin_window, NOTE [restart cut]). libjpeg IDCTs only
  * the MCU columns jpeg_crop_scanline keeps and no block of the rows jpeg_skip_scanlines
  * skips: those blocks
  * are read past without storing a coefficient (rc_entropy_columns; the DC predictions still
