@@ -58,6 +58,9 @@ typedef struct {
   char *errors; /* [n][RC_ERRLEN] */
   uint8_t *out;
   size_t out_stride; /* bytes per image */
+  /* [n] or NULL (records only): each parsed record's sidecar checksum, its frame's CRC32C
+   * (NOTE [one pass per record] in bind_pool.c) */
+  uint32_t *frame_crcs;
   rc_opts opts;
 } batch_ctx;
 
@@ -105,7 +108,7 @@ void decode_task(void *vctx, void *state, size_t i);
 
 /* The buffers a decode holds while it runs, its options and its error texts. */
 typedef struct {
-  Py_buffer out, status, crops, flips, draw_records;
+  Py_buffer out, status, crops, flips, draw_records, crcs;
   PyObject *options; /* the JobOptions: its views and Draw stay alive with it */
   char *errors;
 } job_views;

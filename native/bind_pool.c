@@ -9,6 +9,8 @@
  */
 #include "bind.h"
 
+#include "crc32c.h"
+
 static void *worker_new(void) {
   thread_state *s = calloc(1, sizeof *s);
   if (s && !(s->dec = rc_worker_new())) {
@@ -27,6 +29,35 @@ static void worker_free(void *vs) {
   free(s);
 }
 
+/* NOTE [one pass per record]: where a local file has a checksum sidecar, two checks read each
+ * record's bytes: the consumer's, its frames against the sidecar (NOTE [checksum sidecar] in
+ * recio/records/checksum.py), and the pool's, the JPEG's whole-stream key (NOTE [whole-stream
+ * check] in streamcheck.h). A CRC32C pass for each takes about 2.3 % of the iterator's CPU
+ * time on 70 KB photos, one pass 1.2 % (perf, BENCHMARKS.md: the first pass over a record
+ * waits on memory). So a
+ * decode_records batch given `crcs` has its decode threads take one pass over each parsed
+ * record (one plain frame: the frame header and IRHeader, then the JPEG up to the frame's
+ * end), just before its decode: the JPEG's CRC32C, which is its key as every other decode
+ * computes it (the set means the same whoever filled it: these exact bytes were read whole
+ * and clean; two records with the same JPEG under different headers share it), and the
+ * frame's, for the sidecar, from the header's (a few dozen bytes) and the JPEG's by CRC
+ * algebra (rc_crc32c_combine: four products, no second pass). The consumer compares the
+ * frame CRCs with the sidecar's table and takes no pass of its own; a record that does not
+ * match is a bad slot (the image was decoded from those bytes; the set holds only their own
+ * key, never a checksum from the sidecar). The checksum is of the bytes the thread read just
+ * before the decode: a file written over while it is read may change in between, as it may
+ * between any read and check. Records left to the exact parse (status RECORD), and every
+ * other entry point (decode_batch, the DALI stage, stream_checked), compute the key from the
+ * bytes themselves when a crop needs it. */
+static uint64_t one_pass(const batch_ctx *c, size_t i, rc_span image) {
+  const size_t head = (size_t)(c->records->starts[i] - c->records->offsets[i]);
+  const uint32_t jpeg = rc_crc32c(0, image.buf, image.len);
+  /* (a payload is below 2^29 bytes: the length fits) */
+  c->frame_crcs[i] =
+      rc_crc32c_combine(rc_crc32c(0, image.buf - head, head), jpeg, (uint32_t)image.len);
+  return rc_checked_key_of(jpeg, image.len);
+}
+
 void decode_task(void *vctx, void *state, size_t i) {
   batch_ctx *c = vctx;
   rc_worker *w = ((thread_state *)state)->dec;
@@ -36,6 +67,8 @@ void decode_task(void *vctx, void *state, size_t i) {
     image = c->images[i];
   } else if ((c->status[i] = rc_parse_record(c->records, i, &image)) != RC_OK) {
     return;
+  } else if (c->frame_crcs) {
+    rc_worker_key(w, one_pass(c, i, image));
   }
   uint8_t *out = c->out + i * c->out_stride;
   char *err = c->errors + i * RC_ERRLEN;
@@ -45,6 +78,7 @@ void decode_task(void *vctx, void *state, size_t i) {
   else
     c->status[i] = rc_decode(w, image.buf, image.len, c->crops ? c->crops + 4 * i : NULL,
                              c->flips ? c->flips[i] != 0 : 0, &c->opts, out, err);
+  rc_worker_key(w, 0);
   rc_worker_release(w);
 }
 
@@ -242,12 +276,13 @@ void job_release(job_views *v) {
   release_param(&v->crops);
   release_param(&v->flips);
   release_param(&v->draw_records);
+  release_param(&v->crcs);
   Py_CLEAR(v->options);
 }
 
 /* A batch's arrays (as its call gives them) and its JobOptions. */
 typedef struct {
-  PyObject *out, *status, *options, *crops, *flips, *draw_records;
+  PyObject *out, *status, *options, *crops, *flips, *draw_records, *crcs;
 } job_args;
 
 /* Takes a's buffers for n images into v, and ctx's fields from them and the options; on
@@ -271,7 +306,9 @@ static int job_open(PoolObject *self, const job_args *a, Py_ssize_t n, job_views
       get_param(a->status, &v->status, n * 4, 1, "status") < 0 ||
       get_param(a->crops, &v->crops, n * 16, drawn, "crops") < 0 ||
       get_param(a->flips, &v->flips, n, drawn, "flips") < 0 ||
-      get_param(drawn ? a->draw_records : Py_None, &v->draw_records, n * 8, 0, "draw_records") < 0)
+      get_param(drawn ? a->draw_records : Py_None, &v->draw_records, n * 8, 0, "draw_records") <
+          0 ||
+      get_param(a->crcs, &v->crcs, n * 4, 1, "crcs") < 0)
     goto fail;
   if (!v->out.buf || !v->status.buf || (drawn && !v->draw_records.buf)) {
     PyErr_SetString(PyExc_ValueError, "out and status (and draw_records, to draw) are required");
@@ -293,6 +330,7 @@ static int job_open(PoolObject *self, const job_args *a, Py_ssize_t n, job_views
       .errors = v->errors,
       .out = v->out.buf,
       .out_stride = stride,
+      .frame_crcs = v->crcs.buf,
       .opts = o->opts,
   };
   ctx->opts.budget = &self->budget;
@@ -329,7 +367,7 @@ static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args, PyObject *k
   static char *kwlist[] = {"buffers", "out",     "status",       "options", "crops", "flips",
                            "starts",  "lengths", "draw_records", NULL};
   PyObject *buffers, *starts = Py_None, *lengths = Py_None;
-  job_args a = {.crops = Py_None, .flips = Py_None, .draw_records = Py_None};
+  job_args a = {.crops = Py_None, .flips = Py_None, .draw_records = Py_None, .crcs = Py_None};
   if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO|OOOOO:decode_batch", kwlist, &buffers, &a.out,
                                    &a.status, &a.options, &a.crops, &a.flips, &starts, &lengths,
                                    &a.draw_records))
@@ -358,21 +396,21 @@ PyDoc_STRVAR(decode_records_doc,
              "column), ids (int64 [n]) and the image spans (starts, lengths: int64 [n]), and "
              "decodes the image. A record that is not plainly one frame with its IRHeader "
              "inside base gets status STATUS_RECORD and is not decoded: the caller parses it "
-             "the exact way.");
+             "the exact way. crcs (uint32 [n], or None): each parsed record's frame CRC32C, "
+             "the checksum sidecar's, taken in the pass that gives the JPEG's whole-stream key "
+             "(NOTE [one pass per record] in native/bind_pool.c); left as it was for a record "
+             "with status STATUS_RECORD.");
 
 /* decode_records, run now (submit 0) or queued as a Pending (submit 1). */
 static PyObject *records_call(PoolObject *self, PyObject *args, PyObject *kwds, int submit) {
-  static char *kwlist[] = {"base",   "offsets", "labels",  "ids",   "starts", "lengths",
-                           "out",    "status",  "options", "crops", "flips",  "draw_records",
-                           NULL};
+  static char *kwlist[] = {"base",   "offsets", "labels", "ids",   "starts",       "lengths", "out",
+                           "status", "options", "crops",  "flips", "draw_records", "crcs",    NULL};
   PyObject *base_obj, *offsets_obj, *labels_obj, *ids_obj, *starts_obj, *lengths_obj;
-  job_args a = {.crops = Py_None, .flips = Py_None, .draw_records = Py_None};
-  if (!PyArg_ParseTupleAndKeywords(args, kwds,
-                                   submit ? "OOOOOOOOO|OOO:submit_records"
-                                          : "OOOOOOOOO|OOO:decode_records",
-                                   kwlist, &base_obj, &offsets_obj, &labels_obj, &ids_obj,
-                                   &starts_obj, &lengths_obj, &a.out, &a.status, &a.options,
-                                   &a.crops, &a.flips, &a.draw_records))
+  job_args a = {.crops = Py_None, .flips = Py_None, .draw_records = Py_None, .crcs = Py_None};
+  if (!PyArg_ParseTupleAndKeywords(
+          args, kwds, submit ? "OOOOOOOOO|OOOO:submit_records" : "OOOOOOOOO|OOOO:decode_records",
+          kwlist, &base_obj, &offsets_obj, &labels_obj, &ids_obj, &starts_obj, &lengths_obj, &a.out,
+          &a.status, &a.options, &a.crops, &a.flips, &a.draw_records, &a.crcs))
     return NULL;
   if (check_open(self) < 0) return NULL;
   Py_buffer base = {0}, offsets = {0}, labels = {0}, ids = {0}, starts = {0}, lengths = {0};

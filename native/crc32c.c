@@ -99,7 +99,38 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uin
 }
 #endif
 
+/* a * b mod P, both reflected (bit 31 is x^0): b times each bit of a, without branches. */
+static uint32_t mul_mod(uint32_t a, uint32_t b) {
+  uint32_t p = 0;
+  for (int k = 31; k >= 0; k--) {
+    p ^= b & (0u - ((a >> k) & 1));
+    b = (b >> 1) ^ (POLY & (0u - (b & 1)));
+  }
+  return p;
+}
+
+/* x^(8 b 256^k) mod P for each byte b of a 32-bit length: x to the bits of `len` zero bytes
+ * is the product of four of them, where squarings would take one a bit. */
+static uint32_t zeros_pow[4][256];
+
+uint32_t rc_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint32_t len_b) {
+  uint32_t shift_by = zeros_pow[0][len_b & 0xFF];
+  for (int k = 1; k < 4; k++) shift_by = mul_mod(zeros_pow[k][(len_b >> 8 * k) & 0xFF], shift_by);
+  return mul_mod(shift_by, crc_a) ^ crc_b;
+}
+
+/* zeros_pow: row k from x^(8 * 256^k), each entry the one before times it. */
+static void make_zeros_pow(void) {
+  uint32_t step = 1u << 23; /* x^8: one zero byte */
+  for (int k = 0; k < 4; k++) {
+    zeros_pow[k][0] = 1u << 31; /* x^0 */
+    for (int b = 1; b < 256; b++) zeros_pow[k][b] = mul_mod(zeros_pow[k][b - 1], step);
+    step = mul_mod(zeros_pow[k][255], step); /* x^(8 * 256^(k + 1)) */
+  }
+}
+
 const char *rc_crc32c_init(void) {
+  make_zeros_pow();
   for (uint32_t i = 0; i < 256; i++) {
     uint32_t c = i;
     for (int k = 0; k < 8; k++) c = (c >> 1) ^ (POLY & (0u - (c & 1)));

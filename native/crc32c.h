@@ -19,4 +19,10 @@ const char *rc_crc32c_init(void);
 /* CRC32C of n bytes at p, continuing `crc` (0 for a new one), as crc32c.crc32c(data, crc). */
 uint32_t rc_crc32c(uint32_t crc, const uint8_t *p, size_t n);
 
+/* The CRC32C of A followed by B, from crc_a = CRC32C(A), crc_b = CRC32C(B) and B's length
+ * (zlib's crc32_combine): crc_a moved past len_b zero bytes (times x^(8 len_b) mod P, four
+ * products of table entries), then crc_b added. A record's sidecar checksum from its header's
+ * and its JPEG's (NOTE [one pass per record] in bind_pool.c). */
+uint32_t rc_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint32_t len_b);
+
 #endif

@@ -187,6 +187,10 @@ static void trim(uint8_t **p, size_t *cap) {
  * goes back to the system before the share is given back. */
 #define RC_TRIM_BYTES ((uint64_t)32 << 20)
 
+void rc_worker_key(rc_worker *w, uint64_t key) {
+  w->stream_key = key;
+}
+
 void rc_worker_release(rc_worker *w) {
   const int big = w->held >= RC_TRIM_BYTES;
   trim(&w->row, &w->row_cap);
@@ -620,6 +624,17 @@ static void crop_scanline(j_decompress_ptr ci, JDIMENSION *xoff, JDIMENSION *xw)
   }
 }
 
+/* crop_scanline, then the entropy decoder told the iMCU columns libjpeg IDCTs (the ones it
+ * widened to), so that it stores the coefficients of no others (where an MCU is an iMCU, so
+ * that both count columns alike). */
+static void crop_decoded_columns(rc_worker *w, JDIMENSION *xoff, JDIMENSION *xw) {
+  struct jpeg_decompress_struct *ci = &w->cinfo;
+  crop_scanline(ci, xoff, xw);
+  const JDIMENSION align = (JDIMENSION)(ci->max_h_samp_factor * ci->min_DCT_scaled_size);
+  if (w->entropy_on && (ci->comps_in_scan > 1 || ci->max_h_samp_factor == 1))
+    rc_entropy_columns(w->entropy, *xoff / align, (*xoff + *xw + align - 1) / align - 1);
+}
+
 /* NOTE [incomplete progressive]: a progressive JPEG that ends before its last scan (a partial
  * download, cut at a scan boundary: no warning) has coefficients still unknown, and libjpeg
  * smooths its blocks from their neighbours' DC values (do_block_smoothing). With
@@ -654,13 +669,13 @@ static int read_to_end(rc_worker *w) {
 
 /* A crop decode that would leave entropy data unread (the rows below `R1`, restart segments
  * outside the crop) of a JPEG not yet known whole reads it whole (NOTE [whole-stream check]):
- * 1 and its key in *key, else 0. After jpeg_read_header. */
+ * 1 and its key in *key (`known`, where the caller gave it), else 0. After jpeg_read_header. */
 static int whole_stream(const rc_opts *o, j_decompress_ptr ci, const uint8_t *data, size_t len,
-                        int R1, int SH, uint64_t *key) {
+                        uint64_t known, int R1, int SH, uint64_t *key) {
   *key = 0;
   if (!o->roi || !o->checked || jpeg_has_multiple_scans(ci) || (R1 >= SH && !ci->restart_interval))
     return 0;
-  *key = rc_checked_key(data, len);
+  *key = known ? known : rc_checked_key(data, len);
   return !rc_checked_has(o->checked, *key);
 }
 
@@ -721,7 +736,7 @@ static int decode_warped(rc_worker *w, const uint8_t *data, size_t len, const rc
     if (b - a < SW) {
       xoff = (JDIMENSION)a;
       xw = (JDIMENSION)(b - a);
-      crop_scanline(ci, &xoff, &xw);
+      crop_decoded_columns(w, &xoff, &xw);
     }
   }
   const size_t row_stride = (size_t)ci->output_width * 3;
@@ -729,7 +744,7 @@ static int decode_warped(rc_worker *w, const uint8_t *data, size_t len, const rc
       rc_grow((void **)&w->row, &w->row_cap, (size_t)ci->output_width * nch + RC_SLACK))
     return rc_fail(ci, err, RC_NOMEM, "out of memory (row buffers)");
   uint64_t key; /* (the rows below the box: read once, NOTE [whole-stream check]) */
-  const int whole = whole_stream(o, ci, data, len, R1, SH, &key);
+  const int whole = whole_stream(o, ci, data, len, w->stream_key, R1, SH, &key);
   if (o->roi && R0 > 0) jpeg_skip_scanlines(ci, (JDIMENSION)R0);
   if (read_rows(w, R0, R1, o->roi ? R1 : SH, nch, row_stride) || (whole && read_to_end(w)))
     return rc_fail(ci, err, RC_CORRUPT, "JPEG: no rows");
@@ -928,12 +943,7 @@ static void crop_columns(rc_worker *w, const rc_opts *o, crop_pass *p) {
     if (b - a < CW) {
       xoff = (JDIMENSION)a;
       xw = (JDIMENSION)(b - a);
-      crop_scanline(ci, &xoff, &xw); /* widens to whole iMCU columns */
-      /* libjpeg IDCTs only those columns: the entropy decoder stores no others (where an
-       * MCU is an iMCU, so that both count columns alike) */
-      const int align = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
-      if (w->entropy_on && (ci->comps_in_scan > 1 || ci->max_h_samp_factor == 1))
-        rc_entropy_columns(w->entropy, xoff / align, (xoff + xw + align - 1) / align - 1);
+      crop_decoded_columns(w, &xoff, &xw); /* widens to whole iMCU columns */
     }
   }
   p->xoff = xoff;
@@ -1042,7 +1052,7 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
     return rc_fail(ci, err, RC_UNSUPPORTED, "JPEG colour space left to the fallback");
   if ((st = plan_crop(w, o, x0, y0, x1, y1, &p, err))) return st;
   if ((st = reserve_crop(w, o, len, &p, err))) return st;
-  p.whole = whole_stream(o, ci, data, len, p.R1, p.SH, &p.key);
+  p.whole = whole_stream(o, ci, data, len, w->stream_key, p.R1, p.SH, &p.key);
   cut_segments(w, data, len, o, &p);
   if ((st = start_decode(w, &p))) return st;
   crop_columns(w, o, &p);

@@ -88,6 +88,11 @@ int rc_worker_reserve(rc_worker *w, const rc_opts *o, uint64_t need, const char 
  * image, once its output is no longer needed (rc_planes live in the worker until then). */
 void rc_worker_release(rc_worker *w);
 
+/* The whole-stream key (streamcheck.h) of the JPEG w decodes next, where its caller computed
+ * it in a pass of its own (NOTE [one pass per record] in bind_pool.c); 0: computed when
+ * needed. Set it back to 0 after that decode. */
+void rc_worker_key(rc_worker *w, uint64_t key);
+
 /* Decodes one image into `out` (this image's slot: out_h*out_w*3 items).
  * crop: {x, y, w, h} in source pixels or NULL for the whole image; clamped to the image.
  * Returns an RC_* status; on failure a message is written to err (RC_ERRLEN bytes). */

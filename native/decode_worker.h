@@ -40,6 +40,9 @@ struct rc_worker {
   size_t src_cap[RC_MAX_PLANES], out_cap[RC_MAX_PLANES];
   struct rc_budget *held_from; /* whose share this worker holds (NOTE [decode budget]) */
   uint64_t held;
+  /* The key of the JPEG about to be decoded, where its caller computed it (rc_checked_key_of,
+   * NOTE [one pass per record] in bind_pool.c), else 0: computed when needed. */
+  uint64_t stream_key;
 };
 
 /* recio's entropy decoder stopped at damaged data: libjpeg's decodes the image again. */

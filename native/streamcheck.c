@@ -19,9 +19,13 @@ void rc_checked_destroy(rc_checked *s) {
   pthread_mutex_destroy(&s->mu);
 }
 
-uint64_t rc_checked_key(const uint8_t *data, size_t len) {
-  const uint64_t key = (uint64_t)rc_crc32c(0, data, len) << 32 | (uint32_t)len;
+uint64_t rc_checked_key_of(uint32_t crc, size_t len) {
+  const uint64_t key = (uint64_t)crc << 32 | (uint32_t)len;
   return key ? key : 1;
+}
+
+uint64_t rc_checked_key(const uint8_t *data, size_t len) {
+  return rc_checked_key_of(rc_crc32c(0, data, len), len);
 }
 
 static size_t slot_of(uint64_t key, size_t cap) {

@@ -11,7 +11,9 @@
  * rounds do not check again what the process has read). A damaged JPEG is
  * never in the set: every decode of it reads it whole and reports the same damage. The cost
  * is the first epoch's (no cut, every row entropy-decoded) and, after, a CRC32C per image
- * (SSE4.2: some microseconds for 100 KB) and 16 bytes of set per JPEG.
+ * (SSE4.2: some microseconds for 100 KB) and 16 bytes of set per JPEG. Where a local file's
+ * batch is checked against its checksum sidecar, that CRC32C is the pass the sidecar's check
+ * takes from too (NOTE [one pass per record] in bind_pool.c): the key is the same.
  */
 #ifndef RECIO_STREAMCHECK_H
 #define RECIO_STREAMCHECK_H
@@ -28,8 +30,11 @@ typedef struct rc_checked {
 
 void rc_checked_init(rc_checked *s);
 void rc_checked_destroy(rc_checked *s);
-/* The key of a JPEG's bytes (never 0). */
+/* The key of a JPEG's bytes (never 0): their CRC32C and length. */
 uint64_t rc_checked_key(const uint8_t *data, size_t len);
+/* The same key from the bytes' CRC32C, where the caller has it (NOTE [one pass per record] in
+ * bind_pool.c). */
+uint64_t rc_checked_key_of(uint32_t crc, size_t len);
 int rc_checked_has(rc_checked *s, uint64_t key);
 /* Adds key (nothing where memory runs out: the JPEG is then checked again next time). */
 void rc_checked_add(rc_checked *s, uint64_t key);

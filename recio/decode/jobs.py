@@ -139,11 +139,17 @@ class RecordsJob:
         self._native_options = pool.job_options(job) if pool.backend == "native" else None
 
     def submit(
-        self, base: Any, offsets: np.ndarray, out: np.ndarray, records: np.ndarray | None = None
+        self,
+        base: Any,
+        offsets: np.ndarray,
+        out: np.ndarray,
+        records: np.ndarray | None = None,
+        crcs: np.ndarray | None = None,
     ) -> PendingRecords:
         """:meth:`DecodePool.submit_records` of ``offsets`` (int64) into ``out``.
 
-        ``records``: the keys of the draws (int64, one per offset), with a draw.
+        ``records``: the keys of the draws (int64, one per offset), with a draw. ``crcs``:
+        as :meth:`DecodePool.submit_records` takes it.
         """
         pool = self._pool
         native = pool.native_pool()  # checked open (in a forked child: its own pool)
@@ -169,6 +175,7 @@ class RecordsJob:
                 draw=self._job.draw,
                 records=records,
                 options=self._options,
+                crcs=crcs,
             )
         if out.shape[0] != n:
             out = out[:n]
@@ -194,6 +201,7 @@ class RecordsJob:
             crops,
             flips,
             keys,
+            crcs_array(crcs, n),
         )
         job = (self, out, crops, flips, records)
         return PendingRecords(pool, job, base, status, labels, ids, starts, lengths, handle)
@@ -204,7 +212,13 @@ class RecordsJob:
         return self._native_options is not None
 
     def queue(
-        self, base: Any, offsets: np.ndarray, out: np.ndarray, records: np.ndarray | None, rows
+        self,
+        base: Any,
+        offsets: np.ndarray,
+        out: np.ndarray,
+        records: np.ndarray | None,
+        rows,
+        crcs: np.ndarray | None = None,
     ) -> tuple[Any, np.ndarray, np.ndarray]:
         """:meth:`submit`'s native call alone, into the caller's arrays (native backend).
 
@@ -215,13 +229,14 @@ class RecordsJob:
         caller's to reuse once the batch is finished: every slot's status, start and length
         is written, and with a draw its crop and flip before they are read. Returns the
         native handle and the batch's fresh labels and ids; :meth:`pending` makes the
-        :class:`PendingRecords` of it.
+        :class:`PendingRecords` of it. ``crcs``: as :meth:`DecodePool.submit_records` takes
+        it (uint32, n), the caller's too.
         """
         native = self._pool.native_pool()  # checked open (in a forked child: its own pool)
         n = len(offsets)
         labels = np.zeros((n, self._width), dtype=np.float32)
         ids = np.empty(n, np.int64)
-        status, starts, lengths, crops, flips = rows
+        status, starts, lengths, crops, flips = rows[:5]
         if not self._drawn:
             crops = flips = records = None
         handle = native.submit_records(
@@ -237,12 +252,13 @@ class RecordsJob:
             crops,
             flips,
             records,
+            crcs_array(crcs, n),
         )
         return handle, labels, ids
 
     def pending(self, base, out, records, rows, handle, labels, ids) -> PendingRecords:
         """The :class:`PendingRecords` of a :meth:`queue` call (its arguments and result)."""
-        status, starts, lengths, crops, flips = rows
+        status, starts, lengths, crops, flips = rows[:5]
         if not self._drawn:  # none drawn: the images are whole
             crops = flips = None
         job = (self, out, crops, flips, records)
@@ -253,3 +269,16 @@ class RecordsJob:
         job = copy.copy(self._job)
         job.out, job.crops, job.flips, job.records = out, crops, flips, records
         return job
+
+
+def crcs_array(crcs: np.ndarray | None, n: int) -> np.ndarray | None:
+    """``crcs`` checked for the native call: None, or a writeable uint32 array of ``n``."""
+    if crcs is not None and (
+        type(crcs) is not np.ndarray
+        or crcs.dtype != np.uint32
+        or crcs.shape != (n,)
+        or not crcs.flags.c_contiguous
+        or not crcs.flags.writeable
+    ):
+        raise ValueError(f"crcs must be a writeable uint32 array of {n}, got {crcs!r:.80}")
+    return crcs

@@ -17,7 +17,7 @@ from ..augment import KeyedDraw
 from ..records.spans import Spans
 from ._pillow import Budget, ByteBudget, pil_size
 from .batch import DTYPES, DecodeJob
-from .jobs import DecodedRecords, ExtentImages, PendingRecords, RecordsJob
+from .jobs import DecodedRecords, ExtentImages, PendingRecords, RecordsJob, crcs_array
 from .options import INTERP, LAYOUTS, DecodeOptions
 from .status import STATUS_NAMES, UNSUPPORTED_CODE, Status
 
@@ -379,6 +379,7 @@ class DecodePool:
         draw: KeyedDraw | None = None,
         records: np.ndarray | None = None,
         options: DecodeOptions | None = None,
+        crcs: np.ndarray | None = None,
         **option_fields: Any,
     ) -> PendingRecords:
         """:meth:`decode_records`, queued: returns at once, the pool decodes meanwhile.
@@ -393,6 +394,12 @@ class DecodePool:
         keep them until :meth:`PendingRecords.result` (which also finishes what the native
         pool leaves: Pillow's formats, the failed slots zeroed). Arguments are checked here,
         before anything is queued.
+
+        ``crcs`` (uint32, one per offset): each record the native pool parses gets its
+        frames' CRC32C there, the checksum sidecar's, taken in the pass that gives the
+        JPEG's whole-stream key (NOTE [one pass per record] in native/bind_pool.c); the
+        records left to the exact parse (status ``Status.RECORD``, every record on the
+        Python backend) are left as they were, for the caller to check.
         """
         self._check_open()
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
@@ -421,6 +428,7 @@ class DecodePool:
                 job.crops,
                 job.flips,
                 job.records,
+                crcs_array(crcs, n),
             )
         return PendingRecords(self, job, base, status, labels, ids, starts, lengths, handle)
 

@@ -53,9 +53,9 @@ class QueuedPipeline(PipelineRun):
     positions a slice of the epoch's order (NOTE [sliced plans] in :mod:`recio.sampling.sampler`),
     its status, span, crop and flip arrays a set reused in turn (``depth + 2`` sets: a set
     comes round again only after its batch was counted), and, when the native call decoded
-    every image, every record matched its checksum (one native call over the batch's
-    frames, where the file has a sidecar: NOTE [checksums by default] in
-    :mod:`recio.records.checksum`) and nothing else is left to check, no status array for
+    every image, every record matched its checksum (where the file has a sidecar, the
+    frames' CRCs the decode threads took compared with it: NOTE [one pass per record] in
+    native/bind_pool.c) and nothing else is left to check, no status array for
     the stats to look at (:meth:`~recio.pipeline.read_decode.LocalPending.decoded`). Any
     other batch, and a lean one with a bad image, a checksum mismatch or several labels,
     goes the general way

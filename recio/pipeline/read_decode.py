@@ -198,15 +198,30 @@ class BatchReader:
             )
         self.local = self.job is not None and self.job.native
 
-    def rows(self, n: int) -> tuple[np.ndarray, ...]:
-        """Arrays for :meth:`submit_local`'s ``rows``: one set per batch in flight."""
+    def rows(self, n: int) -> tuple[np.ndarray | None, ...]:
+        """Arrays for :meth:`submit_local`'s ``rows``: one set per batch in flight.
+
+        Status, starts, lengths, crops, flips and, where the file has a checksum sidecar,
+        the records' frame CRCs the decode threads take (else None).
+        """
         return (
             np.empty(n, np.int32),
             np.empty(n, np.int64),
             np.empty(n, np.int64),
             np.empty((n, 4), np.int32),
             np.empty(n, np.uint8),
+            self._crcs(n),
         )
+
+    def _crcs(self, n: int) -> np.ndarray | None:
+        """Where a batch's decode threads write its records' frame CRCs, if they are checked.
+
+        A local file with a sidecar: checked against their CRCs as the decode threads took
+        them, in the pass that gives each JPEG's whole-stream key (NOTE [one pass per
+        record] in native/bind_pool.c), not in a pass of the consumer's own.
+        """
+        checked = self.job is not None and self.records.checksums is not None
+        return np.empty(n, np.uint32) if checked else None
 
     def submit_local(self, positions: np.ndarray, out: np.ndarray, rows: tuple) -> LocalPending:
         """:meth:`submit` of a batch of this reader's common case (``local``), at less cost.
@@ -217,7 +232,7 @@ class BatchReader:
         (its epoch), keyed by the positions. Gives what :meth:`submit` gives.
         """
         view, offsets = self.records.mapped_batch(positions)  # lost: bad slots (_FilePending)
-        handle, labels, ids = self.job.queue(view, offsets, out, positions, rows)
+        handle, labels, ids = self.job.queue(view, offsets, out, positions, rows, rows[5])
         return LocalPending(self, positions, offsets, view, out, rows, handle, labels, ids)
 
     def submit(
@@ -253,8 +268,9 @@ class BatchReader:
             )
         positions = np.asarray(positions, dtype=np.int64)
         view, offsets = records.mapped_batch(positions)  # lost records: bad slots (_FilePending)
-        pending = self.job.submit(view, offsets, out, positions)
-        return _FilePending(self.file_read(positions, out), offsets, pending, view)
+        crcs = self._crcs(len(positions))
+        pending = self.job.submit(view, offsets, out, positions, crcs)
+        return _FilePending(self.file_read(positions, out), offsets, pending, view, crcs)
 
     def file_read(self, positions: np.ndarray, out: np.ndarray) -> FileRead:
         """A batch of this reader's common case as a :class:`FileRead` (draws by position)."""
@@ -301,15 +317,13 @@ class LocalPending:
         records = reader.records
         failed = self.handle.result() is not None  # its error texts: some slot failed
         status, starts, lengths = self.rows[:3]  # NOTE [index gaps]: where each record ends
+        crcs = self.rows[5]  # NOTE [one pass per record]: the frames' CRCs, with a sidecar
         records.check_record_ends(self.positions, starts + lengths, status != _RECORD)
         if (
             failed
             or reader.label_width > 1
             or records.lost(self.positions)  # the file changed under the map
-            or (
-                records.checksums is not None
-                and not records.view_matches(self.view, self.offsets, self.positions)
-            )
+            or (records.checksums is not None and not records.crcs_match(self.positions, crcs))
         ):
             return None
         reader.pool.remember_errors(None, len(self.ids))  # as PendingRecords.result does
@@ -322,7 +336,7 @@ class LocalPending:
             self.view, self.out, self.positions, self.rows, self.handle, self.labels, self.ids
         )
         read = reader.file_read(self.positions, self.out)
-        return _FilePending(read, self.offsets, pending, self.view).result()
+        return _FilePending(read, self.offsets, pending, self.view, self.rows[5]).result()
 
 
 class PendingBatch:
@@ -423,6 +437,8 @@ def _submit_file(read: FileRead) -> _FilePending:
     """One file's part of a batch, its native call queued (a local file's records)."""
     if read.payloads is None and read.records.is_local:
         view, offsets = read.records.mapped_batch(read.positions)  # lost: bad slots, below
+        # NOTE [one pass per record]: with a sidecar, the decode threads take the frames' CRCs
+        crcs = None if read.records.checksums is None else np.empty(len(offsets), np.uint32)
         pending = read.pool.submit_records(
             view,
             offsets,
@@ -431,20 +447,27 @@ def _submit_file(read: FileRead) -> _FilePending:
             draw=read.draw,
             records=read.keys,
             options=read.options,
+            crcs=crcs,
         )
-        return _FilePending(read, offsets, pending, view)
+        return _FilePending(read, offsets, pending, view, crcs)
     return _FilePending(read, None, None)
 
 
 class _FilePending:
     """One file's part of a batch: the queued native call, then the exact parse it leaves."""
 
-    __slots__ = ("offsets", "pending", "read", "view")
+    __slots__ = ("crcs", "offsets", "pending", "read", "view")
 
     def __init__(
-        self, read: FileRead, offsets: np.ndarray | None, pending: Any, view: Any = None
+        self,
+        read: FileRead,
+        offsets: np.ndarray | None,
+        pending: Any,
+        view: Any = None,
+        crcs: np.ndarray | None = None,
     ) -> None:
         self.read, self.offsets, self.pending, self.view = read, offsets, pending, view
+        self.crcs = crcs  # the records' frame CRCs, as the decode threads took them
 
     def wait(self, timeout: float | None = None) -> bool:
         return self.pending is None or self.pending.wait(timeout)
@@ -473,6 +496,7 @@ class _FilePending:
                 reasons = _verify_decoded(
                     records,
                     self.view,
+                    self.crcs,
                     positions,
                     out,
                     status,
@@ -522,15 +546,20 @@ class _FilePending:
 
 
 def _verify_decoded(
-    records, view, positions, out, status, labels, ids, reasons, raise_bad_headers
+    records, view, crcs, positions, out, status, labels, ids, reasons, raise_bad_headers
 ) -> list[str | None] | None:
     """Check the records one native call decoded against their checksums.
 
-    A record that does not match is a bad slot (CORRUPT, its image zeroed, the error as
-    its reason), or raised under ``raise_bad_headers``. Returns the batch's reasons.
+    ``crcs``: their frames' CRCs as the decode threads took them (NOTE [one pass per
+    record] in native/bind_pool.c), or None: taken here from the map ``view``. A record
+    that does not match is a bad slot (CORRUPT, its image zeroed, the error as its
+    reason), or raised under ``raise_bad_headers``. Returns the batch's reasons.
     """
     done = np.flatnonzero(status != _RECORD)
-    problems = records.view_problems(view, positions[done])
+    if crcs is None:
+        problems = records.view_problems(view, positions[done])
+    else:
+        problems = records.crcs_problems(positions[done], crcs[done])
     if not problems:
         return reasons
     if raise_bad_headers:

@@ -30,8 +30,11 @@ above it (remote reads: a mismatch is fetched again once).
 NOTE [checksums by default]: ``verify_checksums="auto"`` (the default everywhere) checks
 every read against the sidecar wherever one exists, local files included; without one
 reads are not checked, and ``verify_checksums=False`` turns the check off. A local file's
-records are checked in one native CRC32C pass per batch over the map, about 1-3 % of an
-epoch end to end (BENCHMARKS.md, "Checksums by default").
+batch decoded in one native call is checked against the frames' CRC32C its decode threads
+took, in the pass that gives each JPEG's whole-stream key (NOTE [one pass per record] in
+native/bind_pool.c), so the check costs no pass of its own; the records that call leaves
+to the exact parse, and the readers without a decode, take one native CRC32C pass per
+batch over the map (BENCHMARKS.md, "Checksums by default").
 """
 
 from __future__ import annotations

@@ -463,9 +463,9 @@ class RecordFile(RecordsBase):
         """:meth:`SidecarChecks.verify_view` of this file's records at ``positions``."""
         return self.sidecar.verify_view(self, view, positions)
 
-    def view_matches(self, view: memoryview, offsets: np.ndarray, positions: np.ndarray) -> bool:
-        """:meth:`SidecarChecks.view_matches`: whether every record there matches (no count)."""
-        return self.sidecar.view_matches(view, offsets, positions)
+    def crcs_match(self, positions: np.ndarray, crcs: np.ndarray) -> bool:
+        """:meth:`SidecarChecks.crcs_match`: whether every record there has its checksum."""
+        return self.sidecar.crcs_match(positions, crcs)
 
     def mapped_batch(self, positions: np.ndarray) -> tuple[memoryview, np.ndarray]:
         """A local batch's first read step: the map, and the offsets of ``positions`` in it.
@@ -486,6 +486,18 @@ class RecordFile(RecordsBase):
         offset and key. Empty without a sidecar.
         """
         problems = self.verify_view(view, positions)
+        if not problems:
+            return problems
+        problems.update(self.lost(positions))
+        return {j: self.bad_record(int(positions[j]), e) for j, e in problems.items()}
+
+    def crcs_problems(self, positions: np.ndarray, crcs: np.ndarray) -> dict[int, RecordIOError]:
+        """:meth:`view_problems` of records whose frames' CRC32C the decode threads took.
+
+        ``crcs``: theirs (NOTE [one pass per record] in native/bind_pool.c); the records
+        whose checksum is not the sidecar's, with those the map lost where there are any.
+        """
+        problems: dict[int, RecordIOError] = dict(self.sidecar.crcs_problems(self, positions, crcs))
         if not problems:
             return problems
         problems.update(self.lost(positions))

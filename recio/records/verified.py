@@ -23,7 +23,6 @@ from .checksum import (
     MismatchedPayload,
     extent_crcs,
     frame_crcs,
-    frames_match,
     load_sidecar,
     sidecar_path,
 )
@@ -144,16 +143,37 @@ class SidecarChecks:
             unchained[j] = self.checksums.mismatch(records, i, int(crcs[j]), refetched=again)
         return unchained
 
-    def view_matches(self, view: memoryview, offsets: np.ndarray, positions: np.ndarray) -> bool:
-        """Whether every record at ``positions`` of the local map ``view`` matches its checksum.
+    def crcs_match(self, positions: np.ndarray, crcs: np.ndarray) -> bool:
+        """Whether the records at ``positions`` have the checksums ``crcs`` (no count).
 
-        ``offsets``: the records' offsets. Nothing is counted or raised: the iterator's
-        common batch checks this way (NOTE [lean batches] in :mod:`recio.pipeline.queued`),
-        and one that does not match goes the way that names, counts and marks its records
-        (:meth:`verify_view`). Called only with a sidecar.
+        ``crcs``: their frames' CRC32C as the decode threads took them (NOTE [one pass per
+        record] in native/bind_pool.c). Nothing is counted or raised: the iterator's common
+        batch checks this way (NOTE [lean batches] in :mod:`recio.pipeline.queued`), and one
+        that does not match goes the way that names, counts and marks its records
+        (:meth:`crcs_problems`). Called only with a sidecar.
         """
         assert self.checksums is not None
-        return frames_match(view, offsets, self.checksums.table[positions])
+        return bool(np.array_equal(crcs, self.checksums.table[positions]))
+
+    def crcs_problems(
+        self, records: RecordFile, positions: np.ndarray, crcs: np.ndarray
+    ) -> dict[int, ChecksumError]:
+        """:meth:`verify_view` of records whose frames' CRC32C are ``crcs`` (taken already).
+
+        Slot -> the :class:`~recio.errors.ChecksumError` of each record whose checksum is
+        not the sidecar's (counted in ``stats``); empty without a sidecar.
+        """
+        if self.checksums is None or not len(positions):
+            return {}
+        bad = np.flatnonzero(crcs != self.checksums.table[positions])
+        if not bad.size:
+            return {}
+        self._count("mismatched", int(bad.size))
+        again = self.repairs(records)  # a copy's damaged record was fetched again (mend_copy)
+        return {
+            j: self.checksums.mismatch(records, int(positions[j]), int(crcs[j]), refetched=again)
+            for j in bad.tolist()
+        }
 
     def mend_copy(self, records: RecordFile, view: memoryview, positions: np.ndarray) -> None:
         """Records of a whole-file copy that fail their checksum, fetched again and written over.

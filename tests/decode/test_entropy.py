@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from recio import _native, decode
-from recio.augment import CropSpec, KeyedDraw
+from recio.augment import CropSpec, GeometrySpec, KeyedDraw
 from recio.im2rec import JpegEncoder
 
 from ..conftest import require_native
@@ -231,6 +231,27 @@ def test_crops_at_every_column_decode_as_libjpeg_does(pools, name) -> None:
                 s1, got, s2, want = both(pools, [image] * len(boxes), size, crops=boxes)
                 assert not s1.any() and not s2.any()
                 assert np.array_equal(got, want), (restart, size)
+
+
+@pytest.mark.parametrize("name", ["420", "422", "444", "grey"])
+def test_warped_crops_decode_as_libjpeg_does(pools, name) -> None:
+    """The geometry's way (decode_warped) decodes only the iMCU columns its warp reads, and the
+    entropy decoder stores no others: small square crops, rotated and sheared, drawn all over
+    the image, must give libjpeg's pixels, the first decode and the later ones alike."""
+    w, h, mode, save, _ = IMAGES[name]
+    source = jpeg(w, h, mode, seed=29, **save)
+    geometry = GeometrySpec(max_rotate_angle=20, max_shear_ratio=0.1, min_crop_size=12,
+                            max_crop_size=20)  # fmt: skip
+    spec = CropSpec(16, 16, rand_crop=True, rand_mirror=True)
+    records = np.arange(24, dtype=np.int64)
+    for restart in (0, 1):
+        (image,) = marked([source], restart) if restart else (source,)
+        for epoch in range(3):  # (the first decode reads the whole stream, the later ones not)
+            draw = KeyedDraw(spec, seed=3, epoch=epoch, geometry=geometry)
+            s1, got, s2, want = both(pools, [image] * len(records), (16, 16), draw=draw,
+                                     records=records)  # fmt: skip
+            assert not s1.any() and not s2.any()
+            assert np.array_equal(got, want), (restart, epoch)
 
 
 @pytest.mark.parametrize("keep", [0, 1, 3])
