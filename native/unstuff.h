@@ -6,7 +6,8 @@
  * more than those (NOTE [entropy decode]). As it goes it checks the framing: the segments are
  * RST markers in sequence apart and an EOI follows the last, each right after the data (no
  * 0xFF fill bytes). Anything else (a marker out of place, data cut short, 0xFF 0xFF) makes the
- * copy bad, wherever in the scan it is met, so that only libjpeg decodes such a scan. */
+ * copy bad, wherever in the scan it is met, so that only libjpeg decodes such a scan. A
+ * restart cut's window is copied so too, its segments alone (rc_unstuff_begin_window). */
 #ifndef RECIO_UNSTUFF_H
 #define RECIO_UNSTUFF_H
 
@@ -59,7 +60,9 @@ int rc_unstuff_begin(rc_unstuff *u, const uint8_t *src, size_t n, size_t nseg);
 int rc_unstuff_begin_window(rc_unstuff *u, const uint8_t *src, size_t n, const rc_unstuff_window *w,
                             size_t *nseg);
 
-/* Copies on until the copy holds `want` bytes or the scan's data ends; its state. */
+/* Copies on until the copy holds `want` bytes or more (it goes on to the next 0xFF), or the
+ * scan's data (a window's last segment) ends; its state. Data cut short is seen once the copy
+ * is asked for more than there is before the last 0xFF. */
 int rc_unstuff_to(rc_unstuff *u, size_t want);
 
 void rc_unstuff_free(rc_unstuff *u);
