@@ -243,6 +243,7 @@ PyMODINIT_FUNC PyInit__native(void) {
       PyModule_AddFunctions(m, rc_decode_functions) < 0 ||
       PyModule_AddFunctions(m, rc_guard_functions) < 0 ||
       PyModule_AddFunctions(m, rc_restart_functions) < 0 ||
+      PyModule_AddFunctions(m, rc_unstuff_functions) < 0 ||
       PyModule_AddFunctions(m, rc_resample_functions) < 0 ||
       PyModule_AddObjectRef(m, "Draw", (PyObject *)&DrawType) < 0 ||
       PyModule_AddObjectRef(m, "JobOptions", (PyObject *)&JobOptionsType) < 0 ||

@@ -3,7 +3,7 @@
  * bind_pool.c (Pool: decode_batch, decode_records, image_sizes, the budget), bind_pending.c
  * (Pending: a queued decode_records job), bind_options.c (Draw, JobOptions and the draw
  * functions), bind_im2rec.c (the encoder methods im2rec uses), bind_crc.c (CRC32C),
- * bind_restart.c (the restart cut).
+ * bind_restart.c (the restart cut), bind_unstuff.c (the unstuffed copy, for its tests).
  */
 #ifndef RECIO_BIND_H
 #define RECIO_BIND_H
@@ -151,6 +151,7 @@ extern PyMethodDef rc_crc_functions[];
 extern PyMethodDef rc_decode_functions[]; /* bind_pool.c */
 extern PyMethodDef rc_guard_functions[]; /* mapguard.c */
 extern PyMethodDef rc_restart_functions[]; /* bind_restart.c */
+extern PyMethodDef rc_unstuff_functions[]; /* bind_unstuff.c */
 extern PyMethodDef rc_resample_functions[]; /* bind_resample.c */
 
 #endif

@@ -465,7 +465,7 @@ int rc_own_entropy(rc_worker *w, const uint8_t *data, size_t len) {
   jpeg_mem_src(ci, data, (unsigned long)len);
   jpeg_read_header(ci, TRUE);
   jpeg_start_decompress(ci);
-  const int taken = rc_entropy_begin(w->entropy, ci);
+  const int taken = rc_entropy_begin(w->entropy, ci) && rc_entropy_framed(w->entropy);
   jpeg_abort_decompress(ci);
   return taken;
 }
@@ -787,6 +787,10 @@ typedef struct {
   int ox, oy;              /* the decoded JPEG's pixel (0, 0) in the image's (NOTE [restart cut]) */
   JDIMENSION xoff;         /* the first column decoded */
   size_t row_stride, skip; /* a decoded row's bytes; the crop's first byte in a row */
+  /* a cut's header alone: its segments, copied from the source's scan by recio's decoder */
+  rc_unstuff_window cut_window;
+  const uint8_t *cut_src; /* (NULL: the whole stream, or a cut with its segments) */
+  size_t cut_src_len;
 } crop_pass;
 
 /* The window and flip: given (crop, flip) or drawn for `record` from the size in the header
@@ -880,17 +884,24 @@ static int reserve_crop(rc_worker *w, const rc_opts *o, size_t len, crop_pass *p
 }
 
 /* With restart markers only the segments that cover the crop are decoded: the decode then
- * reads a JPEG of them, whose pixel (0, 0) is the image's (ox, oy) (NOTE [restart cut]). */
+ * reads a JPEG of them, whose pixel (0, 0) is the image's (ox, oy) (NOTE [restart cut]).
+ * Where recio's entropy decoder may take the scan, the JPEG is the cut's header alone and the
+ * decoder copies the segments from the source (start_decode); else they are in the JPEG. */
 static void cut_segments(rc_worker *w, const uint8_t *data, size_t len, const rc_opts *o,
                          crop_pass *p) {
   struct jpeg_decompress_struct *ci = &w->cinfo;
   p->ox = p->oy = 0;
+  p->cut_src = NULL;
   rc_cut cut;
   if (!o->roi || p->whole || !ci->restart_interval ||
       !rc_restart_plan(ci, p->rx0, p->rx1, p->R0, p->R1, &cut))
     return;
-  const size_t n = rc_restart_cut(ci, data, len, &cut, &w->cut, &w->cut_cap);
+  size_t scan = 0;
+  const int bare = w->own_entropy && rc_restart_window(ci, &cut, &p->cut_window);
+  const size_t n = bare ? rc_restart_header(ci, data, len, &cut, &w->cut, &w->cut_cap, &scan)
+                        : rc_restart_cut(ci, data, len, &cut, &w->cut, &w->cut_cap);
   if (!n) return;
+  if (bare) p->cut_src = data + scan, p->cut_src_len = len - scan;
   jpeg_abort_decompress(ci);
   jpeg_mem_src(ci, w->cut, (unsigned long)n);
   jpeg_read_header(ci, TRUE);
@@ -899,6 +910,23 @@ static void cut_segments(rc_worker *w, const uint8_t *data, size_t len, const rc
   ci->scale_denom = 8;
   p->ox = cut.c0 * ci->max_h_samp_factor * p->num;
   p->oy = cut.r0 * ci->max_v_samp_factor * p->num;
+}
+
+/* jpeg_start_decompress and the entropy decoder (rc_start_decompress). A cut's header alone
+ * needs recio's decoder, which copies the segments from the source: where it does not take
+ * the scan (its first chunk shows the framing wrong), the pass is run again with libjpeg's
+ * decoder, whose cut has its segments. */
+static int start_decode(rc_worker *w, const crop_pass *p) {
+  if (!p->cut_src) {
+    rc_start_decompress(w);
+    return RC_OK;
+  }
+  jpeg_start_decompress(&w->cinfo);
+  w->entropy_on =
+      rc_entropy_begin_window(w->entropy, &w->cinfo, p->cut_src, p->cut_src_len, &p->cut_window);
+  if (w->entropy_on) return RC_OK;
+  jpeg_abort_decompress(&w->cinfo);
+  return RC_DECODE_AGAIN;
 }
 
 /* After jpeg_start_decompress: only the iMCU columns the crop needs are decoded. */
@@ -1026,7 +1054,7 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
   if ((st = reserve_crop(w, o, len, &p, err))) return st;
   p.whole = whole_stream(o, ci, data, len, w->stream_key, p.R1, p.SH, &p.key);
   cut_segments(w, data, len, o, &p);
-  rc_start_decompress(w);
+  if ((st = start_decode(w, &p))) return st;
   crop_columns(w, o, &p);
   if ((st = read_crop_rows(w, o, &p, err))) return st;
   resample_rows(w, o, draw, &p, w->tmp, out);

@@ -1,6 +1,8 @@
 /* recio entropy decoder (entropy.h, NOTE [entropy decode]). */
 #include "entropy.h"
 
+#include "unstuff.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,16 +79,14 @@ typedef struct {
 
 struct rc_entropy {
   struct jpeg_entropy_decoder pub; /* first: libjpeg calls through cinfo->entropy */
-  uint8_t *data;                   /* the scan's entropy-coded bytes, unstuffed (rc_unstuff_scan) */
-  size_t data_cap;
-  size_t *seg; /* segment i is data[seg[i] : seg[i + 1]] */
-  size_t seg_cap;
-  size_t nseg, segment, end_bits; /* the segment being read, where it ends (in bits) */
+  rc_unstuff u;                    /* the scan's entropy-coded bytes, unstuffed */
+  const uint8_t *data;             /* u.data: segment i is data[u.seg[i] : u.seg[i + 1]] */
+  size_t nseg, segment, end_bits;  /* the segment being read, where it ends (in bits) */
   bitreader bits;
   size_t mcus_left;
   size_t interval, restarts_to_go;
-  const uint8_t *eoi; /* in the source: where libjpeg reads on after the scan */
-  size_t eoi_left;
+  size_t copied_end; /* in bits: an MCU starting past it could read past the copy (note_copy) */
+  size_t copied;     /* the segments before it are copied whole, short of copied_end */
   int last_dc[MAX_COMPS_IN_SCAN];
   int member[D_MAX_BLOCKS_IN_MCU];
   uint8_t dc_needed[D_MAX_BLOCKS_IN_MCU], ac_needed[D_MAX_BLOCKS_IN_MCU];
@@ -95,6 +95,10 @@ struct rc_entropy {
   size_t columns, column;           /* MCUs a row; the next MCU's column */
   size_t first_column, last_column; /* the MCU columns whose coefficients are stored */
   int failed;
+  /* (rc_entropy_begin_window's, for its rc_entropy_begin) the window's source scan */
+  const rc_unstuff_window *window;
+  const uint8_t *window_src;
+  size_t window_n;
 };
 
 /* zigzag to natural order, then 63 for the steps that go past the end: a run past the 63rd
@@ -114,8 +118,7 @@ rc_entropy *rc_entropy_new(void) {
 
 void rc_entropy_free(rc_entropy *e) {
   if (!e) return;
-  free(e->data);
-  free(e->seg);
+  rc_unstuff_free(&e->u);
   free(e);
 }
 
@@ -311,19 +314,99 @@ static inline __attribute__((always_inline)) int decode_block(rc_entropy *e, bit
   return 1;
 }
 
-static void seek(rc_entropy *e, size_t segment) {
+/* ---- the unstuffed copy, made as the reader reaches it (NOTE [entropy decode]) ---- */
+
+/* How much more is copied when the reader needs more. */
+#define UNSTUFF_CHUNK 4096
+/* How far short of the copy's end an MCU may start: all it may read (RC_UNSTUFF_PAD), and
+ * room for the refills' look-ahead. */
+#define UNSTUFF_MARGIN (RC_UNSTUFF_PAD + 64)
+
+/* Where the segment being read ends in the copy (in bits), or SIZE_MAX till the copy meets
+ * its marker (till then no MCU can read past it). */
+static size_t segment_end(const rc_entropy *e) {
+  return e->u.found > e->segment ? e->u.seg[e->segment + 1] * 8 : SIZE_MAX;
+}
+
+/* After the copy grew or the reader moved on to a segment: copied_end, where the next MCU
+ * could read past the copy (UNSTUFF_MARGIN before its end), and end_bits, which decode_mcu
+ * checks the reader against once an MCU: where the segment ends, or copied_end before that. */
+static void note_copy(rc_entropy *e) {
+  const rc_unstuff *u = &e->u;
+  /* (a copy not done holds UNSTUFF_MARGIN bytes or more: copy_ahead asks for them) */
+  e->copied_end = u->state == RC_UNSTUFF_DONE ? SIZE_MAX : (u->len - UNSTUFF_MARGIN) * 8;
+  /* the segments copied whole short of copied_end: all, once done; else those whose end
+   * (seg[t], non-decreasing) is short of it, found by halving */
+  size_t lo = e->copied, hi = u->found;
+  if (u->state == RC_UNSTUFF_DONE) lo = hi;
+  while (lo < hi) {
+    const size_t mid = hi - (hi - lo) / 2;
+    if (u->seg[mid] * 8 <= e->copied_end)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  e->copied = lo;
+  const size_t end = segment_end(e);
+  e->end_bits = e->copied_end < end ? e->copied_end : end;
+}
+
+/* The copy made UNSTUFF_MARGIN bytes past `at` and a chunk more; a scan framed otherwise
+ * stops the decode, so that libjpeg's decodes the image. */
+static void copy_ahead(j_decompress_ptr ci, rc_entropy *e, size_t at) {
+  if (rc_unstuff_to(&e->u, at + UNSTUFF_MARGIN + UNSTUFF_CHUNK) == RC_UNSTUFF_BAD) stop(ci, e);
+  note_copy(e);
+}
+
+/* decode_mcu found the reader at `bits`, past end_bits: past the segment's end (what libjpeg
+ * warns about) the decode stops, else the copy goes on for the next MCU. */
+static __attribute__((noinline)) void past_end_bits(j_decompress_ptr ci, rc_entropy *e,
+                                                    size_t bits) {
+  if (bits <= segment_end(e)) copy_ahead(ci, e, bits / 8);
+  if (bits > segment_end(e)) stop(ci, e);
+}
+
+/* After the scan's last MCU: the copy made to the EOI, where libjpeg reads on (a window's
+ * copy: libjpeg's source, the cut's header, is at its EOI already). */
+static __attribute__((noinline)) void copy_to_eoi(j_decompress_ptr ci, rc_entropy *e) {
+  if (rc_unstuff_to(&e->u, SIZE_MAX) != RC_UNSTUFF_DONE) stop(ci, e);
+  if (e->u.windowed) return;
+  ci->src->next_input_byte = e->u.src + e->u.eoi;
+  ci->src->bytes_in_buffer = e->u.n - e->u.eoi;
+}
+
+/* seek's way to a segment not copied whole yet, or past the last. */
+static __attribute__((noinline)) void seek_copying(j_decompress_ptr ci, rc_entropy *e,
+                                                   size_t segment) {
+  if (segment >= e->nseg) stop(ci, e);
   e->segment = segment;
   e->bits.buf = 0;
   e->bits.cnt = 0;
-  e->bits.p = e->data + e->seg[segment];
-  e->end_bits = e->seg[segment + 1] * 8;
+  while (e->u.found < segment) /* the marker before it not copied yet */
+    copy_ahead(ci, e, e->u.len);
+  const size_t start = e->u.seg[segment];
+  e->bits.p = e->data + start;
+  note_copy(e);
+  if (start * 8 > e->end_bits) copy_ahead(ci, e, start);
+}
+
+/* The reader at the start of a segment; past the last, the decode stops. */
+static void seek(j_decompress_ptr ci, rc_entropy *e, size_t segment) {
+  if (segment >= e->copied) {
+    seek_copying(ci, e, segment);
+    return;
+  }
+  e->segment = segment;
+  e->bits.buf = 0;
+  e->bits.cnt = 0;
+  e->bits.p = e->data + e->u.seg[segment];
+  e->end_bits = e->u.seg[segment + 1] * 8;
 }
 
 static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *MCU_data) {
   rc_entropy *e = (rc_entropy *)ci->entropy;
   if (e->restarts_to_go == 0) { /* the next segment: DC predictions from 0 */
-    if (e->segment + 1 >= e->nseg) stop(ci, e);
-    seek(e, e->segment + 1);
+    seek(ci, e, e->segment + 1);
     memset(e->last_dc, 0, sizeof e->last_dc);
     e->restarts_to_go = e->interval;
   }
@@ -344,65 +427,19 @@ static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *MCU_data) {
     }
     if (!ok) stop(ci, e); /* a code no table has: what libjpeg warns about */
   }
-  /* bits past the segment (libjpeg warns): checked once an MCU, which may read as far as
-   * RC_UNSTUFF_PAD past the data */
-  if ((size_t)(r.p - e->data) * 8 - (size_t)r.cnt > e->end_bits) stop(ci, e);
+  /* bits past the segment (libjpeg warns), or the copy to be made further: checked once an
+   * MCU, which may read as far as RC_UNSTUFF_PAD past the data */
+  const size_t at = (size_t)(r.p - e->data) * 8 - (size_t)r.cnt;
+  if (at > e->end_bits) past_end_bits(ci, e, at);
   e->bits = r;
   e->restarts_to_go--;
-  if (--e->mcus_left == 0) { /* libjpeg reads on at the EOI */
-    ci->src->next_input_byte = e->eoi;
-    ci->src->bytes_in_buffer = e->eoi_left;
-  }
+  if (--e->mcus_left == 0) copy_to_eoi(ci, e); /* libjpeg reads on at the EOI */
   return TRUE;
 }
 
 void rc_entropy_columns(rc_entropy *e, size_t first, size_t last) {
   e->first_column = first;
   e->last_column = last;
-}
-
-static int grow(void **p, size_t *cap, size_t need) {
-  if (need <= *cap) return 0;
-  void *q = realloc(*p, need);
-  if (!q) return -1;
-  *p = q;
-  *cap = need;
-  return 0;
-}
-
-size_t rc_unstuff_scan(const uint8_t *p, size_t n, size_t nseg, uint8_t **buf, size_t *cap,
-                       size_t **seg, size_t *seg_cap) {
-  const size_t bad = (size_t)-1;
-  if (grow((void **)buf, cap, n + RC_UNSTUFF_PAD) ||
-      grow((void **)seg, seg_cap, (nseg + 1) * sizeof **seg))
-    return bad;
-  uint8_t *out = *buf;
-  size_t o = 0, i = 0, s = 0;
-  (*seg)[0] = 0;
-  for (;;) {
-    const uint8_t *ff = memchr(p + i, 0xFF, n - i);
-    if (!ff) return bad; /* cut short: libjpeg reports it */
-    const size_t j = (size_t)(ff - p);
-    memcpy(out + o, p + i, j - i);
-    o += j - i;
-    /* (0xFF 0xFF is refused, not read as fill bytes: libjpeg's two Huffman paths do not
-     * read "FF FF 00" alike, so where it appears only libjpeg decodes as libjpeg does) */
-    const size_t k = j + 1;
-    if (k >= n) return bad;
-    i = k + 1;
-    if (p[k] == 0) { /* a stuffed 0xFF */
-      out[o++] = 0xFF;
-      continue;
-    }
-    (*seg)[++s] = o;
-    if (s < nseg) {
-      if (p[k] != 0xD0 + ((s - 1) & 7)) return bad;
-      continue;
-    }
-    if (p[k] != 0xD9) return bad;
-    memset(out + o, 0, RC_UNSTUFF_PAD);
-    return k - 1;
-  }
 }
 
 int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci) {
@@ -437,17 +474,24 @@ int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci) {
   e->interval = ci->restart_interval ? ci->restart_interval : mcus;
   e->nseg = (mcus + e->interval - 1) / e->interval;
   if (!mcus) return 0;
-  const size_t eoi = rc_unstuff_scan(ci->src->next_input_byte, ci->src->bytes_in_buffer, e->nseg,
-                                     &e->data, &e->data_cap, &e->seg, &e->seg_cap);
-  if (eoi == (size_t)-1) return 0;
-  e->eoi = ci->src->next_input_byte + eoi;
-  e->eoi_left = ci->src->bytes_in_buffer - eoi;
+  /* the first chunk of the copy: a scan it shows framed otherwise is libjpeg's from the start
+   * (a window's must have the segments the cut's header counts) */
+  size_t window_segments = e->nseg;
+  if ((e->window
+           ? rc_unstuff_begin_window(&e->u, e->window_src, e->window_n, e->window, &window_segments)
+           : rc_unstuff_begin(&e->u, ci->src->next_input_byte, ci->src->bytes_in_buffer,
+                              e->nseg)) ||
+      window_segments != e->nseg ||
+      rc_unstuff_to(&e->u, UNSTUFF_MARGIN + UNSTUFF_CHUNK) == RC_UNSTUFF_BAD)
+    return 0;
+  e->data = e->u.data;
   e->mcus_left = mcus;
   e->columns = ci->MCUs_per_row;
   e->column = 0;
   e->first_column = 0;
   e->last_column = e->columns - 1;
-  seek(e, 0);
+  e->copied = 0; /* (seek_copying: the copy's state noted) */
+  seek(ci, e, 0);
   e->restarts_to_go = e->interval;
   memset(e->last_dc, 0, sizeof e->last_dc);
   e->pub.start_pass = start_pass;
@@ -455,4 +499,18 @@ int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci) {
   e->pub.insufficient_data = FALSE;
   ci->entropy = &e->pub;
   return 1;
+}
+
+int rc_entropy_framed(rc_entropy *e) {
+  return rc_unstuff_to(&e->u, SIZE_MAX) == RC_UNSTUFF_DONE;
+}
+
+int rc_entropy_begin_window(rc_entropy *e, j_decompress_ptr ci, const uint8_t *src, size_t n,
+                            const rc_unstuff_window *w) {
+  e->window = w;
+  e->window_src = src;
+  e->window_n = n;
+  const int taken = rc_entropy_begin(e, ci);
+  e->window = NULL;
+  return taken;
 }

@@ -4,28 +4,34 @@
  * its fast path and one with markers bit by bit, which made a marked file (`recio optimize`)
  * and every cut of one (NOTE [restart cut]) slower to entropy-decode than the original;
  * Huffman decoding is half or more of a crop's decode. After jpeg_start_decompress,
- * rc_entropy_begin checks the scan's framing once (the segments between the SOS and the EOI,
- * RST markers in sequence between them, nothing else) while copying its entropy-coded bytes
- * with the 0xFF00 stuffing taken out, then replaces libjpeg's decode_mcu with its own: a
- * 64-bit bit buffer refilled eight bytes at a time from that copy, and one table lookup of
- * the next RC_FAST_BITS bits per AC coefficient. Where a code and its value's bits both fit in
- * those bits (short codes of small values) the entry holds the whole step: the bits to drop,
- * the zero run (the end of the block as a run that leaves it) and the value, each a whole
- * byte or two, so the loop over a block has no branch on the symbol; a longer one is
- * completed by a second step (entropy.c: complete). Where the bits after such a step hold a
- * second whole AC symbol, the entry holds both (a pair), which shortens the chain of
- * dependent lookups that bounds the decode's speed. A block's DC difference is looked up in
+ * rc_entropy_begin starts a copy of the scan's entropy-coded bytes with the 0xFF00 stuffing
+ * taken out (unstuff.h), which checks the framing as it goes (the segments between the SOS
+ * and the EOI, RST markers in sequence between them, nothing else), then replaces libjpeg's
+ * decode_mcu with its own: a 64-bit bit buffer refilled eight bytes at a time from that
+ * copy, and one table lookup of the next RC_FAST_BITS bits per AC coefficient. Where a code and
+ * its value's bits both fit in those bits (short codes of small values) the entry holds the
+ * whole step: the bits to drop, the zero run (the end of the block as a run that leaves it) and
+ * the value, each a whole byte or two, so the loop over a block has no branch on the symbol; a
+ * longer one is completed by a second step (entropy.c: complete). Where the bits after such a
+ * step hold a second whole AC symbol, the entry holds both (a pair), which shortens the chain
+ * of dependent lookups that bounds the decode's speed. A block's DC difference is looked up in
  * a table of its own, small enough to stay in L1 beside the AC tables (1 kB by the next
- * RC_DC_BITS bits: the code's length and the value's size, the value read after the code);
- * the AC tables (8 kB each) are as large as L1 allows: 11 bits, or a second table of
- * several symbols a lookup for the blocks read past, measured slower or no faster
- * (BENCHMARKS.md). Since a step from the table reads at most RC_FAST_BITS, the bits left are
- * checked once every three steps (a refill leaves 56 or more; a longer step refills for
- * itself; an unconditional refill, which spares the branch, measured no faster), and
- * whether the data ran past its segment's end once an MCU (the copy's padding covers an
- * MCU's reads). libjpeg IDCTs only the MCU columns
- * jpeg_crop_scanline keeps and no block of the rows jpeg_skip_scanlines skips: those blocks
- * are read past without storing a coefficient (rc_entropy_columns; the DC predictions still
+ * RC_DC_BITS bits: the code's length and the value's size, the value read after the code); the
+ * AC tables (8 kB each) are as large as L1 allows: 11 bits, or a second table of several
+ * symbols a lookup for the blocks read past, measured slower or no faster (BENCHMARKS.md).
+ * Since a step from the table reads at most RC_FAST_BITS, the bits left are checked once every
+ * three steps (a refill leaves 56 or more; a longer step refills for itself; an unconditional
+ * refill, which spares the branch, measured no faster), and whether the data ran past its
+ * segment's end once an MCU (the copy's padding covers an MCU's reads). The copy is made as the
+ * decode reaches it, a chunk at a time: the same check once an MCU stops short of the segment's
+ * end where the next MCU could read past what is copied (RC_UNSTUFF_PAD and a few bytes from
+ * its end), and some 4 KB more are copied then, so a crop whose last row is high in the image
+ * copies little of the rest and the common MCU pays nothing for it; a decode to the scan's end
+ * (the whole-stream check's, NOTE [whole-stream check]) copies all of it and finds the EOI
+ * there. A restart cut's segments are copied so straight from the source's scan
+ * (rc_entropy_begin_window, NOTE [restart cut]). libjpeg IDCTs only the MCU columns
+ * jpeg_crop_scanline keeps and no block of the rows jpeg_skip_scanlines skips: those blocks are
+ * read past without storing a coefficient (rc_entropy_columns; the DC predictions still
  * follow them). A worker keeps its tables from image to image and builds them again only
  * for an image whose tables differ. It does so for every one-scan baseline JPEG,
  * markers or not: on the corpus of tools/make_corpus.py it is faster than libjpeg-turbo's
@@ -36,9 +42,12 @@
  * status). What libjpeg would warn about otherwise (a code no table has, a segment read past
  * its end) is not reproduced here: the decode stops (error_exit) with rc_entropy_failed set,
  * and the caller decodes the image again with libjpeg's own decoder, which reports it as it
- * always has. A scan framed otherwise (cut short, a marker out of sequence, several scans)
- * is libjpeg's from the start. RECIO_STOCK_ENTROPY=1, read as a decode worker starts, leaves
- * every scan to libjpeg (to compare the two).
+ * always has. A scan framed otherwise (cut short, a marker out of sequence, 0xFF fill bytes)
+ * is libjpeg's: from the start where the copy's first chunk shows it (or the image has
+ * several scans), else from where the copy meets it, the decode stopping as at damaged data.
+ * A fault past what a crop's decode copies is never met and cannot change its status
+ * (libjpeg's own decoder would not read that far either). RECIO_STOCK_ENTROPY=1, read as a
+ * decode worker starts, leaves every scan to libjpeg (to compare the two).
  */
 #ifndef RECIO_ENTROPY_H
 #define RECIO_ENTROPY_H
@@ -48,6 +57,8 @@
 #include <stdio.h>
 
 #include <jpeglib.h>
+
+#include "unstuff.h"
 
 typedef struct rc_entropy rc_entropy;
 
@@ -60,6 +71,13 @@ void rc_entropy_free(rc_entropy *e);
  * memory (jpeg_mem_src): the rest of the stream is read from it at once. */
 int rc_entropy_begin(rc_entropy *e, j_decompress_ptr ci);
 
+/* rc_entropy_begin for a restart cut's JPEG without its entropy-coded data
+ * (rc_restart_header, NOTE [restart cut]): the scan is the segments of window w of the whole
+ * JPEG's scan src[0:n], copied from there. 0 where the decoder does not take it: then no
+ * decoder has the data (libjpeg's needs the cut with its segments). */
+int rc_entropy_begin_window(rc_entropy *e, j_decompress_ptr ci, const uint8_t *src, size_t n,
+                            const rc_unstuff_window *w);
+
 /* After rc_entropy_begin and jpeg_crop_scanline: the MCU columns first..last are the ones
  * libjpeg IDCTs (its first and last iMCU columns); the coefficients of the others are read
  * past, not stored. Every column until called. */
@@ -69,18 +87,9 @@ void rc_entropy_columns(rc_entropy *e, size_t first, size_t last);
  * cleared by the next rc_entropy_begin. */
 int rc_entropy_failed(const rc_entropy *e);
 
-/* Bytes an unstuffed copy keeps after the data: what a reader may load past a segment's end
- * before it sees that it read past it (an MCU's blocks, each 64 codes and values of at most
- * 31 bits, and an 8-byte load). */
-#define RC_UNSTUFF_PAD (D_MAX_BLOCKS_IN_MCU * 64 * 31 / 8 + 8)
-
-/* The entropy-coded data of a scan, p[0:n] from just after its SOS, copied into *buf (grown
- * as needed, *cap bytes) without its 0xFF00 stuffing, RC_UNSTUFF_PAD zero bytes after it;
- * seg[0..nseg] (grown likewise) where each of its nseg segments starts in the copy and,
- * last, where the data ends. The segments must be RST markers in sequence apart and an EOI
- * must follow the last, each right after the data (no 0xFF fill bytes). The EOI's offset in
- * p, or (size_t)-1 where the data is not framed so (or memory is short). */
-size_t rc_unstuff_scan(const uint8_t *p, size_t n, size_t nseg, uint8_t **buf, size_t *cap,
-                       size_t **seg, size_t *seg_cap);
+/* After rc_entropy_begin took a scan: the rest of it copied at once; 1 where all of it is
+ * framed as the decoder reads it (a decode would otherwise stop where the copy meets what is
+ * not, and libjpeg's decode the image again). */
+int rc_entropy_framed(rc_entropy *e);
 
 #endif

@@ -1,9 +1,8 @@
 /* recio re-code (recode.h, NOTE [re-code]). */
 #include "recode.h"
 
-#include "entropy.h"
-
 #include "huffstats.h"
+#include "unstuff.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -129,8 +129,10 @@ static size_t segment_end(const uint8_t *data, size_t len, size_t pos, int *rst)
   }
 }
 
-size_t rc_restart_cut(const struct jpeg_decompress_struct *ci, const uint8_t *data, size_t len,
-                      const rc_cut *cut, uint8_t **buf, size_t *cap) {
+/* The cut's header into *buf (room for len + 16 bytes): its length, 0 where the stream is not
+ * as the plan expects; *scan: where the source's entropy-coded data starts. */
+static size_t cut_header(const struct jpeg_decompress_struct *ci, const uint8_t *data, size_t len,
+                         const rc_cut *cut, uint8_t **buf, size_t *cap, size_t *scan) {
   int cols, rows, mw, mh;
   if (!mcu_grid(ci, &cols, &rows, &mw, &mh) || grow(buf, cap, len + 16)) return 0;
   uint8_t *out = *buf;
@@ -139,7 +141,8 @@ size_t rc_restart_cut(const struct jpeg_decompress_struct *ci, const uint8_t *da
   /* The header: the tables, frame, restart interval and scan, and the JFIF and Adobe
    * segments (they decide the colour transform); not EXIF, ICC or comments. */
   const int pw = ci->max_h_samp_factor * DCTSIZE, ph = ci->max_v_samp_factor * DCTSIZE;
-  const int width = cut->c1 == cols ? (int)ci->image_width - cut->c0 * pw : (cut->c1 - cut->c0) * pw;
+  const int width =
+      cut->c1 == cols ? (int)ci->image_width - cut->c0 * pw : (cut->c1 - cut->c0) * pw;
   const int height =
       cut->r1 == rows ? (int)ci->image_height - cut->r0 * ph : (cut->r1 - cut->r0) * ph;
   int sof = 0;
@@ -164,6 +167,34 @@ size_t rc_restart_cut(const struct jpeg_decompress_struct *ci, const uint8_t *da
     if (marker == 0xDA) break;
   }
   if (!sof) return 0;
+  *scan = pos;
+  return o;
+}
+
+size_t rc_restart_header(const struct jpeg_decompress_struct *ci, const uint8_t *data, size_t len,
+                         const rc_cut *cut, uint8_t **buf, size_t *cap, size_t *scan) {
+  size_t o = cut_header(ci, data, len, cut, buf, cap, scan);
+  if (!o) return 0;
+  (*buf)[o++] = 0xFF, (*buf)[o++] = 0xD9;
+  return o;
+}
+
+int rc_restart_window(const struct jpeg_decompress_struct *ci, const rc_cut *cut,
+                      rc_unstuff_window *w) {
+  int cols, rows, mw, mh;
+  if (!mcu_grid(ci, &cols, &rows, &mw, &mh)) return 0;
+  *w = (rc_unstuff_window){(size_t)cols,    (size_t)rows,    ci->restart_interval, (size_t)cut->c0,
+                           (size_t)cut->c1, (size_t)cut->r0, (size_t)cut->r1};
+  return 1;
+}
+
+size_t rc_restart_cut(const struct jpeg_decompress_struct *ci, const uint8_t *data, size_t len,
+                      const rc_cut *cut, uint8_t **buf, size_t *cap) {
+  int cols, rows, mw, mh;
+  size_t pos;
+  size_t o = cut_header(ci, data, len, cut, buf, cap, &pos);
+  if (!o || !mcu_grid(ci, &cols, &rows, &mw, &mh)) return 0;
+  uint8_t *out = *buf;
   /* The segments, in order: find each one's start, copy the window's. */
   const int k = (int)ci->restart_interval;
   const long total = ((long)cols * rows + k - 1) / k;

@@ -24,6 +24,7 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
   tests/augment/test_colour_geometry.py tests/augment/test_colour_fused.py tests/augment/test_resample_opencv.py \
   tests/records/test_checksum.py tests/decode/test_restart_cut.py tests/storage/test_mapped.py \
   tests/pipeline/test_damaged_records.py tests/pipeline/test_autotune.py tests/decode/test_entropy.py \
+  tests/decode/test_unstuff.py \
   -m "not dali" \
   --deselect tests/decode/test_pool.py::test_no_memory_growth "$@"
 # (not DALI's tests: its own libraries abort under the preloaded ASan runtime)

@@ -19,6 +19,6 @@ trap 'rm -rf "$(dirname "$bin")"' EXIT
 gcc -O1 -g -std=c11 -Wall -Wextra -Wno-unused-parameter -pthread -Inative \
   tools/valgrind/decode_matrix.c native/decode_core.c native/encode_core.c native/jpeg_glue.c \
   native/colour.c native/entropy.c native/pool.c native/resample.c native/restart.c \
-  native/warp.c native/draw.c native/streamcheck.c native/crc32c.c \
+  native/warp.c native/draw.c native/streamcheck.c native/crc32c.c native/unstuff.c \
   -ljpeg -lm -o "$bin"
 JSIMD_FORCENONE=1 valgrind -q --error-exitcode=3 ${VALGRIND_OPTS:-} "$bin" tests/data/sampling/*.jpg
