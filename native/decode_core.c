@@ -624,6 +624,17 @@ static void crop_scanline(j_decompress_ptr ci, JDIMENSION *xoff, JDIMENSION *xw)
   }
 }
 
+/* The columns a crop decode keeps on each side of those it uses, in output pixels, so that
+ * those come out as in the whole image's decode: the upsampler takes a cropped row's ends for
+ * the image's edges, and its fancy filters read one component sample beyond the one under a
+ * pixel. Two output pixels times the upsampling factor, as the restart cut's window keeps
+ * (NOTE [restart cut]); a whole iMCU where a component is upsampled by another factor. */
+static int upsampling_margin(j_decompress_ptr ci) {
+  int fh, fv;
+  rc_upsampling(ci, &fh, &fv);
+  return fh ? 2 * fh : ci->max_h_samp_factor * ci->min_DCT_scaled_size;
+}
+
 /* crop_scanline, then the entropy decoder told the iMCU columns libjpeg IDCTs (the ones it
  * widened to), so that it stores the coefficients of no others (where an MCU is an iMCU, so
  * that both count columns alike). */
@@ -730,9 +741,10 @@ static int decode_warped(rc_worker *w, const uint8_t *data, size_t len, const rc
   rc_warp_prepare(&wp, o->out_w, SW, mirror, w->line); /* (flipped here: a plain store) */
   rc_start_decompress(w);
   JDIMENSION xoff = 0, xw = ci->output_width;
-  if (o->roi && bw < SW && !incomplete_progressive(ci)) { /* margin: see crop_columns */
-    const int a = box[0] - align > 0 ? box[0] - align : 0;
-    const int b = box[2] + align < SW ? box[2] + align : SW;
+  if (o->roi && bw < SW && !incomplete_progressive(ci)) {
+    const int margin = upsampling_margin(ci);
+    const int a = box[0] - margin > 0 ? box[0] - margin : 0;
+    const int b = box[2] + margin < SW ? box[2] + margin : SW;
     if (b - a < SW) {
       xoff = (JDIMENSION)a;
       xw = (JDIMENSION)(b - a);
@@ -935,11 +947,9 @@ static void crop_columns(rc_worker *w, const rc_opts *o, crop_pass *p) {
   const int CW = (int)ci->output_width; /* the decoded image's width: SW, or the cut's */
   JDIMENSION xoff = 0, xw = ci->output_width;
   if (o->roi && p->rw < CW && !incomplete_progressive(ci)) {
-    /* Chroma upsampling treats the cropped row's ends as image edges: keep one iMCU of margin
-     * on both sides so the columns we use are the same as in a full decode. */
-    int margin = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
-    int a = p->rx0 - p->ox - margin > 0 ? p->rx0 - p->ox - margin : 0;
-    int b = p->rx1 - p->ox + margin < CW ? p->rx1 - p->ox + margin : CW;
+    const int margin = upsampling_margin(ci);
+    const int a = p->rx0 - p->ox - margin > 0 ? p->rx0 - p->ox - margin : 0;
+    const int b = p->rx1 - p->ox + margin < CW ? p->rx1 - p->ox + margin : CW;
     if (b - a < CW) {
       xoff = (JDIMENSION)a;
       xw = (JDIMENSION)(b - a);

@@ -26,11 +26,7 @@ static int mcu_grid(const struct jpeg_decompress_struct *ci, int *cols, int *row
   return 1;
 }
 
-/* The largest factor by which a component is upsampled across (*fh) and down (*fv), in
- * output pixels: 1 where none is (4:4:4, or chroma the DCT scaling makes full size), 2 for
- * libjpeg-turbo's fancy filters, which read one sample beyond; 0 for any other factor (then
- * the margin is a whole MCU). */
-static void upsampling(const struct jpeg_decompress_struct *ci, int *fh, int *fv) {
+void rc_upsampling(const struct jpeg_decompress_struct *ci, int *fh, int *fv) {
   *fh = *fv = 1;
   const int num_h = ci->max_h_samp_factor * ci->min_DCT_scaled_size;
   const int num_v = ci->max_v_samp_factor * ci->min_DCT_scaled_size;
@@ -67,7 +63,7 @@ int rc_restart_plan(const struct jpeg_decompress_struct *ci, int x0, int x1, int
   const int k = (int)ci->restart_interval;
   /* the crop and the margin its upsampling reads on each side (NOTE [restart cut]) */
   int fh, fv;
-  upsampling(ci, &fh, &fv);
+  rc_upsampling(ci, &fh, &fv);
   const int mx = fh ? 2 * fh : mw, my = fv ? 2 * fv : mh;
   int c0 = x0 - mx < 0 ? -1 : (x0 - mx) / mw, r0 = y0 - my < 0 ? -1 : (y0 - my) / mh;
   int c1 = (x1 + mx + mw - 1) / mw, r1 = (y1 + my + mh - 1) / mh;

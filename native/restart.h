@@ -46,6 +46,12 @@ typedef struct {
  * margin NOTE [restart cut] says, aligned to whole segments. 1 with *cut set where the
  * window leaves out MCUs the decode would otherwise entropy-decode, 0 where no cut applies
  * or none would gain. */
+/* The largest factor by which a component is upsampled across (*fh) and down (*fv), in
+ * output pixels: 1 where none is (4:4:4, or chroma the DCT scaling makes full size), 2 for
+ * libjpeg-turbo's fancy filters, which read one sample beyond; 0 for any other factor (then
+ * a margin is a whole MCU). After jpeg_calc_output_dimensions (the DCT scales set). */
+void rc_upsampling(const struct jpeg_decompress_struct *ci, int *fh, int *fv);
+
 int rc_restart_plan(const struct jpeg_decompress_struct *ci, int x0, int x1, int y0, int y1,
                     rc_cut *cut);
 

@@ -198,6 +198,19 @@ def test_rows_read_and_dct_scaling(jpegs) -> None:
 
 
 @needs_native
+@pytest.mark.parametrize("subsampling", [0, 1, 2])
+def test_warps_decoding_only_the_columns_they_read_match_the_whole_decode(subsampling) -> None:
+    """Small rotated crops drawn all over a larger image decode only the iMCU columns their
+    taps read, plus the margin the chroma upsampler needs to fill the edge ones as a whole
+    decode does: the pixels equal the whole image's decode, at every sampling."""
+    bufs = [encode(320, 240, seed=11, quality=92, subsampling=subsampling)] * 128
+    geometry = GeometrySpec(max_rotate_angle=30, min_crop_size=24, max_crop_size=48)
+    draw = KeyedDraw(CropSpec(24, 24, rand_crop=True, rand_mirror=True), 3, 0, geometry=geometry)
+    whole = _decode("native", bufs, draw, roi_decode=False)
+    np.testing.assert_array_equal(_decode("native", bufs, draw), whole)
+
+
+@needs_native
 def test_cmyk_and_grey_jpegs_are_warped() -> None:
     bufs = [encode(40, 30, mode="CMYK", quality=95), encode(40, 30, mode="L", quality=95)]
     draw = KeyedDraw(CropSpec(24, 24), 0, 0, geometry=GeometrySpec(rotate=30))
