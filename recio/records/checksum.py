@@ -78,7 +78,6 @@ __all__ = [
     "crc32c",
     "extent_crcs",
     "frame_ends",
-    "frames_match",
     "load_sidecar",
     "record_crcs",
     "resolve_verify",
@@ -376,26 +375,6 @@ def frame_crcs(
         _walk_end(view, int(offsets[j]), path)  # raises the framing error
         raise AssertionError("frames the native walk refused")  # pragma: no cover
     return crcs
-
-
-def frames_match(view: memoryview, offsets: np.ndarray, expected: np.ndarray) -> bool:
-    """Whether the records at ``offsets`` of ``view`` have the checksums ``expected``.
-
-    :func:`frame_crcs` for a yes or no, at the least cost per call (the iterator's common
-    batch asks it once a batch): frames that do not chain are a no, not an error.
-    """
-    if not len(offsets):
-        return True
-    if _native is None:
-        try:
-            return bool(np.array_equal(frame_crcs(view, offsets), expected))
-        except RecordIOError:
-            return False
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    crcs = np.empty(len(offsets), dtype=np.uint32)
-    ends = np.empty(len(offsets), dtype=np.int64)
-    _native.record_crcs(view, offsets, crcs, ends)
-    return bool(ends.min() >= 0 and (crcs == expected).all())
 
 
 def extent_crcs(datas: Sequence[Any], *, native: bool = True) -> tuple[np.ndarray, np.ndarray]:

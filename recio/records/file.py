@@ -485,11 +485,7 @@ class RecordFile(RecordsBase):
         read is not the file's bytes: :meth:`lost`); each error names the file, byte
         offset and key. Empty without a sidecar.
         """
-        problems = self.verify_view(view, positions)
-        if not problems:
-            return problems
-        problems.update(self.lost(positions))
-        return {j: self.bad_record(int(positions[j]), e) for j, e in problems.items()}
+        return self._named_problems(positions, self.verify_view(view, positions))
 
     def crcs_problems(self, positions: np.ndarray, crcs: np.ndarray) -> dict[int, RecordIOError]:
         """:meth:`view_problems` of records whose frames' CRC32C the decode threads took.
@@ -497,10 +493,18 @@ class RecordFile(RecordsBase):
         ``crcs``: theirs (NOTE [one pass per record] in native/bind_pool.c); the records
         whose checksum is not the sidecar's, with those the map lost where there are any.
         """
-        problems: dict[int, RecordIOError] = dict(self.sidecar.crcs_problems(self, positions, crcs))
+        return self._named_problems(positions, self.sidecar.crcs_problems(self, positions, crcs))
+
+    def _named_problems(
+        self, positions: np.ndarray, problems: dict[int, RecordIOError]
+    ) -> dict[int, RecordIOError]:
+        """A batch's checksum problems, named; with them the records the map lost, if any.
+
+        Each error names the file, byte offset and key.
+        """
         if not problems:
-            return problems
-        problems.update(self.lost(positions))
+            return {}
+        problems = {**problems, **self.lost(positions)}
         return {j: self.bad_record(int(positions[j]), e) for j, e in problems.items()}
 
     def lost(self, positions: np.ndarray) -> dict[int, TruncatedRecordError]:

@@ -186,23 +186,6 @@ def test_frames_that_do_not_chain_are_named_on_both_paths():
             checksum.frame_crcs(view[:20], np.array([12]), "f.rec", native=native)
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_frames_match_is_a_yes_or_no(native, monkeypatch):
-    """The lean batch's check: a mismatch or frames that do not chain are a no, not an error."""
-    from recio.records.format import encode_record
-
-    if not native:
-        monkeypatch.setattr(checksum, "_native", None)
-    view = memoryview(encode_record(b"abcd") + encode_record(b"x" * 9))
-    offsets = np.array([0, 12])
-    want = checksum.frame_crcs(view, offsets)
-    assert checksum.frames_match(view, offsets, want)
-    assert not checksum.frames_match(view, offsets, want ^ np.uint32(1))
-    assert not checksum.frames_match(view, np.array([0, 4]), want)  # byte 4: no frame there
-    assert not checksum.frames_match(view[:20], np.array([12]), want[1:])  # ends inside
-    assert checksum.frames_match(view, np.array([], dtype=np.int64), want[:0])
-
-
 # --- the writer, im2rec, `recio checksum` ---------------------------------------------------
 
 
