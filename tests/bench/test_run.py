@@ -33,14 +33,18 @@ def test_figures_positive_and_schema(result):
     json.dumps({k: v for k, v in result.items() if not k.startswith("_")})
 
 
-def test_end_to_end_not_faster_than_its_slowest_stage(result):
-    stages = result["stages"]
-    slowest = min(
-        stages[s]["images_per_s"]["max"] for s in ("read", "decode+augment (native pool)")
-    )
-    # the pipeline cannot beat its slowest stage; allow for noise on a shared machine
-    assert stages["iterator end to end"]["images_per_s"]["median"] <= 1.5 * slowest
-    assert result["bound_by"] in PIPELINE_STAGES and "images/s per core" in result["verdict"]
+def test_verdict_names_the_bound_it_reports(result):
+    # Which stage binds is the machine's to decide (test_verdicts pins the rules on fixed
+    # rounds); a real run's verdict must agree with its own bound_by, whichever it is.
+    stages, bound, verdict = result["stages"], result["bound_by"], result["verdict"]
+    end_to_end = stages["iterator end to end"]["images_per_s"]["median"]
+    assert verdict.startswith(f"end to end {end_to_end:,.0f} images/s on 2 threads")
+    assert "images/s per core" in verdict
+    if bound is None:
+        assert "tell which stage binds" in verdict and "bound by" not in verdict
+    else:
+        assert bound in PIPELINE_STAGES and f"bound by {bound} (" in verdict
+        assert "100 %" in verdict or "of which end to end reaches" in verdict
     if "train step" in stages:
         assert "train step" not in result["verdict"] and "-bound" in result["training_verdict"]
         assert "MB_per_s" not in stages["train step"]
