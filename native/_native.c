@@ -10,7 +10,6 @@
 #include "crc32c.h"
 #include "resample.h"
 
-
 void release_images(batch_images *im) {
   for (Py_ssize_t i = 0; i < im->nviews; i++) PyBuffer_Release(&im->views[i]);
   PyMem_Free(im->views);
@@ -126,8 +125,7 @@ int get_images(PyObject *buffers, PyObject *starts, PyObject *lengths, batch_ima
 }
 
 /* Gets an optional buffer of at least `need` bytes; None gives buf = NULL. */
-int get_param(PyObject *obj, Py_buffer *view, Py_ssize_t need, int writable,
-                     const char *name) {
+int get_param(PyObject *obj, Py_buffer *view, Py_ssize_t need, int writable, const char *name) {
   view->obj = NULL;
   view->buf = NULL;
   if (obj == Py_None) return 0;
@@ -169,7 +167,7 @@ static PyObject *error_text(const char *errors, Py_ssize_t i) {
 /* The list a batch returns: per image, ok(ctx, i) where its status is RC_OK, else its error
  * text. NULL with an exception set when a Python object cannot be made. */
 PyObject *per_image(const int32_t *status, const char *errors, Py_ssize_t n,
-                           PyObject *(*ok)(void *ctx, Py_ssize_t i), void *ctx) {
+                    PyObject *(*ok)(void *ctx, Py_ssize_t i), void *ctx) {
   PyObject *result = PyList_New(n);
   for (Py_ssize_t i = 0; result && i < n; i++) {
     PyObject *item = status[i] == RC_OK ? ok(ctx, i) : error_text(errors, i);
@@ -192,9 +190,10 @@ int all_ok(const int32_t *status, Py_ssize_t n) {
   return 1;
 }
 
-
 static struct PyModuleDef native_module = {
-    PyModuleDef_HEAD_INIT, .m_name = "recio._native",   .m_doc = "recio's native JPEG decode pool.",
+    PyModuleDef_HEAD_INIT,
+    .m_name = "recio._native",
+    .m_doc = "recio's native JPEG decode pool.",
     .m_size = -1,
 };
 
@@ -257,4 +256,3 @@ PyMODINIT_FUNC PyInit__native(void) {
   }
   return m;
 }
-

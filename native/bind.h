@@ -80,7 +80,7 @@ typedef struct {
  * the base, before any work, so a change to them afterwards cannot reach the pool. */
 typedef struct {
   Py_ssize_t n;
-  rc_span *refs;   /* [n] */
+  rc_span *refs;     /* [n] */
   Py_buffer *views;  /* [nviews]: one per image, or the base */
   Py_ssize_t nviews; /* views taken so far */
 } batch_images;
@@ -148,10 +148,10 @@ extern const char transcode_batch_doc[], resize_encode_doc[], im2rec_batch_doc[]
 
 /* bind_crc.c */
 extern PyMethodDef rc_crc_functions[];
-extern PyMethodDef rc_decode_functions[]; /* bind_pool.c */
-extern PyMethodDef rc_guard_functions[]; /* mapguard.c */
-extern PyMethodDef rc_restart_functions[]; /* bind_restart.c */
-extern PyMethodDef rc_unstuff_functions[]; /* bind_unstuff.c */
+extern PyMethodDef rc_decode_functions[];   /* bind_pool.c */
+extern PyMethodDef rc_guard_functions[];    /* mapguard.c */
+extern PyMethodDef rc_restart_functions[];  /* bind_restart.c */
+extern PyMethodDef rc_unstuff_functions[];  /* bind_unstuff.c */
 extern PyMethodDef rc_resample_functions[]; /* bind_resample.c */
 
 #endif

@@ -12,7 +12,6 @@ static uint64_t output_bytes(int64_t px) {
   return (uint64_t)px * 7;
 }
 
-
 typedef struct {
   const rc_span *images;
   const int32_t *crops; /* [n][4] or NULL */
@@ -110,15 +109,15 @@ static void im2rec_task(void *vctx, void *vstate, size_t i) {
 }
 
 RC_DOC(transcode_batch_doc,
-             "transcode_batch(buffers, status, crops, sizes, quality, gray, interp, dct_mode, "
-             "max_pixels, restart=0) -> list[bytes | str]\n\n"
-             "Decodes every JPEG in buffers, crops it (crops: int32 [n][4] or None), resizes it "
-             "to sizes[i] (int32 [n][2], width and height) and encodes it again as a JPEG at "
-             "quality (4:2:0, or one grey channel when gray). Writes status[i] (int32) and "
-             "returns per image the new JPEG's bytes, or the error text where status is not 0 "
-             "(an output size that is not positive or over 2**28 pixels is such an error). "
-             "restart: restart markers as lossless_batch takes them (0: none). "
-             "Use recio.im2rec, which checks the arguments.");
+       "transcode_batch(buffers, status, crops, sizes, quality, gray, interp, dct_mode, "
+       "max_pixels, restart=0) -> list[bytes | str]\n\n"
+       "Decodes every JPEG in buffers, crops it (crops: int32 [n][4] or None), resizes it "
+       "to sizes[i] (int32 [n][2], width and height) and encodes it again as a JPEG at "
+       "quality (4:2:0, or one grey channel when gray). Writes status[i] (int32) and "
+       "returns per image the new JPEG's bytes, or the error text where status is not 0 "
+       "(an output size that is not positive or over 2**28 pixels is such an error). "
+       "restart: restart markers as lossless_batch takes them (0: none). "
+       "Use recio.im2rec, which checks the arguments.");
 
 static PyObject *transcoded_jpeg(void *vctx, Py_ssize_t i) {
   transcode_ctx *c = vctx;
@@ -126,8 +125,8 @@ static PyObject *transcoded_jpeg(void *vctx, Py_ssize_t i) {
 }
 
 PyObject *Pool_transcode_batch(PoolObject *self, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"buffers", "status",     "crops",   "sizes", "quality", "gray",
-                           "interp",  "dct_mode",   "max_pixels", "restart", NULL};
+  static char *kwlist[] = {"buffers", "status",   "crops",      "sizes",   "quality", "gray",
+                           "interp",  "dct_mode", "max_pixels", "restart", NULL};
   PyObject *buffers, *status_obj, *crops_obj, *sizes_obj;
   int quality, gray, interp, dct_mode, restart = 0;
   unsigned long long max_pixels;
@@ -200,14 +199,14 @@ done:
 }
 
 RC_DOC(resize_encode_doc,
-             "resize_encode(pixels, width, height, crop, out_w, out_h, quality, interp, "
-             "restart=0) -> bytes"
-             "\n\n"
-             "Packed RGB pixels (height rows of width * 3 bytes, C-contiguous) decoded elsewhere: "
-             "crops to crop (x, y, w, h, inside the image), resizes to out_w x out_h as "
-             "Pillow's resize(box=) does and encodes a 4:2:0 JPEG at quality (restart markers as "
-             "lossless_batch takes them), with the GIL "
-             "released. Raises ValueError with the reason on failure.");
+       "resize_encode(pixels, width, height, crop, out_w, out_h, quality, interp, "
+       "restart=0) -> bytes"
+       "\n\n"
+       "Packed RGB pixels (height rows of width * 3 bytes, C-contiguous) decoded elsewhere: "
+       "crops to crop (x, y, w, h, inside the image), resizes to out_w x out_h as "
+       "Pillow's resize(box=) does and encodes a 4:2:0 JPEG at quality (restart markers as "
+       "lossless_batch takes them), with the GIL "
+       "released. Raises ValueError with the reason on failure.");
 
 PyObject *Pool_resize_encode(PoolObject *self, PyObject *args, PyObject *kwds) {
   static char *kwlist[] = {"pixels", "width",   "height", "crop",    "out_w",
@@ -215,8 +214,8 @@ PyObject *Pool_resize_encode(PoolObject *self, PyObject *args, PyObject *kwds) {
   PyObject *pixels;
   resize_encode_ctx ctx = {0};
   int interp;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oii(iiii)iiii|i:resize_encode", kwlist,
-                                   &pixels, &ctx.width, &ctx.height, &ctx.crop[0], &ctx.crop[1],
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oii(iiii)iiii|i:resize_encode", kwlist, &pixels,
+                                   &ctx.width, &ctx.height, &ctx.crop[0], &ctx.crop[1],
                                    &ctx.crop[2], &ctx.crop[3], &ctx.opts.out_w, &ctx.opts.out_h,
                                    &ctx.quality, &interp, &ctx.restart))
     return NULL;
@@ -251,32 +250,29 @@ PyObject *Pool_resize_encode(PoolObject *self, PyObject *args, PyObject *kwds) {
   return result;
 }
 
-RC_DOC(
-    im2rec_batch_doc,
-    "im2rec_batch(paths, prefixes, status, lengths, crcs, resize, center_crop, color, quality, "
-    "max_output_bytes, dct_mode, max_pixels, restart=0) -> bytes\n\n"
-    "im2rec's work on list entries whose files are plain JPEGs: reads file paths[i] (bytes), "
-    "transcodes it as recio.im2rec's EncodeOptions say, puts prefixes[i] (bytes: the IRHeader "
-    "and labels) before it and frames the record as encode_record does. Writes status[i] "
-    "(int32: 0, or STATUS_UNSUPPORTED where the entry is left to the Python path, whatever "
-    "the reason), lengths[i] (int64: its frames' bytes, padding included, 0 if not made) and "
-    "crcs[i] (uint32: the record's checksum, as the checksum sidecar keeps it); returns the "
-    "frames of the records made, one after another in entry order. With the GIL released.");
+RC_DOC(im2rec_batch_doc,
+       "im2rec_batch(paths, prefixes, status, lengths, crcs, resize, center_crop, color, quality, "
+       "max_output_bytes, dct_mode, max_pixels, restart=0) -> bytes\n\n"
+       "im2rec's work on list entries whose files are plain JPEGs: reads file paths[i] (bytes), "
+       "transcodes it as recio.im2rec's EncodeOptions say, puts prefixes[i] (bytes: the IRHeader "
+       "and labels) before it and frames the record as encode_record does. Writes status[i] "
+       "(int32: 0, or STATUS_UNSUPPORTED where the entry is left to the Python path, whatever "
+       "the reason), lengths[i] (int64: its frames' bytes, padding included, 0 if not made) and "
+       "crcs[i] (uint32: the record's checksum, as the checksum sidecar keeps it); returns the "
+       "frames of the records made, one after another in entry order. With the GIL released.");
 
 PyObject *Pool_im2rec_batch(PoolObject *self, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"paths",   "prefixes",         "status",   "lengths",
-                           "crcs",    "resize",           "center_crop", "color",
-                           "quality", "max_output_bytes", "dct_mode", "max_pixels",
-                           "restart", NULL};
+  static char *kwlist[] = {"paths",    "prefixes",    "status",  "lengths", "crcs",
+                           "resize",   "center_crop", "color",   "quality", "max_output_bytes",
+                           "dct_mode", "max_pixels",  "restart", NULL};
   PyObject *paths_obj, *prefixes_obj, *status_obj, *lengths_obj, *crcs_obj;
   im2rec_ctx ctx = {0};
   unsigned long long max_out, max_pixels;
   int dct_mode;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOiiiiKiK|i:im2rec_batch", kwlist,
-                                   &paths_obj, &prefixes_obj, &status_obj, &lengths_obj,
-                                   &crcs_obj, &ctx.o.resize, &ctx.o.center_crop, &ctx.o.color,
-                                   &ctx.o.quality, &max_out, &dct_mode, &max_pixels,
-                                   &ctx.o.restart))
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOiiiiKiK|i:im2rec_batch", kwlist, &paths_obj,
+                                   &prefixes_obj, &status_obj, &lengths_obj, &crcs_obj,
+                                   &ctx.o.resize, &ctx.o.center_crop, &ctx.o.color, &ctx.o.quality,
+                                   &max_out, &dct_mode, &max_pixels, &ctx.o.restart))
     return NULL;
   if (check_open(self) < 0) return NULL;
   if (ctx.o.quality < 1 || ctx.o.quality > 100 || ctx.o.color < -1 || ctx.o.color > 1 ||
@@ -381,9 +377,8 @@ static void lossless_task(void *vctx, void *vstate, size_t i) {
     snprintf(err, RC_ERRLEN, "out of memory (JPEG transcoder)");
     return;
   }
-  c->status[i] = rc_lossless_transcode(s->ll, s->dec, &c->opts, c->images[i].buf,
-                                       c->images[i].len, c->restart, &c->outs[i], &c->lens[i],
-                                       err);
+  c->status[i] = rc_lossless_transcode(s->ll, s->dec, &c->opts, c->images[i].buf, c->images[i].len,
+                                       c->restart, &c->outs[i], &c->lens[i], err);
   rc_worker_release(s->dec);
 }
 
@@ -407,8 +402,8 @@ PyObject *Pool_lossless_batch(PoolObject *self, PyObject *args, PyObject *kwds) 
   PyObject *buffers, *status_obj;
   int restart;
   unsigned long long max_pixels;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOiK:lossless_batch", kwlist, &buffers,
-                                   &status_obj, &restart, &max_pixels))
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOiK:lossless_batch", kwlist, &buffers, &status_obj,
+                                   &restart, &max_pixels))
     return NULL;
   if (check_open(self) < 0) return NULL;
   if (restart > 65535 || restart < -65535) {

@@ -16,7 +16,6 @@
  * change on either side cannot remap one parameter onto another. The per-batch arrays (out,
  * status, crops, flips, the records' keys) are the call's own arguments. */
 
-
 /* Parses `mapping` (a dict) as the keyword arguments of `what`: every name of kwlist given. */
 static int parse_named(PyObject *mapping, const char *format, char **kwlist, ...) {
   if (!PyDict_Check(mapping)) {
@@ -36,12 +35,11 @@ static int parse_named(PyObject *mapping, const char *format, char **kwlist, ...
 
 /* geometry: rc_geom's fields by name, as recio.augment.GeometrySpec.native() gives them. */
 static int get_geom(PyObject *mapping, rc_geom *g) {
-  static char *kwlist[] = {"affine",           "max_rotate_angle", "rotate",
-                           "max_shear_ratio",  "min_ratio",        "max_ratio",
-                           "min_random_scale", "max_random_scale", "min_img_size",
-                           "max_img_size",     "min_crop_size",    "max_crop_size",
-                           "pad",              "fill_value",       "inter_method",
-                           NULL};
+  static char *kwlist[] = {
+      "affine",       "max_rotate_angle", "rotate",           "max_shear_ratio",
+      "min_ratio",    "max_ratio",        "min_random_scale", "max_random_scale",
+      "min_img_size", "max_img_size",     "min_crop_size",    "max_crop_size",
+      "pad",          "fill_value",       "inter_method",     NULL};
   if (parse_named(mapping, "iiifffffffiiiii:geometry", kwlist, &g->affine, &g->max_rotate_angle,
                   &g->rotate, &g->max_shear_ratio, &g->min_ratio, &g->max_ratio,
                   &g->min_random_scale, &g->max_random_scale, &g->min_img_size, &g->max_img_size,
@@ -64,9 +62,15 @@ static int get_geom(PyObject *mapping, rc_geom *g) {
 
 /* colour: rc_colour's fields by name, as recio.augment.ColourSpec.native() gives them. */
 static int get_colour(PyObject *mapping, rc_colour *c) {
-  static char *kwlist[] = {"random_h",   "random_s",   "random_l",
-                           "brightness", "contrast",   "saturation",
-                           "pca_noise",  "max_random_contrast", "max_random_illumination",
+  static char *kwlist[] = {"random_h",
+                           "random_s",
+                           "random_l",
+                           "brightness",
+                           "contrast",
+                           "saturation",
+                           "pca_noise",
+                           "max_random_contrast",
+                           "max_random_illumination",
                            NULL};
   if (parse_named(mapping, "iiidddddd:colour", kwlist, &c->random_h, &c->random_s, &c->random_l,
                   &c->brightness, &c->contrast, &c->saturation, &c->pca_noise,
@@ -89,9 +93,9 @@ static int refuse_positional(PyObject *args, const char *what) {
 }
 
 static PyObject *Draw_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"out_w",      "out_h",      "resize",    "rand_crop", "rrc",
-                           "rand_mirror", "min_area",  "max_area",  "min_aspect", "max_aspect",
-                           "epoch_key",  "mirror",     "colour",    "geometry",  NULL};
+  static char *kwlist[] = {"out_w",       "out_h",    "resize",   "rand_crop",  "rrc",
+                           "rand_mirror", "min_area", "max_area", "min_aspect", "max_aspect",
+                           "epoch_key",   "mirror",   "colour",   "geometry",   NULL};
   if (refuse_positional(args, "Draw") < 0) return NULL;
   rc_draw d;
   memset(&d, 0, sizeof d);
@@ -134,7 +138,6 @@ const rc_draw *draw_of(PyObject *obj) {
   PyErr_Format(PyExc_TypeError, "draw must be a recio._native.Draw, not %s", Py_TYPE(obj)->tp_name);
   return NULL;
 }
-
 
 static void JobOptions_dealloc(JobOptionsObject *self) {
   release_param(&self->lut);

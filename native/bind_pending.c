@@ -26,7 +26,6 @@ typedef struct {
   Py_buffer views[6];
 } PendingObject;
 
-
 static void pending_release(PendingObject *self) {
   if (self->released) return;
   self->released = 1;

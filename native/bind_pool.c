@@ -267,7 +267,6 @@ int check_open(PoolObject *self) {
   return 0;
 }
 
-
 void job_release(job_views *v) {
   PyMem_Free(v->errors);
   v->errors = NULL;
@@ -364,8 +363,8 @@ PyDoc_STRVAR(decode_batch_doc,
              "recio.decode.DecodePool, which checks the arguments.");
 
 static PyObject *Pool_decode_batch(PoolObject *self, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"buffers", "out",     "status",       "options", "crops", "flips",
-                           "starts",  "lengths", "draw_records", NULL};
+  static char *kwlist[] = {"buffers", "out",    "status",  "options",      "crops",
+                           "flips",   "starts", "lengths", "draw_records", NULL};
   PyObject *buffers, *starts = Py_None, *lengths = Py_None;
   job_args a = {.crops = Py_None, .flips = Py_None, .draw_records = Py_None, .crcs = Py_None};
   if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO|OOOOO:decode_batch", kwlist, &buffers, &a.out,

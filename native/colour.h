@@ -19,7 +19,7 @@ void rc_colour_apply(const rc_colour *c, const double v[RC_COLOUR_VALUES], uint8
  * else SSE2): call once before any pool thread runs. Returns "avx2", "sse2" or "scalar". */
 const char *rc_colour_init(void);
 
-#define RC_COLOUR_SCRATCH(npix) ((size_t)(npix)*4 * sizeof(float))
+#define RC_COLOUR_SCRATCH(npix) ((size_t)(npix) * 4 * sizeof(float))
 
 /* The fused colour and store of one image (AVX2, NCHW output): everything but saturation is
  * a function of one byte, so it folds into tables made once per image. Brightness and

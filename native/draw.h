@@ -30,8 +30,8 @@ typedef struct {
   double max_random_contrast, max_random_illumination;
 } rc_colour;
 
-/* Uniforms of each record for MXNet's geometry (recio.augment.geometry), after the crop's, the flip's
- * and colour's 14 (RC_DRAW_UNIFORMS + 1 on). */
+/* Uniforms of each record for MXNet's geometry (recio.augment.geometry), after the crop's, the
+ * flip's and colour's 14 (RC_DRAW_UNIFORMS + 1 on). */
 #define RC_GEOMETRY_FIRST (RC_DRAW_UNIFORMS + 15)
 enum {
   RC_U_SHEAR = RC_GEOMETRY_FIRST,
@@ -91,8 +91,8 @@ int rc_colour_affine(const rc_colour *c);
 void rc_draw_colour(const rc_draw *d, int64_t record, double v[RC_COLOUR_VALUES]);
 
 /* With d->geom.on: the warp of `record` from its width x height source to the output, its flip,
- * and crop {x, y, w, h} the source pixels its taps read (rc_warp_bounds), as recio.augment.geometry's
- * reference computes them. */
+ * and crop {x, y, w, h} the source pixels its taps read (rc_warp_bounds), as
+ * recio.augment.geometry's reference computes them. */
 void rc_draw_warp(const rc_draw *d, int64_t record, int width, int height, rc_warp *wp,
                   int32_t crop[4], uint8_t *flip);
 

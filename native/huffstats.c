@@ -10,10 +10,10 @@
 #endif
 
 /* zigzag position k -> index in the natural (row-major) block */
-static const int ZIGZAG[64] = {
-    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33, 40, 48,
-    41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23,
-    30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
+static const int ZIGZAG[64] = {0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,
+                               12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28,
+                               35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
+                               58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
 
 /* ZZ_BITS[i][v]: the zigzag mask of natural-order byte i (coefficients 8i..8i+7) being v */
 static uint64_t ZZ_BITS[8][256];
@@ -91,14 +91,14 @@ void rc_huff_table(const long counts[256], uint8_t bits_out[17], uint8_t huffval
    * scans found them): a heap of the symbols with counts, least (frequency, -symbol) first. */
   int heap[257], n = 0;
 #define BEFORE(a, b) (freq[a] < freq[b] || (freq[a] == freq[b] && (a) > (b)))
-#define SIFT_DOWN(at)                                                                          \
-  for (int i_ = (at);;) {                                                                      \
-    int m_ = i_, l_ = 2 * i_ + 1, r_ = l_ + 1;                                                 \
-    if (l_ < n && BEFORE(heap[l_], heap[m_])) m_ = l_;                                         \
-    if (r_ < n && BEFORE(heap[r_], heap[m_])) m_ = r_;                                         \
-    if (m_ == i_) break;                                                                       \
-    const int t_ = heap[i_];                                                                   \
-    heap[i_] = heap[m_], heap[m_] = t_, i_ = m_;                                               \
+#define SIFT_DOWN(at)                                  \
+  for (int i_ = (at);;) {                              \
+    int m_ = i_, l_ = 2 * i_ + 1, r_ = l_ + 1;         \
+    if (l_ < n && BEFORE(heap[l_], heap[m_])) m_ = l_; \
+    if (r_ < n && BEFORE(heap[r_], heap[m_])) m_ = r_; \
+    if (m_ == i_) break;                               \
+    const int t_ = heap[i_];                           \
+    heap[i_] = heap[m_], heap[m_] = t_, i_ = m_;       \
   }
   for (int i = 0; i <= 256; i++)
     if (freq[i]) heap[n++] = i;
@@ -180,8 +180,8 @@ int rc_huff_optimise(j_decompress_ptr src, j_compress_ptr dst, jvirt_barray_ptr 
   }
   const int cols = single ? wb[0] : (int)((W + 8L * max_h - 1) / (8L * max_h));
   const int rows = single ? hb[0] : (int)((H + 8L * max_v - 1) / (8L * max_v));
-  long interval = dst->restart_in_rows ? (long)dst->restart_in_rows * cols
-                                       : (long)dst->restart_interval;
+  long interval =
+      dst->restart_in_rows ? (long)dst->restart_in_rows * cols : (long)dst->restart_interval;
   if (interval > 65535) interval = 65535; /* as jcmaster.c caps it */
   long dc[NUM_HUFF_TBLS][256], ac[NUM_HUFF_TBLS][256];
   memset(dc, 0, sizeof dc);
@@ -192,8 +192,7 @@ int rc_huff_optimise(j_decompress_ptr src, j_compress_ptr dst, jvirt_barray_ptr 
     JBLOCKARRAY band[4];
     for (int c = 0; c < nc; c++) /* this MCU row's block rows, all there are of them */
       band[c] = (*src->mem->access_virt_barray)((j_common_ptr)src, coefs[c],
-                                                (JDIMENSION)(mr * vs[c]), (JDIMENSION)vs[c],
-                                                FALSE);
+                                                (JDIMENSION)(mr * vs[c]), (JDIMENSION)vs[c], FALSE);
     for (int mc = 0; mc < cols; mc++, mcu++) {
       if (interval && mcu % interval == 0) memset(last_dc, 0, sizeof last_dc);
       for (int c = 0; c < nc; c++) {

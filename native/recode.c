@@ -283,8 +283,7 @@ static int scan_start(const uint8_t *data, size_t len, size_t *hdr_end, int *dqt
     const int m = data[pos + 1];
     const size_t seg = 2 + ((size_t)data[pos + 2] << 8 | data[pos + 3]);
     if (seg < 4 || pos + seg > len) return -1;
-    if (m >= 0xC0 && m <= 0xCF && m != 0xC0 && m != 0xC1 && m != 0xC4 && m != 0xC8 &&
-        m != 0xCC)
+    if (m >= 0xC0 && m <= 0xCF && m != 0xC0 && m != 0xC1 && m != 0xC4 && m != 0xC8 && m != 0xCC)
       return -1; /* another kind of frame */
     if (m == 0xDC || m == 0xD8 || (m >= 0xD0 && m <= 0xD9)) return -1;
     for (size_t q = pos + 4; m == 0xDB && q < pos + seg;) { /* precision, number, values */
@@ -340,22 +339,22 @@ __attribute__((noinline)) static int decode_ac(reader *restrict b, const dtable 
   uint32_t zrls = 0, pending = 0; /* (added up here: a count stored per ZRL would chain) */
   /* Two symbols per refill (at most 26 bits each; a refill leaves 57 but near a 0xFF): the
    * refill runs at a steady pace, not on a test of the bits left that goes either way. */
-#define ONE()                                                                                  \
-  do {                                                                                         \
-    const uint32_t f = step(b, ac, &buf, &bits);                                               \
-    if (!f) return -1;                                                                         \
-    const int rs = f >> 8 & 0xFF;                                                              \
-    if (!(rs & 15)) {                                                                          \
-      if (rs != 0xF0) goto done; /* EOB */                                                     \
-      k += 16, pending++;        /* ZRL */                                                     \
-    } else {                                                                                   \
-      at = k += rs >> 4;                                                                       \
-      acn[rs]++;                                                                               \
-      tok[n++] = pending << 24 | (uint32_t)rs << 16 | f >> 16;                                 \
-      zrls += pending, pending = 0;                                                            \
-      k++;                                                                                     \
-    }                                                                                          \
-    if (k >= 64) goto done;                                                                    \
+#define ONE()                                                  \
+  do {                                                         \
+    const uint32_t f = step(b, ac, &buf, &bits);               \
+    if (!f) return -1;                                         \
+    const int rs = f >> 8 & 0xFF;                              \
+    if (!(rs & 15)) {                                          \
+      if (rs != 0xF0) goto done; /* EOB */                     \
+      k += 16, pending++;        /* ZRL */                     \
+    } else {                                                   \
+      at = k += rs >> 4;                                       \
+      acn[rs]++;                                               \
+      tok[n++] = pending << 24 | (uint32_t)rs << 16 | f >> 16; \
+      zrls += pending, pending = 0;                            \
+      k++;                                                     \
+    }                                                          \
+    if (k >= 64) goto done;                                    \
   } while (0)
   for (;;) {
     b->buf = buf, b->bits = bits, fill(b), buf = b->buf, bits = b->bits;
@@ -374,8 +373,7 @@ done:
 /* Decodes the scan into r's lists, counting the output's symbols. */
 static int decode_scan(rc_recoder *r, const struct jpeg_decompress_struct *s, const layout *L,
                        const uint8_t *data, size_t start, size_t len, long interval,
-                       long dcount[4][256], long acount[4][256], size_t *nblocks,
-                       size_t *ntokens) {
+                       long dcount[4][256], long acount[4][256], size_t *nblocks, size_t *ntokens) {
   const dtable *dt[4] = {0}, *at[4] = {0};
   for (int c = 0; c < L->nc; c++)
     if (!(dt[L->dc[c]] = table_for(r, s->dc_huff_tbl_ptrs[L->dc[c]], L->dc[c])) ||
@@ -398,8 +396,7 @@ static int decode_scan(rc_recoder *r, const struct jpeg_decompress_struct *s, co
     for (int mc = 0; mc < L->cols; mc++, mcu++) {
       if (src_interval && mcu && mcu % src_interval == 0) {
         segment++;
-        if (next_segment(&b, r->data + r->seg[segment], r->data + r->seg[segment + 1]))
-          return -1;
+        if (next_segment(&b, r->data + r->seg[segment], r->data + r->seg[segment + 1])) return -1;
         memset(src_pred, 0, sizeof src_pred);
       }
       if (interval && mcu % interval == 0) memset(out_pred, 0, sizeof out_pred);
@@ -481,8 +478,10 @@ int rc_recode(rc_recoder *r, const struct jpeg_decompress_struct *s, const uint8
   int used_dc = 0, used_ac = 0;
   for (int c = 0; c < L.nc; c++) used_dc |= 1 << L.dc[c], used_ac |= 1 << L.ac[c];
   for (int t = 0; t < 4; t++) {
-    if (used_dc >> t & 1) rc_huff_table(dcount[t], dbits[t], dval[t]), make_etable(dbits[t], dval[t], 1, &de[t]);
-    if (used_ac >> t & 1) rc_huff_table(acount[t], abits[t], aval[t]), make_etable(abits[t], aval[t], 0, &ae[t]);
+    if (used_dc >> t & 1)
+      rc_huff_table(dcount[t], dbits[t], dval[t]), make_etable(dbits[t], dval[t], 1, &de[t]);
+    if (used_ac >> t & 1)
+      rc_huff_table(acount[t], abits[t], aval[t]), make_etable(abits[t], aval[t], 0, &ae[t]);
   }
   const size_t per_mcu = (size_t)L.nblk * 440 + 16; /* 16 + 11 bits, 63 x 26, stuffed */
   size_t cap = hdr_end + 8 * 280 + 64 + (len - hdr_end) + (len - hdr_end) / 8 + per_mcu;
