@@ -49,7 +49,9 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/development.md", "tools/ci_services.sh start"): (
         "starts the test servers, which the suite's s3/hdfs tests do (tests/test_servers.py)"
     ),
-    ("docs/development.md", "ruff check . && ruff format --check ."): "lint, not an example",
+    ("docs/development.md", "ruff check . && ruff format --check ."): (
+        "the lint, which tests/test_lint.py runs"
+    ),
     ("docs/development.md", "RECIO_SERVERS_PORTS=auto RECIO_SERVERS_OWNER=me \\"): (
         "starts the test servers (tests/test_servers.py)"
     ),

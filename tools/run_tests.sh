@@ -7,7 +7,7 @@
 # RECIO_WEBHDFS_URL. The installs stay cached in ~/.cache/recio-servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh "test,s3,cloud,hdfs,dali,train,plot,frameworks,cluster,gpu"
+bash tools/setup.sh "test,lint,s3,cloud,hdfs,dali,train,plot,frameworks,cluster,gpu"
 # valgrind's callgrind: the instruction counts tests/tools/test_bench_peers.py checks
 if ! command -v valgrind >/dev/null; then
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
