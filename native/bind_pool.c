@@ -673,8 +673,19 @@ static PyObject *stream_checked(PyObject *module, PyObject *arg) {
   return PyBool_FromLong(rc_checked_has(rc_checked_process(), key));
 }
 
+PyDoc_STRVAR(second_decodes_doc,
+             "second_decodes() -> int: how many decodes in this process were run again with\n"
+             "libjpeg's Huffman decoder after recio's stopped or did not take the scan\n"
+             "(damaged data, or framing it leaves to libjpeg: NOTE [entropy decode] in\n"
+             "native/entropy.h). Valid one-scan baseline JPEGs never add to it.");
+
+static PyObject *second_decodes(PyObject *module, PyObject *unused) {
+  return PyLong_FromUnsignedLongLong((unsigned long long)rc_second_decodes());
+}
+
 PyMethodDef rc_decode_functions[] = {
     {"own_entropy", own_entropy, METH_O, own_entropy_doc},
+    {"second_decodes", second_decodes, METH_NOARGS, second_decodes_doc},
     {"stream_checked", stream_checked, METH_O, stream_checked_doc},
     {NULL},
 };

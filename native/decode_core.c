@@ -25,6 +25,7 @@
 #include "warp.h"
 
 #include <limits.h>
+#include <stdatomic.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -1073,6 +1074,16 @@ static int decode_pass(rc_worker *w, const uint8_t *data, size_t len, const int3
   return st;
 }
 
+static atomic_uint_fast64_t second_decodes;
+
+uint64_t rc_second_decodes(void) {
+  return atomic_load_explicit(&second_decodes, memory_order_relaxed);
+}
+
+void rc_count_second_decode(void) {
+  atomic_fetch_add_explicit(&second_decodes, 1, memory_order_relaxed);
+}
+
 static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *crop, int flip,
                   const rc_draw *draw, int64_t record, int32_t *crop_out, uint8_t *flip_out,
                   const rc_opts *o, void *out, char *err) {
@@ -1080,6 +1091,7 @@ static int decode(rc_worker *w, const uint8_t *data, size_t len, const int32_t *
   const int status =
       decode_pass(w, data, len, crop, flip, draw, record, crop_out, flip_out, o, out, err);
   if (status != RC_DECODE_AGAIN) return status;
+  rc_count_second_decode();
   w->own_entropy = 0;
   return decode_pass(w, data, len, crop, flip, draw, record, crop_out, flip_out, o, out, err);
 }

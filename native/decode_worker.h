@@ -48,6 +48,9 @@ struct rc_worker {
 /* recio's entropy decoder stopped at damaged data: libjpeg's decodes the image again. */
 #define RC_DECODE_AGAIN (-1000)
 
+/* Counts a pass run again for RC_DECODE_AGAIN (rc_second_decodes). */
+void rc_count_second_decode(void);
+
 /* w's decompressor replaced by a new one, no table of the image before left (NOTE [fresh
  * tables] in decode_core.c): RC_OK, or RC_NOMEM (its message in err unless NULL). */
 int rc_fresh_decompressor(rc_worker *w, char *err);

@@ -313,6 +313,7 @@ int rc_decode_planes(rc_worker *w, const uint8_t *data, size_t len, const int32_
   w->own_entropy = !w->stock_entropy;
   const int status = planes_pass(w, data, len, crop, o, gray, out, err);
   if (status != RC_DECODE_AGAIN) return status;
+  rc_count_second_decode();
   w->own_entropy = 0;
   return planes_pass(w, data, len, crop, o, gray, out, err);
 }

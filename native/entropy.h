@@ -46,8 +46,10 @@
  * is libjpeg's: from the start where the copy's first chunk shows it (or the image has
  * several scans), else from where the copy meets it, the decode stopping as at damaged data.
  * A fault past what a crop's decode copies is never met and cannot change its status
- * (libjpeg's own decoder would not read that far either). RECIO_STOCK_ENTROPY=1, read as a
- * decode worker starts, leaves every scan to libjpeg (to compare the two).
+ * (libjpeg's own decoder would not read that far either). Each decode run again so is counted
+ * (rc_second_decodes, recio._native.second_decodes): the pixels are libjpeg's either way, so
+ * the count is how tests see a valid image fall off this decoder. RECIO_STOCK_ENTROPY=1, read
+ * as a decode worker starts, leaves every scan to libjpeg (to compare the two).
  */
 #ifndef RECIO_ENTROPY_H
 #define RECIO_ENTROPY_H

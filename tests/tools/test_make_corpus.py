@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -107,3 +108,31 @@ def test_content_is_photo_like(corpus):
     rgb = [r for r in rows if r[4:6] == ["RGB", "JPEG"]]
     bpp = 8 * sum(int(r[6]) for r in rgb) / sum(int(r[2]) * int(r[3]) for r in rgb)
     assert 2.5 < bpp < 5.0, bpp
+
+
+def test_its_jpegs_stay_on_recios_decoder(corpus):
+    """The corpus the figures are measured on (BENCHMARKS.md) decodes on recio's Huffman
+    decoder to the end, as it comes and optimized, whole and in drawn crops: a decode that
+    fell back to libjpeg's (_native.second_decodes) gives the same pixels, slower."""
+    from recio import _native
+    from recio.augment import CropSpec, KeyedDraw
+    from recio.decode import DecodePool
+    from recio.im2rec import JpegEncoder
+
+    from ..conftest import require_native
+
+    require_native()
+    jpegs = [p.read_bytes() for p in sorted(corpus.glob("class_*/*.jpg"))]
+    records = np.arange(len(jpegs), dtype=np.int64)
+    with DecodePool(2, backend="native") as pool:
+        status, optimized = JpegEncoder(pool).optimize_jpeg(jpegs, restart=1)
+        assert not status.any()
+        before = _native.second_decodes()
+        for images in (jpegs, optimized):
+            assert all(_native.own_entropy(i) for i in images)
+            for epoch in range(2):  # the first decodes read each whole stream, later ones not
+                for spec in (CropSpec(64, 64, random_resized_crop=True), CropSpec(64, 64)):
+                    out = np.empty((len(images), 64, 64, 3), np.uint8)
+                    draw = KeyedDraw(spec, 5, epoch)
+                    assert not pool.decode_batch(images, out, draw=draw, records=records).any()
+    assert _native.second_decodes() == before
