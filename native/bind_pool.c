@@ -677,7 +677,8 @@ PyDoc_STRVAR(second_decodes_doc,
              "second_decodes() -> int: how many decodes in this process were run again with\n"
              "libjpeg's Huffman decoder after recio's stopped or did not take the scan\n"
              "(damaged data, or framing it leaves to libjpeg: NOTE [entropy decode] in\n"
-             "native/entropy.h). Valid one-scan baseline JPEGs never add to it.");
+             "native/entropy.h). An intact one-scan baseline JPEG without 0xFF fill bytes\n"
+             "never adds to it.");
 
 static PyObject *second_decodes(PyObject *module, PyObject *unused) {
   return PyLong_FromUnsignedLongLong((unsigned long long)rc_second_decodes());

@@ -132,8 +132,9 @@ int rc_own_entropy(rc_worker *w, const uint8_t *data, size_t len);
 
 /* How many decodes in this process ran a second pass with libjpeg's Huffman decoder because
  * recio's stopped or did not take the scan (RC_DECODE_AGAIN): damaged data, or framing recio's
- * decoder leaves to libjpeg. A valid image of one baseline scan never adds to it, so a test
- * can see a decode falling off the fast path, which the pixels (libjpeg's either way) hide. */
+ * decoder leaves to libjpeg (0xFF fill bytes). An intact one-scan baseline JPEG without fill
+ * bytes never adds to it, so a test can see a decode falling off the fast path, which the
+ * pixels (libjpeg's either way) hide. */
 uint64_t rc_second_decodes(void);
 
 /* The planes a worker keeps for encode_core.c's plane decode (rc_decode_planes): Y, Cb, Cr. */
