@@ -1,4 +1,4 @@
-"""The lint docs/development.md gives, run as the suite: ruff on the Python, clang-format on the C.
+"""The lint docs/development.md gives, run by the suite: ruff on the Python, clang-format on the C.
 
 The versions are the `lint` extra's pins (pyproject.toml): another release formats a little
 differently, so the check is only as good as the pin.
