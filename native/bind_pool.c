@@ -32,23 +32,21 @@ static void worker_free(void *vs) {
 /* NOTE [one pass per record]: where a local file has a checksum sidecar, two checks read each
  * record's bytes: the consumer's, its frames against the sidecar (NOTE [checksum sidecar] in
  * recio/records/checksum.py), and the pool's, the JPEG's whole-stream key (NOTE [whole-stream
- * check] in streamcheck.h). A CRC32C pass for each takes about 2.3 % of the iterator's CPU
- * time on 70 KB photos, one pass 1.2 % (perf, BENCHMARKS.md: the first pass over a record
- * waits on memory). So a
- * decode_records batch given `crcs` has its decode threads take one pass over each parsed
- * record (one plain frame: the frame header and IRHeader, then the JPEG up to the frame's
- * end), just before its decode: the JPEG's CRC32C, which is its key as every other decode
- * computes it (the set means the same whoever filled it: these exact bytes were read whole
- * and clean; two records with the same JPEG under different headers share it), and the
- * frame's, for the sidecar, from the header's (a few dozen bytes) and the JPEG's by CRC
- * algebra (rc_crc32c_combine: four products, no second pass). The consumer compares the
- * frame CRCs with the sidecar's table and takes no pass of its own; a record that does not
- * match is a bad slot (the image was decoded from those bytes; the set holds only their own
- * key, never a checksum from the sidecar). The checksum is of the bytes the thread read just
- * before the decode: a file written over while it is read may change in between, as it may
- * between any read and check. Records left to the exact parse (status RECORD), and every
- * other entry point (decode_batch, the DALI stage, stream_checked), compute the key from the
- * bytes themselves when a crop needs it. */
+ * check] in streamcheck.h). A CRC32C pass for each takes about 2.3 % of the iterator's CPU time on
+ * 70 KB photos, one pass 1.2 % (perf, BENCHMARKS.md: the first pass over a record waits on
+ * memory). So a decode_records batch given `crcs` has its decode threads take one pass over each
+ * parsed record (one plain frame: the frame header and IRHeader, then the JPEG up to the frame's
+ * end), just before its decode: the JPEG's CRC32C, which is its key as every other decode computes
+ * it (the set means the same whoever filled it: these exact bytes were read whole and clean; two
+ * records with the same JPEG under different headers share it), and the frame's, for the sidecar,
+ * from the header's (a few dozen bytes) and the JPEG's by CRC algebra (rc_crc32c_combine: four
+ * products, no second pass). The consumer compares the frame CRCs with the sidecar's table and
+ * takes no pass of its own; a record that does not match is a bad slot (the image was decoded from
+ * those bytes; the set holds only their own key, never a checksum from the sidecar). The checksum
+ * is of the bytes the thread read just before the decode: a file written over while it is read may
+ * change in between, as it may between any read and check. Records left to the exact parse (status
+ * RECORD), and every other entry point (decode_batch, the DALI stage, stream_checked), compute the
+ * key from the bytes themselves when a crop needs it. */
 static uint64_t one_pass(const batch_ctx *c, size_t i, rc_span image) {
   const size_t head = (size_t)(c->records->starts[i] - c->records->offsets[i]);
   const uint32_t jpeg = rc_crc32c(0, image.buf, image.len);

@@ -1,29 +1,28 @@
 /* recio restart cut: the part of a restart-marked JPEG that covers a crop, as a JPEG of its own.
  *
- * NOTE [restart cut]: a baseline JPEG's entropy-coded data is one chain, so a crop's decode
- * must Huffman-decode every MCU before the crop's last one. With restart markers (DRI) the
- * chain is cut into segments of `interval` MCUs that decode alone (the DC predictors reset at
- * each). rc_restart_cut copies the segments that cover a window of MCUs into a new JPEG: the
- * source's tables, its SOF with the window's width and height, the same DRI, the segments
- * with their RST markers renumbered, an EOI. Where recio's entropy decoder decodes it (NOTE
- * [entropy decode]) the JPEG is the header and the EOI alone (rc_restart_header): the decoder
- * copies the window's segments without their stuffing straight from the source's scan
- * (unstuff.h's window, rc_restart_window; the segments passed over have their markers
- * checked as here), so the segments are copied once, not twice; where that decoder stops,
- * the decode is run again by libjpeg's, on the cut with its segments. Decoding it gives the
- * window's pixels exactly as
- * the whole image's decode does, away from the window's cut edges: there the chroma upsampler
- * takes the cut for an image edge, so the window keeps a margin beyond what the crop needs on
- * every cut side: two output pixels times the upsampling factor (libjpeg-turbo's fancy
- * filters, at factor 2, read one chroma sample beyond the one under a pixel; at factor 1,
- * 4:4:4 or chroma the DCT scaling brings to full size, none), rounded out to whole MCUs; a
- * whole MCU where a component is upsampled by any other factor. At the image's own right and
- * bottom edges the window ends where the image does, so its edge is the image's. Windows are whole
- * segments: with a marker every k MCUs and k dividing the MCUs of a row, any columns in steps of k;
- * else whole rows, from a row where a segment starts to one where a segment starts (or the last). A
- * window must leave MCUs out to be worth it. Anything else (progressive, several scans, arithmetic
- * coding, a marker missing or out of sequence, data cut short) gets no cut: the caller
- * decodes the whole stream, which reports what is wrong with it.
+ * NOTE [restart cut]: a baseline JPEG's entropy-coded data is one chain, so a crop's decode must
+ * Huffman-decode every MCU before the crop's last one. With restart markers (DRI) the chain is cut
+ * into segments of `interval` MCUs that decode alone (the DC predictors reset at each).
+ * rc_restart_cut copies the segments that cover a window of MCUs into a new JPEG: the source's
+ * tables, its SOF with the window's width and height, the same DRI, the segments with their RST
+ * markers renumbered, an EOI. Where recio's entropy decoder decodes it (NOTE [entropy decode]) the
+ * JPEG is the header and the EOI alone (rc_restart_header): the decoder copies the window's
+ * segments without their stuffing straight from the source's scan (unstuff.h's window,
+ * rc_restart_window; the segments passed over have their markers checked as here), so the segments
+ * are copied once, not twice; where that decoder stops, the decode is run again by libjpeg's, on
+ * the cut with its segments. Decoding the cut gives the window's pixels exactly as the whole
+ * image's decode does, away from the window's cut edges: there the chroma upsampler takes the cut
+ * for an image edge, so the window keeps a margin beyond what the crop needs on every cut side:
+ * two output pixels times the upsampling factor (libjpeg-turbo's fancy filters, at factor 2, read
+ * one chroma sample beyond the one under a pixel; at factor 1, 4:4:4 or chroma the DCT scaling
+ * brings to full size, none), rounded out to whole MCUs; a whole MCU where a component is
+ * upsampled by any other factor. At the image's own right and bottom edges the window ends where
+ * the image does, so its edge is the image's. Windows are whole segments: with a marker every k
+ * MCUs and k dividing the MCUs of a row, any columns in steps of k; else whole rows, from a row
+ * where a segment starts to one where a segment starts (or the last). A window must leave MCUs out
+ * to be worth it. Anything else (progressive, several scans, arithmetic coding, a marker missing
+ * or out of sequence, data cut short) gets no cut: the caller decodes the whole stream, which
+ * reports what is wrong with it.
  */
 #ifndef RECIO_RESTART_H
 #define RECIO_RESTART_H

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import os
-import socket
 import subprocess
 import sys
 
@@ -16,6 +15,7 @@ from recio.records.format import IRHeader, pack
 from recio.records.recordio import MXIndexedRecordIO
 
 from ._paths import REPO
+from .conftest import free_port
 
 # Small enough for a shared 2-core machine: 16 px images, an 8-channel two-stage ResNet.
 TINY = dict(image_size=16, width=8, blocks=(1, 1), num_classes=4, augment=False)
@@ -38,12 +38,6 @@ def make_shapes_rec(
 
 def env() -> dict[str, str]:
     return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # torch's gloo backend now and then aborts a rank as its process exits, after the work and

@@ -202,6 +202,13 @@ def _unavailable(what: str, why: str) -> None:
     pytest.skip("!!! " + message + " -- start it with tools/ci_services.sh start !!!")
 
 
+def free_port() -> int:
+    """A port of 127.0.0.1 nothing listens on (the system's pick) for a server to take."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
     try:
         with socket.create_connection((host, port), timeout=1):

@@ -189,7 +189,7 @@ class _Finalizers:
 
 
 @pytest.mark.s3
-def test_session_starts_and_stops_a_private_s3_server_when_none_answers():
+def test_a_pytest_run_starts_and_stops_a_private_s3_server_when_none_answers():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens there

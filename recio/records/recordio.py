@@ -61,7 +61,7 @@ def _abort_after_unhandled_exception() -> None:
     Runs before the interpreter clears modules and tracebacks (which drops such writers
     and calls their ``__del__``), while ``sys.last_exc`` still says that the program
     died of an exception. A writer opened after that exception was raised (in an
-    interactive session, where ``sys.last_exc`` stays set) is aborted only if another
+    interactive interpreter, where ``sys.last_exc`` stays set) is aborted only if another
     unhandled one came after.
     """
     error = _last_unhandled()

